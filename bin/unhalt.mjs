@@ -1,0 +1,10 @@
+#!/usr/bin/env node
+// The `unhalt` command. Unhalt's sources are TypeScript run directly by Node's type stripping,
+// which needs Node >= 22.18 (on by default there).
+const [major, minor] = process.versions.node.split('.').map(Number);
+if (major < 22 || (major === 22 && minor < 18)) {
+  process.stderr.write(`unhalt: Node ${process.versions.node} is too old; Unhalt needs Node >= 22.18 (see README)\n`);
+  process.exit(1);
+}
+const { main } = await import('../electron/cli.ts');
+process.exitCode = await main(process.argv.slice(2));

@@ -1,0 +1,34 @@
+// `unhalt` command line: run, doctor. Exit codes (DESIGN.md): 0 the guest shut down, 1 bad input
+// or configuration (nothing started), 2 the VM failed, 124 --timeout expired.
+// stdout carries ttyS0 only; every message goes to stderr.
+import { runCommand } from './cli/run.ts';
+import { doctorCommand } from './cli/doctor.ts';
+import { EXIT_CODES } from './cli/args.ts';
+
+const USAGE = `usage: unhalt <command> [options]
+
+commands:
+  run       boot a VM with ttyS0 on this terminal (Ctrl-A x quits)
+  doctor    check this host: /dev/kvm, KVM capabilities, halt polling, built guests
+
+unhalt run [--guest probe|custom] [--kernel F] [--initrd F] [--append S] [--cpus N]
+           [--memory MiB] [--name NAME] [--agent-log F] [--timeout S]
+unhalt doctor [--json]
+`;
+
+export async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  switch (command) {
+    case 'run': return runCommand(rest);
+    case 'doctor': return doctorCommand(rest);
+    case undefined:
+    case '-h':
+    case '--help':
+    case 'help':
+      process.stdout.write(USAGE);
+      return command === undefined ? EXIT_CODES.badInput : EXIT_CODES.ok;
+    default:
+      process.stderr.write(`unhalt: unknown command "${command}"\n${USAGE}`);
+      return EXIT_CODES.badInput;
+  }
+}

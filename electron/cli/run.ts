@@ -1,0 +1,108 @@
+// `unhalt run`: boot one VM with ttyS0 on stdin/stdout.
+import { createWriteStream, type WriteStream } from 'node:fs';
+import { ConfigError, resolveMachine, validateConfig } from '../vmm/config/vm-config.ts';
+import { isCleanExit, VirtualMachine, type VmExit } from '../vmm/vm.ts';
+import { EXIT_CODES, UsageError, parse, say } from './args.ts';
+
+const OPTIONS = {
+  guest: { type: 'string' },
+  kernel: { type: 'string' },
+  initrd: { type: 'string' },
+  append: { type: 'string' },
+  cpus: { type: 'string' },
+  memory: { type: 'string' },
+  name: { type: 'string' },
+  'agent-log': { type: 'string' },
+  timeout: { type: 'string' },
+} as const;
+
+const CTRL_A = 0x01;
+
+export async function runCommand(argv: string[]): Promise<number> {
+  let vm: VirtualMachine;
+  let timeoutS: number | undefined;
+  let agentLog: WriteStream | undefined;
+  try {
+    const { values } = parse(argv, OPTIONS);
+    if (values.timeout !== undefined) {
+      timeoutS = Number(values.timeout);
+      if (!Number.isFinite(timeoutS) || timeoutS <= 0) throw new UsageError(`--timeout must be a positive number of seconds, got "${values.timeout}"`);
+    }
+    const config = validateConfig({
+      guest: values.guest, kernel: values.kernel, initrd: values.initrd, append: values.append,
+      cpus: values.cpus, memoryMiB: values.memory, name: values.name,
+    });
+    const spec = resolveMachine(config);
+    if (values['agent-log']) agentLog = await openLog(values['agent-log']);
+    vm = await VirtualMachine.start(spec);
+  } catch (e) {
+    say(e instanceof UsageError || e instanceof ConfigError ? e.message : `cannot start the VM: ${(e as Error).message}`);
+    agentLog?.close();
+    return EXIT_CODES.badInput;
+  }
+
+  vm.on('console', (bytes) => process.stdout.write(bytes));
+  if (agentLog) vm.on('agent-bytes', (bytes) => agentLog!.write(bytes));
+  const detachInput = attachInput(vm);
+
+  let timedOut = false;
+  const timer = timeoutS === undefined ? undefined : setTimeout(() => { timedOut = true; void vm.stop(); }, timeoutS * 1000);
+  const onSignal = () => void vm.stop();
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+
+  const exit: VmExit = await vm.exited;
+  clearTimeout(timer);
+  process.off('SIGINT', onSignal);
+  process.off('SIGTERM', onSignal);
+  detachInput();
+  if (agentLog) await new Promise<void>((r) => agentLog!.end(r));
+  await new Promise<void>((r) => process.stdout.write('', () => r()));
+
+  if (timedOut) {
+    say(`timeout: stopped the VM after ${timeoutS} s`);
+    return EXIT_CODES.timeout;
+  }
+  if (isCleanExit(exit.kind) || exit.kind === 'stopped') return EXIT_CODES.ok;
+  say(`the VM failed: ${exit.message}`);
+  return EXIT_CODES.vmFailed;
+}
+
+function openLog(path: string): Promise<WriteStream> {
+  return new Promise((resolve, reject) => {
+    const s = createWriteStream(path);
+    s.once('open', () => resolve(s));
+    s.once('error', (e) => reject(new UsageError(`cannot write the agent log ${path}: ${e.message}`)));
+  });
+}
+
+/** stdin -> ttyS0. On a TTY: raw mode, and Ctrl-A x quits (Ctrl-A Ctrl-A sends one Ctrl-A), as in QEMU. */
+function attachInput(vm: VirtualMachine): () => void {
+  const stdin = process.stdin;
+  const tty = stdin.isTTY === true;
+  let escape = false;
+  const onData = (chunk: Buffer) => {
+    if (!tty) { vm.sendConsole(chunk); return; }
+    const out: number[] = [];
+    for (const b of chunk) {
+      if (escape) {
+        escape = false;
+        if (b === 0x78 /* x */) { void vm.stop(); return; }
+        if (b === CTRL_A) out.push(CTRL_A);
+        continue;
+      }
+      if (b === CTRL_A) escape = true;
+      else out.push(b);
+    }
+    if (out.length) vm.sendConsole(Uint8Array.from(out));
+  };
+  if (tty) stdin.setRawMode(true);
+  stdin.on('data', onData);
+  stdin.on('error', () => { /* a closed stdin only ends input */ });
+  return () => {
+    stdin.off('data', onData);
+    if (tty) stdin.setRawMode(false);
+    stdin.pause();
+    stdin.unref?.();
+  };
+}

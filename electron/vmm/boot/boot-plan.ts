@@ -1,0 +1,9 @@
+// What a kernel loader tells the vCPU setup: the mode the boot CPU starts in and its registers.
+export interface BootPlan {
+  protocol: 'pvh' | 'linux';
+  /** protected32: PVH (paging off, flat segments); long64: Linux 64-bit boot protocol. */
+  mode: 'protected32' | 'long64';
+  entry: number;
+  rbx: number;
+  rsi: number;
+}

@@ -1,0 +1,27 @@
+// Tells what a kernel file is, so a wrong file gets a message that names what it is not.
+import { isElf, parseElf } from './elf.ts';
+import { pvhEntry } from './pvh.ts';
+
+export type KernelFormat = 'pvh-elf' | 'elf-without-pvh' | 'bzimage' | 'unknown';
+
+export function detectKernelFormat(bytes: Uint8Array): KernelFormat {
+  if (isElf(bytes)) {
+    try {
+      return pvhEntry(parseElf(bytes)) === undefined ? 'elf-without-pvh' : 'pvh-elf';
+    } catch {
+      return 'elf-without-pvh';
+    }
+  }
+  // Linux boot protocol: "HdrS" at 0x202, boot flag 0xAA55 at 0x1FE.
+  if (bytes.length > 0x206 && bytes[0x202] === 0x48 && bytes[0x203] === 0x64 && bytes[0x204] === 0x72
+    && bytes[0x205] === 0x53) return 'bzimage';
+  return 'unknown';
+}
+
+export function describeUnknownKernel(bytes: Uint8Array): string {
+  if (bytes.length === 0) return 'the kernel file is empty';
+  const head = Array.from(bytes.subarray(0, 8), (b) => b.toString(16).padStart(2, '0')).join(' ');
+  const text = /^[\x09\x0a\x0d\x20-\x7e]+$/.test(new TextDecoder().decode(bytes.subarray(0, 64)));
+  return `the kernel file is neither a PVH ELF nor a Linux bzImage (${bytes.length} bytes, starts with `
+    + `${text ? 'text' : head})`;
+}

@@ -1,0 +1,130 @@
+// The board: which device answers which ports and IRQ lines (docs/guest-contract.md), and
+// where each device's state sits in the one shared device SAB. The main thread creates the
+// SAB once per VM and hands it to every vCPU worker; each thread then calls attachDevices
+// with its own I/O callbacks and gets its own PortBus over the same state.
+
+import { AcpiPm, ACPI_PM_BASE, ACPI_PM_LENGTH, ACPI_PM_STATE_WORDS } from './acpi-pm.ts';
+import { DebugExit, DEBUG_EXIT_LENGTH, DEBUG_EXIT_PORT } from './debug-exit.ts';
+import { I8042, I8042_COMMAND_PORT, I8042_DATA_PORT } from './i8042.ts';
+import { PortBus, UNHANDLED_TABLE_WORDS } from './port-bus.ts';
+import { POST_PORT, POST_STATE_WORDS, PostPort } from './post-port.ts';
+import { SharedLock } from './shared-lock.ts';
+import { Uart16550, UART_STATE_WORDS } from './uart16550.ts';
+
+export const COM1_BASE = 0x3f8;
+export const COM1_IRQ = 4;
+export const COM2_BASE = 0x2f8;
+export const COM2_IRQ = 3;
+
+/** Word (Int32) offsets of each part of the device SAB: the only place they are defined. */
+export const DEVICE_LAYOUT = Object.freeze({
+  lock: 0, // 1 word: the bus lock
+  unhandled: 8, // UNHANDLED_TABLE_WORDS (33): unhandled-port table
+  com1: 48, // UART_STATE_WORDS (32)
+  com2: 80, // UART_STATE_WORDS (32)
+  acpiPm: 112, // ACPI_PM_STATE_WORDS (3)
+  post: 116, // POST_STATE_WORDS (1)
+  words: 120,
+});
+
+// Catch a layout edit that makes two parts overlap (checked once at load).
+const parts: [number, number][] = [
+  [DEVICE_LAYOUT.lock, 1],
+  [DEVICE_LAYOUT.unhandled, UNHANDLED_TABLE_WORDS],
+  [DEVICE_LAYOUT.com1, UART_STATE_WORDS],
+  [DEVICE_LAYOUT.com2, UART_STATE_WORDS],
+  [DEVICE_LAYOUT.acpiPm, ACPI_PM_STATE_WORDS],
+  [DEVICE_LAYOUT.post, POST_STATE_WORDS],
+];
+for (let i = 0; i < parts.length; i++) {
+  const end = i + 1 < parts.length ? parts[i + 1][0] : DEVICE_LAYOUT.words;
+  if (parts[i][0] + parts[i][1] > end) throw new Error('DEVICE_LAYOUT parts overlap');
+}
+
+export interface DeviceIo {
+  /** A byte the guest sent on ttyS0 (the console). Called under the bus lock. */
+  emitConsole(byte: number): void;
+  /** A byte the guest sent on ttyS1 (the agent channel). Called under the bus lock. */
+  emitAgent(byte: number): void;
+  /** Drive an ISA IRQ line (KVM_IRQ_LINE); only called when the level changes. */
+  setIrq(line: number, level: boolean): void;
+  /** ACPI S5 or isa-debug-exit: the guest shut down. */
+  onPowerOff(): void;
+  /** i8042 reset: the run ends. */
+  onReset(): void;
+}
+
+/** Allocates and initializes the device state of one VM. */
+export function createDeviceState(): SharedArrayBuffer {
+  const sab = new SharedArrayBuffer(DEVICE_LAYOUT.words * 4);
+  Uart16550.initState(view(sab, DEVICE_LAYOUT.com1, UART_STATE_WORDS));
+  Uart16550.initState(view(sab, DEVICE_LAYOUT.com2, UART_STATE_WORDS));
+  return sab;
+}
+
+/** This thread's port bus over shared device state, with this thread's I/O callbacks. */
+export function attachDevices(stateSab: SharedArrayBuffer, io: DeviceIo): PortBus {
+  const bus = new PortBus(lockOf(stateSab), view(stateSab, DEVICE_LAYOUT.unhandled, UNHANDLED_TABLE_WORDS));
+  const com1 = new Uart16550(view(stateSab, DEVICE_LAYOUT.com1, UART_STATE_WORDS), {
+    emit: (b) => io.emitConsole(b),
+    setIrq: (level) => io.setIrq(COM1_IRQ, level),
+  });
+  const com2 = new Uart16550(view(stateSab, DEVICE_LAYOUT.com2, UART_STATE_WORDS), {
+    emit: (b) => io.emitAgent(b),
+    setIrq: (level) => io.setIrq(COM2_IRQ, level),
+  });
+  const pm = new AcpiPm(view(stateSab, DEVICE_LAYOUT.acpiPm, ACPI_PM_STATE_WORDS), io);
+  const kbc = new I8042(io);
+  const exit = new DebugExit(io);
+  const post = new PostPort(view(stateSab, DEVICE_LAYOUT.post, POST_STATE_WORDS));
+
+  bus.map({ base: COM1_BASE, length: 8, byteWide: true, read: (o) => com1.read(o), write: (o, _s, v) => com1.write(o, v) });
+  bus.map({ base: COM2_BASE, length: 8, byteWide: true, read: (o) => com2.read(o), write: (o, _s, v) => com2.write(o, v) });
+  bus.map({ base: I8042_DATA_PORT, length: 1, byteWide: true, read: () => kbc.read(I8042_DATA_PORT), write: (_o, _s, v) => kbc.write(I8042_DATA_PORT, v) });
+  bus.map({ base: I8042_COMMAND_PORT, length: 1, byteWide: true, read: () => kbc.read(I8042_COMMAND_PORT), write: (_o, _s, v) => kbc.write(I8042_COMMAND_PORT, v) });
+  bus.map({ base: ACPI_PM_BASE, length: ACPI_PM_LENGTH, read: (o, s) => pm.read(o, s), write: (o, s, v) => pm.write(o, s, v) });
+  // One write of any width is one power-off request.
+  bus.map({ base: DEBUG_EXIT_PORT, length: DEBUG_EXIT_LENGTH, read: () => exit.read(), write: () => exit.write() });
+  bus.map({ base: POST_PORT, length: 1, byteWide: true, read: () => post.read(), write: (_o, _s, v) => post.write(v) });
+  return bus;
+}
+
+/**
+ * Host side of the serial lines: queues console/agent input into COM1 (0) or COM2 (1) under
+ * the bus lock and raises the RX interrupt. The FIFO is 16 bytes: `inject` returns how many
+ * bytes were taken; keep the rest and retry (e.g. on the next output drain or a short timer).
+ */
+export class SerialInput {
+  private readonly lock: SharedLock;
+  private readonly uarts: [Uart16550, Uart16550];
+
+  constructor(stateSab: SharedArrayBuffer, setIrq: (line: number, level: boolean) => void) {
+    this.lock = lockOf(stateSab);
+    // The host never transmits; a guest byte looped back stays inside the UART.
+    const emit = (): void => {};
+    this.uarts = [
+      new Uart16550(view(stateSab, DEVICE_LAYOUT.com1, UART_STATE_WORDS), { emit, setIrq: (l) => setIrq(COM1_IRQ, l) }),
+      new Uart16550(view(stateSab, DEVICE_LAYOUT.com2, UART_STATE_WORDS), { emit, setIrq: (l) => setIrq(COM2_IRQ, l) }),
+    ];
+  }
+
+  inject(which: 0 | 1, bytes: Uint8Array): number {
+    if (bytes.length === 0) return 0;
+    const uart = this.uarts[which];
+    return this.lock.withLock(() => uart.enqueueRx(bytes));
+  }
+
+  /** Bytes the UART can take right now. */
+  space(which: 0 | 1): number {
+    const uart = this.uarts[which];
+    return this.lock.withLock(() => uart.rxSpace());
+  }
+}
+
+function view(sab: SharedArrayBuffer, word: number, words: number): Int32Array {
+  return new Int32Array(sab, word * 4, words);
+}
+
+function lockOf(sab: SharedArrayBuffer): SharedLock {
+  return new SharedLock(view(sab, DEVICE_LAYOUT.lock, 1), 0);
+}

@@ -1,0 +1,27 @@
+// Port 0x80, the PC POST-code / I/O-delay port. The probe guest's `pio` scenario hammers it
+// to measure exit cost, so it is a mapped no-op rather than an "unhandled" port: that keeps
+// the unhandled-access table meaningful and the hot path short. The last code written is
+// kept (one state word) for diagnostics.
+
+export const POST_PORT = 0x80;
+export const POST_STATE_WORDS = 1;
+
+export class PostPort {
+  private readonly s: Int32Array;
+
+  constructor(state: Int32Array) {
+    this.s = state;
+  }
+
+  read(): number {
+    return 0xff;
+  }
+
+  write(value: number): void {
+    this.s[0] = value & 0xff;
+  }
+
+  lastCode(): number {
+    return this.s[0];
+  }
+}

@@ -1,0 +1,94 @@
+// What `unhalt doctor` checks, as data (the CLI prints it, the service API will serve it).
+import { execFileSync } from 'node:child_process';
+import { CAP } from '../../native/kvm/abi.ts';
+import { Kvm, kvmDevicePath } from '../../native/kvm/kvm.ts';
+import { PROBE_KERNEL, probeBuilt } from './guests.ts';
+import { hostHaltPollParams, hostKind } from './host.ts';
+
+export interface DoctorCheck {
+  name: string;
+  ok: boolean;
+  detail: string;
+  /** What to do when !ok (or a note worth knowing). */
+  fix?: string;
+}
+
+export interface DoctorReport {
+  ok: boolean;
+  hostKind: 'pvm' | 'hardware';
+  kvmDevice: string;
+  apiVersion?: number;
+  maxVcpus?: number;
+  capabilities: Record<string, number>;
+  haltPoll: Record<string, number>;
+  checks: DoctorCheck[];
+}
+
+/** Capabilities the VMM uses: which are required to start at all. */
+const CAPS: [keyof typeof CAP, boolean][] = [
+  ['IRQCHIP', true], ['USER_MEMORY', true], ['SET_TSS_ADDR', true], ['PIT2', true], ['IMMEDIATE_EXIT', true],
+  ['EXT_CPUID', true], ['MAX_VCPUS', false], ['SET_IDENTITY_MAP_ADDR', false], ['GET_TSC_KHZ', false],
+  ['X86_DISABLE_EXITS', false], ['HALT_POLL', false], ['BINARY_STATS_FD', false],
+];
+
+export function runDoctor(): DoctorReport {
+  const checks: DoctorCheck[] = [];
+  const kind = hostKind();
+  const report: DoctorReport = {
+    ok: true, hostKind: kind, kvmDevice: kvmDevicePath(), capabilities: {}, haltPoll: hostHaltPollParams(), checks,
+  };
+  const [major, minor] = process.versions.node.split('.').map(Number) as [number, number];
+  checks.push({
+    name: 'node', ok: major > 22 || (major === 22 && minor >= 18), detail: `Node ${process.versions.node}`,
+    fix: 'install Node >= 22.18 (the README shows how)',
+  });
+  let kvm: Kvm | undefined;
+  try {
+    kvm = Kvm.open();
+    report.apiVersion = kvm.apiVersion();
+    checks.push({ name: 'kvm-device', ok: true, detail: `${report.kvmDevice} opened, KVM API version ${report.apiVersion}` });
+  } catch (e) {
+    checks.push({ name: 'kvm-device', ok: false, detail: (e as Error).message,
+      fix: 'check that KVM is loaded (lsmod | grep kvm) and that you may open the device (the "kvm" group)' });
+  }
+  if (kvm) {
+    const missing: string[] = [];
+    for (const [name, required] of CAPS) {
+      const value = kvm.checkExtension(CAP[name]);
+      report.capabilities[name] = value;
+      if (required && !value) missing.push(name);
+    }
+    report.maxVcpus = kvm.maxVcpus();
+    checks.push({
+      name: 'kvm-capabilities', ok: missing.length === 0,
+      detail: missing.length ? `missing: ${missing.join(', ')}` : `all required present; up to ${report.maxVcpus} vCPUs per VM`
+        + `; halt polling per VM: ${report.capabilities.HALT_POLL ? 'yes' : 'no'}`
+        + `; binary stats: ${report.capabilities.BINARY_STATS_FD ? 'yes' : 'no'}`,
+      fix: 'a newer host kernel (5.15 or later) provides these',
+    });
+    kvm.close();
+  }
+  checks.push({
+    name: 'host-kind', ok: true,
+    detail: kind === 'pvm'
+      ? 'PVM (kvm_pvm): a software nested hypervisor. Guest user mode runs natively, but guest kernel mode and '
+        + 'real mode are emulated at about 1 µs per instruction, so kernels boot very slowly (a stock Linux '
+        + 'kernel does not finish booting), KVM hypercalls hang a vCPU, and cpu-pm=on does not remove halt exits'
+      : 'hardware-backed KVM (VMX or SVM)',
+    ...(kind === 'pvm' ? { fix: 'use the probe guest here; compare timings only side by side with QEMU on this host' } : {}),
+  });
+  const hp = report.haltPoll;
+  checks.push({
+    name: 'halt-polling', ok: true,
+    detail: hp.halt_poll_ns === undefined ? 'host halt-polling parameters not readable'
+      : `host default halt_poll_ns=${hp.halt_poll_ns} (grow ${hp.halt_poll_ns_grow}, grow_start ${hp.halt_poll_ns_grow_start}, shrink ${hp.halt_poll_ns_shrink})`,
+  });
+  let gcc = false;
+  try { execFileSync('gcc', ['--version'], { stdio: 'ignore' }); gcc = true; } catch { /* absent */ }
+  checks.push({
+    name: 'probe-guest', ok: probeBuilt(), detail: probeBuilt() ? `built: ${PROBE_KERNEL}` : `not built (gcc ${gcc ? 'present' : 'missing'})`,
+    fix: gcc ? 'run: npm run build:guests' : 'install gcc (apt-get install gcc), then run: npm run build:guests',
+  });
+  report.ok = checks.every((c) => c.ok);
+  return report;
+}

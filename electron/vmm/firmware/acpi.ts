@@ -1,0 +1,299 @@
+// ACPI tables for the Unhalt board (docs/guest-contract.md): RSDP (rev 2) -> XSDT -> FADT,
+// MADT; FADT -> FACS, DSDT. Linux finds its CPUs only through the MADT (Debian's kernel has
+// no MP-table parser) and powers off through the FADT's PM1a control block and the DSDT's
+// \_S5 package. One pure function lays everything out in one block placed at `baseAddress`
+// (0xE0000: the legacy RSDP scan range, so guests given no rsdp_paddr find it too).
+
+export interface AcpiOptions {
+  /** Number of vCPUs, 1..255: APIC IDs 0..cpus-1 (xAPIC, no x2APIC entries needed). */
+  cpus: number;
+  /** Guest-physical address the returned bytes are copied to (16-byte aligned). */
+  baseAddress: number;
+}
+
+export interface AcpiTables {
+  bytes: Uint8Array;
+  rsdpAddress: number;
+  /** Where each table landed (guest-physical), for logs and tests. */
+  tables: { signature: string; address: number; length: number }[];
+}
+
+export const LAPIC_ADDRESS = 0xfee00000;
+export const IOAPIC_ADDRESS = 0xfec00000;
+export const SCI_IRQ = 9;
+export const PM1A_EVT_BLK = 0x600;
+export const PM1A_CNT_BLK = 0x604;
+export const RESET_PORT = 0x64; // i8042 command port: 0xFE resets
+export const RESET_VALUE = 0xfe;
+
+const OEM_ID = 'UNHALT';
+const OEM_TABLE_ID = 'UNHALT  ';
+const CREATOR_ID = 'UHLT';
+const HEADER = 36;
+const BIOS_AREA_END = 0x100000;
+
+/** Lays out all tables; throws if they would not fit below 1 MiB when placed there. */
+export function buildAcpiTables(opts: AcpiOptions): AcpiTables {
+  const { cpus, baseAddress } = opts;
+  if (!Number.isInteger(cpus) || cpus < 1 || cpus > 255) throw new RangeError(`cpus must be 1..255, got ${cpus}`);
+  if (!Number.isInteger(baseAddress) || baseAddress % 16 !== 0 || baseAddress < 0) {
+    throw new RangeError('baseAddress must be 16-byte aligned');
+  }
+
+  const dsdt = buildDsdt();
+  const madt = buildMadt(cpus);
+  const facs = buildFacs();
+  // Layout: RSDP first (the legacy scan looks at 16-byte boundaries), FACS 64-byte aligned.
+  let at = 0;
+  const place = (len: number, align: number): number => {
+    const addr = alignUp(baseAddress + at, align);
+    at = addr - baseAddress + len;
+    return addr;
+  };
+  const rsdpAddr = place(36, 16);
+  const facsAddr = place(facs.length, 64);
+  const dsdtAddr = place(dsdt.length, 16);
+  const fadtAddr = place(276, 16);
+  const madtAddr = place(madt.length, 16);
+  const xsdtAddr = place(HEADER + 8 * 2, 16);
+  const fadt = buildFadt(facsAddr, dsdtAddr);
+  const xsdt = buildXsdt([fadtAddr, madtAddr]);
+  const rsdp = buildRsdp(xsdtAddr);
+
+  if (baseAddress < BIOS_AREA_END && baseAddress + at > BIOS_AREA_END) {
+    throw new RangeError(`ACPI tables (${at} bytes) do not fit below 1 MiB`);
+  }
+  const bytes = new Uint8Array(at);
+  const put = (table: Uint8Array, addr: number): void => bytes.set(table, addr - baseAddress);
+  put(rsdp, rsdpAddr);
+  put(facs, facsAddr);
+  put(dsdt, dsdtAddr);
+  put(fadt, fadtAddr);
+  put(madt, madtAddr);
+  put(xsdt, xsdtAddr);
+  const tables = [
+    { signature: 'RSD PTR ', address: rsdpAddr, length: rsdp.length },
+    { signature: 'FACS', address: facsAddr, length: facs.length },
+    { signature: 'DSDT', address: dsdtAddr, length: dsdt.length },
+    { signature: 'FACP', address: fadtAddr, length: fadt.length },
+    { signature: 'APIC', address: madtAddr, length: madt.length },
+    { signature: 'XSDT', address: xsdtAddr, length: xsdt.length },
+  ];
+  return { bytes, rsdpAddress: rsdpAddr, tables };
+}
+
+// --- tables -------------------------------------------------------------------------------
+
+function buildRsdp(xsdtAddr: number): Uint8Array {
+  const t = new Table(36);
+  t.ascii(0, 'RSD PTR ');
+  t.ascii(9, OEM_ID);
+  t.u8(15, 2); // revision 2: XSDT present
+  t.u32(16, 0); // no RSDT: every ACPI 2+ OS uses the XSDT
+  t.u32(20, 36);
+  t.u64(24, xsdtAddr);
+  t.u8(8, checksum(t.bytes.subarray(0, 20))); // ACPI 1.0 checksum covers the first 20 bytes
+  t.u8(32, checksum(t.bytes));
+  return t.bytes;
+}
+
+function buildXsdt(entries: number[]): Uint8Array {
+  const t = new Table(HEADER + 8 * entries.length);
+  entries.forEach((addr, i) => t.u64(HEADER + 8 * i, addr));
+  return t.finish('XSDT', 1);
+}
+
+// FADT revision 6 (ACPI 6.3), 276 bytes, full (not hardware-reduced) fixed hardware.
+function buildFadt(facsAddr: number, dsdtAddr: number): Uint8Array {
+  const t = new Table(276);
+  t.u32(36, facsAddr); // FIRMWARE_CTRL (below 4 GiB, so the 32-bit field; X_ left 0)
+  t.u32(40, dsdtAddr); // DSDT
+  t.u8(44, 1); // was INT_MODEL: 1 = APIC, for ACPI 1.0 readers
+  t.u8(45, 0); // Preferred_PM_Profile: unspecified
+  t.u16(46, SCI_IRQ); // SCI_INT
+  t.u32(48, 0); // SMI_CMD 0: no SMM, the machine is always in ACPI mode (SCI_EN reads 1)
+  t.u32(56, PM1A_EVT_BLK);
+  t.u32(64, PM1A_CNT_BLK);
+  t.u32(76, 0); // PM_TMR_BLK: no PM timer (the guest uses TSC/LAPIC/kvmclock)
+  t.u8(88, 4); // PM1_EVT_LEN
+  t.u8(89, 2); // PM1_CNT_LEN
+  t.u16(96, 0x0fff); // P_LVL2_LAT > 100: C2 not supported
+  t.u16(98, 0x0fff); // P_LVL3_LAT > 1000: C3 not supported
+  // IAPC_BOOT_ARCH: LEGACY_DEVICES (ISA UARTs) | 8042 | VGA not present | CMOS RTC not present
+  // (ports 0x70/0x71 are empty, so Linux must not register an RTC).
+  t.u16(109, (1 << 0) | (1 << 1) | (1 << 2) | (1 << 5));
+  // Flags: WBINVD | PROC_C1 (HLT) | PWR_BUTTON, SLP_BUTTON (none as fixed features) |
+  // FIX_RTC (no RTC wake status) | RESET_REG_SUP | HEADLESS.
+  t.u32(112, (1 << 0) | (1 << 2) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 10) | (1 << 12));
+  t.gas(116, 1, 8, 1, RESET_PORT); // RESET_REG: system I/O 0x64, byte access
+  t.u8(128, RESET_VALUE);
+  t.u16(129, 0); // ARM_BOOT_ARCH
+  t.u8(131, 3); // FADT minor version: 6.3
+  t.u64(132, 0); // X_FIRMWARE_CTRL (FIRMWARE_CTRL is used)
+  t.u64(140, dsdtAddr); // X_DSDT
+  t.gas(148, 1, 32, 2, PM1A_EVT_BLK); // X_PM1a_EVT_BLK: two 16-bit registers
+  t.gas(172, 1, 16, 2, PM1A_CNT_BLK); // X_PM1a_CNT_BLK
+  // X_PM1b_*, X_PM2_CNT, X_PM_TMR, X_GPE0/1, SLEEP_CONTROL/STATUS, hypervisor id: 0.
+  return t.finish('FACP', 6);
+}
+
+// FACS: required with non-hardware-reduced FADTs (no waking vector, no global lock in use).
+function buildFacs(): Uint8Array {
+  const t = new Table(64);
+  t.ascii(0, 'FACS');
+  t.u32(4, 64);
+  t.u8(32, 2); // version
+  return t.bytes; // the FACS has no checksum
+}
+
+function buildMadt(cpus: number): Uint8Array {
+  const lapics = 8 * cpus;
+  const t = new Table(HEADER + 8 + lapics + 12 + 10 * 2);
+  t.u32(36, LAPIC_ADDRESS);
+  t.u32(40, 1); // PCAT_COMPAT: dual 8259s present (KVM's in-kernel irqchip has them)
+  let o = 44;
+  for (let id = 0; id < cpus; id++, o += 8) {
+    t.u8(o, 0); // Processor Local APIC
+    t.u8(o + 1, 8);
+    t.u8(o + 2, id); // ACPI processor UID
+    t.u8(o + 3, id); // APIC ID
+    t.u32(o + 4, 1); // enabled
+  }
+  t.u8(o, 1); // I/O APIC
+  t.u8(o + 1, 12);
+  t.u8(o + 2, cpus); // I/O APIC ID: the first ID after the CPUs'
+  t.u32(o + 4, IOAPIC_ADDRESS);
+  t.u32(o + 8, 0); // GSI base
+  o += 12;
+  o = interruptOverride(t, o, 0, 2, 0x0005); // PIT IRQ0 -> GSI2, edge, active high
+  interruptOverride(t, o, SCI_IRQ, SCI_IRQ, 0x000d); // SCI: level, active high
+  return t.finish('APIC', 5);
+}
+
+function interruptOverride(t: Table, o: number, irq: number, gsi: number, flags: number): number {
+  t.u8(o, 2);
+  t.u8(o + 1, 10);
+  t.u8(o + 2, 0); // bus: ISA
+  t.u8(o + 3, irq);
+  t.u32(o + 4, gsi);
+  t.u16(o + 8, flags);
+  return o + 10;
+}
+
+// DSDT: Name (_S5, Package () { 5, 5, 0, 0 }) — SLP_TYPa, SLP_TYPb, reserved, reserved.
+function buildDsdt(): Uint8Array {
+  const aml = amlName('_S5_', amlPackage([amlInteger(5), amlInteger(5), amlInteger(0), amlInteger(0)]));
+  const t = new Table(HEADER + aml.length);
+  t.bytes.set(aml, HEADER);
+  return t.finish('DSDT', 2); // revision 2: 64-bit AML integers
+}
+
+// --- AML encoding (ACPI spec, chapter 20) ---------------------------------------------------
+
+const NAME_OP = 0x08;
+const PACKAGE_OP = 0x12;
+const ZERO_OP = 0x00;
+const ONE_OP = 0x01;
+const BYTE_PREFIX = 0x0a;
+const WORD_PREFIX = 0x0b;
+const DWORD_PREFIX = 0x0c;
+
+export function amlInteger(v: number): number[] {
+  if (!Number.isInteger(v) || v < 0 || v > 0xffffffff) throw new RangeError(`AML integer ${v}`);
+  if (v === 0) return [ZERO_OP];
+  if (v === 1) return [ONE_OP];
+  if (v <= 0xff) return [BYTE_PREFIX, v];
+  if (v <= 0xffff) return [WORD_PREFIX, v & 0xff, v >>> 8];
+  return [DWORD_PREFIX, v & 0xff, (v >>> 8) & 0xff, (v >>> 16) & 0xff, v >>> 24];
+}
+
+/** PkgLength: the encoded length counts its own bytes too. */
+export function amlPkgLength(contentLength: number): number[] {
+  for (let n = 1; n <= 4; n++) {
+    const total = contentLength + n;
+    if (n === 1 && total <= 0x3f) return [total];
+    if (n > 1 && total < 1 << (4 + 8 * (n - 1))) {
+      const out = [((n - 1) << 6) | (total & 0x0f)];
+      for (let i = 1; i < n; i++) out.push((total >>> (4 + 8 * (i - 1))) & 0xff);
+      return out;
+    }
+  }
+  throw new RangeError('AML package too long');
+}
+
+export function amlPackage(elements: number[][]): number[] {
+  if (elements.length > 255) throw new RangeError('AML package has more than 255 elements');
+  const body = [elements.length, ...elements.flat()];
+  return [PACKAGE_OP, ...amlPkgLength(body.length), ...body];
+}
+
+export function amlName(nameSeg: string, value: number[]): number[] {
+  if (!/^[A-Z_][A-Z0-9_]{3}$/.test(nameSeg)) throw new RangeError(`bad NameSeg ${nameSeg}`);
+  return [NAME_OP, ...[...nameSeg].map((c) => c.charCodeAt(0)), ...value];
+}
+
+// --- byte helpers -----------------------------------------------------------------------------
+
+export function checksum(bytes: Uint8Array): number {
+  let sum = 0;
+  for (const b of bytes) sum = (sum + b) & 0xff;
+  return (0x100 - sum) & 0xff;
+}
+
+function alignUp(v: number, align: number): number {
+  return Math.ceil(v / align) * align;
+}
+
+class Table {
+  readonly bytes: Uint8Array;
+  private readonly dv: DataView;
+
+  constructor(length: number) {
+    this.bytes = new Uint8Array(length);
+    this.dv = new DataView(this.bytes.buffer);
+  }
+
+  u8(o: number, v: number): void {
+    this.dv.setUint8(o, v);
+  }
+
+  u16(o: number, v: number): void {
+    this.dv.setUint16(o, v, true);
+  }
+
+  u32(o: number, v: number): void {
+    this.dv.setUint32(o, v, true);
+  }
+
+  u64(o: number, v: number): void {
+    this.dv.setBigUint64(o, BigInt(v), true);
+  }
+
+  ascii(o: number, s: string): void {
+    for (let i = 0; i < s.length; i++) this.bytes[o + i] = s.charCodeAt(i);
+  }
+
+  /** Generic Address Structure: space (1 = system I/O), bit width, access size, address. */
+  gas(o: number, space: number, bitWidth: number, accessSize: number, address: number): void {
+    this.u8(o, space);
+    this.u8(o + 1, bitWidth);
+    this.u8(o + 2, 0); // bit offset
+    this.u8(o + 3, accessSize); // 1 byte, 2 word, 3 dword, 4 qword
+    this.u64(o + 4, address);
+  }
+
+  /** Fills the standard header (OEM "UNHALT") and the checksum; returns the bytes. */
+  finish(signature: string, revision: number): Uint8Array {
+    this.ascii(0, signature);
+    this.u32(4, this.bytes.length);
+    this.u8(8, revision);
+    this.ascii(10, OEM_ID);
+    this.ascii(16, OEM_TABLE_ID);
+    this.u32(24, 1); // OEM revision
+    this.ascii(28, CREATOR_ID);
+    this.u32(32, 1); // creator revision
+    this.u8(9, 0);
+    this.u8(9, checksum(this.bytes));
+    return this.bytes;
+  }
+}

@@ -1,0 +1,133 @@
+// Guest RAM: one JS-allocated SharedArrayBuffer shared with every vCPU worker and registered with
+// KVM at a 2 MiB-aligned offset inside it. Never a koffi.view of mmap'd memory: Electron's V8
+// memory cage forbids ArrayBuffers over foreign memory. The SAB must stay referenced for the VM's
+// whole life (KVM keeps using the pages; if V8 frees them the guest reads freed memory).
+import { MADV_HUGEPAGE, OsError, addressOf, errno, libc } from '../../../native/kvm/libc.ts';
+
+export const MiB = 1024 * 1024;
+export const GiB = 1024 * MiB;
+const ALIGN = 2 * MiB;
+/** Guest-physical hole below 4 GiB for the LAPIC, IOAPIC and other MMIO (as on a PC). */
+export const MMIO_HOLE_START = 3 * GiB;
+export const HIGH_MEMORY_START = 4 * GiB;
+
+export interface RamRegion {
+  slot: number;
+  guestPhysAddr: number;
+  size: number;
+  /** Offset of the region inside `sab`. */
+  offset: number;
+  hostAddress: number;
+}
+
+export class GuestMemory {
+  readonly size: number;
+  readonly sab: SharedArrayBuffer;
+  readonly regions: readonly RamRegion[];
+  private readonly base: number;
+  private readonly all: Uint8Array;
+  private readonly view: DataView;
+  private locked = false;
+
+  constructor(size: number) {
+    if (!Number.isSafeInteger(size) || size <= 0 || size % MiB !== 0) {
+      throw new RangeError(`guest memory must be a positive whole number of MiB, got ${size} bytes`);
+    }
+    this.size = size;
+    try {
+      this.sab = new SharedArrayBuffer(size + ALIGN);
+    } catch {
+      throw new RangeError(`cannot allocate ${size / MiB} MiB of guest memory on this host`);
+    }
+    const address = addressOf(this.sab);
+    this.base = (ALIGN - (address % ALIGN)) % ALIGN;
+    this.all = new Uint8Array(this.sab, this.base, size);
+    this.view = new DataView(this.sab, this.base, size);
+    const low = Math.min(size, MMIO_HOLE_START);
+    const regions: RamRegion[] = [
+      { slot: 0, guestPhysAddr: 0, size: low, offset: 0, hostAddress: address + this.base },
+    ];
+    if (size > low) {
+      regions.push({
+        slot: 1, guestPhysAddr: HIGH_MEMORY_START, size: size - low, offset: low,
+        hostAddress: address + this.base + low,
+      });
+    }
+    this.regions = regions;
+    // Huge pages make guest page walks cheaper on real hardware; a refusal only costs speed.
+    libc.madvise(address + this.base, size, MADV_HUGEPAGE);
+  }
+
+  /** Byte offset of the region's start inside the SAB (what workers need to rebuild views). */
+  get sabOffset(): number {
+    return this.base;
+  }
+
+  /** Highest guest-physical address + 1 of RAM below the MMIO hole. */
+  get lowMemoryEnd(): number {
+    return this.regions[0]!.size;
+  }
+
+  private offsetOf(gpa: number, length: number): number {
+    for (const r of this.regions) {
+      if (gpa >= r.guestPhysAddr && gpa + length <= r.guestPhysAddr + r.size) return r.offset + (gpa - r.guestPhysAddr);
+    }
+    throw new RangeError(
+      `guest address range 0x${gpa.toString(16)}+0x${length.toString(16)} is outside guest RAM`,
+    );
+  }
+
+  /** A view of guest memory (no copy). */
+  slice(gpa: number, length: number): Uint8Array {
+    const off = this.offsetOf(gpa, length);
+    return this.all.subarray(off, off + length);
+  }
+
+  write(gpa: number, data: Uint8Array): void {
+    this.all.set(data, this.offsetOf(gpa, data.length));
+  }
+
+  writeString(gpa: number, text: string): number {
+    const bytes = new TextEncoder().encode(`${text}\0`);
+    this.write(gpa, bytes);
+    return bytes.length;
+  }
+
+  read(gpa: number, length: number): Uint8Array {
+    return this.slice(gpa, length).slice();
+  }
+
+  fill(gpa: number, length: number, value = 0): void {
+    this.slice(gpa, length).fill(value);
+  }
+
+  writeU16(gpa: number, value: number): void { this.view.setUint16(this.offsetOf(gpa, 2), value, true); }
+  writeU32(gpa: number, value: number): void { this.view.setUint32(this.offsetOf(gpa, 4), value >>> 0, true); }
+  writeU64(gpa: number, value: bigint | number): void {
+    this.view.setBigUint64(this.offsetOf(gpa, 8), BigInt(value), true);
+  }
+  readU32(gpa: number): number { return this.view.getUint32(this.offsetOf(gpa, 4), true); }
+  readU64(gpa: number): bigint { return this.view.getBigUint64(this.offsetOf(gpa, 8), true); }
+
+  /** Locks guest RAM in host memory (mem-lock=on). Throws a clear error when refused. */
+  lock(): void {
+    for (const r of this.regions) {
+      if (libc.mlock(r.hostAddress, r.size) < 0) {
+        const err = errno();
+        this.unlock();
+        throw new OsError(`locking ${this.size / MiB} MiB of guest memory (mlock)`, err,
+          'raise RLIMIT_MEMLOCK (ulimit -l) or grant CAP_IPC_LOCK, or turn mem-lock off');
+      }
+    }
+    this.locked = true;
+  }
+
+  unlock(): void {
+    for (const r of this.regions) libc.munlock(r.hostAddress, r.size);
+    this.locked = false;
+  }
+
+  get isLocked(): boolean {
+    return this.locked;
+  }
+}

@@ -1,0 +1,364 @@
+// One running virtual machine: builds it (memory, firmware tables, kernel, vCPUs), runs one
+// worker thread per vCPU, drains console output, and tears everything down however it ends.
+import { EventEmitter } from 'node:events';
+import { readFileSync } from 'node:fs';
+import { extname } from 'node:path';
+import { Worker } from 'node:worker_threads';
+import { CAP } from '../../native/kvm/abi.ts';
+import { IrqLine, Kvm, type Vcpu, type Vm } from '../../native/kvm/kvm.ts';
+import { installKickHandler, kickThread } from '../../native/kvm/kick.ts';
+import { AgentLineReader, type AgentEvent } from './agent/line-protocol.ts';
+import { type BootPlan } from './boot/boot-plan.ts';
+import { describeUnknownKernel, detectKernelFormat } from './boot/kernel-format.ts';
+import { E820_RAM, E820_RESERVED, type E820Entry, LAYOUT } from './boot/layout.ts';
+import { loadPvh } from './boot/pvh.ts';
+import { buildCpuid, hostKvmFeatures } from './cpu/cpuid.ts';
+import { setBootCpuState, setBootMsrs, setLapicLints } from './cpu/boot-state.ts';
+import { ByteRing } from './devices/byte-ring.ts';
+import { SerialInput, createDeviceState } from './devices/board.ts';
+import { buildAcpiTables } from './firmware/acpi.ts';
+import { GuestMemory, HIGH_MEMORY_START, MiB } from './memory/guest-memory.ts';
+import { COMMAND, END, type EndCode, VmControl } from './vcpu/control.ts';
+import type { VcpuWorkerData, WorkerMessage } from './vcpu/vcpu-worker.ts';
+
+/** Everything needed to start a machine, already validated and resolved (see config/). */
+export interface MachineSpec {
+  name: string;
+  cpus: number;
+  memoryMiB: number;
+  kernelPath: string;
+  initrdPath?: string;
+  cmdline: string;
+  /** CPUID 0x40000001 EAX / EDX; by default what the host's KVM supports. */
+  kvmFeatures?: number;
+  kvmHints?: number;
+  /** Host CPU per vCPU (round-robin already applied), or none. */
+  pin?: number[];
+  haltPollNs?: number;
+  memLock?: boolean;
+}
+
+export type VmState = 'starting' | 'running' | 'paused' | 'stopping' | 'stopped';
+
+export type ExitKind = 'poweroff' | 'reset' | 'triple-fault' | 'internal-error' | 'fail-entry' | 'crash' | 'stopped';
+
+export interface VmExit {
+  kind: ExitKind;
+  /** One line a user can read. */
+  message: string;
+  vcpu?: number;
+}
+
+const END_KIND: Record<EndCode, ExitKind> = {
+  [END.none]: 'stopped',
+  [END.powerOff]: 'poweroff',
+  [END.reset]: 'reset',
+  [END.tripleFault]: 'triple-fault',
+  [END.internalError]: 'internal-error',
+  [END.failEntry]: 'fail-entry',
+  [END.workerError]: 'crash',
+  [END.stopped]: 'stopped',
+};
+
+/** Guest exits that mean "the guest shut itself down" (exit code 0). */
+export function isCleanExit(kind: ExitKind): boolean {
+  return kind === 'poweroff' || kind === 'reset';
+}
+
+export const MIN_MEMORY_MIB = 16;
+const WORKER_EXIT_DEADLINE_MS = 5000;
+const WORKER_URL = new URL(`./vcpu/vcpu-worker${extname(new URL(import.meta.url).pathname)}`, import.meta.url);
+
+export interface VmEvents {
+  console: [bytes: Uint8Array];
+  agent: [event: AgentEvent];
+  'agent-bytes': [bytes: Uint8Array];
+  state: [state: VmState];
+  exit: [exit: VmExit];
+}
+
+export class VirtualMachine extends EventEmitter<VmEvents> {
+  readonly spec: MachineSpec;
+  state: VmState = 'starting';
+  /** Resolves once the VM is stopped and every resource is released. */
+  readonly exited: Promise<VmExit>;
+  readonly control: VmControl;
+  readonly agentReader: AgentLineReader;
+  startedAt = 0;
+  private resolveExited!: (e: VmExit) => void;
+  private kvm?: Kvm;
+  private vm?: Vm;
+  private memory?: GuestMemory;
+  private vcpus: Vcpu[] = [];
+  private workers: Worker[] = [];
+  private workerExited: Promise<void>[] = [];
+  private readonly consoleRingSab = ByteRing.create(64 * 1024);
+  private readonly agentRingSab = ByteRing.create(64 * 1024);
+  private readonly consoleRing = new ByteRing(this.consoleRingSab);
+  private readonly agentRing = new ByteRing(this.agentRingSab);
+  private readonly deviceSab: SharedArrayBuffer;
+  private consoleInput?: SerialInput;
+  private pendingInput: Uint8Array[] = [];
+  private inputTimer?: NodeJS.Timeout;
+  private draining = true;
+  private endMessage?: string;
+  private tearingDown?: Promise<VmExit>;
+
+  private constructor(spec: MachineSpec) {
+    super();
+    this.spec = spec;
+    this.control = new VmControl(spec.cpus);
+    this.deviceSab = createDeviceState();
+    this.agentReader = new AgentLineReader((e) => this.emit('agent', e));
+    this.exited = new Promise((r) => { this.resolveExited = r; });
+  }
+
+  /** Builds and starts a VM. Throws (with every resource released) if it cannot start. */
+  static async start(spec: MachineSpec): Promise<VirtualMachine> {
+    const vm = new VirtualMachine(spec);
+    try {
+      vm.build();
+      await vm.launchWorkers();
+    } catch (e) {
+      vm.draining = false;
+      await vm.release();
+      throw e;
+    }
+    vm.startedAt = performance.now();
+    vm.setState('running');
+    void vm.drain(vm.consoleRing, (b) => vm.emit('console', b));
+    void vm.drain(vm.agentRing, (b) => { vm.emit('agent-bytes', b); vm.agentReader.push(b); });
+    return vm;
+  }
+
+  private setState(s: VmState): void {
+    this.state = s;
+    this.emit('state', s);
+  }
+
+  private build(): void {
+    const spec = this.spec;
+    const kernel = readKernel(spec.kernelPath);
+    const initrd = spec.initrdPath ? readFile(spec.initrdPath, 'initrd') : undefined;
+    const format = detectKernelFormat(kernel);
+    if (format === 'bzimage') throw new Error(`${spec.kernelPath} is a Linux bzImage; this build boots PVH ELF kernels only`);
+    if (format === 'unknown') throw new Error(`${spec.kernelPath}: ${describeUnknownKernel(kernel)}`);
+
+    const kvm = this.kvm = Kvm.open();
+    for (const [cap, name] of [[CAP.IRQCHIP, 'in-kernel irqchip'], [CAP.USER_MEMORY, 'user memory'],
+      [CAP.SET_TSS_ADDR, 'TSS address'], [CAP.IMMEDIATE_EXIT, 'immediate exit'], [CAP.PIT2, 'in-kernel PIT']] as const) {
+      if (!kvm.checkExtension(cap)) throw new Error(`this host's KVM lacks a capability Unhalt needs: ${name} (KVM_CAP ${cap})`);
+    }
+    const maxVcpus = kvm.maxVcpus();
+    if (spec.cpus > maxVcpus) throw new Error(`cpus=${spec.cpus} is more than this host's KVM allows (${maxVcpus})`);
+    installKickHandler();
+
+    const vm = this.vm = kvm.createVm();
+    vm.setTssAddr(LAYOUT.tssAddr);
+    vm.setIdentityMapAddr(LAYOUT.identityMap);
+    vm.createIrqchip();
+    vm.createPit2();
+    if (spec.haltPollNs !== undefined) vm.enableCap(CAP.HALT_POLL, [spec.haltPollNs]);
+
+    const mem = this.memory = new GuestMemory(spec.memoryMiB * MiB);
+    if (spec.memLock) mem.lock();
+    for (const r of mem.regions) {
+      vm.setUserMemoryRegion({ slot: r.slot, guestPhysAddr: r.guestPhysAddr, memorySize: r.size, userspaceAddr: r.hostAddress });
+    }
+
+    const acpi = buildAcpiTables({ cpus: spec.cpus, baseAddress: LAYOUT.acpi });
+    mem.write(LAYOUT.acpi, acpi.bytes);
+    const plan: BootPlan = loadPvh(mem, {
+      kernel, initrd, cmdline: spec.cmdline, rsdpAddress: acpi.rsdpAddress, e820: memoryMap(mem),
+    });
+
+    const supported = kvm.supportedCpuid();
+    const host = hostKvmFeatures(supported);
+    const kvmFeatures = spec.kvmFeatures ?? host.features;
+    const kvmHints = spec.kvmHints ?? host.hints;
+    for (let i = 0; i < spec.cpus; i++) {
+      const vcpu = vm.createVcpu(i);
+      this.vcpus.push(vcpu);
+      vcpu.setCpuid2(buildCpuid(supported, { vcpuId: i, cpus: spec.cpus, kvmFeatures, kvmHints }));
+      setBootMsrs(vcpu);
+      setLapicLints(vcpu);
+      if (i === 0) setBootCpuState(vcpu, mem, plan);
+    }
+    const irq = new IrqLine(vm.fd);
+    this.consoleInput = new SerialInput(this.deviceSab, (line, level) => irq.set(line, level));
+  }
+
+  private async launchWorkers(): Promise<void> {
+    const ready: Promise<void>[] = [];
+    for (const vcpu of this.vcpus) {
+      const data: VcpuWorkerData = {
+        vcpu: vcpu.handle(), vmFd: this.vm!.fd, cpus: this.spec.cpus, controlSab: this.control.sab,
+        deviceSab: this.deviceSab, consoleRingSab: this.consoleRingSab, agentRingSab: this.agentRingSab,
+        hostCpu: this.spec.pin?.[vcpu.id],
+      };
+      const worker = new Worker(WORKER_URL, { workerData: data, name: `vcpu-${vcpu.id}` });
+      this.workers.push(worker);
+      ready.push(new Promise((resolve, reject) => {
+        worker.once('error', reject);
+        worker.once('message', () => resolve());
+      }));
+      this.workerExited.push(new Promise((resolve) => worker.once('exit', () => resolve())));
+      worker.on('message', (m: WorkerMessage) => this.onWorkerMessage(m));
+      worker.on('error', (e) => this.onWorkerCrash(vcpu.id, e));
+    }
+    await Promise.all(ready);
+  }
+
+  private onWorkerMessage(m: WorkerMessage): void {
+    if (m.type === 'ended') {
+      this.endMessage ??= m.message;
+      void this.teardown();
+    } else if (m.type === 'exited' && this.state === 'running' && this.control.runningWorkers === 0) {
+      void this.teardown();
+    }
+  }
+
+  private onWorkerCrash(vcpu: number, e: Error): void {
+    if (this.control.end(END.workerError, vcpu)) this.endMessage = `vCPU ${vcpu} worker crashed: ${e.message}`;
+    void this.teardown();
+  }
+
+  /** Sends bytes to the guest's console UART (ttyS0), as fast as its receive FIFO takes them. */
+  sendConsole(bytes: Uint8Array | string): void {
+    if (this.state === 'stopped' || this.state === 'stopping') return;
+    this.pendingInput.push(typeof bytes === 'string' ? new TextEncoder().encode(bytes) : bytes);
+    this.pumpInput();
+  }
+
+  private pumpInput(): void {
+    while (this.pendingInput.length > 0 && this.consoleInput) {
+      const head = this.pendingInput[0]!;
+      const taken = this.consoleInput.inject(0, head);
+      if (taken < head.length) {
+        this.pendingInput[0] = head.subarray(taken);
+        this.inputTimer ??= setTimeout(() => { this.inputTimer = undefined; this.pumpInput(); }, 2);
+        return;
+      }
+      this.pendingInput.shift();
+    }
+  }
+
+  pause(): void {
+    if (this.state !== 'running') return;
+    this.control.setCommand(COMMAND.pause);
+    this.kickAll();
+    this.setState('paused');
+  }
+
+  resume(): void {
+    if (this.state !== 'paused') return;
+    this.control.setCommand(COMMAND.run);
+    this.setState('running');
+  }
+
+  /** Stops the VM at once (no guest cooperation) and releases everything. */
+  stop(): Promise<VmExit> {
+    this.control.end(END.stopped, -1);
+    return this.teardown();
+  }
+
+  private kickAll(): void {
+    for (const vcpu of this.vcpus) {
+      vcpu.setImmediateExit(true);
+      const tid = this.control.tid(vcpu.id);
+      if (tid) kickThread(tid);
+    }
+  }
+
+  private teardown(): Promise<VmExit> {
+    this.tearingDown ??= (async () => {
+      this.setState('stopping');
+      this.control.setCommand(COMMAND.stop);
+      this.kickAll();
+      const deadline = setTimeout(() => {
+        // A worker stuck in a native call cannot be interrupted; terminating it is the last resort.
+        for (const w of this.workers) void w.terminate();
+      }, WORKER_EXIT_DEADLINE_MS);
+      // Keep kicking until every worker is out: a kick can land just before KVM_RUN is entered.
+      const rekick = setInterval(() => this.kickAll(), 50);
+      await Promise.all(this.workerExited);
+      clearInterval(rekick);
+      clearTimeout(deadline);
+      this.draining = false;
+      this.flushRings();
+      const code = this.control.endCode;
+      const exit: VmExit = {
+        kind: END_KIND[code],
+        message: this.endMessage ?? (code === END.stopped ? 'stopped by the user' : 'the VM stopped'),
+        ...(this.control.endVcpu >= 0 && code !== END.stopped ? { vcpu: this.control.endVcpu } : {}),
+      };
+      await this.release();
+      this.setState('stopped');
+      this.emit('exit', exit);
+      this.resolveExited(exit);
+      return exit;
+    })();
+    return this.tearingDown;
+  }
+
+  private async release(): Promise<void> {
+    if (this.inputTimer) clearTimeout(this.inputTimer);
+    for (const w of this.workers) await w.terminate();
+    for (const v of this.vcpus) v.close();
+    this.vcpus = [];
+    this.vm?.close();
+    this.kvm?.close();
+    this.vm = undefined;
+    this.kvm = undefined;
+    if (this.memory?.isLocked) this.memory.unlock();
+    this.memory = undefined; // the SAB goes with the last worker reference
+  }
+
+  private flushRings(): void {
+    const c = this.consoleRing.drain();
+    if (c.length) this.emit('console', c);
+    const a = this.agentRing.drain();
+    if (a.length) { this.emit('agent-bytes', a); this.agentReader.push(a); }
+  }
+
+  /** Console bytes dropped because nobody drained them fast enough. */
+  get droppedConsoleBytes(): number {
+    return this.consoleRing.dropped();
+  }
+
+  private async drain(ring: ByteRing, sink: (b: Uint8Array) => void): Promise<void> {
+    while (this.draining) {
+      const bytes = ring.drain();
+      if (bytes.length) sink(bytes);
+      else await ring.waitForData(100);
+    }
+  }
+}
+
+function readFile(path: string, what: string): Uint8Array {
+  try {
+    return readFileSync(path);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') throw new Error(`${what} not found: ${path}`);
+    if (code === 'EISDIR') throw new Error(`${what} is a directory, not a file: ${path}`);
+    if (code === 'EACCES') throw new Error(`${what} is not readable: ${path}`);
+    throw new Error(`cannot read ${what} ${path}: ${(e as Error).message}`);
+  }
+}
+
+function readKernel(path: string): Uint8Array {
+  return readFile(path, 'kernel');
+}
+
+/** The guest's physical memory map (E820 / PVH memmap). */
+export function memoryMap(mem: GuestMemory): E820Entry[] {
+  const map: E820Entry[] = [
+    { addr: 0, size: LAYOUT.lowEnd, type: E820_RAM },
+    { addr: LAYOUT.acpi, size: LAYOUT.acpiEnd - LAYOUT.acpi, type: E820_RESERVED },
+    { addr: LAYOUT.kernelMin, size: mem.lowMemoryEnd - LAYOUT.kernelMin, type: E820_RAM },
+  ];
+  const high = mem.regions[1];
+  if (high) map.push({ addr: HIGH_MEMORY_START, size: high.size, type: E820_RAM });
+  return map;
+}

@@ -1,0 +1,14 @@
+/* Unhalt probe guest: constants shared by C and assembly. */
+#ifndef PROBE_CONFIG_H
+#define PROBE_CONFIG_H
+
+#define MAX_CPUS 64
+#define STACK_SIZE 16384
+
+/* Interrupt vectors */
+#define VEC_UART0 0x24    /* ttyS0 RX via IOAPIC pin 4 */
+#define VEC_TIMER 0x40    /* LAPIC timer */
+#define VEC_WAKE 0x50     /* IPI: "look at your mailbox" */
+#define VEC_SPURIOUS 0xFF
+
+#endif

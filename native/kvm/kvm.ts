@@ -1,0 +1,456 @@
+// Typed KVM handles in the shape of rust-vmm's kvm-ioctls: Kvm (the /dev/kvm fd) -> Vm -> Vcpu.
+// Every failing ioctl throws a KvmError naming the ioctl and the errno.
+import {
+  CAP, EXIT, IOCTL, KVM_EXIT_IO_IN, KVM_PIT_SPEAKER_DUMMY, RUN, SIZEOF,
+  decodeCpuid2, decodeMsrs, decodeRegs, decodeSregs, encodeCpuid2, encodeMsrs, encodeRegs, encodeSregs,
+  type CpuidEntry, type IoctlName, type MsrEntry, type Regs, type Sregs,
+} from './abi.ts';
+import {
+  EINTR, MAP_FAILED, MAP_SHARED, O_CLOEXEC, O_RDWR, PROT_READ, PROT_WRITE, OsError, addressOf, describeErrno,
+  errno, libc,
+} from './libc.ts';
+
+export class KvmError extends OsError {
+  readonly ioctl: string;
+  constructor(ioctl: string, err: number, detail?: string) {
+    super(ioctl, err, detail);
+    this.name = 'KvmError';
+    this.ioctl = ioctl;
+  }
+}
+
+function check(name: IoctlName, ret: number): number {
+  if (ret < 0) throw new KvmError(name, errno());
+  return ret;
+}
+
+function ioctlInt(fd: number, name: IoctlName, arg = 0): number {
+  return check(name, libc.ioctlInt(fd, IOCTL[name], arg));
+}
+
+function ioctlBuf(fd: number, name: IoctlName, buf: Buffer): number {
+  return check(name, libc.ioctlBuf(fd, IOCTL[name], buf));
+}
+
+export const DEFAULT_KVM_DEVICE = '/dev/kvm';
+
+export function kvmDevicePath(): string {
+  return process.env.UNHALT_KVM_DEVICE || DEFAULT_KVM_DEVICE;
+}
+
+export class Kvm {
+  readonly fd: number;
+  readonly path: string;
+
+  private constructor(fd: number, path: string) {
+    this.fd = fd;
+    this.path = path;
+  }
+
+  /** Opens the KVM device (UNHALT_KVM_DEVICE overrides /dev/kvm) and checks the API version. */
+  static open(path = kvmDevicePath()): Kvm {
+    const fd = libc.open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+      const err = errno();
+      throw new OsError(`open ${path}`, err, kvmOpenHint(err));
+    }
+    const kvm = new Kvm(fd, path);
+    let version: number;
+    try {
+      version = kvm.apiVersion();
+    } catch (e) {
+      kvm.close();
+      if (e instanceof KvmError) throw new KvmError('KVM_GET_API_VERSION', e.errno, `${path} is not a KVM device`);
+      throw e;
+    }
+    if (version !== 12) {
+      kvm.close();
+      throw new Error(`${path}: unsupported KVM API version ${version} (expected 12)`);
+    }
+    return kvm;
+  }
+
+  apiVersion(): number {
+    return ioctlInt(this.fd, 'KVM_GET_API_VERSION');
+  }
+
+  checkExtension(cap: number): number {
+    return ioctlInt(this.fd, 'KVM_CHECK_EXTENSION', cap);
+  }
+
+  vcpuMmapSize(): number {
+    return ioctlInt(this.fd, 'KVM_GET_VCPU_MMAP_SIZE');
+  }
+
+  /** The largest vCPU count KVM allows in one VM. */
+  maxVcpus(): number {
+    return this.checkExtension(CAP.MAX_VCPUS) || this.checkExtension(CAP.NR_VCPUS) || 4;
+  }
+
+  supportedCpuid(): CpuidEntry[] {
+    for (let nent = 128; nent <= 4096; nent *= 2) {
+      const buf = Buffer.alloc(8 + nent * SIZEOF.cpuidEntry2);
+      buf.writeUInt32LE(nent, 0);
+      const ret = libc.ioctlBuf(this.fd, IOCTL.KVM_GET_SUPPORTED_CPUID, buf);
+      if (ret >= 0) return decodeCpuid2(buf);
+      const err = errno();
+      if (err !== 7 /* E2BIG */) throw new KvmError('KVM_GET_SUPPORTED_CPUID', err);
+    }
+    throw new KvmError('KVM_GET_SUPPORTED_CPUID', 7);
+  }
+
+  createVm(): Vm {
+    let fd = -1;
+    for (let attempt = 0; attempt < 10 && fd < 0; attempt++) {
+      fd = libc.ioctlInt(this.fd, IOCTL.KVM_CREATE_VM, 0);
+      if (fd < 0 && errno() !== EINTR) break; // EINTR: a signal arrived while KVM set the VM up
+    }
+    return new Vm(check('KVM_CREATE_VM', fd), this.vcpuMmapSize());
+  }
+
+  close(): void {
+    libc.close(this.fd);
+  }
+}
+
+function kvmOpenHint(err: number): string {
+  if (err === 2) return 'no KVM device: load the kvm_intel or kvm_amd module, or enable virtualization in firmware';
+  if (err === 13 || err === 1) return 'no permission: add your user to the "kvm" group (then log in again)';
+  return 'cannot open the KVM device';
+}
+
+export interface MemoryRegion {
+  slot: number;
+  flags?: number;
+  guestPhysAddr: number;
+  memorySize: number;
+  userspaceAddr: number;
+}
+
+export class Vm {
+  readonly fd: number;
+  readonly vcpuMmapSize: number;
+
+  constructor(fd: number, vcpuMmapSize: number) {
+    this.fd = fd;
+    this.vcpuMmapSize = vcpuMmapSize;
+  }
+
+  checkExtension(cap: number): number {
+    return ioctlInt(this.fd, 'KVM_CHECK_EXTENSION', cap);
+  }
+
+  setTssAddr(addr: number): void {
+    ioctlInt(this.fd, 'KVM_SET_TSS_ADDR', addr);
+  }
+
+  setIdentityMapAddr(addr: number): void {
+    const buf = Buffer.alloc(8);
+    buf.writeBigUInt64LE(BigInt(addr));
+    ioctlBuf(this.fd, 'KVM_SET_IDENTITY_MAP_ADDR', buf);
+  }
+
+  createIrqchip(): void {
+    ioctlInt(this.fd, 'KVM_CREATE_IRQCHIP');
+  }
+
+  createPit2(flags = KVM_PIT_SPEAKER_DUMMY): void {
+    const buf = Buffer.alloc(SIZEOF.pitConfig);
+    buf.writeUInt32LE(flags, 0);
+    ioctlBuf(this.fd, 'KVM_CREATE_PIT2', buf);
+  }
+
+  setUserMemoryRegion(region: MemoryRegion): void {
+    const buf = Buffer.alloc(SIZEOF.userspaceMemoryRegion);
+    buf.writeUInt32LE(region.slot, 0);
+    buf.writeUInt32LE(region.flags ?? 0, 4);
+    buf.writeBigUInt64LE(BigInt(region.guestPhysAddr), 8);
+    buf.writeBigUInt64LE(BigInt(region.memorySize), 16);
+    buf.writeBigUInt64LE(BigInt(region.userspaceAddr), 24);
+    ioctlBuf(this.fd, 'KVM_SET_USER_MEMORY_REGION', buf);
+  }
+
+  /** Enables a VM capability; args are up to four 64-bit values. */
+  enableCap(cap: number, args: readonly (number | bigint)[] = []): void {
+    const buf = Buffer.alloc(SIZEOF.enableCap);
+    buf.writeUInt32LE(cap, 0);
+    args.slice(0, 4).forEach((a, i) => buf.writeBigUInt64LE(BigInt(a), 8 + i * 8));
+    ioctlBuf(this.fd, 'KVM_ENABLE_CAP', buf);
+  }
+
+  createVcpu(id: number): Vcpu {
+    const fd = ioctlInt(this.fd, 'KVM_CREATE_VCPU', id);
+    const runAddress = libc.mmap(0, this.vcpuMmapSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (typeof runAddress !== 'number' || runAddress === MAP_FAILED) { // MAP_FAILED comes back as a BigInt
+      const err = errno();
+      libc.close(fd);
+      throw new OsError('mmap kvm_run', err);
+    }
+    return new Vcpu({ fd, id, runAddress, runSize: this.vcpuMmapSize }, true);
+  }
+
+  close(): void {
+    libc.close(this.fd);
+  }
+}
+
+/** Drives one interrupt line; usable from any thread given the VM fd. */
+export class IrqLine {
+  private readonly buf = Buffer.alloc(SIZEOF.irqLevel);
+  private readonly vmFd: number;
+  constructor(vmFd: number) {
+    this.vmFd = vmFd;
+  }
+  set(irq: number, level: boolean): void {
+    this.buf.writeUInt32LE(irq, 0);
+    this.buf.writeUInt32LE(level ? 1 : 0, 4);
+    ioctlBuf(this.vmFd, 'KVM_IRQ_LINE', this.buf);
+  }
+}
+
+/** What a worker thread needs to drive a vCPU created elsewhere (plain data: postMessage-able). */
+export interface VcpuHandle {
+  fd: number;
+  id: number;
+  runAddress: number;
+  runSize: number;
+}
+
+export type ExitKind =
+  | 'io-in' | 'io-out' | 'mmio-read' | 'mmio-write' | 'hlt' | 'shutdown' | 'fail-entry'
+  | 'internal-error' | 'system-event' | 'intr' | 'other';
+
+/**
+ * One exit record, reused across run() calls so the exit path allocates nothing. For io-in and
+ * mmio-read the handler fills `data[0..dataLength)`; the next run() hands it back to KVM
+ * (kvm-ioctls' `&mut data`).
+ */
+export interface VcpuExit {
+  kind: ExitKind;
+  reason: number;
+  port: number;
+  size: number;
+  count: number;
+  address: number;
+  data: Uint8Array;
+  dataLength: number;
+  /** fail-entry: hardware reason; internal-error: suberror; system-event: type. */
+  code: number;
+  /** internal-error / system-event extra data words. */
+  extra: bigint[];
+}
+
+export class Vcpu {
+  readonly fd: number;
+  readonly id: number;
+  readonly runAddress: number;
+  readonly runSize: number;
+  private readonly owner: boolean;
+  /** Copy of the kvm_run header; ArrayBuffer with a stable address for raw memcpy. */
+  private readonly header = new ArrayBuffer(RUN.headerBytes);
+  private readonly headerView = new DataView(this.header);
+  private readonly headerAddress: number;
+  private readonly dataBuffer = new ArrayBuffer(4096);
+  private readonly dataAddress: number;
+  private readonly regsBuf = Buffer.alloc(SIZEOF.regs);
+  private readonly sregsBuf = Buffer.alloc(SIZEOF.sregs);
+  /** Where the pending in-data must be written back before the next KVM_RUN (0 = none). */
+  private pendingInAddress = 0;
+  readonly exit: VcpuExit;
+
+  constructor(handle: VcpuHandle, owner = false) {
+    this.fd = handle.fd;
+    this.id = handle.id;
+    this.runAddress = handle.runAddress;
+    this.runSize = handle.runSize;
+    this.owner = owner;
+    this.headerAddress = addressOf(this.header);
+    this.dataAddress = addressOf(this.dataBuffer);
+    this.exit = {
+      kind: 'other', reason: 0, port: 0, size: 0, count: 0, address: 0,
+      data: new Uint8Array(this.dataBuffer), dataLength: 0, code: 0, extra: [],
+    };
+  }
+
+  handle(): VcpuHandle {
+    return { fd: this.fd, id: this.id, runAddress: this.runAddress, runSize: this.runSize };
+  }
+
+  getRegs(): Regs {
+    ioctlBuf(this.fd, 'KVM_GET_REGS', this.regsBuf);
+    return decodeRegs(this.regsBuf);
+  }
+
+  setRegs(regs: Regs): void {
+    ioctlBuf(this.fd, 'KVM_SET_REGS', encodeRegs(regs, this.regsBuf));
+  }
+
+  getSregs(): Sregs {
+    ioctlBuf(this.fd, 'KVM_GET_SREGS', this.sregsBuf);
+    return decodeSregs(this.sregsBuf);
+  }
+
+  setSregs(sregs: Sregs): void {
+    ioctlBuf(this.fd, 'KVM_GET_SREGS', this.sregsBuf); // keep the interrupt bitmap
+    ioctlBuf(this.fd, 'KVM_SET_SREGS', encodeSregs(sregs, this.sregsBuf));
+  }
+
+  getFpu(): Buffer {
+    const buf = Buffer.alloc(SIZEOF.fpu);
+    ioctlBuf(this.fd, 'KVM_GET_FPU', buf);
+    return buf;
+  }
+
+  setFpu(buf: Buffer): void {
+    ioctlBuf(this.fd, 'KVM_SET_FPU', buf);
+  }
+
+  /** Sets x87 control word and MXCSR to their reset values (as Firecracker and kvmtool do). */
+  resetFpu(): void {
+    const buf = Buffer.alloc(SIZEOF.fpu);
+    buf.writeUInt16LE(0x37f, 128); // fcw
+    buf.writeUInt32LE(0x1f80, 408); // mxcsr
+    this.setFpu(buf);
+  }
+
+  getLapic(): Buffer {
+    const buf = Buffer.alloc(SIZEOF.lapic);
+    ioctlBuf(this.fd, 'KVM_GET_LAPIC', buf);
+    return buf;
+  }
+
+  setLapic(buf: Buffer): void {
+    ioctlBuf(this.fd, 'KVM_SET_LAPIC', buf);
+  }
+
+  setCpuid2(entries: readonly CpuidEntry[]): void {
+    ioctlBuf(this.fd, 'KVM_SET_CPUID2', encodeCpuid2(entries));
+  }
+
+  setMsrs(entries: readonly MsrEntry[]): void {
+    const n = ioctlBuf(this.fd, 'KVM_SET_MSRS', encodeMsrs(entries));
+    if (n !== entries.length) {
+      const bad = entries[n];
+      throw new KvmError('KVM_SET_MSRS', 22, `MSR 0x${bad?.index.toString(16)} was refused`);
+    }
+  }
+
+  getMsrs(indices: readonly number[]): MsrEntry[] {
+    const buf = encodeMsrs(indices.map((index) => ({ index, data: 0n })));
+    const n = ioctlBuf(this.fd, 'KVM_GET_MSRS', buf);
+    return decodeMsrs(buf).slice(0, n);
+  }
+
+  getMpState(): number {
+    const buf = Buffer.alloc(4);
+    ioctlBuf(this.fd, 'KVM_GET_MP_STATE', buf);
+    return buf.readUInt32LE(0);
+  }
+
+  tscKhz(): number {
+    return ioctlInt(this.fd, 'KVM_GET_TSC_KHZ');
+  }
+
+  statsFd(): number {
+    return ioctlInt(this.fd, 'KVM_GET_STATS_FD');
+  }
+
+  /** Sets or clears kvm_run.immediate_exit (one half of a kick; a signal is the other). */
+  setImmediateExit(on: boolean): void {
+    const b = new Uint8Array(this.header, 0, 1);
+    b[0] = on ? 1 : 0;
+    libc.copy(this.runAddress + RUN.immediateExit, this.headerAddress, 1);
+  }
+
+  /**
+   * Enters the guest until the next userspace exit and decodes it into `this.exit`.
+   * A signal (kick) makes it return kind 'intr' rather than throwing.
+   */
+  run(): VcpuExit {
+    const exit = this.exit;
+    if (this.pendingInAddress !== 0) {
+      libc.copy(this.pendingInAddress, this.dataAddress, exit.dataLength);
+      this.pendingInAddress = 0;
+    }
+    const ret = libc.ioctlInt(this.fd, IOCTL.KVM_RUN, 0);
+    if (ret < 0) {
+      const err = errno();
+      if (err === EINTR) {
+        exit.kind = 'intr';
+        exit.reason = EXIT.INTR;
+        return exit;
+      }
+      throw new KvmError('KVM_RUN', err);
+    }
+    libc.copy(this.headerAddress, this.runAddress, RUN.headerBytes);
+    const h = this.headerView;
+    const reason = h.getUint32(RUN.exitReason, true);
+    exit.reason = reason;
+    switch (reason) {
+      case EXIT.IO: {
+        const size = h.getUint8(RUN.ioSize);
+        const count = h.getUint32(RUN.ioCount, true);
+        const dataAddr = this.runAddress + Number(h.getBigUint64(RUN.ioDataOffset, true));
+        exit.port = h.getUint16(RUN.ioPort, true);
+        exit.size = size;
+        exit.count = count;
+        exit.dataLength = Math.min(size * count, 4096);
+        if (h.getUint8(RUN.ioDirection) === KVM_EXIT_IO_IN) {
+          exit.kind = 'io-in';
+          this.pendingInAddress = dataAddr;
+        } else {
+          exit.kind = 'io-out';
+          libc.copy(this.dataAddress, dataAddr, exit.dataLength);
+        }
+        break;
+      }
+      case EXIT.MMIO: {
+        exit.address = Number(h.getBigUint64(RUN.mmioPhysAddr, true));
+        exit.dataLength = Math.min(h.getUint32(RUN.mmioLen, true), 8);
+        exit.size = exit.dataLength;
+        const data = new Uint8Array(this.dataBuffer);
+        if (h.getUint8(RUN.mmioIsWrite)) {
+          exit.kind = 'mmio-write';
+          for (let i = 0; i < exit.dataLength; i++) data[i] = h.getUint8(RUN.mmioData + i);
+        } else {
+          exit.kind = 'mmio-read';
+          this.pendingInAddress = this.runAddress + RUN.mmioData;
+        }
+        break;
+      }
+      case EXIT.HLT: exit.kind = 'hlt'; break;
+      case EXIT.SHUTDOWN: exit.kind = 'shutdown'; break;
+      case EXIT.INTR: exit.kind = 'intr'; break;
+      case EXIT.FAIL_ENTRY:
+        exit.kind = 'fail-entry';
+        exit.code = Number(h.getBigUint64(RUN.failReason, true));
+        exit.extra = [BigInt(h.getUint32(RUN.failCpu, true))];
+        break;
+      case EXIT.INTERNAL_ERROR: {
+        exit.kind = 'internal-error';
+        exit.code = h.getUint32(RUN.internalSuberror, true);
+        const n = Math.min(h.getUint32(RUN.internalNdata, true), 16);
+        exit.extra = Array.from({ length: n }, (_, i) => h.getBigUint64(RUN.internalData + i * 8, true));
+        break;
+      }
+      case EXIT.SYSTEM_EVENT: {
+        exit.kind = 'system-event';
+        exit.code = h.getUint32(RUN.systemEventType, true);
+        const n = Math.min(h.getUint32(RUN.systemEventNdata, true), 16);
+        exit.extra = Array.from({ length: n }, (_, i) => h.getBigUint64(RUN.internalData + i * 8, true));
+        break;
+      }
+      default: exit.kind = 'other';
+    }
+    return exit;
+  }
+
+  /** Releases the kvm_run mapping and the fd (only the creating side owns them). */
+  close(): void {
+    if (!this.owner) return;
+    libc.munmap(this.runAddress, this.runSize);
+    libc.close(this.fd);
+  }
+}
+
+export { describeErrno };

@@ -1,0 +1,77 @@
+// koffi bindings of the few libc calls the VMM needs. This file and its siblings in native/kvm
+// are the only code that knows the OS ABI. Pointers cross as plain numbers (user-space
+// addresses fit in 47 bits): that avoids BigInt and External conversions on hot paths.
+import koffi from 'koffi';
+
+const lib = koffi.load('libc.so.6');
+
+export const libc = {
+  open: lib.func('int open(const char *path, int flags)'),
+  close: lib.func('int close(int fd)'),
+  /** ioctl with an integer (or no) argument. */
+  ioctlInt: lib.func('ioctl', 'int', ['int', 'unsigned long', 'unsigned long']),
+  /** ioctl whose argument points into a JS buffer (struct in/out). */
+  ioctlBuf: lib.func('ioctl', 'int', ['int', 'unsigned long', '_Inout_ uint8_t *']),
+  mmap: lib.func('uint64 mmap(uint64 addr, size_t len, int prot, int flags, int fd, int64 offset)'),
+  munmap: lib.func('int munmap(uint64 addr, size_t len)'),
+  madvise: lib.func('int madvise(uint64 addr, size_t len, int advice)'),
+  mlock: lib.func('int mlock(uint64 addr, size_t len)'),
+  munlock: lib.func('int munlock(uint64 addr, size_t len)'),
+  pread: lib.func('int64 pread(int fd, _Out_ uint8_t *buf, size_t count, int64 offset)'),
+  eventfd: lib.func('int eventfd(unsigned int initval, int flags)'),
+  gettid: lib.func('int gettid()'),
+  getpid: lib.func('int getpid()'),
+  tgkill: lib.func('int tgkill(int tgid, int tid, int sig)'),
+  sigaction: lib.func('int sigaction(int sig, const uint8_t *act, _Out_ uint8_t *old)'),
+  sched_setaffinity: lib.func('int sched_setaffinity(int pid, size_t size, const uint8_t *mask)'),
+  sched_getaffinity: lib.func('int sched_getaffinity(int pid, size_t size, _Out_ uint8_t *mask)'),
+  dlsym: lib.func('uint64 dlsym(uint64 handle, const char *name)'),
+  /** Raw memory copy between two addresses (used to read and write the mmap'd kvm_run page). */
+  copy: lib.func('memcpy', 'uint64', ['uint64', 'uint64', 'size_t']),
+  strerror: lib.func('const char *strerror(int errnum)'),
+};
+
+export const O_RDWR = 2;
+export const O_CLOEXEC = 0x80000;
+export const PROT_READ = 1;
+export const PROT_WRITE = 2;
+export const MAP_SHARED = 1;
+export const MAP_FAILED = 2 ** 64 - 1;
+export const MADV_HUGEPAGE = 14;
+export const EFD_CLOEXEC = 0x80000;
+export const EINTR = 4;
+export const EAGAIN = 11;
+
+export function errno(): number {
+  return koffi.errno();
+}
+
+/** Address of a JS ArrayBuffer / SharedArrayBuffer's backing store (stable for its life). */
+export function addressOf(buffer: ArrayBufferLike | ArrayBufferView): number {
+  const view = ArrayBuffer.isView(buffer)
+    ? new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.byteLength)
+    : new Uint8Array(buffer);
+  return Number(koffi.address(view));
+}
+
+export class OsError extends Error {
+  readonly errno: number;
+  readonly call: string;
+  constructor(call: string, err: number, detail?: string) {
+    super(`${call} failed: ${describeErrno(err)}${detail ? ` (${detail})` : ''}`);
+    this.name = 'OsError';
+    this.errno = err;
+    this.call = call;
+  }
+}
+
+const ERRNO_NAMES: Record<number, string> = {
+  1: 'EPERM', 2: 'ENOENT', 4: 'EINTR', 5: 'EIO', 9: 'EBADF', 11: 'EAGAIN', 12: 'ENOMEM',
+  13: 'EACCES', 14: 'EFAULT', 16: 'EBUSY', 17: 'EEXIST', 19: 'ENODEV', 22: 'EINVAL',
+  24: 'EMFILE', 25: 'ENOTTY', 28: 'ENOSPC', 38: 'ENOSYS', 95: 'EOPNOTSUPP',
+};
+
+export function describeErrno(err: number): string {
+  const name = ERRNO_NAMES[err] ?? `errno ${err}`;
+  return `${name}: ${libc.strerror(err)}`;
+}
