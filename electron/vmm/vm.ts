@@ -116,6 +116,8 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
   /** Builds and starts a VM. Throws (with every resource released) if it cannot start. */
   static async start(spec: MachineSpec): Promise<VirtualMachine> {
     const vm = new VirtualMachine(spec);
+    // Workers load their modules (tens of ms) while this thread builds the machine.
+    vm.spawnWorkers();
     try {
       vm.build();
       await vm.launchWorkers();
@@ -126,8 +128,12 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
     }
     vm.startedAt = performance.now();
     vm.setState('running');
-    void vm.drain(vm.consoleRing, (b) => vm.emit('console', b));
-    void vm.drain(vm.agentRing, (b) => { vm.emit('agent-bytes', b); vm.agentReader.push(b); });
+    // Drain from the next macrotask: the caller's `await` continuation attaches its listeners first,
+    // so the guest's first bytes (already in the rings) are never emitted to nobody.
+    setImmediate(() => {
+      void vm.drain(vm.consoleRing, (b) => vm.emit('console', b));
+      void vm.drain(vm.agentRing, (b) => { vm.emit('agent-bytes', b); vm.agentReader.push(b); });
+    });
     return vm;
   }
 
@@ -188,25 +194,34 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
     this.consoleInput = new SerialInput(this.deviceSab, (line, level) => irq.set(line, level));
   }
 
+  private spawnWorkers(): void {
+    for (let i = 0; i < this.spec.cpus; i++) {
+      const worker = new Worker(WORKER_URL, { name: `vcpu-${i}` });
+      this.workers.push(worker);
+      this.workerExited.push(new Promise((resolve) => worker.once('exit', () => resolve())));
+      worker.on('message', (m: WorkerMessage) => this.onWorkerMessage(m));
+    }
+  }
+
+  /** Hands each worker its vCPU and waits until every one is about to enter KVM_RUN. */
   private async launchWorkers(): Promise<void> {
-    const ready: Promise<void>[] = [];
-    for (const vcpu of this.vcpus) {
+    const ready = this.vcpus.map((vcpu, i) => {
+      const worker = this.workers[i]!;
       const data: VcpuWorkerData = {
         vcpu: vcpu.handle(), vmFd: this.vm!.fd, cpus: this.spec.cpus, controlSab: this.control.sab,
         deviceSab: this.deviceSab, consoleRingSab: this.consoleRingSab, agentRingSab: this.agentRingSab,
         hostCpu: this.spec.pin?.[vcpu.id],
       };
-      const worker = new Worker(WORKER_URL, { workerData: data, name: `vcpu-${vcpu.id}` });
-      this.workers.push(worker);
-      ready.push(new Promise((resolve, reject) => {
-        worker.once('error', reject);
-        worker.once('message', () => resolve());
-      }));
-      this.workerExited.push(new Promise((resolve) => worker.once('exit', () => resolve())));
-      worker.on('message', (m: WorkerMessage) => this.onWorkerMessage(m));
-      worker.on('error', (e) => this.onWorkerCrash(vcpu.id, e));
-    }
+      const started = new Promise<void>((resolve, reject) => {
+        const onError = (e: Error) => reject(new Error(`vCPU ${i} thread failed to start: ${e.message}`));
+        worker.once('error', onError);
+        worker.once('message', () => { worker.off('error', onError); resolve(); });
+      });
+      worker.postMessage(data);
+      return started;
+    });
     await Promise.all(ready);
+    this.workers.forEach((w, i) => w.on('error', (e) => this.onWorkerCrash(i, e)));
   }
 
   private onWorkerMessage(m: WorkerMessage): void {

@@ -6,7 +6,7 @@ import {
   type CpuidEntry, type IoctlName, type MsrEntry, type Regs, type Sregs,
 } from './abi.ts';
 import {
-  EINTR, MAP_FAILED, MAP_SHARED, O_CLOEXEC, O_RDWR, PROT_READ, PROT_WRITE, OsError, addressOf, describeErrno,
+  EAGAIN, EINTR, MAP_FAILED, MAP_SHARED, O_CLOEXEC, O_RDWR, PROT_READ, PROT_WRITE, OsError, addressOf, describeErrno,
   errno, libc,
 } from './libc.ts';
 
@@ -375,7 +375,8 @@ export class Vcpu {
     const ret = libc.ioctlInt(this.fd, IOCTL.KVM_RUN, 0);
     if (ret < 0) {
       const err = errno();
-      if (err === EINTR) {
+      // EINTR: a kick. EAGAIN: an AP still waiting for its SIPI woke up; just enter again.
+      if (err === EINTR || err === EAGAIN) {
         exit.kind = 'intr';
         exit.reason = EXIT.INTR;
         return exit;

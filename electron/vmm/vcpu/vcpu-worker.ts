@@ -2,7 +2,7 @@
 // trip to the main thread (a round trip costs more than the exit). Device state is shared with
 // the other vCPUs through SharedArrayBuffers; console bytes go to shared rings that the main
 // thread drains, so nothing waits for a later exit to be seen.
-import { parentPort, workerData } from 'node:worker_threads';
+import { parentPort } from 'node:worker_threads';
 import { INTERNAL_ERROR_NAMES, SYSTEM_EVENT_NAMES } from '../../../native/kvm/abi.ts';
 import { IrqLine, Vcpu, type VcpuHandle } from '../../../native/kvm/kvm.ts';
 import { libc } from '../../../native/kvm/libc.ts';
@@ -28,7 +28,9 @@ export type WorkerMessage =
   | { type: 'ended'; vcpu: number; code: EndCode; message: string }
   | { type: 'exited'; vcpu: number };
 
-const data = workerData as VcpuWorkerData;
+// The worker is spawned before its vCPU exists (module loading overlaps VM construction), so its
+// vCPU arrives in the first message.
+const data = await new Promise<VcpuWorkerData>((resolve) => parentPort!.once('message', resolve));
 const post = (m: WorkerMessage) => parentPort!.postMessage(m);
 const control = new VmControl(data.controlSab, data.cpus);
 const vcpu = new Vcpu(data.vcpu);

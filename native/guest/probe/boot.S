@@ -96,8 +96,9 @@ entry64:
 	movq $__bss_start, %rdi
 	movq $__bss_end, %rcx
 	subq %rdi, %rcx
+	shrq $3, %rcx                   /* BSS is 8-byte aligned and sized */
 	xorl %eax, %eax
-	rep stosb
+	rep stosq
 	call probe_main
 	jmp halt_forever
 

@@ -1,0 +1,174 @@
+/*
+ * Unhalt probe guest: scenarios (docs/guest-contract.md lists their events).
+ * Every scenario but echo ends with power_off(), which prints "@u1 poweroff".
+ */
+#include "probe.h"
+
+/* ---- hello: the paravirt CPUID leaves, and a mailbox round trip to every AP ---- */
+static volatile u32 answered;
+static void ap_answer(void *arg)
+{
+	(void)arg;
+	__atomic_add_fetch(&answered, 1, __ATOMIC_SEQ_CST);
+}
+
+static NORETURN void scenario_hello(void)
+{
+	u32 r[4];
+	char sig[13];
+	cpuid(0x40000000, 0, r);
+	memcpy(sig, &r[1], 4);
+	memcpy(sig + 4, &r[2], 4);
+	memcpy(sig + 8, &r[3], 4);
+	sig[12] = 0;
+	for (int i = 0; i < 12; i++)
+		if (sig[i] && (sig[i] < 0x20 || sig[i] > 0x7E))
+			sig[i] = '?';
+	event("cpuid leaf=%u eax=%u ebx=%u ecx=%u edx=%u", 0x40000000u, r[0], r[1], r[2], r[3]);
+	cpuid(0x40000001, 0, r);
+	event("cpuid leaf=%u eax=%u ebx=%u ecx=%u edx=%u", 0x40000001u, r[0], r[1], r[2], r[3]);
+	con_printf("hypervisor \"%s\", CPUID 0x40000001 eax 0x%x (pv-unhalt %s) edx 0x%x (realtime hint %s)\n", sig,
+	           r[0], (r[0] >> 7) & 1 ? "on" : "off", r[3], r[3] & 1 ? "on" : "off");
+
+	answered = 0;
+	u32 asked = 0;
+	for (u32 i = 1; i < MAX_CPUS; i++)
+		if (smp_call(i, ap_answer, NULL))
+			asked++;
+	u64 end = tsc_deadline_us(host_pvm ? 2000000 : 1000000);
+	while (answered < asked && rdtsc() < end)
+		cpu_relax();
+	event("hello cpus_up=%u cpus_answered=%u", ncpus_up, answered + 1);
+	con_printf("hello from %u CPUs (%u answered)\n", ncpus_up, answered + 1);
+	power_off();
+}
+
+/* ---- echo: a line shell on ttyS0, woken by the UART interrupt ---- */
+static void shell_exec(char *line)
+{
+	while (*line == ' ')
+		line++;
+	size_t n = strlen(line);
+	while (n && line[n - 1] == ' ')
+		line[--n] = 0;
+	if (!n)
+		return;
+	if (!memcmp(line, "help", 5))
+		con_printf("commands: help, cpus, poweroff\n");
+	else if (!memcmp(line, "cpus", 5))
+		con_printf("cpus up: %u\n", ncpus_up);
+	else if (!memcmp(line, "poweroff", 9))
+		power_off();
+	else
+		con_printf("unknown command: %s\n", line);
+}
+
+static NORETURN void scenario_echo(void)
+{
+	char line[128];
+	size_t len = 0;
+	bool prev_cr = false;
+	ioapic_route_isa_irq(4, VEC_UART0, cpus[0].apic_id);
+	serial_rx_enable();
+	event("echo ready=1");
+	con_printf("Type 'help' for commands.\n");
+	con_write("probe> ", 7);
+	for (;;) {
+		int c;
+		cli();
+		while ((c = serial_getc()) < 0)
+			cpu_wait();
+		if (c == '\r' || c == '\n') {
+			bool skip = c == '\n' && prev_cr;   /* CR LF is one line end */
+			prev_cr = c == '\r';
+			if (skip)
+				continue;
+			con_write("\n", 1);
+			line[len] = 0;
+			len = 0;
+			shell_exec(line);
+			con_write("probe> ", 7);
+			continue;
+		}
+		prev_cr = false;
+		if (c == 0x08 || c == 0x7F) {
+			if (len) {
+				len--;
+				con_write("\b \b", 3);
+			}
+		} else if (c >= 0x20 && c < 0x7F && len < sizeof line - 1) {
+			char ch = (char)c;
+			line[len++] = ch;
+			con_write(&ch, 1);
+		}
+	}
+}
+
+/* ---- idle: LAPIC timer at period_us for ms, HLT between ticks ---- */
+static NORETURN void scenario_idle(void)
+{
+	u64 ms = cmdline_u64("ms", 1000);
+	u64 period = cmdline_u64("period_us", 1000);
+	if (!period)
+		period = 1000;
+	struct cpu *c = this_cpu();
+	cli();
+	c->ticks = 0;
+	u64 t0 = rdtsc();
+	u64 end = t0 + ms * tsc_khz;
+	lapic_timer_periodic(VEC_TIMER, (u32)period);
+	while (rdtsc() < end)
+		cpu_wait();
+	lapic_timer_stop();
+	u64 t1 = rdtsc();
+	u64 ticks = c->ticks;
+	event("idle ms=%lu ticks=%lu tsc_cycles=%lu period_us=%lu", ms, ticks, t1 - t0, period);
+	con_printf("idle: %lu ticks of %lu us in %lu us\n", ticks, period, (t1 - t0) * 1000 / tsc_khz);
+	power_off();
+}
+
+/* ---- pio: count byte writes to port, timed with rdtsc ---- */
+static NORETURN void scenario_pio(void)
+{
+	u64 count = cmdline_u64("count", 100000);
+	u64 port = cmdline_u64("port", 0x80) & 0xFFFF;
+	u64 t0 = rdtsc();
+	if (count) {
+		u64 n = count;
+		__asm__ volatile("1: outb %%al, %%dx\n\t"
+		                 "dec %0\n\t"
+		                 "jnz 1b"
+		                 : "+r"(n)
+		                 : "d"((u16)port), "a"(0)
+		                 : "memory");
+	}
+	u64 t1 = rdtsc();
+	event("pio count=%lu tsc_cycles=%lu port=%lu", count, t1 - t0, port);
+	con_printf("pio: %lu writes to port 0x%lx, %lu ns each\n", count, port,
+	           count ? (t1 - t0) * 1000000 / tsc_khz / count : 0);
+	power_off();
+}
+
+/* ---- fault: no IDT, then an invalid opcode: a triple fault ---- */
+static NORETURN void scenario_fault(void)
+{
+	con_printf("fault: loading an empty IDT and executing ud2 (triple fault)\n");
+	triple_fault();
+}
+
+NORETURN void run_scenario(const char *name)
+{
+	if (!memcmp(name, "hello", 6))
+		scenario_hello();
+	if (!memcmp(name, "echo", 5))
+		scenario_echo();
+	if (!memcmp(name, "idle", 5))
+		scenario_idle();
+	if (!memcmp(name, "pio", 4))
+		scenario_pio();
+	if (!memcmp(name, "fault", 6))
+		scenario_fault();
+	con_printf("probe: unknown scenario '%s'\n", name);
+	event("unknown_scenario");
+	power_off();
+}
