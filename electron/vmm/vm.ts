@@ -7,6 +7,7 @@ import { Worker } from 'node:worker_threads';
 import { CAP } from '../../native/kvm/abi.ts';
 import { IrqLine, Kvm, type Vcpu, type Vm } from '../../native/kvm/kvm.ts';
 import { installKickHandler, kickThread } from '../../native/kvm/kick.ts';
+import { closeFd } from '../../native/kvm/libc.ts';
 import { AgentLineReader, type AgentEvent } from './agent/line-protocol.ts';
 import { type BootPlan } from './boot/boot-plan.ts';
 import { describeUnknownKernel, detectKernelFormat } from './boot/kernel-format.ts';
@@ -90,6 +91,9 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
   private vm?: Vm;
   private memory?: GuestMemory;
   private vcpus: Vcpu[] = [];
+  /** KVM binary stats fds, taken before any vCPU first enters KVM_RUN (-1 where unavailable). */
+  private vcpuStatsFds: number[] = [];
+  private vmStatsFd = -1;
   private workers: Worker[] = [];
   private workerExited: Promise<void>[] = [];
   private readonly consoleRingSab = ByteRing.create(64 * 1024);
@@ -178,6 +182,8 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
       kernel, initrd, cmdline: spec.cmdline, rsdpAddress: acpi.rsdpAddress, e820: memoryMap(mem),
     });
 
+    const statsEnabled = kvm.checkExtension(CAP.BINARY_STATS_FD) > 0;
+    if (statsEnabled) this.vmStatsFd = vm.statsFd();
     const supported = kvm.supportedCpuid();
     const host = hostKvmFeatures(supported);
     const kvmFeatures = spec.kvmFeatures ?? host.features;
@@ -185,6 +191,7 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
     for (let i = 0; i < spec.cpus; i++) {
       const vcpu = vm.createVcpu(i);
       this.vcpus.push(vcpu);
+      this.vcpuStatsFds.push(statsEnabled ? vcpu.statsFd() : -1);
       vcpu.setCpuid2(buildCpuid(supported, { vcpuId: i, cpus: spec.cpus, kvmFeatures, kvmHints }));
       setBootMsrs(vcpu);
       setLapicLints(vcpu);
@@ -319,6 +326,9 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
   private async release(): Promise<void> {
     if (this.inputTimer) clearTimeout(this.inputTimer);
     for (const w of this.workers) await w.terminate();
+    for (const fd of [...this.vcpuStatsFds, this.vmStatsFd]) if (fd >= 0) closeFd(fd);
+    this.vcpuStatsFds = [];
+    this.vmStatsFd = -1;
     for (const v of this.vcpus) v.close();
     this.vcpus = [];
     this.vm?.close();
@@ -334,6 +344,16 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
     if (c.length) this.emit('console', c);
     const a = this.agentRing.drain();
     if (a.length) { this.emit('agent-bytes', a); this.agentReader.push(a); }
+  }
+
+  /** KVM binary stats fds of the VM and each vCPU (-1: the host's KVM has no binary stats). */
+  statsFds(): { vm: number; vcpus: readonly number[] } {
+    return { vm: this.vmStatsFd, vcpus: this.vcpuStatsFds };
+  }
+
+  /** Host thread ids of the vCPU workers (0 once a worker has exited). */
+  vcpuThreadIds(): number[] {
+    return this.vcpus.map((v) => this.control.tid(v.id));
   }
 
   /** Console bytes dropped because nobody drained them fast enough. */

@@ -178,6 +178,11 @@ export class Vm {
     ioctlBuf(this.fd, 'KVM_ENABLE_CAP', buf);
   }
 
+  /** KVM_GET_STATS_FD on the VM (needs KVM_CAP_BINARY_STATS_FD). */
+  statsFd(): number {
+    return ioctlInt(this.fd, 'KVM_GET_STATS_FD');
+  }
+
   createVcpu(id: number): Vcpu {
     const fd = ioctlInt(this.fd, 'KVM_CREATE_VCPU', id);
     const runAddress = libc.mmap(0, this.vcpuMmapSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);

@@ -42,6 +42,10 @@ export const EFD_CLOEXEC = 0x80000;
 export const EINTR = 4;
 export const EAGAIN = 11;
 
+export function closeFd(fd: number): void {
+  libc.close(fd);
+}
+
 export function errno(): number {
   return koffi.errno();
 }
