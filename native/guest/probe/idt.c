@@ -85,5 +85,5 @@ NORETURN void exception_handler(struct exc_frame *f)
 	fmt(buf, sizeof buf, "@u1 fault vector=%u error_code=%lu rip=%lu cpu=%u\n", (u32)f->vector, f->error,
 	    f->rip, cpu);
 	serial_panic_write(COM2, buf);
-	power_off();
+	power_off_status(1);
 }

@@ -212,6 +212,7 @@ bool smp_call(u32 cpu_index, void (*fn)(void *), void *arg);
 
 /* ---- power.c ---- */
 NORETURN void power_off(void);
+NORETURN void power_off_status(u32 status);   /* value for port 0xf4: 0 ok, 1 after a fault */
 
 /* ---- scenarios.c ---- */
 NORETURN void run_scenario(const char *name);

@@ -104,11 +104,16 @@ static NORETURN void scenario_echo(void)
 	}
 }
 
-/* ---- idle: LAPIC timer at period_us for ms, HLT between ticks ---- */
+/*
+ * ---- idle: LAPIC timer at period_us for ms, HLT between ticks ----
+ * poll=1: spin with interrupts enabled instead of HLT (like Linux idle=poll);
+ * the ticks then interrupt ordinary code and return with iretq.
+ */
 static NORETURN void scenario_idle(void)
 {
 	u64 ms = cmdline_u64("ms", 1000);
 	u64 period = cmdline_u64("period_us", 1000);
+	bool poll = cmdline_u64("poll", 0) != 0;
 	if (!period)
 		period = 1000;
 	struct cpu *c = this_cpu();
@@ -117,13 +122,21 @@ static NORETURN void scenario_idle(void)
 	u64 t0 = rdtsc();
 	u64 end = t0 + ms * tsc_khz;
 	lapic_timer_periodic(VEC_TIMER, (u32)period);
-	while (rdtsc() < end)
-		cpu_wait();
+	if (poll) {
+		__asm__ volatile("sti" ::: "memory");
+		while (rdtsc() < end)
+			cpu_relax();
+		cli();
+	} else {
+		while (rdtsc() < end)
+			cpu_wait();
+	}
 	lapic_timer_stop();
 	u64 t1 = rdtsc();
 	u64 ticks = c->ticks;
-	event("idle ms=%lu ticks=%lu tsc_cycles=%lu period_us=%lu", ms, ticks, t1 - t0, period);
-	con_printf("idle: %lu ticks of %lu us in %lu us\n", ticks, period, (t1 - t0) * 1000 / tsc_khz);
+	event("idle ms=%lu ticks=%lu tsc_cycles=%lu period_us=%lu poll=%u", ms, ticks, t1 - t0, period, poll);
+	con_printf("idle%s: %lu ticks of %lu us in %lu us\n", poll ? " (poll)" : "", ticks, period,
+	           (t1 - t0) * 1000 / tsc_khz);
 	power_off();
 }
 
@@ -149,9 +162,23 @@ static NORETURN void scenario_pio(void)
 	power_off();
 }
 
-/* ---- fault: no IDT, then an invalid opcode: a triple fault ---- */
+/*
+ * ---- fault ----
+ * kind=triple (default): empty IDT, then ud2: a triple fault.
+ * kind=ud2: ud2 with the IDT in place: reported as "@u1 fault vector=6".
+ * kind=pf: read above the 4 GiB identity map: "@u1 fault vector=14".
+ */
 static NORETURN void scenario_fault(void)
 {
+	char kind[16] = "triple";
+	cmdline_get("kind", kind, sizeof kind);
+	if (!memcmp(kind, "ud2", 4)) {
+		con_printf("fault: executing ud2\n");
+		__asm__ volatile("ud2");
+	} else if (!memcmp(kind, "pf", 3)) {
+		con_printf("fault: reading unmapped memory at 4 GiB\n");
+		(void)*(volatile u32 *)0x100000000ull;
+	}
 	con_printf("fault: loading an empty IDT and executing ud2 (triple fault)\n");
 	triple_fault();
 }

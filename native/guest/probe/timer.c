@@ -1,9 +1,14 @@
 /*
  * Unhalt probe guest: TSC and LAPIC timer frequencies.
- *   TSC:   CPUID 0x40000010 EAX (hypervisor timing leaf), else CPUID 0x15
- *          (when it names the crystal), else 10 ms of PIT channel 2.
- *   LAPIC: CPUID 0x40000010 EBX, else counted in the PIT window, else
- *          counted against the TSC for 5 ms.
+ *   TSC, first that answers:
+ *     CPUID 0x40000010 EAX (hypervisor timing leaf),
+ *     kvmclock's tsc_to_system_mul/tsc_shift (KVM_FEATURE_CLOCKSOURCE2;
+ *       enabled just long enough to read, then disabled again),
+ *     CPUID 0x15 (when it names the crystal frequency),
+ *     10 ms of PIT channel 0 (counter latched and read; no port 0x61 needed).
+ *   LAPIC timer clock: CPUID 0x40000010 EBX, else counted over the PIT
+ *     window, else counted against the TSC for 5 ms.
+ * "tsc=pit" on the command line forces the PIT method (for testing it).
  */
 #include "probe.h"
 
@@ -12,39 +17,105 @@ u64 lapic_khz;
 const char *tsc_source = "none";
 
 #define PIT_HZ 1193182u
-#define PIT_MS 10u
+#define PIT_TICKS 11932u            /* 10 ms */
+#define MSR_KVM_SYSTEM_TIME_NEW 0x4b564d01
 
-/* Returns TSC cycles over PIT_MS, or 0 if the PIT does not seem to count. */
+struct pvclock {
+	volatile u32 version;
+	u32 pad0;
+	u64 tsc_timestamp, system_time;
+	u32 tsc_to_system_mul;
+	int8_t tsc_shift;
+	u8 flags, pad[2];
+} __attribute__((packed));
+
+static struct pvclock kvmclock __attribute__((aligned(64)));
+
+static u64 kvmclock_tsc_khz(void)
+{
+	u32 r[4];
+	cpuid(0x40000000, 0, r);
+	if (r[1] != 0x4b4d564b || r[0] < 0x40000001)     /* "KVMK" */
+		return 0;
+	cpuid(0x40000001, 0, r);
+	if (!(r[0] & (1u << 3)))                          /* KVM_FEATURE_CLOCKSOURCE2 */
+		return 0;
+	kvmclock.version = 0;
+	wrmsr(MSR_KVM_SYSTEM_TIME_NEW, (u64)&kvmclock | 1);
+	u64 khz = 0;
+	for (int i = 0; i < 100000; i++) {
+		u32 v = kvmclock.version;
+		barrier();
+		u32 mul = kvmclock.tsc_to_system_mul;
+		int shift = kvmclock.tsc_shift;
+		barrier();
+		if (v && !(v & 1) && v == kvmclock.version && mul) {
+			khz = (1000000ull << 32) / mul;
+			khz = shift < 0 ? khz << -shift : khz >> shift;
+			break;
+		}
+		cpu_relax();
+	}
+	wrmsr(MSR_KVM_SYSTEM_TIME_NEW, 0);
+	return khz;
+}
+
+static u16 pit_read0(void)
+{
+	outb(0x43, 0x00);                     /* latch channel 0 */
+	u8 lo = inb(0x40);
+	u8 hi = inb(0x40);
+	return (u16)(lo | hi << 8);
+}
+
+/*
+ * PIT channel 0 as a rate generator from 0xFFFF; TSC read on both sides of
+ * each counter read, so the error is the read time, not the poll interval.
+ * Returns TSC cycles per PIT_TICKS, or 0 without a counting PIT.
+ */
 static u64 pit_window(u64 *lapic_counts)
 {
-	const u32 latch = PIT_HZ * PIT_MS / 1000;
-	u8 v = inb(0x61);
-	outb(0x61, (u8)((v & ~0x02) | 0x01));  /* gate 2 high, speaker off */
-	outb(0x43, 0xB0);                      /* ch 2, lo/hi byte, mode 0 */
-	outb(0x42, latch & 0xFF);
-	outb(0x42, latch >> 8);
+	outb(0x43, 0x34);                     /* ch 0, lo/hi, mode 2, binary */
+	outb(0x40, 0xFF);
+	outb(0x40, 0xFF);
 	lapic_timer_start_count();
-	u64 t0 = rdtsc();
+	u64 a0 = rdtsc();
+	u16 c0 = pit_read0();
+	u64 b0 = rdtsc();
 	u32 l0 = lapic_timer_current();
+	u64 a, b;
+	u32 l;
+	u16 elapsed;
 	u32 polls = 0;
-	while (!(inb(0x61) & 0x20)) {
-		if (++polls > 5000000)
+	do {
+		a = rdtsc();
+		u16 c = pit_read0();
+		b = rdtsc();
+		l = lapic_timer_current();
+		elapsed = (u16)(c0 - c);
+		if (++polls > 2000 && elapsed == 0)
+			return 0;                     /* not counting */
+		if (polls > 2000000)
 			return 0;
-	}
-	u64 t1 = rdtsc();
-	u32 l1 = lapic_timer_current();
-	if (polls < 2)   /* no PIT: 0x61 reads all ones */
-		return 0;
-	*lapic_counts = l0 - l1;
-	return t1 - t0;
+	} while (elapsed < PIT_TICKS);
+	/* Park channel 0: mode 0 (one shot), so it does not keep firing. */
+	outb(0x43, 0x30);
+	outb(0x40, 0x01);
+	outb(0x40, 0x00);
+	u64 tsc = (a + b) / 2 - (a0 + b0) / 2;
+	*lapic_counts = (u64)(l0 - l) * PIT_TICKS / elapsed;
+	return tsc * PIT_TICKS / elapsed;
 }
 
 void timer_calibrate(void)
 {
 	u32 r[4];
+	char how[8] = "";
+	cmdline_get("tsc", how, sizeof how);
+	bool force_pit = !memcmp(how, "pit", 4);
 	cpuid(0x40000000, 0, r);
 	u32 hv_max = r[0];
-	if (hv_max >= 0x40000010 && hv_max < 0x40000100) {
+	if (!force_pit && hv_max >= 0x40000010 && hv_max < 0x40000100) {
 		cpuid(0x40000010, 0, r);
 		if (r[0]) {
 			tsc_khz = r[0];
@@ -53,7 +124,9 @@ void timer_calibrate(void)
 		if (r[1])
 			lapic_khz = r[1];
 	}
-	if (!tsc_khz) {
+	if (!force_pit && !tsc_khz && (tsc_khz = kvmclock_tsc_khz()))
+		tsc_source = "kvmclock";
+	if (!force_pit && !tsc_khz) {
 		cpuid(0, 0, r);
 		if (r[0] >= 0x15) {
 			cpuid(0x15, 0, r);   /* eax denominator, ebx numerator, ecx crystal Hz */
@@ -63,16 +136,14 @@ void timer_calibrate(void)
 			}
 		}
 	}
-	if (!tsc_khz || !lapic_khz) {
+	if (!tsc_khz) {
 		u64 lapic_counts = 0;
 		u64 cycles = pit_window(&lapic_counts);
 		if (cycles) {
-			if (!tsc_khz) {
-				tsc_khz = cycles / PIT_MS;
-				tsc_source = "pit";
-			}
+			tsc_khz = cycles * PIT_HZ / PIT_TICKS / 1000;
+			tsc_source = "pit";
 			if (!lapic_khz)
-				lapic_khz = lapic_counts / PIT_MS;
+				lapic_khz = lapic_counts * PIT_HZ / PIT_TICKS / 1000;
 		}
 	}
 	if (!tsc_khz) {
@@ -81,12 +152,14 @@ void timer_calibrate(void)
 	}
 	if (!lapic_khz) {
 		lapic_timer_start_count();
-		u64 end = tsc_deadline_us(5000);
+		u64 a0 = rdtsc();
 		u32 l0 = lapic_timer_current();
-		while (rdtsc() < end)
+		u64 end = a0 + 5 * tsc_khz;
+		u64 a;
+		while ((a = rdtsc()) < end)
 			cpu_relax();
 		u32 l1 = lapic_timer_current();
-		lapic_khz = (l0 - l1) / 5;
+		lapic_khz = (u64)(l0 - l1) * tsc_khz / (a - a0);
 	}
 	lapic_timer_stop();
 	if (!lapic_khz)

@@ -1,0 +1,90 @@
+// The `unhalt` command line end to end: exit codes (DESIGN.md), stdout = ttyS0 only, one-line errors.
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { runCli } from '../support/cli.ts';
+import { kvmAvailable } from '../support/probe.ts';
+
+const dir = mkdtempSync(join(tmpdir(), 'unhalt-cli-'));
+
+describe.skipIf(!kvmAvailable)('unhalt run', () => {
+  it('boots the probe guest, prints ttyS0 on stdout and exits 0 on power-off', async () => {
+    const log = join(dir, 'agent.log');
+    const r = await runCli(['run', '--cpus', '2', '--append', 'scenario=hello', '--agent-log', log]);
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('2 of 2 CPUs up');
+    expect(r.stdout).not.toContain('@u1');
+    expect(readFileSync(log, 'utf8')).toMatch(/@u1 boot cpus_found=2 cpus_up=2/);
+  });
+
+  it('feeds stdin to the echo shell; `poweroff` exits 0', async () => {
+    const r = await runCli(['run'], { input: 'cpus\rpoweroff\r', inputDelayMs: 300 });
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('cpus up: 1');
+  });
+
+  it('exits 2 with the reason when the guest triple-faults', async () => {
+    const r = await runCli(['run', '--append', 'scenario=fault']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/the VM failed: vCPU 0: (triple fault|KVM internal error)/);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+  });
+
+  it('exits 124 when --timeout expires', async () => {
+    const r = await runCli(['run', '--timeout', '1']);
+    expect(r.code).toBe(124);
+    expect(r.stderr).toMatch(/timeout/);
+  });
+
+  const notPvh = join(dir, 'not-a-kernel.txt');
+  writeFileSync(notPvh, 'hello, I am a text file\n');
+  const cases: [string, string[], RegExp, NodeJS.ProcessEnv?][] = [
+    ['a missing kernel', ['--kernel', join(dir, 'nope.elf')], /kernel not found/],
+    ['a file that is not a kernel', ['--kernel', notPvh], /neither a PVH ELF nor a Linux bzImage/],
+    ['an ELF without a PVH note', ['--kernel', process.execPath], /not a PVH kernel/],
+    ['memory too small', ['--memory', '4'], /memory \(MiB\) must be between 16 and/],
+    ['memory larger than the host', ['--memory', '900000'], /more than this host has/],
+    ['memory that is not a number', ['--memory', 'lots'], /must be a whole number/],
+    ['zero cpus', ['--cpus', '0'], /cpus must be between 1 and/],
+    ['too many cpus', ['--cpus', '5000'], /cpus must be between 1 and/],
+    ['an unknown option', ['--frobnicate'], /Unknown option '--frobnicate'/],
+    ['a missing KVM device', [], /open .*nonexistent.*ENOENT/, { UNHALT_KVM_DEVICE: '/nonexistent/kvm' }],
+    ['a device that is not KVM', [], /not a KVM device/, { UNHALT_KVM_DEVICE: '/dev/null' }],
+  ];
+  for (const [what, args, message, env] of cases) {
+    it(`refuses ${what} with one line and exit code 1`, async () => {
+      const r = await runCli(['run', ...args], { env });
+      expect(r.code).toBe(1);
+      expect(r.stdout).toBe('');
+      expect(r.stderr).toMatch(message);
+      expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    });
+  }
+
+  it('explains a KVM device the user may not open (dropped privileges)', async () => {
+    const r = await runCli(['run'], { prefix: ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups'], env: { NODE_COMPILE_CACHE: join(dir, 'cc') } });
+    if (process.getuid?.() !== 0) return; // only root can drop to another user here
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/EACCES.*kvm" group/);
+  });
+});
+
+describe('unhalt doctor', () => {
+  it('reports as JSON', async () => {
+    const r = await runCli(['doctor', '--json']);
+    const report = JSON.parse(r.stdout);
+    expect(report.checks.map((c: { name: string }) => c.name)).toEqual(
+      expect.arrayContaining(['kvm-device', 'kvm-capabilities', 'host-kind', 'halt-polling', 'probe-guest']),
+    );
+    expect(['pvm', 'hardware']).toContain(report.hostKind);
+    expect(r.code).toBe(report.ok ? 0 : 1);
+  });
+
+  it('names the fix when the KVM device is unusable', async () => {
+    const r = await runCli(['doctor'], { env: { UNHALT_KVM_DEVICE: '/nonexistent/kvm' } });
+    expect(r.code).toBe(1);
+    expect(r.stdout).toMatch(/FAIL  kvm-device: .*ENOENT/);
+  });
+});

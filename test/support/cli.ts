@@ -1,0 +1,31 @@
+// Test support: run the real `unhalt` command line in a child process.
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+export const UNHALT_BIN = fileURLToPath(new URL('../../bin/unhalt.mjs', import.meta.url));
+
+export interface CliResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+export function runCli(args: string[], opts: { input?: string; env?: NodeJS.ProcessEnv; inputDelayMs?: number; prefix?: string[] } = {}): Promise<CliResult> {
+  return new Promise((resolve, reject) => {
+    const cmd = opts.prefix ? opts.prefix[0]! : process.execPath;
+    const argv = opts.prefix ? [...opts.prefix.slice(1), process.execPath, UNHALT_BIN, ...args] : [UNHALT_BIN, ...args];
+    const child = spawn(cmd, argv, { env: { ...process.env, ...opts.env }, stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => { stdout += d; });
+    child.stderr.on('data', (d) => { stderr += d; });
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+    if (opts.input !== undefined) {
+      const input = opts.input;
+      setTimeout(() => child.stdin.end(input), opts.inputDelayMs ?? 0);
+    } else {
+      child.stdin.end();
+    }
+  });
+}
