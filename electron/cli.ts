@@ -4,15 +4,19 @@
 import { runCommand } from './cli/run.ts';
 import { doctorCommand } from './cli/doctor.ts';
 import { EXIT_CODES } from './cli/args.ts';
+import { describeMachines } from './cli/describe.ts';
 
 const USAGE = `usage: unhalt <command> [options]
 
 commands:
   run       boot a VM with ttyS0 on this terminal (Ctrl-A x quits)
   doctor    check this host: /dev/kvm, KVM capabilities, halt polling, built guests
+  machines  list machine types and their default properties
 
-unhalt run [--guest probe|custom] [--kernel F] [--initrd F] [--append S] [--cpus N]
-           [--memory MiB] [--name NAME] [--agent-log F] [--timeout S]
+unhalt run [--guest probe|linux|custom] [--kernel F] [--initrd F] [--append S] [--cpus N]
+           [--memory MiB] [--name NAME] [--machine TYPE] [--cpu host,FEATURE=on|off,...]
+           [--overcommit cpu-pm=on|off,mem-lock=on|off] [--halt-poll-ns N] [--pin CPU,...]
+           [--pvm-profile on|off] [--agent-log F] [--timeout S] [--dry-run]
 unhalt doctor [--json]
 `;
 
@@ -21,6 +25,9 @@ export async function main(argv: string[]): Promise<number> {
   switch (command) {
     case 'run': return runCommand(rest);
     case 'doctor': return doctorCommand(rest);
+    case 'machines':
+      process.stdout.write(describeMachines());
+      return EXIT_CODES.ok;
     case undefined:
     case '-h':
     case '--help':

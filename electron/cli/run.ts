@@ -1,19 +1,18 @@
 // `unhalt run`: boot one VM with ttyS0 on stdin/stdout.
 import { createWriteStream, type WriteStream } from 'node:fs';
-import { ConfigError, resolveMachine, validateConfig } from '../vmm/config/vm-config.ts';
+import { VM_OPTIONS, configFromOptions } from '../vmm/config/cli-args.ts';
+import { resolveMachine, type ResolvedMachine } from '../vmm/config/resolve.ts';
+import { ConfigError, type VmConfig } from '../vmm/config/vm-config.ts';
+import { probeHost } from '../vmm/machine/host-caps.ts';
 import { isCleanExit, VirtualMachine, type VmExit } from '../vmm/vm.ts';
 import { EXIT_CODES, UsageError, parse, say } from './args.ts';
+import { describeResolution } from './describe.ts';
 
 const OPTIONS = {
-  guest: { type: 'string' },
-  kernel: { type: 'string' },
-  initrd: { type: 'string' },
-  append: { type: 'string' },
-  cpus: { type: 'string' },
-  memory: { type: 'string' },
-  name: { type: 'string' },
+  ...VM_OPTIONS,
   'agent-log': { type: 'string' },
   timeout: { type: 'string' },
+  'dry-run': { type: 'boolean' },
 } as const;
 
 const CTRL_A = 0x01;
@@ -28,13 +27,15 @@ export async function runCommand(argv: string[]): Promise<number> {
       timeoutS = Number(values.timeout);
       if (!Number.isFinite(timeoutS) || timeoutS <= 0) throw new UsageError(`--timeout must be a positive number of seconds, got "${values.timeout}"`);
     }
-    const config = validateConfig({
-      guest: values.guest, kernel: values.kernel, initrd: values.initrd, append: values.append,
-      cpus: values.cpus, memoryMiB: values.memory, name: values.name,
-    });
-    const spec = resolveMachine(config);
+    const config = configFromOptions(values);
+    const resolved = resolveMachine(config, probeHost());
+    if (values['dry-run']) {
+      process.stdout.write(describeResolution(config, resolved));
+      return EXIT_CODES.ok;
+    }
     if (values['agent-log']) agentLog = await openLog(values['agent-log']);
-    vm = await VirtualMachine.start(spec);
+    vm = await VirtualMachine.start(resolved.spec);
+    for (const w of resolved.resolution.warnings) say(`warning: ${w}`);
   } catch (e) {
     say(e instanceof UsageError || e instanceof ConfigError ? e.message : `cannot start the VM: ${(e as Error).message}`);
     agentLog?.close();
@@ -67,6 +68,8 @@ export async function runCommand(argv: string[]): Promise<number> {
   say(`the VM failed: ${exit.message}`);
   return EXIT_CODES.vmFailed;
 }
+
+export type { VmConfig, ResolvedMachine };
 
 function openLog(path: string): Promise<WriteStream> {
   return new Promise((resolve, reject) => {

@@ -8,10 +8,12 @@ import { CAP } from '../../native/kvm/abi.ts';
 import { IrqLine, Kvm, type Vcpu, type Vm } from '../../native/kvm/kvm.ts';
 import { installKickHandler, kickThread } from '../../native/kvm/kick.ts';
 import { closeFd } from '../../native/kvm/libc.ts';
+import { allowedHostCpus, setThreadAffinity } from '../../native/kvm/affinity.ts';
 import { AgentLineReader, type AgentEvent } from './agent/line-protocol.ts';
 import { type BootPlan } from './boot/boot-plan.ts';
 import { describeUnknownKernel, detectKernelFormat } from './boot/kernel-format.ts';
 import { E820_RAM, E820_RESERVED, type E820Entry, LAYOUT } from './boot/layout.ts';
+import { loadBzImage, parseSetupHeader } from './boot/bzimage.ts';
 import { loadPvh } from './boot/pvh.ts';
 import { buildCpuid, hostKvmFeatures } from './cpu/cpuid.ts';
 import { setBootCpuState, setBootMsrs, setLapicLints } from './cpu/boot-state.ts';
@@ -37,6 +39,10 @@ export interface MachineSpec {
   pin?: number[];
   haltPollNs?: number;
   memLock?: boolean;
+  /** KVM_X86_DISABLE_EXITS mask (cpu-pm=on), enabled before any vCPU is created. */
+  disableExits?: number;
+  /** Advertise MONITOR/MWAIT (only when MWAIT exits are disabled). */
+  mwait?: boolean;
 }
 
 export type VmState = 'starting' | 'running' | 'paused' | 'stopping' | 'stopped';
@@ -66,7 +72,7 @@ export function isCleanExit(kind: ExitKind): boolean {
   return kind === 'poweroff' || kind === 'reset';
 }
 
-export const MIN_MEMORY_MIB = 16;
+export { MIN_MEMORY_MIB } from './vm-limits.ts';
 const WORKER_EXIT_DEADLINE_MS = 5000;
 const WORKER_URL = new URL(`./vcpu/vcpu-worker${extname(new URL(import.meta.url).pathname)}`, import.meta.url);
 
@@ -151,7 +157,7 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
     const kernel = readKernel(spec.kernelPath);
     const initrd = spec.initrdPath ? readFile(spec.initrdPath, 'initrd') : undefined;
     const format = detectKernelFormat(kernel);
-    if (format === 'bzimage') throw new Error(`${spec.kernelPath} is a Linux bzImage; this build boots PVH ELF kernels only`);
+    if (format === 'bzimage') parseSetupHeader(kernel, spec.kernelPath); // refuse a bad bzImage before KVM is touched
     if (format === 'unknown') throw new Error(`${spec.kernelPath}: ${describeUnknownKernel(kernel)}`);
 
     const kvm = this.kvm = Kvm.open();
@@ -169,6 +175,8 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
     vm.createIrqchip();
     vm.createPit2();
     if (spec.haltPollNs !== undefined) vm.enableCap(CAP.HALT_POLL, [spec.haltPollNs]);
+    // KVM accepts this only before the first vCPU exists.
+    if (spec.disableExits) vm.enableCap(CAP.X86_DISABLE_EXITS, [spec.disableExits]);
 
     const mem = this.memory = new GuestMemory(spec.memoryMiB * MiB);
     if (spec.memLock) mem.lock();
@@ -178,9 +186,8 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
 
     const acpi = buildAcpiTables({ cpus: spec.cpus, baseAddress: LAYOUT.acpi });
     mem.write(LAYOUT.acpi, acpi.bytes);
-    const plan: BootPlan = loadPvh(mem, {
-      kernel, initrd, cmdline: spec.cmdline, rsdpAddress: acpi.rsdpAddress, e820: memoryMap(mem),
-    });
+    const bootInput = { kernel, initrd, cmdline: spec.cmdline, rsdpAddress: acpi.rsdpAddress, e820: memoryMap(mem) };
+    const plan: BootPlan = format === 'bzimage' ? loadBzImage(mem, bootInput) : loadPvh(mem, bootInput);
 
     const statsEnabled = kvm.checkExtension(CAP.BINARY_STATS_FD) > 0;
     if (statsEnabled) this.vmStatsFd = vm.statsFd();
@@ -192,7 +199,7 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
       const vcpu = vm.createVcpu(i);
       this.vcpus.push(vcpu);
       this.vcpuStatsFds.push(statsEnabled ? vcpu.statsFd() : -1);
-      vcpu.setCpuid2(buildCpuid(supported, { vcpuId: i, cpus: spec.cpus, kvmFeatures, kvmHints }));
+      vcpu.setCpuid2(buildCpuid(supported, { vcpuId: i, cpus: spec.cpus, kvmFeatures, kvmHints, mwait: spec.mwait ?? false }));
       setBootMsrs(vcpu);
       setLapicLints(vcpu);
       if (i === 0) setBootCpuState(vcpu, mem, plan);
@@ -263,6 +270,23 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
       }
       this.pendingInput.shift();
     }
+  }
+
+  /** Changes the VM's maximum halt-polling time while it runs (KVM_CAP_HALT_POLL). */
+  setHaltPollNs(ns: number): void {
+    if (!this.vm) throw new Error('the VM is not running');
+    this.vm.enableCap(CAP.HALT_POLL, [ns]);
+    this.spec.haltPollNs = ns;
+  }
+
+  /** Re-pins the vCPU threads while the VM runs (vCPU i -> hostCpus[i % length]); empty = unpinned. */
+  setPin(hostCpus: readonly number[]): void {
+    const all = allowedHostCpus();
+    this.vcpus.forEach((v, i) => {
+      const tid = this.control.tid(v.id);
+      if (tid) setThreadAffinity(tid, hostCpus.length ? [hostCpus[i % hostCpus.length]!] : all);
+    });
+    this.spec.pin = hostCpus.length ? this.vcpus.map((_, i) => hostCpus[i % hostCpus.length]!) : undefined;
   }
 
   pause(): void {

@@ -4,10 +4,15 @@ import { OsError, errno, libc } from './libc.ts';
 const CPU_SET_BYTES = 128; // room for 1024 CPUs, glibc's cpu_set_t
 
 export function pinCurrentThread(hostCpu: number): void {
+  setThreadAffinity(0, [hostCpu]);
+}
+
+/** Sets the host CPUs a thread (by tid; 0 = the caller) may run on. */
+export function setThreadAffinity(tid: number, hostCpus: readonly number[]): void {
   const mask = Buffer.alloc(CPU_SET_BYTES);
-  mask[hostCpu >> 3] = 1 << (hostCpu & 7);
-  if (libc.sched_setaffinity(0, CPU_SET_BYTES, mask) < 0) {
-    throw new OsError(`pinning a vCPU thread to host CPU ${hostCpu}`, errno());
+  for (const c of hostCpus) mask[c >> 3]! |= 1 << (c & 7);
+  if (libc.sched_setaffinity(tid, CPU_SET_BYTES, mask) < 0) {
+    throw new OsError(`pinning thread ${tid || 'self'} to host CPUs ${hostCpus.join(',')}`, errno());
   }
 }
 

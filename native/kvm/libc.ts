@@ -18,6 +18,9 @@ export const libc = {
   mlock: lib.func('int mlock(uint64 addr, size_t len)'),
   munlock: lib.func('int munlock(uint64 addr, size_t len)'),
   pread: lib.func('int64 pread(int fd, _Out_ uint8_t *buf, size_t count, int64 offset)'),
+  /** pread into a raw address (a preallocated ArrayBuffer's): no per-call buffer marshalling. */
+  preadAddress: lib.func('pread', 'int64', ['int', 'uint64', 'size_t', 'int64']),
+  clock_gettime: lib.func('int clock_gettime(int clock, _Out_ uint8_t *ts)'),
   eventfd: lib.func('int eventfd(unsigned int initval, int flags)'),
   gettid: lib.func('int gettid()'),
   getpid: lib.func('int getpid()'),
@@ -41,6 +44,16 @@ export const MADV_HUGEPAGE = 14;
 export const EFD_CLOEXEC = 0x80000;
 export const EINTR = 4;
 export const EAGAIN = 11;
+
+export const CLOCK_THREAD_CPUTIME_ID = 3;
+
+const timespec = Buffer.alloc(16);
+
+/** CPU time consumed so far by the calling thread, in ns (what a thread's own work costs). */
+export function threadCpuTimeNs(): number {
+  if (libc.clock_gettime(CLOCK_THREAD_CPUTIME_ID, timespec) < 0) throw new OsError('clock_gettime', errno());
+  return Number(timespec.readBigInt64LE(0)) * 1e9 + Number(timespec.readBigInt64LE(8));
+}
 
 export function closeFd(fd: number): void {
   libc.close(fd);

@@ -20,7 +20,7 @@ describe.skipIf(!kvmAvailable)('unhalt run', () => {
   });
 
   it('feeds stdin to the echo shell; `poweroff` exits 0', async () => {
-    const r = await runCli(['run'], { input: 'cpus\rpoweroff\r', inputDelayMs: 300 });
+    const r = await runCli(['run'], { input: 'cpus\rpoweroff\r', inputAfter: 'probe> ' });
     expect(r.code).toBe(0);
     expect(r.stdout).toContain('cpus up: 1');
   });

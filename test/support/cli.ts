@@ -10,22 +10,28 @@ export interface CliResult {
   stderr: string;
 }
 
-export function runCli(args: string[], opts: { input?: string; env?: NodeJS.ProcessEnv; inputDelayMs?: number; prefix?: string[] } = {}): Promise<CliResult> {
+export function runCli(args: string[], opts: { input?: string; env?: NodeJS.ProcessEnv; inputAfter?: string; prefix?: string[] } = {}): Promise<CliResult> {
   return new Promise((resolve, reject) => {
     const cmd = opts.prefix ? opts.prefix[0]! : process.execPath;
     const argv = opts.prefix ? [...opts.prefix.slice(1), process.execPath, UNHALT_BIN, ...args] : [UNHALT_BIN, ...args];
     const child = spawn(cmd, argv, { env: { ...process.env, ...opts.env }, stdio: ['pipe', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
-    child.stdout.on('data', (d) => { stdout += d; });
+    let inputSent = false;
+    const sendInput = () => {
+      if (inputSent || opts.input === undefined) return;
+      inputSent = true;
+      child.stdin.end(opts.input);
+    };
+    child.stdout.on('data', (d) => {
+      stdout += d;
+      // Type only once the guest shows it is listening (input sent earlier may be lost on UART reset).
+      if (opts.inputAfter !== undefined && stdout.includes(opts.inputAfter)) sendInput();
+    });
     child.stderr.on('data', (d) => { stderr += d; });
     child.on('error', reject);
     child.on('close', (code) => resolve({ code, stdout, stderr }));
-    if (opts.input !== undefined) {
-      const input = opts.input;
-      setTimeout(() => child.stdin.end(input), opts.inputDelayMs ?? 0);
-    } else {
-      child.stdin.end();
-    }
+    if (opts.input === undefined) child.stdin.end();
+    else if (opts.inputAfter === undefined) sendInput();
   });
 }

@@ -1,7 +1,9 @@
 // Test support: boot the probe guest in-process and watch its two serial lines.
 import { existsSync, readdirSync } from 'node:fs';
 import type { AgentEvent } from '../../electron/vmm/agent/line-protocol.ts';
-import { resolveMachine, validateConfig } from '../../electron/vmm/config/vm-config.ts';
+import { validateConfig } from '../../electron/vmm/config/vm-config.ts';
+import { resolveMachine } from '../../electron/vmm/config/resolve.ts';
+import { probeHost } from '../../electron/vmm/machine/host-caps.ts';
 import { VirtualMachine } from '../../electron/vmm/vm.ts';
 
 export const kvmAvailable = existsSync(process.env.UNHALT_KVM_DEVICE ?? '/dev/kvm');
@@ -14,11 +16,11 @@ export interface Watched {
   waitForEvent(event: string, timeoutMs?: number): Promise<AgentEvent>;
 }
 
-export async function startProbe(opts: { cpus?: number; memoryMiB?: number; append?: string; name?: string } = {}): Promise<Watched> {
-  const spec = resolveMachine(validateConfig({
+export async function startProbe(opts: { cpus?: number; memoryMiB?: number; append?: string; name?: string; config?: Record<string, unknown> } = {}): Promise<Watched> {
+  const { spec } = resolveMachine(validateConfig({
     guest: 'probe', cpus: opts.cpus ?? 1, memoryMiB: opts.memoryMiB ?? 64, append: opts.append ?? 'scenario=hello',
-    name: opts.name ?? 'test',
-  }));
+    name: opts.name ?? 'test', ...opts.config,
+  }), probeHost());
   const vm = await VirtualMachine.start(spec);
   return watch(vm);
 }

@@ -1,124 +1,147 @@
-// The one VM configuration schema (versioned). The CLI flags, saved JSON and the service API all
-// map to it; `resolveMachine` turns it into the MachineSpec the VMM boots.
-import { existsSync, statSync } from 'node:fs';
-import { resolve } from 'node:path';
-import { hostKind, hostMemoryBytes, type HostKind } from '../host.ts';
-import { PROBE_KERNEL } from '../guests.ts';
-import { MIN_MEMORY_MIB, type MachineSpec } from '../vm.ts';
+// The one VM configuration schema (typed, versioned). CLI flags (cli-args.ts), bench config
+// strings (config-string.ts), saved JSON and the service API all map to it and are validated
+// here; resolve.ts turns it into the MachineSpec the VMM boots.
+import { MIN_MEMORY_MIB } from '../vm-limits.ts';
+import { FEATURE_NAMES } from '../machine/features.ts';
+import { resolveMachineName } from '../machine/machine-types.ts';
 
 export const CONFIG_VERSION = 1;
-export const GUESTS = ['probe', 'custom'] as const;
+export const GUESTS = ['probe', 'linux', 'custom'] as const;
 export type GuestKind = (typeof GUESTS)[number];
 
 export interface VmConfig {
   version: typeof CONFIG_VERSION;
   name: string;
   guest: GuestKind;
-  /** Own kernel (guest "custom"): a PVH ELF. */
+  /** Own kernel (guest "custom"): a PVH ELF or a bzImage. */
   kernel?: string;
   initrd?: string;
   /** Kernel command line; for the probe guest its scenario and parameters. */
   append?: string;
   cpus: number;
   memoryMiB: number;
+  /** A concrete machine type version, never the alias. */
+  machine: string;
+  /** Paravirt features set explicitly (QEMU names); the rest come from the machine type. */
+  cpuFeatures: Record<string, boolean>;
+  /** -overcommit cpu-pm=on: KVM_CAP_X86_DISABLE_EXITS (HLT, PAUSE, CSTATE, MWAIT where possible). */
+  cpuPm: boolean;
+  /** -overcommit mem-lock=on: lock guest RAM in host memory. */
+  memLock: boolean;
+  /** Per-VM maximum halt-polling time (KVM_CAP_HALT_POLL); absent = the host default. */
+  haltPollNs?: number;
+  /** Host CPUs for the vCPU threads: vCPU i runs on pin[i % pin.length]. */
+  pin?: number[];
+  /** Linux guests on PVM hosts: add the parameters that keep a stock kernel off missing instructions. */
+  pvmProfile: boolean;
 }
 
 export const DEFAULTS = { cpus: 1, memoryMiB: 128, name: 'vm' } as const;
 /** APIC IDs of xAPIC MADT entries stop at 254; the I/O APIC takes the next ID. */
 export const MAX_CPUS = 254;
+export const MAX_MEMORY_MIB = 1024 * 1024;
 export const MAX_NAME_LENGTH = 64;
 export const MAX_APPEND_LENGTH = 4095;
+export const MAX_PATH_LENGTH = 4096;
+export const MAX_HALT_POLL_NS = 1_000_000_000;
 
 /** A user-caused configuration error: one line, names the field and what would work. */
 export class ConfigError extends Error {
   override name = 'ConfigError';
 }
 
-function integer(value: unknown, field: string, min: number, max: number, hint = ''): number {
-  const n = typeof value === 'string' && /^\s*-?\d+\s*$/.test(value) ? Number(value) : value;
-  if (typeof n !== 'number' || !Number.isInteger(n)) throw new ConfigError(`${field} must be a whole number, got ${JSON.stringify(value)}`);
-  if (n < min || n > max) throw new ConfigError(`${field} must be between ${min} and ${max}, got ${n}${hint}`);
+const FIELDS = new Set(['version', 'name', 'guest', 'kernel', 'initrd', 'append', 'cpus', 'memoryMiB', 'machine',
+  'cpuFeatures', 'cpuPm', 'memLock', 'haltPollNs', 'pin', 'pvmProfile']);
+
+export function integer(value: unknown, field: string, min: number, max: number): number {
+  const n = typeof value === 'string' && /^\s*-?\d{1,16}\s*$/.test(value) ? Number(value) : value;
+  if (typeof n !== 'number' || !Number.isSafeInteger(n)) {
+    throw new ConfigError(`${field} must be a whole number, got ${JSON.stringify(value)?.slice(0, 40)}`);
+  }
+  if (n < min || n > max) throw new ConfigError(`${field} must be between ${min} and ${max}, got ${n}`);
   return n;
 }
 
 function text(value: unknown, field: string, max: number): string {
-  if (typeof value !== 'string') throw new ConfigError(`${field} must be text, got ${typeof value}`);
+  if (typeof value !== 'string') throw new ConfigError(`${field} must be text, got ${value === null ? 'null' : typeof value}`);
   if (value.length > max) throw new ConfigError(`${field} is ${value.length} characters long; at most ${max} are allowed`);
   if (value.includes('\0')) throw new ConfigError(`${field} contains a NUL character`);
   return value;
 }
 
-/** Validates untrusted input (CLI, JSON, API) into a VmConfig; throws ConfigError. */
+function bool(value: unknown, field: string): boolean {
+  if (typeof value === 'boolean') return value;
+  if (value === 'on' || value === 'true') return true;
+  if (value === 'off' || value === 'false') return false;
+  throw new ConfigError(`${field} must be on or off, got ${JSON.stringify(value)?.slice(0, 40)}`);
+}
+
+function path(value: unknown, field: string): string {
+  const p = text(value, field, MAX_PATH_LENGTH);
+  if (p.trim() === '') throw new ConfigError(`${field} is an empty path`);
+  return p;
+}
+
+/** Validates untrusted input (CLI, JSON, API, config strings) into a VmConfig; throws ConfigError. */
 export function validateConfig(raw: unknown): VmConfig {
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new ConfigError('a VM configuration must be an object');
   const r = raw as Record<string, unknown>;
-  const known = new Set(['version', 'name', 'guest', 'kernel', 'initrd', 'append', 'cpus', 'memoryMiB']);
-  for (const key of Object.keys(r)) if (!known.has(key)) throw new ConfigError(`unknown configuration field "${key.slice(0, 40)}"`);
+  for (const key of Object.keys(r)) {
+    if (!FIELDS.has(key)) throw new ConfigError(`unknown configuration field "${key.slice(0, 40)}"`);
+  }
   if (r.version !== undefined && r.version !== CONFIG_VERSION) {
-    throw new ConfigError(`configuration version ${JSON.stringify(r.version)} is not supported (this Unhalt reads version ${CONFIG_VERSION})`);
+    throw new ConfigError(`configuration version ${JSON.stringify(r.version)?.slice(0, 20)} is not supported (this Unhalt reads version ${CONFIG_VERSION})`);
   }
   const name = r.name === undefined ? DEFAULTS.name : text(r.name, 'name', MAX_NAME_LENGTH);
   if (!/^[A-Za-z0-9][A-Za-z0-9 ._-]*$/.test(name)) {
     throw new ConfigError(`name "${name}" may use letters, digits, space, dot, dash and underscore, and must start with a letter or digit`);
   }
-  const kernel = r.kernel === undefined ? undefined : text(r.kernel, 'kernel', 4096);
+  const kernel = r.kernel === undefined ? undefined : path(r.kernel, 'kernel');
   const guest = r.guest === undefined ? (kernel ? 'custom' : 'probe') : r.guest;
-  if (!GUESTS.includes(guest as GuestKind)) throw new ConfigError(`guest must be one of ${GUESTS.join(', ')}, got ${JSON.stringify(guest)}`);
+  if (!GUESTS.includes(guest as GuestKind)) throw new ConfigError(`guest must be one of ${GUESTS.join(', ')}, got ${JSON.stringify(guest)?.slice(0, 40)}`);
   if (guest === 'custom' && !kernel) throw new ConfigError('a custom guest needs a kernel (--kernel FILE)');
-  if (guest === 'probe' && kernel) throw new ConfigError('the probe guest brings its own kernel: drop --kernel, or use --guest custom');
+  if (guest !== 'custom' && kernel) throw new ConfigError(`the ${guest} guest brings its own kernel: drop --kernel, or use --guest custom`);
+
+  let machine: string;
+  try {
+    machine = resolveMachineName(r.machine === undefined ? 'unhalt' : text(r.machine, 'machine', 64));
+  } catch (e) {
+    throw new ConfigError((e as Error).message);
+  }
+  const cpuFeatures: Record<string, boolean> = {};
+  if (r.cpuFeatures !== undefined) {
+    if (typeof r.cpuFeatures !== 'object' || r.cpuFeatures === null || Array.isArray(r.cpuFeatures)) {
+      throw new ConfigError('cpuFeatures must be an object of feature names to on/off');
+    }
+    for (const [k, v] of Object.entries(r.cpuFeatures)) {
+      if (!FEATURE_NAMES.includes(k)) throw new ConfigError(unknownFeature(k));
+      cpuFeatures[k] = bool(v, k);
+    }
+  }
   const config: VmConfig = {
     version: CONFIG_VERSION,
     name,
     guest: guest as GuestKind,
     cpus: r.cpus === undefined ? DEFAULTS.cpus : integer(r.cpus, 'cpus', 1, MAX_CPUS),
-    memoryMiB: r.memoryMiB === undefined ? DEFAULTS.memoryMiB
-      : integer(r.memoryMiB, 'memory (MiB)', MIN_MEMORY_MIB, 1024 * 1024),
+    memoryMiB: r.memoryMiB === undefined ? (guest === 'linux' ? 512 : DEFAULTS.memoryMiB)
+      : integer(r.memoryMiB, 'memory (MiB)', MIN_MEMORY_MIB, MAX_MEMORY_MIB),
+    machine,
+    cpuFeatures,
+    cpuPm: r.cpuPm === undefined ? false : bool(r.cpuPm, 'cpu-pm'),
+    memLock: r.memLock === undefined ? false : bool(r.memLock, 'mem-lock'),
+    pvmProfile: r.pvmProfile === undefined ? true : bool(r.pvmProfile, 'pvm-profile'),
   };
   if (kernel !== undefined) config.kernel = kernel;
-  if (r.initrd !== undefined) config.initrd = text(r.initrd, 'initrd', 4096);
+  if (r.initrd !== undefined) config.initrd = path(r.initrd, 'initrd');
   if (r.append !== undefined) config.append = text(r.append, 'append', MAX_APPEND_LENGTH);
+  if (r.haltPollNs !== undefined) config.haltPollNs = integer(r.haltPollNs, 'halt-poll-ns', 0, MAX_HALT_POLL_NS);
+  if (r.pin !== undefined) {
+    if (!Array.isArray(r.pin) || r.pin.length === 0 || r.pin.length > 1024) throw new ConfigError('pin must be a non-empty list of host CPU numbers');
+    config.pin = r.pin.map((c) => integer(c, 'pin', 0, 4095));
+  }
   return config;
 }
 
-export interface ResolveContext {
-  hostKind: HostKind;
-  hostMemoryBytes: number;
-}
-
-export function currentHost(): ResolveContext {
-  return { hostKind: hostKind(), hostMemoryBytes: hostMemoryBytes() };
-}
-
-function checkFile(path: string, what: string): string {
-  const full = resolve(path);
-  if (!existsSync(full)) throw new ConfigError(`${what} not found: ${path}`);
-  const st = statSync(full);
-  if (!st.isFile()) throw new ConfigError(`${what} is not a regular file: ${path}`);
-  if (st.size === 0) throw new ConfigError(`${what} is empty: ${path}`);
-  return full;
-}
-
-/** Turns a validated config into what the VMM boots, checking it against the host. */
-export function resolveMachine(config: VmConfig, host: ResolveContext = currentHost()): MachineSpec {
-  const hostMiB = Math.floor(host.hostMemoryBytes / 1048576);
-  if (config.memoryMiB > hostMiB) {
-    throw new ConfigError(`memory ${config.memoryMiB} MiB is more than this host has (${hostMiB} MiB)`);
-  }
-  let kernelPath: string;
-  if (config.guest === 'probe') {
-    if (!existsSync(PROBE_KERNEL)) {
-      throw new ConfigError(`the probe guest is not built (${PROBE_KERNEL}): run "npm run build:guests" (needs gcc)`);
-    }
-    kernelPath = PROBE_KERNEL;
-  } else {
-    kernelPath = checkFile(config.kernel!, 'kernel');
-  }
-  const initrdPath = config.initrd === undefined ? undefined : checkFile(config.initrd, 'initrd');
-  let cmdline = config.append ?? '';
-  if (config.guest === 'probe' && host.hostKind === 'pvm' && !/(^|\s)unhalt\.pvm=/.test(cmdline)) {
-    cmdline = `${cmdline} unhalt.pvm=1`.trim(); // the probe guest avoids hypercalls, which hang on PVM
-  }
-  const spec: MachineSpec = { name: config.name, cpus: config.cpus, memoryMiB: config.memoryMiB, kernelPath, cmdline };
-  if (initrdPath) spec.initrdPath = initrdPath;
-  return spec;
+export function unknownFeature(name: string): string {
+  return `unknown CPU feature "${name.slice(0, 40)}"; valid: ${FEATURE_NAMES.join(', ')}`;
 }

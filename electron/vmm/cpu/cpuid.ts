@@ -14,6 +14,8 @@ export interface CpuidOptions {
   /** CPUID 0x40000001 EAX (paravirt features) and EDX (hints). */
   kvmFeatures: number;
   kvmHints: number;
+  /** Advertise MONITOR/MWAIT (CPUID.1:ECX bit 3): only when the VM runs MWAIT without exits. */
+  mwait?: boolean;
 }
 
 const bitsFor = (n: number): number => (n <= 1 ? 0 : Math.ceil(Math.log2(n)));
@@ -28,6 +30,7 @@ export function buildCpuid(supported: readonly CpuidEntry[], o: CpuidOptions): C
         // EBX[31:24] initial APIC ID, [23:16] logical processors per package, [15:8] CLFLUSH size.
         e.ebx = ((apicId & 0xff) << 24) | ((Math.min(o.cpus, 255) & 0xff) << 16) | (e.ebx & 0xffff);
         e.ecx = (e.ecx | (1 << 31)) >>> 0; // hypervisor present
+        e.ecx = o.mwait ? (e.ecx | (1 << 3)) >>> 0 : (e.ecx & ~(1 << 3)) >>> 0;
         e.edx = o.cpus > 1 ? (e.edx | (1 << 28)) >>> 0 : (e.edx & ~(1 << 28)) >>> 0; // HTT
         break;
       case 0x4: // deterministic cache parameters: cores per package - 1 in EAX[31:26], one thread per cache

@@ -1,20 +1,18 @@
 /* Unhalt probe guest: the few libc pieces it needs, and a tiny formatter. */
 #include "probe.h"
 
+/* One string instruction each: far fewer emulated instructions than a loop. */
 void *memset(void *d, int c, size_t n)
 {
-	u8 *p = d;
-	while (n--)
-		*p++ = (u8)c;
+	void *p = d;
+	__asm__ volatile("rep stosb" : "+D"(p), "+c"(n) : "a"(c) : "memory");
 	return d;
 }
 
 void *memcpy(void *d, const void *s, size_t n)
 {
-	u8 *p = d;
-	const u8 *q = s;
-	while (n--)
-		*p++ = *q++;
+	void *p = d;
+	__asm__ volatile("rep movsb" : "+D"(p), "+S"(s), "+c"(n) : : "memory");
 	return d;
 }
 

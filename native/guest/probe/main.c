@@ -10,6 +10,7 @@ extern u64 smp_us;
 void probe_main(void);
 void probe_main(void)
 {
+	u64 t_start = rdtsc();
 	const struct hvm_start_info *si = (const struct hvm_start_info *)(u64)boot_start_info;
 	if (!si || si->magic != HVM_START_MAGIC)
 		si = NULL;
@@ -30,7 +31,9 @@ void probe_main(void)
 	timer_calibrate();
 	smp_boot(si);
 
-	event("boot cpus_found=%u cpus_up=%u tsc_khz=%lu smp_us=%lu", ncpus_found, ncpus_up, tsc_khz, smp_us);
+	u64 boot_us = (rdtsc() - t_start) * 1000 / tsc_khz;
+	event("boot cpus_found=%u cpus_up=%u tsc_khz=%lu boot_us=%lu smp_us=%lu", ncpus_found, ncpus_up, tsc_khz,
+	      boot_us, smp_us);
 	con_printf("Unhalt probe guest: %u of %u CPUs up\n", ncpus_up, ncpus_found);
 	con_printf("tsc %lu kHz (%s), lapic timer %lu kHz, acpi %s, pm1a_cnt 0x%x%s, slp_typ %u%s\n", tsc_khz,
 	           tsc_source, lapic_khz, acpi.found ? "yes" : "no", acpi.pm1a_cnt,

@@ -76,8 +76,13 @@ static NORETURN void scenario_echo(void)
 	for (;;) {
 		int c;
 		cli();
-		while ((c = serial_getc()) < 0)
+		while ((c = serial_getc()) < 0) {
+			/* One LSR read before sleeping: a lost edge cannot stall the shell. */
+			serial_rx_irq();
+			if ((c = serial_getc()) >= 0)
+				break;
 			cpu_wait();
+		}
 		if (c == '\r' || c == '\n') {
 			bool skip = c == '\n' && prev_cr;   /* CR LF is one line end */
 			prev_cr = c == '\r';

@@ -2,7 +2,8 @@
  * Unhalt probe guest: 16550 UARTs.
  *   ttyS0 (0x3F8): human text, CRLF line ends; RX interrupt-driven (IRQ4).
  *   ttyS1 (0x2F8): "@u1 EVENT key=value..." lines, LF line ends.
- * Transmit is polled (wait for LSR.THRE).  Every line goes out whole under
+ * Transmit is polled: wait for LSR.THRE, then write up to a FIFO's worth
+ * (16 bytes on a 16550A whose FIFO is on, else 1).  Every line goes out whole under
  * one spinlock, so CPUs never interleave.  Handlers never print (except the
  * fault path, which uses serial_panic_write), so holding the lock with
  * interrupts disabled cannot deadlock.
@@ -15,6 +16,7 @@
 #define UART_DLL 0
 #define UART_DLM 1
 #define UART_FCR 2
+#define UART_IIR 2
 #define UART_LCR 3
 #define UART_MCR 4
 #define UART_LSR 5
@@ -23,8 +25,9 @@
 #define LSR_THRE 0x20
 
 static spinlock_t tx_lock;
+static u8 tx_burst[2];   /* [0] ttyS0, [1] ttyS1: bytes per THRE */
 
-static void uart_init(u16 base)
+static u8 uart_init(u16 base)
 {
 	outb(base + UART_IER, 0x00);
 	outb(base + UART_LCR, 0x80);   /* DLAB */
@@ -33,28 +36,40 @@ static void uart_init(u16 base)
 	outb(base + UART_LCR, 0x03);   /* 8N1 */
 	outb(base + UART_FCR, 0x07);   /* FIFOs on and cleared */
 	outb(base + UART_MCR, 0x03);   /* DTR | RTS */
+	return (inb(base + UART_IIR) & 0xC0) == 0xC0 ? 16 : 1;   /* FIFO enabled? */
 }
 
 void serial_init(void)
 {
-	uart_init(COM1);
-	uart_init(COM2);
+	tx_burst[0] = uart_init(COM1);
+	tx_burst[1] = uart_init(COM2);
 }
 
-static void uart_putc(u16 base, char c)
+struct tx {
+	u16 base;
+	u8 room;   /* bytes we may write before looking at THRE again */
+	u8 burst;
+};
+
+static void uart_putc(struct tx *t, char c)
 {
-	/* Bounded wait: a missing UART reads 0xFF (THRE set) anyway. */
-	for (int i = 0; i < 100000 && !(inb(base + UART_LSR) & LSR_THRE); i++)
-		cpu_relax();
-	outb(base + UART_THR, (u8)c);
+	if (!t->room) {
+		/* Bounded wait: a missing UART reads 0xFF (THRE set) anyway. */
+		for (int i = 0; i < 100000 && !(inb(t->base + UART_LSR) & LSR_THRE); i++)
+			cpu_relax();
+		t->room = t->burst;
+	}
+	outb(t->base + UART_THR, (u8)c);
+	t->room--;
 }
 
 static void uart_write(u16 base, const char *s, size_t n, bool crlf)
 {
+	struct tx t = { base, 0, tx_burst[base == COM2] ? tx_burst[base == COM2] : 1 };
 	for (size_t i = 0; i < n; i++) {
 		if (s[i] == '\n' && crlf)
-			uart_putc(base, '\r');
-		uart_putc(base, s[i]);
+			uart_putc(&t, '\r');
+		uart_putc(&t, s[i]);
 	}
 }
 
@@ -108,14 +123,14 @@ void serial_panic_write(u16 base, const char *s)
 static volatile u8 rx_buf[256];
 static volatile u32 rx_head, rx_tail;   /* head: written by the IRQ, tail: by the reader */
 
+/* Input typed before this is kept: with data waiting, enabling the interrupt raises it. */
 void serial_rx_enable(void)
 {
-	while (inb(COM1 + UART_LSR) & LSR_DR)  /* drop stale input */
-		(void)inb(COM1 + UART_RBR);
 	outb(COM1 + UART_MCR, 0x0B);             /* DTR | RTS | OUT2 (IRQ enable) */
 	outb(COM1 + UART_IER, 0x01);             /* received data available */
 }
 
+/* The RX interrupt handler; also called with interrupts off as a poll. */
 void serial_rx_irq(void)
 {
 	for (int i = 0; i < 64 && (inb(COM1 + UART_LSR) & LSR_DR); i++) {

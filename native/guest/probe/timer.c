@@ -7,7 +7,8 @@
  *     CPUID 0x15 (when it names the crystal frequency),
  *     10 ms of PIT channel 0 (counter latched and read; no port 0x61 needed).
  *   LAPIC timer clock: CPUID 0x40000010 EBX, else counted over the PIT
- *     window, else counted against the TSC for 5 ms.
+ *     window, else counted against the TSC for 2 ms (each read of the
+ *     counter bracketed by two TSC reads).
  * "tsc=pit" on the command line forces the PIT method (for testing it).
  */
 #include "probe.h"
@@ -154,12 +155,14 @@ void timer_calibrate(void)
 		lapic_timer_start_count();
 		u64 a0 = rdtsc();
 		u32 l0 = lapic_timer_current();
-		u64 end = a0 + 5 * tsc_khz;
-		u64 a;
-		while ((a = rdtsc()) < end)
+		u64 b0 = rdtsc();
+		u64 end = a0 + 2 * tsc_khz;
+		while (rdtsc() < end)
 			cpu_relax();
+		u64 a1 = rdtsc();
 		u32 l1 = lapic_timer_current();
-		lapic_khz = (u64)(l0 - l1) * tsc_khz / (a - a0);
+		u64 b1 = rdtsc();
+		lapic_khz = (u64)(l0 - l1) * tsc_khz / ((a1 + b1) / 2 - (a0 + b0) / 2);
 	}
 	lapic_timer_stop();
 	if (!lapic_khz)

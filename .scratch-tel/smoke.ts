@@ -1,0 +1,13 @@
+import { startProbe } from '../test/support/probe.ts';
+import { Sampler } from '../electron/vmm/telemetry/sampler.ts';
+const w = await startProbe({ cpus: 2, append: 'scenario=idle ms=3000' });
+const s = Sampler.forVm(w.vm, { intervalMs: 500 });
+console.log(s.kvmStats, s.fields);
+let n = 0;
+s.subscribe((e) => { if (e.type === 'sample' && n++ < 3) console.log(JSON.stringify(e.records[0])); });
+await new Promise((r) => setTimeout(r, 2200));
+console.log(s.vcpuStatsSample(0)?.histogram('halt_wait_hist').buckets.filter(b => b.count));
+console.log(s.vmStats());
+console.log(s.cost());
+await w.vm.stop();
+console.log(s.records().length, s.running);

@@ -1,0 +1,42 @@
+// Human-readable resolved configuration (`unhalt run --dry-run`) and machine list (`unhalt machines`).
+import { commandLine } from '../vmm/config/cli-args.ts';
+import type { ResolvedMachine } from '../vmm/config/resolve.ts';
+import type { VmConfig } from '../vmm/config/vm-config.ts';
+import { PV_FEATURES } from '../vmm/machine/features.ts';
+import { disableExitNames } from '../vmm/machine/host-caps.ts';
+import { MACHINE_ALIAS, MACHINE_TYPES, NEWEST_MACHINE } from '../vmm/machine/machine-types.ts';
+
+const hex = (n: number) => `0x${(n >>> 0).toString(16).padStart(8, '0')}`;
+
+export function describeResolution(c: VmConfig, r: ResolvedMachine): string {
+  const { spec, resolution: res } = r;
+  const lines = [
+    `name:          ${c.name}`,
+    `guest:         ${c.guest}  (kernel ${spec.kernelPath}${spec.initrdPath ? `, initrd ${spec.initrdPath}` : ''})`,
+    `command line:  ${spec.cmdline || '(empty)'}`,
+    `cpus:          ${spec.cpus}`,
+    `memory:        ${spec.memoryMiB} MiB${c.memLock ? ' (locked)' : ''}`,
+    `machine:       ${res.machine}`,
+    `CPUID 0x40000001: eax=${hex(res.kvmFeatures)} edx=${hex(res.kvmHints)}`,
+    'features:',
+    ...res.features.map((f) => `  ${f.name.padEnd(22)} ${f.value ? 'on ' : 'off'}  (${f.source === 'machine-type' ? `${res.machine} default` : f.source === 'explicit' ? 'set explicitly' : 'turned off by cpu-pm=on'})`),
+    `exits disabled: ${res.disableExits ? disableExitNames(res.disableExits).join(', ') : 'none (cpu-pm=off)'}`,
+    `mwait in guest: ${res.mwait ? 'yes' : 'no'}`,
+    `halt polling:  ${spec.haltPollNs === undefined ? 'host default' : `max ${spec.haltPollNs} ns`}`,
+    `pinning:       ${spec.pin ? spec.pin.map((h, i) => `vCPU${i}->CPU${h}`).join(' ') : 'none'}`,
+    ...res.notes.map((n) => `note: ${n}`),
+    ...res.warnings.map((w) => `warning: ${w}`),
+    `equivalent:    ${commandLine(c)}`,
+  ];
+  return `${lines.join('\n')}\n`;
+}
+
+export function describeMachines(): string {
+  const out: string[] = [];
+  for (const m of MACHINE_TYPES) {
+    out.push(`${m.name}${m.name === NEWEST_MACHINE ? ` (alias: ${MACHINE_ALIAS})` : ''}: ${m.summary}`);
+    out.push(`  changes: ${m.changes}`);
+    out.push(`  ${PV_FEATURES.map((f) => `${f.name}=${m.defaults[f.name] ? 'on' : 'off'}`).join(' ')}`);
+  }
+  return `${out.join('\n')}\n`;
+}

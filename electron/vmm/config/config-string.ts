@@ -1,0 +1,43 @@
+// Bench config strings: `cpus=4,memory=512,machine=unhalt-1.0,cpu-pm=on,kvm-pv-unhalt=off,
+// halt-poll-ns=0,pin=0+1`. Keys are the CLI long options without dashes; every paravirt feature
+// is a key of its own; lists join with `+`.
+import { FEATURE_NAMES } from '../machine/features.ts';
+import { parseCpuList } from './knob-syntax.ts';
+import { ConfigError, validateConfig, type VmConfig } from './vm-config.ts';
+
+const SIMPLE: Record<string, string> = {
+  cpus: 'cpus', memory: 'memoryMiB', machine: 'machine', 'cpu-pm': 'cpuPm', 'mem-lock': 'memLock',
+  'halt-poll-ns': 'haltPollNs', guest: 'guest', name: 'name', 'pvm-profile': 'pvmProfile',
+};
+
+/** Parses a config string on top of `base` (raw fields, e.g. the guest), validating the result. */
+export function parseConfigString(spec: string, base: Record<string, unknown> = {}): VmConfig {
+  if (spec.length > 4096) throw new ConfigError('config string is too long');
+  const raw: Record<string, unknown> = { ...base };
+  const features: Record<string, unknown> = { ...(base.cpuFeatures as Record<string, unknown> | undefined) };
+  for (const part of spec.split(',')) {
+    if (part.trim() === '') continue;
+    const eq = part.indexOf('=');
+    if (eq <= 0) throw new ConfigError(`config string: "${part.slice(0, 40)}" is not key=value`);
+    const key = part.slice(0, eq).trim();
+    const value = part.slice(eq + 1).trim();
+    if (key === 'pin') raw.pin = parseCpuList(value);
+    else if (key in SIMPLE) raw[SIMPLE[key]!] = value;
+    else if (FEATURE_NAMES.includes(key)) features[key] = value;
+    else throw new ConfigError(`config string: unknown key "${key.slice(0, 40)}"; valid: ${[...Object.keys(SIMPLE), 'pin', ...FEATURE_NAMES].join(', ')}`);
+  }
+  if (Object.keys(features).length) raw.cpuFeatures = features;
+  return validateConfig(raw);
+}
+
+/** The config string for the knobs of a config (the guest's kernel, initrd and append are not knobs). */
+export function formatConfigString(c: VmConfig): string {
+  const parts = [`cpus=${c.cpus}`, `memory=${c.memoryMiB}`, `machine=${c.machine}`];
+  if (c.cpuPm) parts.push('cpu-pm=on');
+  if (c.memLock) parts.push('mem-lock=on');
+  if (c.haltPollNs !== undefined) parts.push(`halt-poll-ns=${c.haltPollNs}`);
+  if (c.pin) parts.push(`pin=${c.pin.join('+')}`);
+  if (!c.pvmProfile) parts.push('pvm-profile=off');
+  for (const [k, v] of Object.entries(c.cpuFeatures)) parts.push(`${k}=${v ? 'on' : 'off'}`);
+  return parts.join(',');
+}

@@ -1,0 +1,65 @@
+// What one telemetry sample holds per vCPU: the cumulative counters (under their KVM names where
+// KVM has them), in the fixed column order the ring stores them in, and the record shape that
+// subscribers and the NDJSON file see.
+import { COUNTER, COUNTER_NAMES } from '../vcpu/control.ts';
+
+/** Per-vCPU KVM binary stats the sampler follows; a host kernel may lack some of them. */
+export const KVM_VCPU_COUNTERS = [
+  'halt_exits', 'halt_successful_poll', 'halt_attempted_poll', 'halt_poll_invalid', 'halt_wakeup',
+  'halt_poll_success_ns', 'halt_poll_fail_ns', 'halt_wait_ns',
+  'exits', 'io_exits', 'mmio_exits', 'irq_exits', 'signal_exits', 'hypercalls',
+  'directed_yield_attempted', 'directed_yield_successful', 'preemption_reported',
+] as const;
+
+/** The VMM's own userspace exit counters (VmControl), renamed so they never collide with KVM's. */
+const VMM_NAMES: Record<keyof typeof COUNTER, string> = {
+  exits: 'vmm_exits',
+  io: 'vmm_io_exits',
+  mmio: 'vmm_mmio_exits',
+  hlt: 'vmm_hlt_exits',
+  intr: 'vmm_intr_exits',
+  other: 'vmm_other_exits',
+  ioConsole: 'vmm_console_io_exits',
+  ioUnhandled: 'vmm_unhandled_io_exits',
+};
+
+export const VMM_COUNTERS: readonly { name: string; index: number }[] =
+  COUNTER_NAMES.map((key) => ({ name: VMM_NAMES[key], index: COUNTER[key] }));
+
+/**
+ * The vCPU thread as the host sees it (/proc/self/task/TID): utime+stime, context switches, and
+ * schedstat's exact run time and run-queue wait (absent: NaN/null without CONFIG_SCHED_INFO).
+ */
+export const THREAD_COUNTERS = [
+  'host_cpu_ns', 'voluntary_ctxt_switches', 'nonvoluntary_ctxt_switches', 'host_run_ns', 'host_runqueue_wait_ns',
+] as const;
+
+/**
+ * One vCPU at one sample. Cumulative counters appear under their own names (halt_exits,
+ * vmm_io_exits, host_cpu_ns…), counts per second with a `_per_s` suffix, and time counters
+ * (`*_ns`) as the nanoseconds spent in the interval with a `_delta` suffix. Derived:
+ * poll_hit_rate (Δhalt_successful_poll / Δhalt_attempted_poll), poll_cpu_fraction (host CPU spent
+ * polling per wall second), host_cpu_fraction (the vCPU thread's CPU per wall second: from
+ * host_run_ns when the kernel has schedstat, else from the tick-granular host_cpu_ns).
+ * null: not measurable for this interval (no poll attempted, thread gone, counter reset).
+ * A KVM counter the host kernel lacks is absent, not null.
+ */
+export interface SampleRecord {
+  /** ms since the VM started. */
+  t: number;
+  vcpu: number;
+  /** ms since the previous sample. */
+  interval_ms: number;
+  [field: string]: number | null;
+}
+
+export interface TelemetryMarker {
+  /** ms since the VM started. */
+  t: number;
+  label: string;
+}
+
+export type TelemetryEvent =
+  | { type: 'backfill'; records: SampleRecord[]; markers: TelemetryMarker[] }
+  | { type: 'sample'; t: number; records: SampleRecord[] }
+  | { type: 'marker'; marker: TelemetryMarker };

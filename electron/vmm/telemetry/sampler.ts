@@ -1,0 +1,262 @@
+// Samples one VM on a timer: each vCPU's KVM binary stats (one pread per fd), the VMM's own exit
+// counters and the vCPU threads' host CPU time and context switches, into a bounded series, and
+// delivers records to subscribers. Rates are computed by the pure RateCalculator; this file only
+// gathers numbers. Without KVM binary stats it keeps going with the VMM's own counters.
+import { BINARY_STATS_UNAVAILABLE, StatsReader, type StatField, type StatsSample } from '../../../native/kvm/stats.ts';
+import { threadCpuTimeNs } from '../../../native/kvm/libc.ts';
+import type { VirtualMachine, VmState } from '../vm.ts';
+import {
+  KVM_VCPU_COUNTERS, THREAD_COUNTERS, VMM_COUNTERS,
+  type SampleRecord, type TelemetryEvent, type TelemetryMarker,
+} from './fields.ts';
+import { RateCalculator } from './rates.ts';
+import { SampleSeries } from './series.ts';
+import { THREAD_FIELDS, ThreadStatsReader } from './thread-stats.ts';
+
+export const DEFAULT_INTERVAL_MS = 100;
+/** Ten minutes at the default 10 Hz. */
+export const MIN_CAPACITY = 6000;
+const MAX_CAPACITY = 60_000;
+const MAX_MARKERS = 1000;
+
+/** What the sampler needs from a VM (VirtualMachine has all of it). */
+export interface SamplerTarget {
+  /** performance.now() when the VM started running. */
+  readonly startedAt: number;
+  readonly control: { readonly cpus: number; counter(vcpu: number, which: number): number };
+  /** KVM stats fds, taken before any vCPU ran; -1 where the host has no binary stats. */
+  statsFds(): { vm: number; vcpus: readonly number[] };
+  /** Host thread id of each vCPU worker (0 when not running). */
+  vcpuThreadIds(): number[];
+}
+
+export interface SamplerOptions {
+  /** ms between samples (default 100). */
+  intervalMs?: number;
+  /** Records kept per vCPU (default: ten minutes at the interval, at least 6000). */
+  capacity?: number;
+  /** Clock in ms on performance.now()'s origin (tests inject one). */
+  now?: () => number;
+}
+
+export type KvmStatsStatus = { available: true } | { available: false; reason: string };
+
+export type TelemetryListener = (event: TelemetryEvent) => void;
+
+interface VcpuStats {
+  reader: StatsReader;
+  /** Reused every tick: its values are copied into the series at once. */
+  sample?: StatsSample;
+  fields: (StatField | undefined)[];
+}
+
+/**
+ * Use Sampler.forVm for a VirtualMachine: it stops sampling before the VM closes its stats fds.
+ * A bare Sampler must be stopped by its owner before then.
+ */
+export class Sampler {
+  readonly intervalMs: number;
+  readonly cpus: number;
+  /** Column names of the series, in order (only KVM stats this host has). */
+  readonly fields: readonly string[];
+  readonly series: SampleSeries;
+  readonly kvmStats: KvmStatsStatus;
+  private readonly target: SamplerTarget;
+  private readonly now: () => number;
+  private readonly calc: RateCalculator;
+  private readonly vcpuStats: (VcpuStats | null)[] = [];
+  private readonly vmReader: StatsReader | null = null;
+  private readonly kvmFieldNames: readonly string[];
+  private readonly threads: (ThreadStatsReader | null)[] = [];
+  private readonly listeners = new Set<TelemetryListener>();
+  private readonly markerLog: TelemetryMarker[] = [];
+  private timer?: NodeJS.Timeout;
+  private stopped = false;
+  private costNs = 0;
+  private ticks = 0;
+
+  constructor(target: SamplerTarget, options: SamplerOptions = {}) {
+    this.target = target;
+    this.cpus = target.control.cpus;
+    this.intervalMs = options.intervalMs ?? DEFAULT_INTERVAL_MS;
+    if (!(this.intervalMs >= 1)) throw new RangeError(`sampling interval must be at least 1 ms, got ${options.intervalMs}`);
+    this.now = options.now ?? (() => performance.now());
+
+    const fds = target.statsFds();
+    const fallback = "; showing the VMM's own exit counters only";
+    let status: KvmStatsStatus = { available: true };
+    const readers: (StatsReader | null)[] = [];
+    for (let v = 0; v < this.cpus && status.available; v++) {
+      const fd = fds.vcpus[v] ?? -1;
+      if (fds.vcpus.length === 0) {
+        status = { available: false, reason: `the VM is not running (its KVM stats fds are closed)${fallback}` };
+      } else if (fd < 0) {
+        status = { available: false, reason: `${BINARY_STATS_UNAVAILABLE} (no KVM_CAP_BINARY_STATS_FD)${fallback}` };
+      } else {
+        try {
+          readers.push(StatsReader.open(fd));
+        } catch (e) {
+          status = { available: false, reason: `cannot read the KVM binary stats of vCPU ${v}: ${(e as Error).message}${fallback}` };
+        }
+      }
+    }
+    // All vCPUs or none: a half-populated chart would read as a guest effect.
+    if (!status.available) readers.length = 0;
+    this.kvmStats = status;
+    if (status.available && fds.vm >= 0) {
+      try { this.vmReader = StatsReader.open(fds.vm); } catch { this.vmReader = null; }
+    }
+
+    const first = readers[0];
+    this.kvmFieldNames = first ? KVM_VCPU_COUNTERS.filter((n) => first.has(n)) : [];
+    this.fields = [...this.kvmFieldNames, ...VMM_COUNTERS.map((c) => c.name), ...THREAD_COUNTERS];
+    for (let v = 0; v < this.cpus; v++) {
+      const reader = readers[v];
+      this.vcpuStats.push(reader ? { reader, fields: this.kvmFieldNames.map((n) => reader.has(n) ? reader.field(n) : undefined) } : null);
+    }
+    this.calc = new RateCalculator(this.fields);
+    const capacity = options.capacity ?? Math.min(MAX_CAPACITY, Math.max(MIN_CAPACITY, Math.ceil(600_000 / this.intervalMs)));
+    this.series = new SampleSeries(this.cpus, this.fields.length, capacity);
+  }
+
+  /**
+   * A sampler that follows a VirtualMachine: samples from now on, marks pause/resume, and takes
+   * its last sample when the VM starts stopping — before the VM closes the stats fds, whose
+   * numbers the process may then reuse for other files.
+   */
+  static forVm(vm: VirtualMachine, options: SamplerOptions = {}): Sampler {
+    const sampler = new Sampler(vm, options);
+    const onState = (s: VmState) => {
+      if (s === 'paused') sampler.markEvent('paused');
+      else if (s === 'running') sampler.markEvent('resumed');
+      else if (s === 'stopping' || s === 'stopped') {
+        vm.off('state', onState);
+        if (s === 'stopping') sampler.sampleNow();
+        sampler.stop();
+      }
+    };
+    vm.on('state', onState);
+    sampler.start();
+    return sampler;
+  }
+
+  /** Takes a baseline sample now, then one every interval. */
+  start(): void {
+    if (this.timer || this.stopped) return;
+    this.sampleNow();
+    this.timer = setInterval(() => this.sampleNow(), this.intervalMs);
+    this.timer.unref(); // the VM keeps the process alive, not its telemetry
+  }
+
+  /** Stops sampling and releases the /proc files (the stats fds belong to the VM). */
+  stop(): void {
+    if (this.stopped) return;
+    this.stopped = true;
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+    for (const t of this.threads) t?.close();
+    this.threads.length = 0;
+    this.listeners.clear();
+  }
+
+  get running(): boolean {
+    return !this.stopped;
+  }
+
+  /** Takes one sample of every vCPU and delivers it; returns the new records (none for the baseline). */
+  sampleNow(): SampleRecord[] {
+    if (this.stopped) return [];
+    const cpuStart = threadCpuTimeNs();
+    const t = this.now() - this.target.startedAt;
+    const series = this.series;
+    const data = series.data;
+    const width = this.fields.length;
+    let at = series.push(t);
+    const tids = this.target.vcpuThreadIds();
+    const control = this.target.control;
+    for (let v = 0; v < this.cpus; v++, at += width) {
+      let c = at;
+      const stats = this.vcpuStats[v];
+      if (stats) {
+        const s = stats.sample = stats.reader.sample(stats.sample);
+        for (const f of stats.fields) data[c++] = f ? s.u64(f.offset) : NaN;
+      }
+      for (const counter of VMM_COUNTERS) data[c++] = control.counter(v, counter.index);
+      this.readThread(v, tids[v] ?? 0, data, c);
+    }
+    // Records (objects) are only built when someone listens; the series keeps the numbers anyway.
+    const records = this.listeners.size ? series.latest(this.calc) : [];
+    this.costNs += threadCpuTimeNs() - cpuStart;
+    this.ticks++;
+    if (records.length) this.emit({ type: 'sample', t, records });
+    return records;
+  }
+
+  private readThread(v: number, tid: number, out: Float64Array, at: number): void {
+    let reader = this.threads[v] ?? null;
+    if (reader && reader.tid !== tid) { reader.close(); reader = null; }
+    if (!reader && tid > 0) reader = ThreadStatsReader.open(tid);
+    this.threads[v] = reader;
+    if (!reader || !reader.read(out, at)) out.fill(NaN, at, at + THREAD_FIELDS);
+  }
+
+  /** Records a marker for the charts (a knob change, a restart …) at the current time. */
+  markEvent(label: string): TelemetryMarker {
+    const marker = { t: round3(this.now() - this.target.startedAt), label };
+    this.markerLog.push(marker);
+    if (this.markerLog.length > MAX_MARKERS) this.markerLog.shift();
+    this.emit({ type: 'marker', marker });
+    return marker;
+  }
+
+  get markers(): readonly TelemetryMarker[] {
+    return this.markerLog;
+  }
+
+  /** Every stored record, oldest first (vCPU 0 first within one sample). */
+  records(): SampleRecord[] {
+    return this.series.records(this.calc);
+  }
+
+  /**
+   * Delivers what is stored (one 'backfill' event, synchronously), then each new sample and
+   * marker as it happens. Returns the unsubscribe function.
+   */
+  subscribe(listener: TelemetryListener): () => void {
+    const markers = this.markerLog.filter((m) => !(m.t < this.series.oldestT));
+    listener({ type: 'backfill', records: this.records(), markers });
+    if (!this.stopped) this.listeners.add(listener);
+    return () => { this.listeners.delete(listener); };
+  }
+
+  private emit(event: TelemetryEvent): void {
+    for (const l of this.listeners) {
+      try {
+        l(event);
+      } catch (e) {
+        // One broken chart must not stop the sampling of the others.
+        this.listeners.delete(l);
+        process.emitWarning(`telemetry listener removed after it threw: ${(e as Error).message}`);
+      }
+    }
+  }
+
+  /** The VM-wide KVM stats (MMU and TLB counters) right now, or null without binary stats. */
+  vmStats(): Record<string, number> | null {
+    return this.vmReader && !this.stopped ? this.vmReader.sample().scalars() : null;
+  }
+
+  /** The newest raw KVM stats sample of a vCPU (histograms live here), or null. */
+  vcpuStatsSample(vcpu: number): StatsSample | null {
+    return this.vcpuStats[vcpu]?.sample ?? null;
+  }
+
+  /** The sampler's own cost so far: main-thread CPU spent taking samples. */
+  cost(): { ticks: number; cpuNs: number; cpuNsPerTick: number } {
+    return { ticks: this.ticks, cpuNs: this.costNs, cpuNsPerTick: this.ticks ? this.costNs / this.ticks : 0 };
+  }
+}
+
+function round3(x: number): number {
+  return Math.round(x * 1000) / 1000;
+}

@@ -1,0 +1,301 @@
+// unhalt-agent: the Linux guest's side of the ttyS1 line protocol (DESIGN.md).
+//
+//   unhalt-agent [DEVICE]        (default /dev/ttyS1)
+//
+// On start it writes one readiness line with the kernel's view of its paravirt features:
+//
+//   @u1 ready nproc=N cpus_possible=N kvm=0|1 kvm_features=N kvm_hints=N pv_unhalt=0|1
+//       pv_spinlocks=1|0|-1 pv_spinlocks_reason=N kvmclock=0|1 haltpoll=0|1
+//
+// then serves commands, one per line, from the same device: `NAME key=value ...`.
+// Every reply is a `@u1 EVENT ...` line (integers only, units in key names); an unknown
+// command gets `@u1 error unknown_command=1`. Commands live in the COMMANDS table below; the
+// telemetry work adds its workloads (pipe ping-pong, token ring) there.
+//
+// Built static (gcc -static -O2) by native/guest/linux/build-kit.mjs; runs as the initramfs's
+// only program besides busybox.
+#define _GNU_SOURCE
+#include <cpuid.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/reboot.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LINE_MAX_BYTES 512
+
+static int chan = -1;
+
+// --- output ------------------------------------------------------------------------------
+
+static void emit(const char *fmt, ...) {
+  char line[LINE_MAX_BYTES + 2];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(line, LINE_MAX_BYTES, fmt, ap);
+  va_end(ap);
+  if (n < 0) return;
+  if (n > LINE_MAX_BYTES - 1) n = LINE_MAX_BYTES - 1;
+  line[n++] = '\n';
+  for (int off = 0; off < n;) {
+    ssize_t w = write(chan, line + off, (size_t)(n - off));
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    off += (int)w;
+  }
+}
+
+// --- what the kernel sees ----------------------------------------------------------------
+
+struct facts {
+  long nproc, cpus_possible;
+  int kvm;                       // the KVM signature at CPUID 0x40000000 (as user space sees it)
+  unsigned kvm_features, kvm_hints;
+  int pv_unhalt;                 // the kernel's view: its kvm-guest log line, else CPUID bit 7
+  int pv_spinlocks;              // 1 enabled, 0 disabled, -1 no message seen
+  int pv_spinlocks_reason;       // 0 enabled/unknown, 1 no host support, 2 realtime hint, 3 single CPU, 4 nopvspin
+  int kvmclock, haltpoll;
+};
+
+static int read_small(const char *path, char *buf, size_t size) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, buf, size - 1);
+  close(fd);
+  if (n < 0) return -1;
+  buf[n] = 0;
+  while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' ')) buf[--n] = 0;
+  return (int)n;
+}
+
+// "0-3,5" -> 5
+static long count_cpu_list(const char *s) {
+  long count = 0;
+  while (*s) {
+    char *end;
+    long a = strtol(s, &end, 10), b = a;
+    if (end == s) break;
+    if (*end == '-') b = strtol(end + 1, &end, 10);
+    if (b >= a) count += b - a + 1;
+    s = *end == ',' ? end + 1 : end;
+    if (*end != ',') break;
+  }
+  return count;
+}
+
+// The kernel log, read without blocking from /dev/kmsg (falls back to nothing: pv_spinlocks=-1).
+static void scan_kernel_log(struct facts *f) {
+  int fd = open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return;
+  char rec[8192];
+  for (;;) {
+    ssize_t n = read(fd, rec, sizeof rec - 1);
+    if (n < 0) {
+      if (errno == EPIPE || errno == EINTR) continue; // overwritten records: keep reading
+      break;                                          // EAGAIN: the end of the log
+    }
+    rec[n] = 0;
+    const char *msg = strchr(rec, ';');
+    if (!msg) continue;
+    if (strstr(msg, "PV spinlocks enabled")) f->pv_spinlocks = 1, f->pv_spinlocks_reason = 0, f->pv_unhalt = 1;
+    else if (strstr(msg, "PV spinlocks disabled, no host support")) f->pv_spinlocks = 0, f->pv_spinlocks_reason = 1, f->pv_unhalt = 0;
+    else if (strstr(msg, "PV spinlocks disabled with KVM_HINTS_REALTIME")) f->pv_spinlocks = 0, f->pv_spinlocks_reason = 2, f->pv_unhalt = 1;
+    else if (strstr(msg, "PV spinlocks disabled, single CPU")) f->pv_spinlocks = 0, f->pv_spinlocks_reason = 3, f->pv_unhalt = 1;
+    else if (strstr(msg, "PV spinlocks disabled, forced by")) f->pv_spinlocks = 0, f->pv_spinlocks_reason = 4, f->pv_unhalt = 1;
+  }
+  close(fd);
+}
+
+static void gather(struct facts *f) {
+  char buf[256];
+  memset(f, 0, sizeof *f);
+  f->pv_unhalt = -1;
+  f->pv_spinlocks = -1;
+  f->nproc = sysconf(_SC_NPROCESSORS_ONLN);
+  f->cpus_possible = read_small("/sys/devices/system/cpu/possible", buf, sizeof buf) > 0 ? count_cpu_list(buf) : f->nproc;
+
+  unsigned a, b, c, d;
+  __cpuid(0x40000000, a, b, c, d);
+  char sig[13];
+  memcpy(sig, &b, 4), memcpy(sig + 4, &c, 4), memcpy(sig + 8, &d, 4), sig[12] = 0;
+  if (strcmp(sig, "KVMKVMKVM") == 0 && a >= 0x40000001) {
+    f->kvm = 1;
+    __cpuid(0x40000001, a, b, c, d);
+    f->kvm_features = a;
+    f->kvm_hints = d;
+  }
+  scan_kernel_log(f);
+  if (f->pv_unhalt < 0) f->pv_unhalt = f->kvm ? (int)((f->kvm_features >> 7) & 1) : 0;
+  if (read_small("/sys/devices/system/clocksource/clocksource0/current_clocksource", buf, sizeof buf) > 0) {
+    f->kvmclock = strcmp(buf, "kvm-clock") == 0;
+  }
+  if (read_small("/sys/devices/system/cpu/cpuidle/current_driver", buf, sizeof buf) > 0) {
+    f->haltpoll = strcmp(buf, "haltpoll") == 0;
+  }
+}
+
+static void report_ready(const char *event) {
+  struct facts f;
+  gather(&f);
+  emit("@u1 %s nproc=%ld cpus_possible=%ld kvm=%d kvm_features=%u kvm_hints=%u pv_unhalt=%d pv_spinlocks=%d "
+       "pv_spinlocks_reason=%d kvmclock=%d haltpoll=%d",
+       event, f.nproc, f.cpus_possible, f.kvm, f.kvm_features, f.kvm_hints, f.pv_unhalt, f.pv_spinlocks,
+       f.pv_spinlocks_reason, f.kvmclock, f.haltpoll);
+}
+
+// --- commands ----------------------------------------------------------------------------
+
+// A command's arguments: `key=value` pairs, integers only.
+struct args {
+  int count;
+  char *keys[16];
+  long long values[16];
+};
+
+static long long arg(const struct args *a, const char *key, long long fallback) {
+  for (int i = 0; i < a->count; i++)
+    if (strcmp(a->keys[i], key) == 0) return a->values[i];
+  return fallback;
+}
+
+static long long now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void cmd_ping(const struct args *a) {
+  emit("@u1 pong seq=%lld", arg(a, "seq", 0));
+}
+
+static void cmd_info(const struct args *a) {
+  (void)a;
+  report_ready("info");
+}
+
+static void cmd_uptime(const struct args *a) {
+  (void)a;
+  struct timespec ts;
+  clock_gettime(CLOCK_BOOTTIME, &ts);
+  emit("@u1 uptime ms=%lld", (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+}
+
+// Sleeps `ms` (default 1000) in `period_us` steps: an idle guest with timer wake-ups.
+static void cmd_idle(const struct args *a) {
+  long long ms = arg(a, "ms", 1000), period_us = arg(a, "period_us", 1000);
+  if (ms < 0 || ms > 3600000 || period_us < 1) {
+    emit("@u1 error bad_args=1");
+    return;
+  }
+  long long start = now_ns(), end = start + ms * 1000000LL, wakeups = 0;
+  while (now_ns() < end) {
+    struct timespec ts = {period_us / 1000000, (period_us % 1000000) * 1000};
+    nanosleep(&ts, NULL);
+    wakeups++;
+  }
+  emit("@u1 idle ms=%lld wakeups=%lld elapsed_ns=%lld", ms, wakeups, now_ns() - start);
+}
+
+// Asks init (busybox) to power off cleanly; the kernel then uses ACPI S5.
+static void cmd_poweroff(const struct args *a) {
+  (void)a;
+  emit("@u1 poweroff");
+  sync();
+  if (kill(1, SIGUSR2) != 0) reboot(RB_POWER_OFF);
+}
+
+static const struct command {
+  const char *name;
+  void (*run)(const struct args *);
+} COMMANDS[] = {
+    {"ping", cmd_ping},
+    {"info", cmd_info},
+    {"uptime", cmd_uptime},
+    {"idle", cmd_idle},
+    {"poweroff", cmd_poweroff},
+};
+
+static void dispatch(char *line) {
+  char *save = NULL;
+  char *name = strtok_r(line, " \t\r", &save);
+  if (!name) return;
+  struct args a = {0};
+  for (char *tok; (tok = strtok_r(NULL, " \t\r", &save)) != NULL;) {
+    char *eq = strchr(tok, '=');
+    if (!eq || a.count == 16) {
+      emit("@u1 error bad_args=1");
+      return;
+    }
+    *eq = 0;
+    a.keys[a.count] = tok;
+    a.values[a.count++] = strtoll(eq + 1, NULL, 10);
+  }
+  for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++) {
+    if (strcmp(COMMANDS[i].name, name) == 0) {
+      COMMANDS[i].run(&a);
+      return;
+    }
+  }
+  emit("@u1 error unknown_command=1");
+}
+
+// --- main --------------------------------------------------------------------------------
+
+static void raw_mode(int fd) {
+  struct termios t;
+  if (tcgetattr(fd, &t) != 0) return; // not a tty (tests may use a pipe or a file)
+  cfmakeraw(&t);
+  cfsetispeed(&t, B115200);
+  cfsetospeed(&t, B115200);
+  t.c_cflag |= CLOCAL | CREAD;
+  tcsetattr(fd, TCSANOW, &t);
+}
+
+int main(int argc, char **argv) {
+  const char *dev = argc > 1 ? argv[1] : "/dev/ttyS1";
+  signal(SIGHUP, SIG_IGN);
+  signal(SIGPIPE, SIG_IGN);
+  for (int tries = 0; (chan = open(dev, O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0; tries++) {
+    if (tries == 50) {
+      // Never exit: init respawns us, and a loop of failures would flood the console.
+      fprintf(stderr, "unhalt-agent: cannot open %s: %s\n", dev, strerror(errno));
+      for (;;) pause();
+    }
+    usleep(100000); // devtmpfs may not have the node yet
+  }
+  raw_mode(chan);
+  report_ready("ready");
+
+  char buf[LINE_MAX_BYTES + 1];
+  size_t len = 0;
+  int skipping = 0;
+  for (;;) {
+    char c;
+    ssize_t n = read(chan, &c, 1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      // A closed channel (a file or pipe in tests): stay alive as a quiet daemon would.
+      if (n == 0) pause();
+      continue;
+    }
+    if (c == '\n') {
+      buf[len] = 0;
+      if (!skipping) dispatch(buf);
+      len = 0;
+      skipping = 0;
+    } else if (len < LINE_MAX_BYTES) {
+      buf[len++] = c;
+    } else if (!skipping) {
+      skipping = 1;
+      emit("@u1 error line_too_long=1");
+    }
+  }
+}
