@@ -1,0 +1,68 @@
+// One schema: CLI flags, config strings, saved JSON and the API map to the same VmConfig.
+import { parseArgs } from 'node:util';
+import { describe, expect, it } from 'vitest';
+import { VM_OPTIONS, commandLine, configFromOptions, optionsFromConfig } from '../../electron/vmm/config/cli-args.ts';
+import { formatConfigString, parseConfigString } from '../../electron/vmm/config/config-string.ts';
+import { ConfigError, validateConfig, type VmConfig } from '../../electron/vmm/config/vm-config.ts';
+
+const samples: Record<string, unknown>[] = [
+  {},
+  { cpus: 4, memoryMiB: 512, machine: 'unhalt-1.0', cpuPm: true, haltPollNs: 0, pin: [0, 1] },
+  { name: 'lab vm_1', cpuFeatures: { 'kvm-pv-unhalt': false, 'kvm-hint-dedicated': true }, memLock: true, append: "scenario=idle ms=500 it's" },
+  { guest: 'custom', kernel: '/boot/vmlinux', initrd: '/tmp/initrd img', append: 'console=ttyS0', pvmProfile: false },
+  { guest: 'linux', cpus: 2 },
+];
+
+function viaCli(c: VmConfig): VmConfig {
+  const { values } = parseArgs({ args: optionsFromConfig(c), options: VM_OPTIONS, strict: true });
+  return configFromOptions(values);
+}
+
+describe('config round trips', () => {
+  for (const raw of samples) {
+    const c = validateConfig(raw);
+    it(`CLI <-> config: ${JSON.stringify(raw)}`, () => {
+      expect(viaCli(c)).toEqual(c);
+    });
+    it(`JSON <-> config: ${JSON.stringify(raw)}`, () => {
+      expect(validateConfig(JSON.parse(JSON.stringify(c)))).toEqual(c);
+    });
+    it(`config string <-> config: ${JSON.stringify(raw)}`, () => {
+      const base = { guest: c.guest, name: c.name, kernel: c.kernel, initrd: c.initrd, append: c.append };
+      expect(parseConfigString(formatConfigString(c), base)).toEqual(c);
+    });
+  }
+
+  it('parses the documented config string', () => {
+    const c = parseConfigString('cpus=4,memory=512,machine=unhalt-1.0,cpu-pm=on,kvm-pv-unhalt=off,halt-poll-ns=0,pin=0+1');
+    expect(c).toMatchObject({ cpus: 4, memoryMiB: 512, machine: 'unhalt-1.0', cpuPm: true, haltPollNs: 0, pin: [0, 1], cpuFeatures: { 'kvm-pv-unhalt': false } });
+    expect(parseConfigString('pin=0-3').pin).toEqual([0, 1, 2, 3]);
+  });
+
+  it('prints an equivalent, shell-quoted command line', () => {
+    expect(commandLine(validateConfig({ append: 'scenario=idle ms=5' }))).toContain("--append 'scenario=idle ms=5'");
+  });
+});
+
+describe('bad knob inputs', () => {
+  const bad: [string, () => unknown, RegExp][] = [
+    ['unknown machine type', () => validateConfig({ machine: 'pc-q35-9.9' }), /unknown machine type "pc-q35-9.9"; valid: unhalt, unhalt-1.0, unhalt-1.1/],
+    ['unknown feature (CLI)', () => configFromOptions({ cpu: 'host,kvm-turbo=on' }), /unknown CPU feature "kvm-turbo"; valid: kvmclock/],
+    ['malformed feature', () => configFromOptions({ cpu: 'host,kvm-pv-unhalt' }), /needs a value/],
+    ['bad feature value', () => configFromOptions({ cpu: 'host,kvm-pv-unhalt=maybe' }), /kvm-pv-unhalt must be on or off/],
+    ['another CPU model', () => configFromOptions({ cpu: 'qemu64' }), /CPU model "qemu64" is not supported/],
+    ['unknown overcommit key', () => configFromOptions({ overcommit: 'cpu-pm=on,turbo=on' }), /unknown overcommit option "turbo"/],
+    ['negative halt-poll-ns', () => configFromOptions({ 'halt-poll-ns': '-5' }), /halt-poll-ns must be between 0/],
+    ['bad pin list', () => configFromOptions({ pin: '0,x' }), /"x" is not a host CPU number/],
+    ['unknown config string key', () => parseConfigString('cpus=2,speed=fast'), /unknown key "speed"/],
+    ['config string without =', () => parseConfigString('cpus'), /is not key=value/],
+    ['unknown JSON field', () => validateConfig({ cpuz: 2 }), /unknown configuration field "cpuz"/],
+    ['future schema version', () => validateConfig({ version: 9 }), /configuration version 9 is not supported/],
+  ];
+  for (const [what, fn, message] of bad) {
+    it(`refuses ${what}`, () => {
+      expect(fn).toThrow(ConfigError);
+      expect(fn).toThrow(message);
+    });
+  }
+});
