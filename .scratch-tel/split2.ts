@@ -1,0 +1,23 @@
+import { StatsReader } from '../native/kvm/stats.ts';
+import { threadCpuTimeNs } from '../native/kvm/libc.ts';
+import { ThreadStatsReader } from '../electron/vmm/telemetry/thread-stats.ts';
+import { startProbe } from '../test/support/probe.ts';
+const p = await startProbe({ cpus: 4, append: 'scenario=idle ms=30000' });
+const readers = p.vm.statsFds().vcpus.map(fd => StatsReader.open(fd));
+const samples = readers.map(r => r.sample());
+const threads = p.vm.vcpuThreadIds().map(t => ThreadStatsReader.open(t)!);
+const out = new Float64Array(5);
+let a = 0, b = 0, n = 0, c = 0;
+const timer = setInterval(() => {
+  const t0 = threadCpuTimeNs();
+  for (let i = 0; i < 4; i++) readers[i]!.sample(samples[i]);
+  const t1 = threadCpuTimeNs();
+  for (let i = 0; i < 4; i++) threads[i]!.read(out, 0);
+  const t2 = threadCpuTimeNs();
+  threadCpuTimeNs();
+  const t3 = threadCpuTimeNs();
+  a += t1 - t0; b += t2 - t1; c += t3 - t2; n++;
+}, 100);
+await new Promise(r => setTimeout(r, 8000)); clearInterval(timer);
+console.log('stats 4 fds', (a/n/1000).toFixed(1), 'µs; /proc 4 threads', (b/n/1000).toFixed(1), 'µs; clock call', (c/n/1000).toFixed(1));
+await p.vm.stop();
