@@ -18,7 +18,7 @@ import { loadPvh } from './boot/pvh.ts';
 import { buildCpuid, hostKvmFeatures } from './cpu/cpuid.ts';
 import { setBootCpuState, setBootMsrs, setLapicLints } from './cpu/boot-state.ts';
 import { ByteRing } from './devices/byte-ring.ts';
-import { SerialInput, createDeviceState } from './devices/board.ts';
+import { PowerButton, SerialInput, createDeviceState } from './devices/board.ts';
 import { buildAcpiTables } from './firmware/acpi.ts';
 import { GuestMemory, HIGH_MEMORY_START, MiB } from './memory/guest-memory.ts';
 import { COMMAND, END, type EndCode, VmControl } from './vcpu/control.ts';
@@ -108,6 +108,7 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
   private readonly agentRing = new ByteRing(this.agentRingSab);
   private readonly deviceSab: SharedArrayBuffer;
   private consoleInput?: SerialInput;
+  private powerButton?: PowerButton;
   private pendingInput: Uint8Array[] = [];
   private inputTimer?: NodeJS.Timeout;
   private draining = true;
@@ -206,6 +207,7 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
     }
     const irq = new IrqLine(vm.fd);
     this.consoleInput = new SerialInput(this.deviceSab, (line, level) => irq.set(line, level));
+    this.powerButton = new PowerButton(this.deviceSab, (line, level) => irq.set(line, level));
   }
 
   private spawnWorkers(): void {
@@ -270,6 +272,15 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
       }
       this.pendingInput.shift();
     }
+  }
+
+  /**
+   * Presses the ACPI power button (a graceful shutdown request). Returns whether the guest had
+   * enabled power-button events; a guest without ACPI support ignores it (stop it with stop()).
+   */
+  pressPowerButton(): boolean {
+    if (this.state !== 'running' || !this.powerButton) return false;
+    return this.powerButton.press();
   }
 
   /** Changes the VM's maximum halt-polling time while it runs (KVM_CAP_HALT_POLL). */

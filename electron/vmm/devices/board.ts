@@ -3,7 +3,7 @@
 // SAB once per VM and hands it to every vCPU worker; each thread then calls attachDevices
 // with its own I/O callbacks and gets its own PortBus over the same state.
 
-import { AcpiPm, ACPI_PM_BASE, ACPI_PM_LENGTH, ACPI_PM_STATE_WORDS } from './acpi-pm.ts';
+import { AcpiPm, ACPI_PM_BASE, ACPI_PM_LENGTH, ACPI_PM_STATE_WORDS, SCI_IRQ } from './acpi-pm.ts';
 import { DebugExit, DEBUG_EXIT_LENGTH, DEBUG_EXIT_PORT } from './debug-exit.ts';
 import { I8042, I8042_COMMAND_PORT, I8042_DATA_PORT } from './i8042.ts';
 import { PortBus, UNHANDLED_TABLE_WORDS } from './port-bus.ts';
@@ -22,7 +22,7 @@ export const DEVICE_LAYOUT = Object.freeze({
   unhandled: 8, // UNHANDLED_TABLE_WORDS (33): unhandled-port table
   com1: 48, // UART_STATE_WORDS (32)
   com2: 80, // UART_STATE_WORDS (32)
-  acpiPm: 112, // ACPI_PM_STATE_WORDS (3)
+  acpiPm: 112, // ACPI_PM_STATE_WORDS (4)
   post: 116, // POST_STATE_WORDS (1)
   words: 120,
 });
@@ -73,7 +73,10 @@ export function attachDevices(stateSab: SharedArrayBuffer, io: DeviceIo): PortBu
     emit: (b) => io.emitAgent(b),
     setIrq: (level) => io.setIrq(COM2_IRQ, level),
   });
-  const pm = new AcpiPm(view(stateSab, DEVICE_LAYOUT.acpiPm, ACPI_PM_STATE_WORDS), io);
+  const pm = new AcpiPm(view(stateSab, DEVICE_LAYOUT.acpiPm, ACPI_PM_STATE_WORDS), {
+    onPowerOff: () => io.onPowerOff(),
+    setSci: (level) => io.setIrq(SCI_IRQ, level),
+  });
   const kbc = new I8042(io);
   const exit = new DebugExit(io);
   const post = new PostPort(view(stateSab, DEVICE_LAYOUT.post, POST_STATE_WORDS));
@@ -118,6 +121,28 @@ export class SerialInput {
   space(which: 0 | 1): number {
     const uart = this.uarts[which];
     return this.lock.withLock(() => uart.rxSpace());
+  }
+}
+
+/** Host side of the ACPI power button (a graceful shutdown request). */
+export class PowerButton {
+  private readonly lock: SharedLock;
+  private readonly pm: AcpiPm;
+
+  constructor(stateSab: SharedArrayBuffer, setIrq: (line: number, level: boolean) => void) {
+    this.lock = lockOf(stateSab);
+    this.pm = new AcpiPm(view(stateSab, DEVICE_LAYOUT.acpiPm, ACPI_PM_STATE_WORDS), {
+      onPowerOff: () => {}, // only the guest's own PM1_CNT write powers off
+      setSci: (level) => setIrq(SCI_IRQ, level),
+    });
+  }
+
+  /** Presses the button; returns whether the guest's OS had enabled power-button events. */
+  press(): boolean {
+    return this.lock.withLock(() => {
+      this.pm.pressPowerButton();
+      return this.pm.powerButtonEnabled();
+    });
   }
 }
 
