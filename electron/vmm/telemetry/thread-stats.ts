@@ -1,8 +1,10 @@
-// A vCPU thread as the host scheduler sees it: CPU time (utime+stime from /proc/self/task/TID/stat)
-// and context switches (/proc/self/task/TID/status). The files stay open and are re-read with a
-// positioned read at 0 (seq_file regenerates them), into preallocated buffers and parsed as bytes:
-// two syscalls per thread per sample, no strings.
-import { closeSync, openSync, readSync } from 'node:fs';
+// A vCPU thread as the host scheduler sees it: CPU time (utime+stime from /proc/self/task/TID/stat),
+// context switches (/proc/self/task/TID/status) and, where the kernel has schedstat, its exact run
+// time and run-queue wait in ns (utime+stime moves in 10 ms ticks, coarse for a 100 ms interval;
+// the run-queue wait is what an overcommitted vCPU loses). The files stay open and are re-read
+// with a pread at offset 0 (seq_file regenerates them) into preallocated buffers and parsed as
+// bytes: one syscall per file per sample, no strings.
+import { RawFile } from '../../../native/kvm/raw-file.ts';
 import { THREAD_COUNTERS } from './fields.ts';
 
 /** Values read() writes per thread, in THREAD_COUNTERS order. */
@@ -64,34 +66,29 @@ export function parseStatusSwitches(b: Buffer, length = b.length): [number, numb
 
 export class ThreadStatsReader {
   readonly tid: number;
-  private statFd: number;
-  private statusFd: number;
-  /** -1 without CONFIG_SCHED_INFO. */
-  private schedstatFd: number;
-  private readonly statBuf = Buffer.alloc(1024);
-  private readonly statusBuf = Buffer.alloc(4096);
+  private readonly stat: RawFile;
+  private readonly status: RawFile;
+  /** null without CONFIG_SCHED_INFO. */
+  private readonly schedstat: RawFile | null;
 
-  private constructor(tid: number, statFd: number, statusFd: number, schedstatFd: number) {
+  private constructor(tid: number, stat: RawFile, status: RawFile, schedstat: RawFile | null) {
     this.tid = tid;
-    this.statFd = statFd;
-    this.statusFd = statusFd;
-    this.schedstatFd = schedstatFd;
+    this.stat = stat;
+    this.status = status;
+    this.schedstat = schedstat;
   }
 
   /** Opens a thread of this process; null if it does not exist (or has already exited). */
   static open(tid: number): ThreadStatsReader | null {
     if (!(tid > 0)) return null;
-    let statFd = -1;
-    try {
-      statFd = openSync(`/proc/self/task/${tid}/stat`, 'r');
-      const statusFd = openSync(`/proc/self/task/${tid}/status`, 'r');
-      let schedstatFd = -1;
-      try { schedstatFd = openSync(`/proc/self/task/${tid}/schedstat`, 'r'); } catch { /* optional */ }
-      return new ThreadStatsReader(tid, statFd, statusFd, schedstatFd);
-    } catch {
-      if (statFd >= 0) closeSync(statFd);
+    const dir = `/proc/self/task/${tid}`;
+    const stat = RawFile.open(`${dir}/stat`, 1024);
+    const status = stat && RawFile.open(`${dir}/status`, 4096);
+    if (!stat || !status) {
+      stat?.close();
       return null;
     }
+    return new ThreadStatsReader(tid, stat, status, RawFile.open(`${dir}/schedstat`, 256));
   }
 
   /**
@@ -100,30 +97,27 @@ export class ThreadStatsReader {
    * the thread is gone (ESRCH).
    */
   read(out: Float64Array, at: number): boolean {
-    try {
-      const n = readSync(this.statFd, this.statBuf, 0, this.statBuf.length, 0);
-      out[at] = parseStatCpuTicks(this.statBuf, n) * NS_PER_TICK;
-      const m = readSync(this.statusFd, this.statusBuf, 0, this.statusBuf.length, 0);
-      const [vol, invol] = parseStatusSwitches(this.statusBuf, m);
-      out[at + 1] = vol;
-      out[at + 2] = invol;
-      if (this.schedstatFd >= 0) {
-        const k = readSync(this.schedstatFd, this.statBuf, 0, this.statBuf.length, 0);
-        const [run, wait] = parseSchedstat(this.statBuf, k);
-        out[at + 3] = run;
-        out[at + 4] = wait;
-      } else {
-        out[at + 3] = out[at + 4] = NaN;
-      }
-      return true;
-    } catch {
+    if (this.stat.read() < 0 || this.status.read() < 0) {
       out.fill(NaN, at, at + THREAD_FIELDS);
       return false;
     }
+    out[at] = parseStatCpuTicks(this.stat.bytes, this.stat.length) * NS_PER_TICK;
+    const [vol, invol] = parseStatusSwitches(this.status.bytes, this.status.length);
+    out[at + 1] = vol;
+    out[at + 2] = invol;
+    if (this.schedstat && this.schedstat.read() > 0) {
+      const [run, wait] = parseSchedstat(this.schedstat.bytes, this.schedstat.length);
+      out[at + 3] = run;
+      out[at + 4] = wait;
+    } else {
+      out[at + 3] = out[at + 4] = NaN;
+    }
+    return true;
   }
 
   close(): void {
-    for (const fd of [this.statFd, this.statusFd, this.schedstatFd]) if (fd >= 0) closeSync(fd);
-    this.statFd = this.statusFd = this.schedstatFd = -1;
+    this.stat.close();
+    this.status.close();
+    this.schedstat?.close();
   }
 }
