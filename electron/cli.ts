@@ -16,7 +16,8 @@ commands:
 unhalt run [--guest probe|linux|custom] [--kernel F] [--initrd F] [--append S] [--cpus N]
            [--memory MiB] [--name NAME] [--machine TYPE] [--cpu host,FEATURE=on|off,...]
            [--overcommit cpu-pm=on|off,mem-lock=on|off] [--halt-poll-ns N] [--pin CPU,...]
-           [--pvm-profile on|off] [--agent-log F] [--timeout S] [--dry-run]
+           [--pvm-profile on|off] [--agent-log F] [--stats F] [--stats-interval MS]
+           [--timeout S] [--dry-run]
 unhalt doctor [--json]
 `;
 

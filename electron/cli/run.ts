@@ -5,12 +5,16 @@ import { resolveMachine, type ResolvedMachine } from '../vmm/config/resolve.ts';
 import { ConfigError, type VmConfig } from '../vmm/config/vm-config.ts';
 import { probeHost } from '../vmm/machine/host-caps.ts';
 import { isCleanExit, VirtualMachine, type VmExit } from '../vmm/vm.ts';
+import { NdjsonStatsWriter } from '../vmm/telemetry/ndjson.ts';
+import { DEFAULT_INTERVAL_MS, Sampler } from '../vmm/telemetry/sampler.ts';
 import { EXIT_CODES, UsageError, parse, say } from './args.ts';
 import { describeResolution } from './describe.ts';
 
 const OPTIONS = {
   ...VM_OPTIONS,
   'agent-log': { type: 'string' },
+  stats: { type: 'string' },
+  'stats-interval': { type: 'string' },
   timeout: { type: 'string' },
   'dry-run': { type: 'boolean' },
 } as const;
@@ -21,6 +25,8 @@ export async function runCommand(argv: string[]): Promise<number> {
   let vm: VirtualMachine;
   let timeoutS: number | undefined;
   let agentLog: WriteStream | undefined;
+  let statsWriter: NdjsonStatsWriter | undefined;
+  let statsIntervalMs = DEFAULT_INTERVAL_MS;
   try {
     const { values } = parse(argv, OPTIONS);
     if (values.timeout !== undefined) {
@@ -33,17 +39,36 @@ export async function runCommand(argv: string[]): Promise<number> {
       process.stdout.write(describeResolution(config, resolved));
       return EXIT_CODES.ok;
     }
+    if (values['stats-interval'] !== undefined) {
+      statsIntervalMs = Number(values['stats-interval']);
+      if (!Number.isInteger(statsIntervalMs) || statsIntervalMs < 10 || statsIntervalMs > 60_000) {
+        throw new UsageError(`--stats-interval must be a whole number of ms between 10 and 60000, got "${values['stats-interval']}"`);
+      }
+    }
     if (values['agent-log']) agentLog = await openLog(values['agent-log']);
+    if (values.stats) {
+      try {
+        statsWriter = await NdjsonStatsWriter.open(values.stats);
+      } catch (e) {
+        throw new UsageError(`cannot write the stats file ${values.stats}: ${(e as Error).message}`);
+      }
+    }
     vm = await VirtualMachine.start(resolved.spec);
     for (const w of resolved.resolution.warnings) say(`warning: ${w}`);
   } catch (e) {
     say(e instanceof UsageError || e instanceof ConfigError ? e.message : `cannot start the VM: ${(e as Error).message}`);
     agentLog?.close();
+    await statsWriter?.close();
     return EXIT_CODES.badInput;
   }
 
   vm.on('console', (bytes) => process.stdout.write(bytes));
   if (agentLog) vm.on('agent-bytes', (bytes) => agentLog!.write(bytes));
+  if (statsWriter) {
+    const sampler = Sampler.forVm(vm, { intervalMs: statsIntervalMs });
+    if (!sampler.kvmStats.available) say(`note: ${sampler.kvmStats.reason}; writing the VMM's own counters only`);
+    statsWriter.attach(sampler);
+  }
   const detachInput = attachInput(vm);
 
   let timedOut = false;
@@ -58,6 +83,7 @@ export async function runCommand(argv: string[]): Promise<number> {
   process.off('SIGTERM', onSignal);
   detachInput();
   if (agentLog) await new Promise<void>((r) => agentLog!.end(r));
+  await statsWriter?.close();
   await new Promise<void>((r) => process.stdout.write('', () => r()));
 
   if (timedOut) {
