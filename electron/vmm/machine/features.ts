@@ -12,6 +12,8 @@ export interface PvFeature {
   usesHypercalls?: boolean;
   /** Set when Unhalt can never offer it, whatever the host (the reason is shown). */
   unavailable?: string;
+  /** A hint the VMM gives on its own authority: KVM does not list hints in its supported CPUID. */
+  vmmHint?: boolean;
 }
 
 export const PV_FEATURES: readonly PvFeature[] = [
@@ -29,7 +31,8 @@ export const PV_FEATURES: readonly PvFeature[] = [
   { name: 'kvm-pv-sched-yield', register: 'eax', bits: [13], summary: 'yield to a preempted vCPU the guest is waiting on (hypercall)', usesHypercalls: true },
   { name: 'kvm-msi-ext-dest-id', register: 'eax', bits: [15], summary: 'extended MSI destination IDs (more than 255 vCPUs without an IOMMU)',
     unavailable: 'needs a userspace I/O APIC (split irqchip); Unhalt uses the in-kernel one' },
-  { name: 'kvm-hint-dedicated', register: 'edx', bits: [0], summary: 'KVM_HINTS_REALTIME: vCPUs never preempted; the guest then prefers plain spinning and halt polling' },
+  { name: 'kvm-hint-dedicated', register: 'edx', bits: [0], summary: 'KVM_HINTS_REALTIME: vCPUs never preempted; the guest then prefers plain spinning and halt polling',
+    vmmHint: true },
 ];
 
 export const FEATURE_NAMES = PV_FEATURES.map((f) => f.name);
@@ -45,6 +48,7 @@ export function featureMask(f: PvFeature): number {
 /** Whether the host's supported CPUID (0x40000001 EAX/EDX) offers a feature (all its bits). */
 export function hostOffers(f: PvFeature, host: { features: number; hints: number }): boolean {
   if (f.unavailable) return false;
+  if (f.vmmHint) return true;
   const reg = f.register === 'eax' ? host.features : host.hints;
   // kvmclock: either interface is enough; the guest picks the newer one when both are there.
   if (f.name === 'kvmclock') return (reg & featureMask(f)) !== 0;

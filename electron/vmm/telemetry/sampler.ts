@@ -144,7 +144,7 @@ export class Sampler {
   start(): void {
     if (this.timer || this.stopped) return;
     this.sampleNow();
-    this.timer = setInterval(() => this.sampleNow(), this.intervalMs);
+    this.timer = setInterval(() => this.sampleNow(false), this.intervalMs);
     this.timer.unref(); // the VM keeps the process alive, not its telemetry
   }
 
@@ -163,8 +163,11 @@ export class Sampler {
     return !this.stopped;
   }
 
-  /** Takes one sample of every vCPU and delivers it; returns the new records (none for the baseline). */
-  sampleNow(): SampleRecord[] {
+  /**
+   * Takes one sample of every vCPU and delivers it; returns the new records (none for the
+   * baseline). The timer passes `build` false: then records are only built for listeners.
+   */
+  sampleNow(build = true): SampleRecord[] {
     if (this.stopped) return [];
     const cpuStart = threadCpuTimeNs();
     const t = this.now() - this.target.startedAt;
@@ -185,7 +188,7 @@ export class Sampler {
       this.readThread(v, tids[v] ?? 0, data, c);
     }
     // Records (objects) are only built when someone listens; the series keeps the numbers anyway.
-    const records = this.listeners.size ? series.latest(this.calc) : [];
+    const records = build || this.listeners.size ? series.latest(this.calc) : [];
     this.costNs += threadCpuTimeNs() - cpuStart;
     this.ticks++;
     if (records.length) this.emit({ type: 'sample', t, records });
