@@ -5,6 +5,7 @@ import { runCommand } from './cli/run.ts';
 import { doctorCommand } from './cli/doctor.ts';
 import { EXIT_CODES } from './cli/args.ts';
 import { describeMachines } from './cli/describe.ts';
+import { benchCommand } from './cli/bench.ts';
 
 const USAGE = `usage: unhalt <command> [options]
 
@@ -12,12 +13,16 @@ commands:
   run       boot a VM with ttyS0 on this terminal (Ctrl-A x quits)
   doctor    check this host: /dev/kvm, KVM capabilities, halt polling, built guests
   machines  list machine types and their default properties
+  bench     A/B experiment: one workload under two or more configurations
 
 unhalt run [--guest probe|linux|custom] [--kernel F] [--initrd F] [--append S] [--cpus N]
            [--memory MiB] [--name NAME] [--machine TYPE] [--cpu host,FEATURE=on|off,...]
            [--overcommit cpu-pm=on|off,mem-lock=on|off] [--halt-poll-ns N] [--pin CPU,...]
            [--pvm-profile on|off] [--agent-log F] [--stats F] [--stats-interval MS]
            [--timeout S] [--dry-run]
+unhalt bench --workload NAME --config A='cpus=2,cpu-pm=off' --config B='cpus=2,cpu-pm=on'
+             [--guest probe|linux] [--workload-args S] [--runs N] [--vs-qemu] [--bare]
+             [--format md|json|csv] [--output F]
 unhalt doctor [--json]
 `;
 
@@ -26,6 +31,7 @@ export async function main(argv: string[]): Promise<number> {
   switch (command) {
     case 'run': return runCommand(rest);
     case 'doctor': return doctorCommand(rest);
+    case 'bench': return benchCommand(rest);
     case 'machines':
       process.stdout.write(describeMachines());
       return EXIT_CODES.ok;

@@ -1,0 +1,63 @@
+// `unhalt bench`: an A/B experiment from the command line; results kept under UNHALT_HOME.
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { randomUUID } from 'node:crypto';
+import { writeFileAtomic } from '../service/atomic-file.ts';
+import { homeLayout, unhaltHome } from '../service/paths.ts';
+import { formatCsv, formatMarkdown } from '../vmm/experiments/format.ts';
+import { ExperimentError, MAX_RUNS, prepareExperiment, runExperiment } from '../vmm/experiments/runner.ts';
+import type { ExperimentSpec } from '../vmm/experiments/types.ts';
+import { EXIT_CODES, UsageError, parse, say } from './args.ts';
+
+const OPTIONS = {
+  guest: { type: 'string', default: 'probe' },
+  workload: { type: 'string' },
+  'workload-args': { type: 'string' },
+  config: { type: 'string', multiple: true },
+  runs: { type: 'string', default: '3' },
+  bare: { type: 'boolean' },
+  'vs-qemu': { type: 'boolean' },
+  format: { type: 'string', default: 'md' },
+  output: { type: 'string' },
+} as const;
+
+export async function benchCommand(argv: string[]): Promise<number> {
+  let spec: ExperimentSpec;
+  try {
+    const { values } = parse(argv, OPTIONS);
+    if (!values.workload) throw new UsageError('--workload NAME is required (probe workloads: ipi, timer, spinlock, pio, idle)');
+    if (!['md', 'json', 'csv'].includes(values.format)) throw new UsageError(`--format must be md, json or csv, got "${values.format}"`);
+    const runs = Number(values.runs);
+    if (!Number.isInteger(runs) || runs < 1 || runs > MAX_RUNS) throw new UsageError(`--runs must be a whole number from 1 to ${MAX_RUNS}`);
+    const configs = (values.config ?? []).map((c) => {
+      const eq = c.indexOf('=');
+      if (eq <= 0) throw new UsageError(`--config must be NAME='key=value,...', got "${c.slice(0, 40)}"`);
+      return { name: c.slice(0, eq), config: c.slice(eq + 1) };
+    });
+    spec = { guest: values.guest as 'probe', workload: values.workload, configs, runs };
+    if (values['workload-args'] !== undefined) spec.workloadArgs = values['workload-args'];
+    if (values['vs-qemu']) spec.vsQemu = true;
+    if (values.bare) spec.bare = true;
+    prepareExperiment(spec);
+    const tty = process.stderr.isTTY === true;
+    const result = await runExperiment(spec, (p) => {
+      const line = `unhalt bench: ${p.done}/${p.total}${p.current ? ` ${p.current}` : ' done'}`;
+      process.stderr.write(tty ? `\r${line}\x1b[K` : `${line}\n`);
+    });
+    if (tty) process.stderr.write('\n');
+    const id = `${new Date().toISOString().replace(/[:.]/g, '-')}-${randomUUID().slice(0, 8)}`;
+    const dir = homeLayout(unhaltHome()).experiments;
+    mkdirSync(dir, { recursive: true });
+    const file = join(dir, `${id}.json`);
+    const record = { id, createdAt: Date.now(), ...result };
+    writeFileAtomic(file, `${JSON.stringify(record, null, 2)}\n`);
+    const out = values.format === 'json' ? `${JSON.stringify(record, null, 2)}\n` : values.format === 'csv' ? formatCsv(result) : formatMarkdown(result);
+    if (values.output) writeFileAtomic(values.output, out, 0o644);
+    else process.stdout.write(out);
+    say(`experiment saved: ${file}`);
+    return result.raw.some((r) => r.error) ? EXIT_CODES.vmFailed : EXIT_CODES.ok;
+  } catch (e) {
+    say(e instanceof UsageError || e instanceof ExperimentError ? e.message : `bench failed: ${(e as Error).message}`);
+    return EXIT_CODES.badInput;
+  }
+}
