@@ -15,7 +15,7 @@
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import {
-  chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, statSync,
+  chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, statSync,
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -122,13 +122,15 @@ function readStamp() {
 const localHash = localInputsHash();
 const listsState = aptListsState();
 const old = readStamp();
-if (!force && old && old.stampVersion === STAMP_VERSION && old.local === localHash && old.aptLists === listsState
-  && (old.kernelPackageOverride ?? null) === (kernelPackageOverride ?? null)
-  && OUTPUTS.every((f) => existsSync(join(outDir, f)))) {
-  log(`up to date in ${relative(process.cwd(), outDir) || outDir} (${old.kernel.package} ${old.kernel.version}, `
-    + `busybox ${old.busybox.version}; --force rebuilds)`);
+const sameInputs = (st) => !force && st && st.stampVersion === STAMP_VERSION && st.local === localHash
+  && (st.kernelPackageOverride ?? null) === (kernelPackageOverride ?? null)
+  && OUTPUTS.every((f) => existsSync(join(outDir, f)));
+function upToDate(st) {
+  log(`up to date in ${relative(process.cwd(), outDir) || outDir} (${st.kernel.package} ${st.kernel.version}, `
+    + `busybox ${st.busybox.version}; --force rebuilds)`);
   process.exit(0);
 }
+if (sameInputs(old) && old.aptLists === listsState) upToDate(old);
 
 // --- apt -----------------------------------------------------------------------------------
 
@@ -180,12 +182,24 @@ if (!kernelPkg || !candidate(BUSYBOX)) {
 const kernelVersion = candidate(kernelPkg);
 if (!kernelVersion) fail(`apt knows no package named ${kernelPkg}`);
 const busyboxVersion = candidate(BUSYBOX);
+// The lists changed but name the same packages: nothing to rebuild.
+if (sameInputs(old) && old.kernel.package === kernelPkg && old.kernel.version === kernelVersion
+  && old.busybox.version === busyboxVersion) {
+  writeFileSync(stampPath, `${JSON.stringify({ ...old, aptLists: aptListsState() }, null, 2)}\n`);
+  upToDate(old);
+}
 log(`kernel ${kernelPkg} ${kernelVersion}, ${BUSYBOX} ${busyboxVersion}`);
 
 const work = mkdtempSync(join(tmpdir(), 'unhalt-linux-kit-'));
 process.on('exit', () => rmSync(work, { recursive: true, force: true }));
 
+/** Downloads a package (or reuses the copy kept from the last build) and returns its .deb path. */
 function download(pkg, version) {
+  const cacheDir = join(outDir, '.debs');
+  mkdirSync(cacheDir, { recursive: true });
+  const fileVersion = version.replace(/:/g, '%3a');
+  const cached = join(cacheDir, `${pkg}_${fileVersion}_amd64.deb`);
+  if (existsSync(cached)) return cached;
   const dir = join(work, 'debs');
   mkdirSync(dir, { recursive: true });
   // apt drops privileges to _apt for downloads; a private temp dir is not its to write.
@@ -201,7 +215,10 @@ function download(pkg, version) {
   if (!r.ok) fail(`apt-get download ${pkg}=${version} failed:\n${(r.stderr || r.stdout).trim()}`);
   const deb = readdirSync(dir).find((f) => f.startsWith(`${pkg}_`) && f.endsWith('.deb'));
   if (!deb) fail(`apt-get download ${pkg} left no .deb in ${dir}`);
-  return join(dir, deb);
+  // Keep this one for the next build; drop older versions of the same package.
+  for (const f of readdirSync(cacheDir)) if (f.startsWith(`${pkg}_`)) rmSync(join(cacheDir, f), { force: true });
+  copyFileSync(join(dir, deb), cached);
+  return cached;
 }
 
 function unpack(deb, name) {

@@ -3,7 +3,7 @@
  *   ttyS0 (0x3F8): human text, CRLF line ends; RX interrupt-driven (IRQ4).
  *   ttyS1 (0x2F8): "@u1 EVENT key=value..." lines, LF line ends.
  * Transmit is polled: wait for LSR.THRE, then write up to a FIFO's worth
- * (16 bytes on a 16550A whose FIFO is on, else 1).  Every line goes out whole under
+ * (16 bytes on a 16550A whose FIFO is on, else 1; see uart_init).  Every line goes out whole under
  * one spinlock, so CPUs never interleave.  Handlers never print (except the
  * fault path, which uses serial_panic_write), so holding the lock with
  * interrupts disabled cannot deadlock.
@@ -27,22 +27,41 @@
 static spinlock_t tx_lock;
 static u8 tx_burst[2];   /* [0] ttyS0, [1] ttyS1: bytes per THRE */
 
-static u8 uart_init(u16 base)
+/* ttyS0 input: IRQ4 -> ring buffer (one writer: the BSP's handler or poll) */
+static volatile u8 rx_buf[256];
+static volatile u32 rx_head, rx_tail;   /* head: written by the IRQ, tail: by the reader */
+
+static void rx_push(u8 c)
+{
+	u32 h = rx_head;
+	if (h - rx_tail < sizeof rx_buf) {
+		rx_buf[h % sizeof rx_buf] = c;
+		rx_head = h + 1;
+	}
+}
+
+/*
+ * Turning a 16550's FIFO on empties it, and the VMM may already hold input
+ * typed before we boot, so the FIFO stays as we find it on ttyS0 (off after
+ * reset: one byte per THRE).  ttyS1 only transmits: FIFO on.
+ */
+static u8 uart_init(u16 base, bool fifo)
 {
 	outb(base + UART_IER, 0x00);
 	outb(base + UART_LCR, 0x80);   /* DLAB */
 	outb(base + UART_DLL, 0x01);   /* 115200 baud */
 	outb(base + UART_DLM, 0x00);
 	outb(base + UART_LCR, 0x03);   /* 8N1 */
-	outb(base + UART_FCR, 0x07);   /* FIFOs on and cleared */
+	if (fifo)
+		outb(base + UART_FCR, 0x07);   /* FIFOs on and cleared */
 	outb(base + UART_MCR, 0x03);   /* DTR | RTS */
 	return (inb(base + UART_IIR) & 0xC0) == 0xC0 ? 16 : 1;   /* FIFO enabled? */
 }
 
 void serial_init(void)
 {
-	tx_burst[0] = uart_init(COM1);
-	tx_burst[1] = uart_init(COM2);
+	tx_burst[0] = uart_init(COM1, false);
+	tx_burst[1] = uart_init(COM2, true);
 }
 
 struct tx {
@@ -119,9 +138,6 @@ void serial_panic_write(u16 base, const char *s)
 		spin_unlock(&tx_lock);
 }
 
-/* ---- ttyS0 input: IRQ4 -> ring buffer ---- */
-static volatile u8 rx_buf[256];
-static volatile u32 rx_head, rx_tail;   /* head: written by the IRQ, tail: by the reader */
 
 /* Input typed before this is kept: with data waiting, enabling the interrupt raises it. */
 void serial_rx_enable(void)
@@ -133,14 +149,8 @@ void serial_rx_enable(void)
 /* The RX interrupt handler; also called with interrupts off as a poll. */
 void serial_rx_irq(void)
 {
-	for (int i = 0; i < 64 && (inb(COM1 + UART_LSR) & LSR_DR); i++) {
-		u8 c = inb(COM1 + UART_RBR);
-		u32 h = rx_head;
-		if (h - rx_tail < sizeof rx_buf) {
-			rx_buf[h % sizeof rx_buf] = c;
-			rx_head = h + 1;
-		}
-	}
+	for (int i = 0; i < 256 && (inb(COM1 + UART_LSR) & LSR_DR); i++)
+		rx_push(inb(COM1 + UART_RBR));
 }
 
 int serial_getc(void)

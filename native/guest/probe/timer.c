@@ -5,10 +5,10 @@
  *     kvmclock's tsc_to_system_mul/tsc_shift (KVM_FEATURE_CLOCKSOURCE2;
  *       enabled just long enough to read, then disabled again),
  *     CPUID 0x15 (when it names the crystal frequency),
- *     10 ms of PIT channel 0 (counter latched and read; no port 0x61 needed).
+ *     about 10 ms of PIT channel 0 (latched reads; no port 0x61 needed).
  *   LAPIC timer clock: CPUID 0x40000010 EBX, else counted over the PIT
- *     window, else counted against the TSC for 2 ms (each read of the
- *     counter bracketed by two TSC reads).
+ *     window, else counted against the TSC for 2 ms.
+ * Each end of a window is the tightest of five TSC-bracketed readings.
  * "tsc=pit" on the command line forces the PIT method (for testing it).
  */
 #include "probe.h"
@@ -70,9 +70,40 @@ static u16 pit_read0(void)
 }
 
 /*
- * PIT channel 0 as a rate generator from 0xFFFF; TSC read on both sides of
- * each counter read, so the error is the read time, not the poll interval.
- * Returns TSC cycles per PIT_TICKS, or 0 without a counting PIT.
+ * One reading of the counters, bracketed by two TSC reads.  A vCPU that is
+ * preempted inside the bracket (a loaded host) shows a wide bracket, so each
+ * end of a window takes the tightest of a few readings.
+ */
+struct sample {
+	u64 mid, width;
+	u32 lapic;
+	u16 pit;
+};
+
+static void take(struct sample *s, bool pit)
+{
+	u64 a = rdtsc();
+	if (pit)
+		s->pit = pit_read0();
+	s->lapic = lapic_timer_current();
+	u64 b = rdtsc();
+	s->mid = a + (b - a) / 2;
+	s->width = b - a;
+}
+
+static void tightest(struct sample *best, bool pit)
+{
+	struct sample s;
+	for (int i = 0; i < 5; i++) {
+		take(&s, pit);
+		if (i == 0 || s.width < best->width)
+			*best = s;
+	}
+}
+
+/*
+ * PIT channel 0 as a rate generator from 0xFFFF (55 ms per wrap), about
+ * 10 ms of it.  Returns TSC cycles per PIT_TICKS, or 0 without a counting PIT.
  */
 static u64 pit_window(u64 *lapic_counts)
 {
@@ -80,32 +111,24 @@ static u64 pit_window(u64 *lapic_counts)
 	outb(0x40, 0xFF);
 	outb(0x40, 0xFF);
 	lapic_timer_start_count();
-	u64 a0 = rdtsc();
-	u16 c0 = pit_read0();
-	u64 b0 = rdtsc();
-	u32 l0 = lapic_timer_current();
-	u64 a, b;
-	u32 l;
-	u16 elapsed;
+	struct sample s0, s;
+	tightest(&s0, true);
 	u32 polls = 0;
 	do {
-		a = rdtsc();
-		u16 c = pit_read0();
-		b = rdtsc();
-		l = lapic_timer_current();
-		elapsed = (u16)(c0 - c);
-		if (++polls > 2000 && elapsed == 0)
+		take(&s, true);
+		if (++polls > 2000 && s.pit == s0.pit)
 			return 0;                     /* not counting */
 		if (polls > 2000000)
 			return 0;
-	} while (elapsed < PIT_TICKS);
+	} while ((u16)(s0.pit - s.pit) < PIT_TICKS);
+	tightest(&s, true);
+	u16 elapsed = (u16)(s0.pit - s.pit);
 	/* Park channel 0: mode 0 (one shot), so it does not keep firing. */
 	outb(0x43, 0x30);
 	outb(0x40, 0x01);
 	outb(0x40, 0x00);
-	u64 tsc = (a + b) / 2 - (a0 + b0) / 2;
-	*lapic_counts = (u64)(l0 - l) * PIT_TICKS / elapsed;
-	return tsc * PIT_TICKS / elapsed;
+	*lapic_counts = (u64)(s0.lapic - s.lapic) * PIT_TICKS / elapsed;
+	return (s.mid - s0.mid) * PIT_TICKS / elapsed;
 }
 
 void timer_calibrate(void)
@@ -152,17 +175,14 @@ void timer_calibrate(void)
 		tsc_source = "guess";
 	}
 	if (!lapic_khz) {
+		struct sample s0, s1;
 		lapic_timer_start_count();
-		u64 a0 = rdtsc();
-		u32 l0 = lapic_timer_current();
-		u64 b0 = rdtsc();
-		u64 end = a0 + 2 * tsc_khz;
+		tightest(&s0, false);
+		u64 end = s0.mid + 2 * tsc_khz;
 		while (rdtsc() < end)
 			cpu_relax();
-		u64 a1 = rdtsc();
-		u32 l1 = lapic_timer_current();
-		u64 b1 = rdtsc();
-		lapic_khz = (u64)(l0 - l1) * tsc_khz / ((a1 + b1) / 2 - (a0 + b0) / 2);
+		tightest(&s1, false);
+		lapic_khz = (u64)(s0.lapic - s1.lapic) * tsc_khz / (s1.mid - s0.mid);
 	}
 	lapic_timer_stop();
 	if (!lapic_khz)
