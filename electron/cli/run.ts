@@ -63,6 +63,9 @@ export async function runCommand(argv: string[]): Promise<number> {
   }
 
   vm.on('console', (bytes) => process.stdout.write(bytes));
+  // A closed stdout (`unhalt run | head`) ends the run like a signal would, not with a crash.
+  const onStdoutError = () => void vm.stop();
+  process.stdout.on('error', onStdoutError);
   if (agentLog) vm.on('agent-bytes', (bytes) => agentLog!.write(bytes));
   if (statsWriter) {
     const sampler = Sampler.forVm(vm, { intervalMs: statsIntervalMs });
@@ -84,7 +87,8 @@ export async function runCommand(argv: string[]): Promise<number> {
   detachInput();
   if (agentLog) await new Promise<void>((r) => agentLog!.end(r));
   await statsWriter?.close();
-  await new Promise<void>((r) => process.stdout.write('', () => r()));
+  if (process.stdout.writable) await new Promise<void>((r) => process.stdout.write('', () => r()));
+  process.stdout.off('error', onStdoutError);
 
   if (timedOut) {
     say(`timeout: stopped the VM after ${timeoutS} s`);

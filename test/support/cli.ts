@@ -10,7 +10,7 @@ export interface CliResult {
   stderr: string;
 }
 
-export function runCli(args: string[], opts: { input?: string; env?: NodeJS.ProcessEnv; inputAfter?: string; prefix?: string[] } = {}): Promise<CliResult> {
+export function runCli(args: string[], opts: { input?: string; env?: NodeJS.ProcessEnv; inputAfter?: string; prefix?: string[]; killAfterMs?: number } = {}): Promise<CliResult> {
   return new Promise((resolve, reject) => {
     const cmd = opts.prefix ? opts.prefix[0]! : process.execPath;
     const argv = opts.prefix ? [...opts.prefix.slice(1), process.execPath, UNHALT_BIN, ...args] : [UNHALT_BIN, ...args];
@@ -29,8 +29,10 @@ export function runCli(args: string[], opts: { input?: string; env?: NodeJS.Proc
       if (opts.inputAfter !== undefined && stdout.includes(opts.inputAfter)) sendInput();
     });
     child.stderr.on('data', (d) => { stderr += d; });
+    // Never leak a child past a failed test: kill it after a generous deadline.
+    const killer = setTimeout(() => child.kill('SIGKILL'), opts.killAfterMs ?? 90_000);
     child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
+    child.on('close', (code) => { clearTimeout(killer); resolve({ code, stdout, stderr }); });
     if (opts.input === undefined) child.stdin.end();
     else if (opts.inputAfter === undefined) sendInput();
   });
