@@ -1,7 +1,11 @@
 import { defineConfig } from 'vitest/config';
 
-// Three lanes: fast pure unit tests, real-KVM tests with the probe guest, and QEMU side-by-side checks.
-// KVM lanes run files one at a time: the machine has 2 CPUs and guests are timing-sensitive.
+// Lanes (npm test runs them one after another, see scripts/test.mjs):
+// - unit:  pure tests, in parallel;
+// - kvm:   real KVM with the probe guest, plus QEMU side-by-side checks — one file at a time:
+//          the machine has 2 CPUs and guests are timing-sensitive;
+// - e2e:   the app in headless Chromium against host mode;
+// - linux: the long Linux boot lane (minutes on a PVM host), alone.
 export default defineConfig({
   test: {
     projects: [
@@ -13,6 +17,24 @@ export default defineConfig({
           fileParallelism: false,
           testTimeout: 60_000,
           hookTimeout: 60_000,
+        },
+      },
+      {
+        test: {
+          name: 'e2e',
+          include: ['test/e2e/**/*.test.ts'],
+          fileParallelism: false,
+          testTimeout: 180_000,
+          hookTimeout: 120_000,
+        },
+      },
+      {
+        test: {
+          name: 'linux',
+          include: ['test/linux/**/*.test.ts'],
+          fileParallelism: false,
+          testTimeout: 900_000,
+          hookTimeout: 120_000,
         },
       },
     ],

@@ -5,6 +5,7 @@ import { runCommand } from './cli/run.ts';
 import { doctorCommand } from './cli/doctor.ts';
 import { EXIT_CODES } from './cli/args.ts';
 import { describeMachines } from './cli/describe.ts';
+import { serveCommand } from './cli/serve.ts';
 import { benchCommand } from './cli/bench.ts';
 
 const USAGE = `usage: unhalt <command> [options]
@@ -13,6 +14,7 @@ commands:
   run       boot a VM with ttyS0 on this terminal (Ctrl-A x quits)
   doctor    check this host: /dev/kvm, KVM capabilities, halt polling, built guests
   machines  list machine types and their default properties
+  serve     host mode: the app in a browser, on 127.0.0.1 with a token in the URL
   bench     A/B experiment: one workload under two or more configurations
 
 unhalt run [--guest probe|linux|custom] [--kernel F] [--initrd F] [--append S] [--cpus N]
@@ -24,6 +26,7 @@ unhalt bench --workload NAME --config A='cpus=2,cpu-pm=off' --config B='cpus=2,c
              [--guest probe|linux] [--workload-args S] [--runs N] [--vs-qemu] [--bare]
              [--format md|json|csv] [--output F]
 unhalt doctor [--json]
+unhalt serve [--port N] [--no-open]
 `;
 
 export async function main(argv: string[]): Promise<number> {
@@ -31,6 +34,7 @@ export async function main(argv: string[]): Promise<number> {
   switch (command) {
     case 'run': return runCommand(rest);
     case 'doctor': return doctorCommand(rest);
+    case 'serve': return serveCommand(rest);
     case 'bench': return benchCommand(rest);
     case 'machines':
       process.stdout.write(describeMachines());

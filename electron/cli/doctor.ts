@@ -1,9 +1,16 @@
 // `unhalt doctor [--json]`
 import { runDoctor } from '../vmm/doctor.ts';
-import { EXIT_CODES, parse } from './args.ts';
+import { EXIT_CODES, UsageError, parse, say } from './args.ts';
 
 export async function doctorCommand(argv: string[]): Promise<number> {
-  const { values } = parse(argv, { json: { type: 'boolean' } });
+  let values: { json?: boolean };
+  try {
+    ({ values } = parse(argv, { json: { type: 'boolean' } }));
+  } catch (e) {
+    if (!(e instanceof UsageError)) throw e;
+    say(e.message);
+    return EXIT_CODES.badInput;
+  }
   const report = runDoctor();
   if (values.json) {
     process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);

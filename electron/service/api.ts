@@ -84,18 +84,21 @@ export interface HostInfo {
 
 /** One telemetry sample of one vCPU (cumulative counters under KVM names, rates with _per_s). */
 export interface TelemetrySample {
+  /** ms since the epoch (one time axis across restarts; the VM's status.startedAt is its run's start). */
   t: number;
   vcpu: number;
   [field: string]: number | null;
 }
 
 export interface TelemetryMarker {
+  /** ms since the epoch, like TelemetrySample.t. */
   t: number;
   label: string;
 }
 
 /** Guest-reported measurements (ttyS1 `@u1` events), e.g. ipi p50_ns. */
 export interface GuestMetric {
+  /** ms since the epoch. */
   t: number;
   event: string;
   fields: Record<string, number>;
@@ -143,6 +146,7 @@ export interface ExperimentDetail extends ExperimentSummary {
 
 export type ApiEvent =
   | { type: 'status'; vmId: string; status: VmStatus }
+  /** ttyS0 bytes as a latin1 "binary string" (one char per byte); sendConsole takes the same. */
   | { type: 'console'; vmId: string; data: string }
   | { type: 'telemetry'; vmId: string; samples: TelemetrySample[]; markers?: TelemetryMarker[] }
   | { type: 'guest-metric'; vmId: string; metric: GuestMetric }

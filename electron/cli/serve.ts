@@ -1,0 +1,88 @@
+// `unhalt serve [--port N] [--no-open]`: host mode. Serves the UI and the API on 127.0.0.1 and
+// prints the URL (with its token) on stdout. Ctrl-C / SIGTERM stop the VMs and the server.
+import { spawn } from 'node:child_process';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { startHostServer, type HostServer } from '../service/host-server.ts';
+import { unhaltHome } from '../service/paths.ts';
+import { createService, type UnhaltService } from '../service/service.ts';
+import { EXIT_CODES, UsageError, parse, say } from './args.ts';
+
+export async function serveCommand(argv: string[]): Promise<number> {
+  let port = 0;
+  let open = true;
+  try {
+    const { values } = parse(argv, { port: { type: 'string' }, 'no-open': { type: 'boolean' } });
+    if (values.port !== undefined) {
+      port = Number(values.port);
+      if (!/^\d{1,5}$/.test(values.port) || port > 65535) throw new UsageError(`--port must be a TCP port number (0-65535; 0 picks a free one), got "${values.port}"`);
+    }
+    open = !values['no-open'];
+  } catch (e) {
+    say((e as Error).message);
+    return EXIT_CODES.badInput;
+  }
+
+  const home = unhaltHome();
+  let service: UnhaltService;
+  let server: HostServer;
+  try {
+    service = await createService({ home });
+  } catch (e) {
+    say(`cannot open the VM library in ${home}: ${(e as Error).message}`);
+    return EXIT_CODES.badInput;
+  }
+  try {
+    server = await startHostServer({ service, port });
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    say(code === 'EADDRINUSE' ? `port ${port} on 127.0.0.1 is in use: pick another with --port, or --port 0 for any free one` : `cannot serve: ${(e as Error).message}`);
+    await service.shutdown();
+    return EXIT_CODES.badInput;
+  }
+
+  process.stdout.write(`${server.url}\n`);
+  say(`host mode on ${server.origin} (loopback only; the token in the URL is the key). Ctrl-C stops the server and its VMs.`);
+  const opener = open ? openBrowser(home, server) : undefined;
+
+  await new Promise<void>((resolve) => {
+    let stopping = false;
+    const onSignal = (signal: NodeJS.Signals) => {
+      if (stopping) {
+        say(`${signal} again: exiting without waiting for the VMs`);
+        process.exit(130);
+      }
+      stopping = true;
+      const running = service.runningVmIds().length;
+      say(`stopping${running ? ` ${running} VM${running > 1 ? 's' : ''} and` : ''} the server…`);
+      resolve();
+    };
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
+  });
+  if (opener) rmSync(opener, { force: true });
+  await server.close();
+  await service.shutdown();
+  return EXIT_CODES.ok;
+}
+
+/**
+ * Opens the default browser on the URL — through a redirect file only this user can read, as
+ * Jupyter does: a URL on a command line would show the token to every local user in ps.
+ */
+function openBrowser(home: string, server: HostServer): string | undefined {
+  if (!process.env.DISPLAY && !process.env.WAYLAND_DISPLAY) return undefined;
+  try {
+    const dir = join(home, 'run');
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    const file = join(dir, `open-${server.port}.html`);
+    const url = server.url.replace(/&/g, '&amp;').replace(/"/g, '&quot;');
+    writeFileSync(file, `<!doctype html><meta charset="utf-8"><meta http-equiv="refresh" content="0;url=${url}"><title>Unhalt</title><a href="${url}">Open Unhalt</a>\n`, { mode: 0o600 });
+    const child = spawn('xdg-open', [file], { stdio: 'ignore', detached: true });
+    child.on('error', () => say('could not open a browser (xdg-open): open the URL above by hand'));
+    child.unref();
+    return file;
+  } catch {
+    return undefined;
+  }
+}

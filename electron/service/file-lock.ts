@@ -1,0 +1,175 @@
+// An exclusive lock between processes (the Electron app and host mode share UNHALT_HOME): a lock
+// file that exists while someone writes, holding "pid starttime". It appears atomically with its
+// content (written to a temp file, then link(2)ed into place: like O_CREAT|O_EXCL, the link fails
+// with EEXIST if the lock exists, but there is never an empty lock file to misjudge). A holder
+// killed with SIGKILL leaves its file behind; the next taker finds the pid dead (or reused by a
+// process that started later) and breaks the lock.
+import { randomBytes } from 'node:crypto';
+import { linkSync, readdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
+
+export class LockBusyError extends Error {
+  override name = 'LockBusyError';
+  readonly holderPid: number | undefined;
+
+  constructor(path: string, holderPid: number | undefined, waitedMs: number) {
+    super(`${path} is locked by ${holderPid ? `process ${holderPid}` : 'another process'} (waited ${waitedMs} ms)`);
+    this.holderPid = holderPid;
+  }
+}
+
+export interface LockOptions {
+  /** How long to wait for another holder (default 5000 ms; 0 = try once). */
+  timeoutMs?: number;
+  pollMs?: number;
+}
+
+export class FileLock {
+  readonly path: string;
+  private readonly token: string;
+  private released = false;
+
+  private constructor(path: string, token: string) {
+    this.path = path;
+    this.token = token;
+  }
+
+  /** Takes the lock now, or returns null if a live process holds it. */
+  static tryAcquire(path: string): FileLock | null {
+    const token = ownToken();
+    for (let attempt = 0; attempt < 3; attempt++) {
+      if (createExclusive(path, token)) return new FileLock(path, token);
+      const held = readLock(path);
+      if (held === undefined) continue; // released between our link and our read: try again
+      if (isHolderAlive(held)) return null;
+      breakStaleLock(path, held);
+    }
+    return null;
+  }
+
+  /** Waits (asynchronously, without blocking the event loop) for the lock; throws LockBusyError. */
+  static async acquire(path: string, options: LockOptions = {}): Promise<FileLock> {
+    const timeoutMs = options.timeoutMs ?? 5000;
+    const pollMs = options.pollMs ?? 20;
+    const start = performance.now();
+    for (;;) {
+      const lock = FileLock.tryAcquire(path);
+      if (lock) return lock;
+      const waited = performance.now() - start;
+      if (waited >= timeoutMs) throw new LockBusyError(path, parseToken(readLock(path) ?? '')?.pid, Math.round(waited));
+      await new Promise((r) => setTimeout(r, pollMs));
+    }
+  }
+
+  /**
+   * Removes what killed lock takers left beside the lock: their half-made "<lock>.<pid>-<hex>"
+   * and "<lock>.stale-<pid>-<hex>" files, when that pid is no longer alive.
+   */
+  static removeDebris(path: string): number {
+    const prefix = `${basename(path)}.`;
+    let removed = 0;
+    for (const name of readdirSync(dirname(path))) {
+      const m = name.startsWith(prefix) ? /^(?:stale-)?(\d+)-[0-9a-f]{8}$/.exec(name.slice(prefix.length)) : null;
+      if (!m || pidAlive(Number(m[1]))) continue;
+      try { unlinkSync(join(dirname(path), name)); removed++; } catch { /* raced with another cleaner */ }
+    }
+    return removed;
+  }
+
+  /** Removes the lock file if it is still ours (a holder judged dead may have lost it). */
+  release(): void {
+    if (this.released) return;
+    this.released = true;
+    if (readLock(this.path) === this.token) {
+      try { unlinkSync(this.path); } catch { /* already gone */ }
+    }
+  }
+}
+
+function createExclusive(path: string, token: string): boolean {
+  const tmp = `${path}.${process.pid}-${randomBytes(4).toString('hex')}`;
+  writeFileSync(tmp, token, { mode: 0o600 });
+  try {
+    linkSync(tmp, path);
+    return true;
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'EEXIST') return false;
+    throw e;
+  } finally {
+    try { unlinkSync(tmp); } catch { /* nothing to clean */ }
+  }
+}
+
+function readLock(path: string): string | undefined {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw e;
+  }
+}
+
+/**
+ * Moves a stale lock out of the way. Renaming (not unlinking) makes the check-then-break safe
+ * against a second breaker: only one rename succeeds, and if what we moved turns out to be a
+ * fresh lock someone took meanwhile, it is linked back (never over a newer one).
+ */
+function breakStaleLock(path: string, staleToken: string): void {
+  const aside = `${path}.stale-${process.pid}-${randomBytes(4).toString('hex')}`;
+  try {
+    renameSync(path, aside);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return;
+    throw e;
+  }
+  try {
+    if (readLock(aside) !== staleToken) {
+      try { linkSync(aside, path); } catch { /* a newer lock is in place; that holder wins */ }
+    }
+  } finally {
+    try { unlinkSync(aside); } catch { /* gone */ }
+  }
+}
+
+function ownToken(): string {
+  return `${process.pid} ${processStartTime(process.pid) ?? 0}\n`;
+}
+
+function parseToken(token: string): { pid: number; start: number } | undefined {
+  const m = /^(\d+) (\d+)\n?$/.exec(token);
+  if (!m) return undefined;
+  return { pid: Number(m[1]), start: Number(m[2]) };
+}
+
+function isHolderAlive(token: string): boolean {
+  const t = parseToken(token);
+  // Our own writer always creates complete tokens (link is atomic); garbage is someone's damage.
+  if (!t || t.pid <= 0 || !pidAlive(t.pid)) return false;
+  // A pid the kernel has since given to another process: its start time differs.
+  const start = processStartTime(t.pid);
+  return !(t.start !== 0 && start !== undefined && start !== t.start);
+}
+
+function pidAlive(pid: number): boolean {
+  if (pid === process.pid) return true;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    // EPERM: alive, owned by another user.
+    return (e as NodeJS.ErrnoException).code !== 'ESRCH';
+  }
+}
+
+/** Field 22 of /proc/PID/stat: start time in clock ticks since boot (undefined if unreadable). */
+export function processStartTime(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // The command name (field 2) may contain spaces and parentheses: split after its last ')'.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const v = Number(fields[19]);
+    return Number.isFinite(v) ? v : undefined;
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,139 @@
+// HostInfo for the wizard and the host page: what this host is, which machine types, features,
+// overcommit knobs and guests it can run — each option with a reason when it cannot (or a
+// warning worth showing when it can) — and the doctor's checks.
+import { readFileSync } from 'node:fs';
+import type { HostInfo, OptionAvailability } from './api.ts';
+import { runDoctor } from '../vmm/doctor.ts';
+import { probeBuilt } from '../vmm/guests.ts';
+import { linuxKitBuilt, LINUX_KIT_BUILD_HINT } from '../vmm/guests-linux.ts';
+import { hostCpuModel, hostKind, hostMemoryBytes } from '../vmm/host.ts';
+import { PV_FEATURES, hostOffers, type PvFeature } from '../vmm/machine/features.ts';
+import { DISABLE_EXITS, disableExitNames, probeHost, type HostCapabilities } from '../vmm/machine/host-caps.ts';
+import { MACHINE_TYPES, NEWEST_MACHINE } from '../vmm/machine/machine-types.ts';
+
+export interface ExtraCheck {
+  name: string;
+  ok: boolean;
+  detail: string;
+  fix?: string;
+}
+
+/** `probe` is the real host probe; tests pass simulated hosts. */
+export function buildHostInfo(extraChecks: ExtraCheck[] = [], probe: () => HostCapabilities = probeHost): HostInfo {
+  let host: HostCapabilities | undefined;
+  let probeError = '';
+  try {
+    host = probe();
+  } catch (e) {
+    probeError = (e as Error).message;
+  }
+  const kind = host?.kind ?? hostKind();
+  const doctor = runDoctor();
+  const offered = { features: host?.kvmFeatures ?? 0, hints: host?.kvmHints ?? 0 };
+  const linuxBuilt = linuxKitBuilt();
+
+  const info: HostInfo = {
+    kind,
+    cpuModel: hostCpuModel(),
+    hostCpus: host?.hostCpus ?? [],
+    memoryMiB: Math.floor((host?.memoryBytes ?? hostMemoryBytes()) / 1048576),
+    maxVcpus: host?.maxVcpus ?? 0,
+    haltPollParams: definedOnly(host?.haltPollParams ?? doctor.haltPoll),
+    machineTypes: MACHINE_TYPES.map((m) => ({
+      name: m.name, summary: m.summary, changes: m.changes, defaults: { ...m.defaults }, newest: m.name === NEWEST_MACHINE,
+    })),
+    features: PV_FEATURES.map((f) => ({
+      name: f.name, summary: f.summary, hostOffers: host ? hostOffers(f, offered) : false, usesHypercalls: f.usesHypercalls ?? false,
+    })),
+    options: host ? hostOptions(host, linuxBuilt) : allOptionNames().map((option) => ({ option, available: false, reason: `KVM is not usable: ${probeError}` })),
+    guests: [
+      {
+        kind: 'probe', built: probeBuilt(), label: 'Probe (diagnostic guest)',
+        note: probeBuilt() ? 'boots in milliseconds; exercises halt, IPI, timer and spinlock paths' : 'not built: run "npm run build:guests" (needs gcc)',
+      },
+      {
+        kind: 'linux', built: linuxBuilt, label: 'Linux (Debian cloud kernel + busybox)',
+        note: !linuxBuilt ? `not built: ${LINUX_KIT_BUILD_HINT}`
+          : kind === 'pvm' ? 'built, but a stock Linux kernel does not finish booting on this PVM host (guest kernel mode is emulated)' : 'built',
+      },
+    ],
+    defaultGuest: kind === 'hardware' && linuxBuilt
+      ? { kind: 'linux', reason: 'hardware-backed KVM and the Linux guest kit is built' }
+      : { kind: 'probe', reason: kind === 'pvm'
+        ? 'this host is PVM: a stock Linux kernel does not finish booting here, the probe guest does'
+        : 'the Linux guest kit is not built; the probe guest is' },
+    telemetry: host?.binaryStats
+      ? { binaryStats: true }
+      : { binaryStats: false, note: host ? 'this host\'s KVM has no binary stats (KVM_CAP_BINARY_STATS_FD, Linux 5.14+): charts show the VMM\'s own exit counters only' : `KVM is not usable: ${probeError}` },
+    doctor: [...doctor.checks, ...extraChecks].map((c) => ({ name: c.name, ok: c.ok, detail: c.detail, ...(c.fix ? { fix: c.fix } : {}) })),
+  };
+  return info;
+}
+
+function allOptionNames(): string[] {
+  return [...MACHINE_TYPES.map((m) => `machine:${m.name}`), ...PV_FEATURES.map((f) => `feature:${f.name}`),
+    'cpu-pm', 'mem-lock', 'halt-poll-ns', 'pin', 'guest:probe', 'guest:linux'];
+}
+
+function hostOptions(host: HostCapabilities, linuxBuilt: boolean): OptionAvailability[] {
+  const offered = { features: host.kvmFeatures, hints: host.kvmHints };
+  const out: OptionAvailability[] = [];
+  for (const m of MACHINE_TYPES) {
+    const missing = PV_FEATURES.filter((f) => m.defaults[f.name] && !hostOffers(f, offered)).map((f) => f.name);
+    out.push(missing.length
+      ? { option: `machine:${m.name}`, available: false, reason: `turns ${missing.join(', ')} on by default, which this host's KVM does not offer` }
+      : { option: `machine:${m.name}`, available: true });
+  }
+  for (const f of PV_FEATURES) out.push(featureOption(f, host, offered));
+
+  const hltOff = (host.disableExits & DISABLE_EXITS.hlt) !== 0;
+  out.push(!hltOff
+    ? { option: 'cpu-pm', available: false, reason: `needs KVM_CAP_X86_DISABLE_EXITS with HLT; this host's KVM offers ${disableExitNames(host.disableExits).join(', ') || 'none'}` }
+    : host.kind === 'pvm'
+      ? { option: 'cpu-pm', available: true, reason: 'on this PVM host the emulated guest kernel still exits on HLT, so halt exits do not go away' }
+      : { option: 'cpu-pm', available: true, reason: 'halt exits flatline with cpu-pm=on (the guest halts without leaving guest mode); turns kvm-pv-unhalt off' });
+  out.push({ option: 'mem-lock', available: true, ...memLockNote() });
+  out.push(host.haltPoll
+    ? { option: 'halt-poll-ns', available: true, reason: `host default halt_poll_ns=${host.haltPollParams.halt_poll_ns ?? 'unknown'}` }
+    : { option: 'halt-poll-ns', available: false, reason: 'needs KVM_CAP_HALT_POLL (Linux 5.15+), which this host\'s KVM lacks' });
+  out.push({ option: 'pin', available: host.hostCpus.length > 0, reason: `host CPUs available: ${host.hostCpus.join(',')}` });
+  out.push(probeBuilt()
+    ? { option: 'guest:probe', available: true }
+    : { option: 'guest:probe', available: false, reason: 'the probe guest is not built: run "npm run build:guests" (needs gcc)' });
+  out.push(!linuxBuilt
+    ? { option: 'guest:linux', available: false, reason: `the Linux guest kit is not built: ${LINUX_KIT_BUILD_HINT}` }
+    : host.kind === 'pvm'
+      ? { option: 'guest:linux', available: true, reason: 'a stock Linux kernel does not finish booting on this PVM host (guest kernel mode is emulated at ~1 µs per instruction)' }
+      : { option: 'guest:linux', available: true });
+  return out;
+}
+
+function featureOption(f: PvFeature, host: HostCapabilities, offered: { features: number; hints: number }): OptionAvailability {
+  const option = `feature:${f.name}`;
+  if (f.unavailable) return { option, available: false, reason: f.unavailable };
+  if (!hostOffers(f, offered)) {
+    return { option, available: false, reason: `this host's KVM does not offer it (CPUID 0x40000001 ${f.register.toUpperCase()} bit ${f.bits.join('/')})` };
+  }
+  const notes: string[] = [];
+  if (f.usesHypercalls && host.kind === 'pvm') notes.push('its guest side uses KVM hypercalls, which hang a vCPU on this PVM host (the probe guest avoids them)');
+  if (f.name === 'kvm-pv-unhalt' && (host.disableExits & DISABLE_EXITS.hlt)) notes.push('not together with cpu-pm=on (no HLT exits, no kick)');
+  return notes.length ? { option, available: true, reason: notes.join('; ') } : { option, available: true };
+}
+
+/** RLIMIT_MEMLOCK, which mem-lock=on runs into unless the process may lock without limit. */
+function memLockNote(): { reason?: string } {
+  try {
+    const line = readFileSync('/proc/self/limits', 'utf8').split('\n').find((l) => l.startsWith('Max locked memory'));
+    const soft = line?.slice('Max locked memory'.length).trim().split(/\s+/)[0];
+    if (!soft || soft === 'unlimited' || process.getuid?.() === 0) return {};
+    return { reason: `this process may lock ${Math.floor(Number(soft) / 1048576)} MiB (RLIMIT_MEMLOCK); a larger VM with mem-lock=on fails to start` };
+  } catch {
+    return {};
+  }
+}
+
+function definedOnly(r: Record<string, number | undefined>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [k, v] of Object.entries(r)) if (typeof v === 'number' && Number.isFinite(v)) out[k] = v;
+  return out;
+}

@@ -1,0 +1,133 @@
+// The VM library file, versioned: { schema: 1, vms: [{ id, config, createdAt, updatedAt }] }.
+// Every load validates the whole file; older schemas are migrated step by step; a file that is
+// not valid JSON, breaks the schema, or comes from a newer Unhalt is a LibraryFileError (the store
+// then moves it aside instead of overwriting it).
+import { ConfigError, validateConfig, type VmConfig } from '../vmm/config/vm-config.ts';
+
+export const LIBRARY_SCHEMA = 1;
+export const MAX_VMS = 1000;
+/** VM ids: what randomUUID() produces, and nothing a path could be built from. */
+export const VM_ID = /^[a-z0-9][a-z0-9-]{0,63}$/;
+
+export interface LibraryRecord {
+  id: string;
+  config: VmConfig;
+  /** ms since the epoch */
+  createdAt: number;
+  updatedAt: number;
+}
+
+export interface LibraryFile {
+  schema: typeof LIBRARY_SCHEMA;
+  vms: LibraryRecord[];
+}
+
+export class LibraryFileError extends Error {
+  override name = 'LibraryFileError';
+  readonly kind: 'corrupt' | 'unknown-version';
+
+  constructor(kind: 'corrupt' | 'unknown-version', message: string) {
+    super(message);
+    this.kind = kind;
+  }
+}
+
+/** Parses and validates a library file's text, migrating older schemas. */
+export function parseLibrary(text: string): { file: LibraryFile; migratedFrom?: number } {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch (e) {
+    throw new LibraryFileError('corrupt', `not valid JSON (${(e as Error).message})`);
+  }
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new LibraryFileError('corrupt', 'the top level is not an object');
+  const obj = raw as Record<string, unknown>;
+  const version = obj.schema === undefined ? 0 : obj.schema;
+  if (typeof version !== 'number' || !Number.isInteger(version) || version < 0) {
+    throw new LibraryFileError('corrupt', `"schema" is ${JSON.stringify(version).slice(0, 20)}, not a version number`);
+  }
+  if (version > LIBRARY_SCHEMA) {
+    throw new LibraryFileError('unknown-version',
+      `it was written by a newer Unhalt (library schema ${version}; this one reads up to ${LIBRARY_SCHEMA})`);
+  }
+  const current = version === 0 ? migrateV0(obj) : obj;
+  return { file: validateV1(current), ...(version < LIBRARY_SCHEMA ? { migratedFrom: version } : {}) };
+}
+
+export function serializeLibrary(file: LibraryFile): string {
+  return `${JSON.stringify(file, null, 2)}\n`;
+}
+
+function validateV1(obj: Record<string, unknown>): LibraryFile {
+  for (const key of Object.keys(obj)) {
+    if (key !== 'schema' && key !== 'vms') throw new LibraryFileError('corrupt', `unknown top-level field "${key.slice(0, 40)}"`);
+  }
+  if (!Array.isArray(obj.vms)) throw new LibraryFileError('corrupt', '"vms" is not a list');
+  if (obj.vms.length > MAX_VMS) throw new LibraryFileError('corrupt', `it lists ${obj.vms.length} VMs (at most ${MAX_VMS})`);
+  const seen = new Set<string>();
+  const vms = obj.vms.map((v, i): LibraryRecord => {
+    const where = `VM #${i + 1}`;
+    if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new LibraryFileError('corrupt', `${where} is not an object`);
+    const r = v as Record<string, unknown>;
+    if (typeof r.id !== 'string' || !VM_ID.test(r.id)) throw new LibraryFileError('corrupt', `${where} has no valid id`);
+    if (seen.has(r.id)) throw new LibraryFileError('corrupt', `${where} repeats the id ${r.id}`);
+    seen.add(r.id);
+    let config: VmConfig;
+    try {
+      config = validateConfig(r.config);
+    } catch (e) {
+      if (e instanceof ConfigError) throw new LibraryFileError('corrupt', `${where} (${r.id}): ${e.message}`);
+      throw e;
+    }
+    return { id: r.id, config, createdAt: timestamp(r.createdAt, where), updatedAt: timestamp(r.updatedAt, where) };
+  });
+  return { schema: LIBRARY_SCHEMA, vms };
+}
+
+function timestamp(v: unknown, where: string): number {
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) throw new LibraryFileError('corrupt', `${where} has an invalid timestamp`);
+  return v;
+}
+
+/**
+ * Schema 0, the prototype's shape: no "schema" field, VMs keyed by id, flat CLI-like fields,
+ * memory as "512M"/"1G" text or a number of MiB, the kernel command line as "cmdline", overcommit
+ * as an object, ISO dates:
+ *   { "vms": { "ID": { "name", "guest"?, "kernel"?, "initrd"?, "cmdline"?, "cpus", "memory",
+ *                      "machine"?, "features"?: { name: bool }, "overcommit"?: { cpuPm, memLock },
+ *                      "haltPollNs"?, "pin"?, "created"? } } }
+ * Machine types did not exist yet: those VMs ran with PV spinlocks off, which is unhalt-1.0.
+ */
+export function migrateV0(obj: Record<string, unknown>): Record<string, unknown> {
+  const vms = obj.vms;
+  if (typeof vms !== 'object' || vms === null || Array.isArray(vms)) throw new LibraryFileError('corrupt', 'schema 0: "vms" is not an object keyed by id');
+  const out = Object.entries(vms as Record<string, unknown>).map(([id, v]) => {
+    if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new LibraryFileError('corrupt', `schema 0: VM ${id.slice(0, 40)} is not an object`);
+    const old = v as Record<string, unknown>;
+    const over = (typeof old.overcommit === 'object' && old.overcommit !== null ? old.overcommit : {}) as Record<string, unknown>;
+    const config: Record<string, unknown> = {
+      version: 1,
+      name: old.name,
+      cpus: old.cpus,
+      memoryMiB: memoryMiB(old.memory, id),
+      machine: old.machine ?? 'unhalt-1.0',
+      cpuFeatures: old.features ?? {},
+      cpuPm: over.cpuPm ?? false,
+      memLock: over.memLock ?? false,
+    };
+    for (const k of ['guest', 'kernel', 'initrd', 'haltPollNs', 'pin'] as const) if (old[k] !== undefined) config[k] = old[k];
+    if (old.cmdline !== undefined) config.append = old.cmdline;
+    const created = typeof old.created === 'string' ? Date.parse(old.created) : NaN;
+    const at = Number.isFinite(created) && created >= 0 ? created : 0;
+    return { id, config, createdAt: at, updatedAt: at };
+  });
+  return { schema: 1, vms: out };
+}
+
+function memoryMiB(v: unknown, id: string): unknown {
+  if (typeof v === 'number') return v;
+  if (typeof v !== 'string') return v; // validateConfig names the problem
+  const m = /^\s*(\d{1,9})\s*([MG])i?B?\s*$/i.exec(v);
+  if (!m) throw new LibraryFileError('corrupt', `schema 0: VM ${id.slice(0, 40)} has memory "${v.slice(0, 20)}", not like 512M or 2G`);
+  return Number(m[1]) * (m[2]!.toUpperCase() === 'G' ? 1024 : 1);
+}

@@ -1,0 +1,211 @@
+// The VM library on disk: one file, UNHALT_HOME/vms.json. One file rather than one per VM
+// because every change is then a single atomic rename (a clone, a rename and a delete can never
+// half-apply), one lock and one schema version cover everything, and the SIGKILL guarantee is
+// about one file. The library is small (kilobytes), so rewriting it whole costs nothing.
+//
+// Changes go through mutate(): an in-process queue, then the cross-process lock, then a re-read of
+// the file (another process — the Electron app next to host mode — may have changed it), the
+// change, and an atomic write. Reads need no lock: a rename is atomic, so they see old or new.
+// A file that cannot be read as a library is moved aside (never overwritten) and reported.
+import { copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, statSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { FileLock, type LockOptions } from './file-lock.ts';
+import { fsyncDir, removeStaleTemps, writeFileAtomic } from './atomic-file.ts';
+import { LIBRARY_SCHEMA, LibraryFileError, parseLibrary, serializeLibrary, type LibraryRecord } from './library-schema.ts';
+import { homeLayout } from './paths.ts';
+
+export interface LibraryNotice {
+  severity: 'error' | 'info';
+  message: string;
+  /** Where the unreadable file was moved (errors only). */
+  movedTo?: string;
+  at: number;
+}
+
+export interface LibraryStoreOptions {
+  lock?: LockOptions;
+  /** Called when a notice is recorded (the service turns them into doctor entries). */
+  onNotice?: (n: LibraryNotice) => void;
+}
+
+export class LibraryStore {
+  readonly path: string;
+  readonly lockPath: string;
+  readonly notices: LibraryNotice[] = [];
+  private records: LibraryRecord[] = [];
+  private stamp = '';
+  private queue: Promise<unknown> = Promise.resolve();
+  private readonly options: LibraryStoreOptions;
+
+  private constructor(home: string, options: LibraryStoreOptions) {
+    const layout = homeLayout(home);
+    this.path = layout.library;
+    this.lockPath = layout.lock;
+    this.options = options;
+  }
+
+  /** Opens (creating UNHALT_HOME if needed) and loads the library. */
+  static async open(home: string, options: LibraryStoreOptions = {}): Promise<LibraryStore> {
+    mkdirSync(home, { recursive: true, mode: 0o700 });
+    const store = new LibraryStore(home, options);
+    if (!store.tryLoadUnlocked()) await store.withLock(() => store.loadLocked());
+    return store;
+  }
+
+  /** The VMs, re-read first if another process changed the file. */
+  list(): LibraryRecord[] {
+    this.refresh();
+    return this.records.map(clone);
+  }
+
+  get(id: string): LibraryRecord | undefined {
+    this.refresh();
+    const r = this.records.find((v) => v.id === id);
+    return r && clone(r);
+  }
+
+  /**
+   * Applies a change to the freshest library and writes it atomically, holding the lock.
+   * `change` gets a copy of the records to edit in place; if it throws, nothing is written.
+   */
+  mutate<T>(change: (vms: LibraryRecord[]) => T): Promise<T> {
+    const run = () => this.withLock(() => {
+      this.loadLocked();
+      const draft = this.records.map(clone);
+      const result = change(draft);
+      this.write(draft);
+      return result;
+    });
+    const next = this.queue.then(run, run);
+    this.queue = next.catch(() => undefined);
+    return next;
+  }
+
+  /**
+   * Re-reads the file if another process changed it; true if the VMs differ from before (the
+   * service then tells its clients).
+   */
+  refreshIfChanged(): boolean {
+    if (!this.changedOnDisk()) return false;
+    const before = JSON.stringify(this.records);
+    this.refresh();
+    return JSON.stringify(this.records) !== before;
+  }
+
+  /** True if the file changed on disk since we last read or wrote it. */
+  private changedOnDisk(): boolean {
+    return this.fileStamp() !== this.stamp;
+  }
+
+  private fileStamp(): string {
+    try {
+      const st = statSync(this.path);
+      return `${st.ino}:${st.size}:${st.mtimeMs}`;
+    } catch {
+      return 'absent';
+    }
+  }
+
+  private refresh(): void {
+    if (!this.changedOnDisk()) return;
+    if (this.tryLoadUnlocked()) return;
+    // Needs a migration or a move aside: only under the lock; if busy, keep what we have for now.
+    const lock = FileLock.tryAcquire(this.lockPath);
+    if (!lock) return;
+    try { this.loadLocked(); } finally { lock.release(); }
+  }
+
+  /** Loads a current-schema file (or none) without the lock; false if it needs the lock's help. */
+  private tryLoadUnlocked(): boolean {
+    const stamp = this.fileStamp();
+    const text = this.readText();
+    if (text === undefined) {
+      this.records = [];
+      this.stamp = stamp;
+      return true;
+    }
+    try {
+      const { file, migratedFrom } = parseLibrary(text);
+      if (migratedFrom !== undefined) return false;
+      this.records = file.vms;
+      this.stamp = stamp;
+      return true;
+    } catch (e) {
+      if (e instanceof LibraryFileError) return false;
+      throw e;
+    }
+  }
+
+  /** Loads with the lock held: migrates and writes back, or moves a bad file aside. */
+  private loadLocked(): void {
+    removeStaleTemps(this.path);
+    FileLock.removeDebris(this.lockPath);
+    const text = this.readText();
+    if (text === undefined) {
+      this.records = [];
+      this.stamp = this.fileStamp();
+      return;
+    }
+    try {
+      const { file, migratedFrom } = parseLibrary(text);
+      this.records = file.vms;
+      if (migratedFrom !== undefined) {
+        const backup = this.asidePath(`schema${migratedFrom}`);
+        copyFileSync(this.path, backup);
+        this.write(file.vms);
+        this.notice({ severity: 'info', message: `the VM library was migrated from schema ${migratedFrom} to ${LIBRARY_SCHEMA}; the original is kept as ${backup}`, at: Date.now() });
+      } else {
+        this.stamp = this.fileStamp();
+      }
+    } catch (e) {
+      if (!(e instanceof LibraryFileError)) throw e;
+      const movedTo = this.asidePath('corrupt');
+      renameSync(this.path, movedTo);
+      fsyncDir(dirname(this.path));
+      this.records = [];
+      this.stamp = this.fileStamp();
+      const what = e.kind === 'unknown-version' ? 'could not be read' : 'is damaged';
+      this.notice({ severity: 'error', message: `the VM library ${this.path} ${what}: ${e.message}. It was moved to ${movedTo} and a new, empty library started`, movedTo, at: Date.now() });
+    }
+  }
+
+  private write(vms: LibraryRecord[]): void {
+    writeFileAtomic(this.path, serializeLibrary({ schema: LIBRARY_SCHEMA, vms }));
+    this.records = vms;
+    this.stamp = this.fileStamp();
+  }
+
+  private readText(): string | undefined {
+    try {
+      return readFileSync(this.path, 'utf8');
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw e;
+    }
+  }
+
+  private async withLock<T>(fn: () => T): Promise<T> {
+    const lock = await FileLock.acquire(this.lockPath, this.options.lock);
+    try {
+      return fn();
+    } finally {
+      lock.release();
+    }
+  }
+
+  private asidePath(tag: string): string {
+    const ts = new Date().toISOString().replace(/[:.]/g, '-');
+    let p = `${this.path}.${tag}-${ts}`;
+    for (let i = 2; existsSync(p); i++) p = `${this.path}.${tag}-${ts}-${i}`;
+    return p;
+  }
+
+  private notice(n: LibraryNotice): void {
+    this.notices.push(n);
+    this.options.onNotice?.(n);
+  }
+}
+
+function clone(r: LibraryRecord): LibraryRecord {
+  return structuredClone(r);
+}

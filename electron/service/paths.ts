@@ -1,0 +1,29 @@
+// Where Unhalt keeps its data (DESIGN.md "Paths"): UNHALT_HOME, else $XDG_DATA_HOME/unhalt, else
+// ~/.local/share/unhalt — the same folder for the Electron app and host mode.
+import { homedir } from 'node:os';
+import { isAbsolute, join } from 'node:path';
+
+export function unhaltHome(env: NodeJS.ProcessEnv = process.env): string {
+  if (env.UNHALT_HOME) return env.UNHALT_HOME;
+  // The XDG spec says a relative XDG_DATA_HOME is invalid and must be ignored.
+  const xdg = env.XDG_DATA_HOME && isAbsolute(env.XDG_DATA_HOME) ? env.XDG_DATA_HOME : join(homedir(), '.local', 'share');
+  return join(xdg, 'unhalt');
+}
+
+export interface HomeLayout {
+  home: string;
+  library: string;
+  lock: string;
+  logs: string;
+  experiments: string;
+}
+
+export function homeLayout(home: string): HomeLayout {
+  return {
+    home,
+    library: join(home, 'vms.json'),
+    lock: join(home, 'vms.json.lock'),
+    logs: join(home, 'logs'),
+    experiments: join(home, 'experiments'),
+  };
+}

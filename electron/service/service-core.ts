@@ -1,0 +1,345 @@
+// The service's shared state and logic behind every session: the VM library, the VMs this
+// process runs (one VmRuntime each), experiments, and the events all sessions get. Inputs arrive
+// as `unknown` and are validated here; errors are ApiErrors (sessions map anything else).
+import { watch, type FSWatcher } from 'node:fs';
+import { basename } from 'node:path';
+import type {
+  ApiEvent, ExperimentDetail, ExperimentSummary, HostInfo, ResolvedDto, Subscription, VmRecord, VmStatus,
+} from './api.ts';
+import { commandLine } from '../vmm/config/cli-args.ts';
+import { resolveMachine, type ResolvedMachine } from '../vmm/config/resolve.ts';
+import { MAX_HALT_POLL_NS, MAX_NAME_LENGTH, validateConfig, type VmConfig } from '../vmm/config/vm-config.ts';
+import { probeHost, type HostCapabilities } from '../vmm/machine/host-caps.ts';
+import { checkBootFiles, checkHostLimits } from './config-checks.ts';
+import { ConsoleLogFile, consoleLogPath } from './console-log.ts';
+import { ApiError, toApiError } from './errors.ts';
+import { Experiments } from './experiments.ts';
+import { LockBusyError } from './file-lock.ts';
+import { buildHostInfo, type ExtraCheck } from './host-info.ts';
+import type { LibraryRecord } from './library-schema.ts';
+import { LibraryStore, type LibraryNotice } from './library-store.ts';
+import { homeLayout, unhaltHome, type HomeLayout } from './paths.ts';
+import { intArg, intListArg, textArg, vmIdArg } from './validate.ts';
+import { VmRuntime, toResolvedDto, type EventSink } from './vm-runtime.ts';
+
+export const DEFAULT_STOP_GRACE_MS = 3000;
+const MAX_GRACE_MS = 60_000;
+const MAX_CONSOLE_INPUT = 64 * 1024;
+
+export interface ServiceOptions {
+  /** Data folder (default: UNHALT_HOME, else the XDG data folder). */
+  home?: string;
+  /** How long a library change waits for another process's lock (default 5000 ms). */
+  lockTimeoutMs?: number;
+  /** Grace period of the ACPI stop when the service shuts down (default 2000 ms). */
+  shutdownGraceMs?: number;
+  /** Tests: where the experiment runner comes from. */
+  loadExperimentRunner?: ConstructorParameters<typeof Experiments>[2];
+}
+
+export class ServiceCore {
+  readonly layout: HomeLayout;
+  readonly options: ServiceOptions;
+  store!: LibraryStore;
+  readonly experiments: Experiments;
+  private readonly runtimes = new Map<string, VmRuntime>();
+  /** Every connected client, the service's own session included. */
+  readonly sessions = new Set<{ deliver(e: ApiEvent): void; close(): void }>();
+  private watcher?: FSWatcher;
+  private watchTimer?: NodeJS.Timeout;
+  closed = false;
+
+  constructor(options: ServiceOptions) {
+    this.options = options;
+    this.layout = homeLayout(options.home ?? unhaltHome());
+    this.experiments = new Experiments(this.layout.experiments, (experiment) => this.broadcast({ type: 'experiment', experiment }),
+      options.loadExperimentRunner);
+  }
+
+  async open(): Promise<void> {
+    this.store = await LibraryStore.open(this.layout.home, {
+      lock: { timeoutMs: this.options.lockTimeoutMs ?? 5000 },
+      onNotice: () => { if (this.store) this.broadcastLibrary(); },
+    });
+    // Another process (the Electron app next to host mode) may change the library: follow it.
+    try {
+      this.watcher = watch(this.layout.home, { persistent: false }, (_event, file) => {
+        if (file !== basename(this.layout.library)) return;
+        clearTimeout(this.watchTimer);
+        this.watchTimer = setTimeout(() => {
+          try { if (this.store.refreshIfChanged()) this.broadcastLibrary(); } catch { /* next change retries */ }
+        }, 100);
+        this.watchTimer.unref();
+      });
+    } catch { /* no inotify: changes show up on the next read */ }
+  }
+
+  broadcast(e: ApiEvent): void {
+    for (const s of this.sessions) s.deliver(e);
+  }
+
+  broadcastLibrary(): void {
+    this.broadcast({ type: 'library', vms: this.listVms() });
+  }
+
+  private runtime(id: string): VmRuntime {
+    let r = this.runtimes.get(id);
+    if (!r) {
+      r = new VmRuntime(id, consoleLogPath(this.layout.logs, id), (status) => this.broadcast({ type: 'status', vmId: id, status }));
+      this.runtimes.set(id, r);
+    }
+    return r;
+  }
+
+  private record(rawId: unknown): LibraryRecord {
+    const id = vmIdArg(rawId);
+    const r = this.store.get(id);
+    if (!r) throw new ApiError('not-found', `there is no VM with the id "${id}"`);
+    return r;
+  }
+
+  private dto(r: LibraryRecord): VmRecord {
+    const status = this.runtimes.get(r.id)?.status() ?? { id: r.id, state: 'stopped' as const };
+    return { id: r.id, config: r.config, createdAt: r.createdAt, updatedAt: r.updatedAt, status };
+  }
+
+  private probe(): HostCapabilities {
+    try {
+      return probeHost();
+    } catch (e) {
+      throw new ApiError('host', `KVM is not usable on this host: ${(e as Error).message}`);
+    }
+  }
+
+  /** A validated configuration that this host could hold, with its files checked. */
+  private config(raw: unknown): VmConfig {
+    let c: VmConfig;
+    try {
+      c = validateConfig(raw);
+    } catch (e) {
+      throw toApiError(e);
+    }
+    let maxVcpus: number | undefined;
+    try { maxVcpus = probeHost().maxVcpus; } catch { /* no KVM: the start will say so */ }
+    checkHostLimits(c, maxVcpus);
+    checkBootFiles(c);
+    return c;
+  }
+
+  private resolve(c: VmConfig): ResolvedMachine {
+    const host = this.probe();
+    try {
+      return resolveMachine(c, host);
+    } catch (e) {
+      throw toApiError(e);
+    }
+  }
+
+  private async mutate<T>(change: (vms: LibraryRecord[]) => T): Promise<T> {
+    try {
+      return await this.store.mutate(change);
+    } catch (e) {
+      if (e instanceof LockBusyError) {
+        throw new ApiError('conflict', `the VM library is being changed by ${e.holderPid ? `another Unhalt process (pid ${e.holderPid})` : 'another process'}; try again`);
+      }
+      throw e;
+    }
+  }
+
+  // ---- API ----
+
+  host(): HostInfo {
+    return buildHostInfo(this.libraryChecks());
+  }
+
+  private libraryChecks(): ExtraCheck[] {
+    const notices: LibraryNotice[] = this.store.notices;
+    if (notices.length === 0) return [{ name: 'library', ok: true, detail: `${this.store.list().length} VMs in ${this.store.path}` }];
+    return notices.map((n) => ({
+      name: 'library', ok: n.severity !== 'error', detail: n.message,
+      ...(n.movedTo ? { fix: `your VM definitions may still be in ${n.movedTo}: restore them by hand, or delete that file` } : {}),
+    }));
+  }
+
+  listVms(): VmRecord[] {
+    return this.store.list().map((r) => this.dto(r));
+  }
+
+  getVm(id: unknown): VmRecord {
+    return this.dto(this.record(id));
+  }
+
+  async createVm(raw: unknown): Promise<VmRecord> {
+    const config = this.config(raw);
+    const now = Date.now();
+    const rec: LibraryRecord = { id: crypto.randomUUID(), config, createdAt: now, updatedAt: now };
+    await this.mutate((vms) => {
+      assertUniqueName(vms, config.name);
+      vms.push(rec);
+    });
+    this.broadcastLibrary();
+    return this.dto(rec);
+  }
+
+  async updateVm(rawId: unknown, raw: unknown): Promise<VmRecord> {
+    const id = this.record(rawId).id;
+    const config = this.config(raw);
+    const updated = await this.mutate((vms) => {
+      const r = vms.find((v) => v.id === id);
+      if (!r) throw new ApiError('not-found', `there is no VM with the id "${id}"`);
+      assertUniqueName(vms, config.name, id);
+      r.config = config;
+      r.updatedAt = Math.max(Date.now(), r.createdAt);
+      return r;
+    });
+    this.broadcastLibrary();
+    return this.dto(updated);
+  }
+
+  async cloneVm(rawId: unknown, rawName: unknown): Promise<VmRecord> {
+    const source = this.record(rawId);
+    const wanted = rawName === undefined || rawName === null ? undefined : textArg(rawName, 'name', MAX_NAME_LENGTH * 4);
+    const copy = await this.mutate((vms) => {
+      const name = wanted ?? freeName(vms, source.config.name);
+      const config = this.config({ ...source.config, name });
+      assertUniqueName(vms, config.name);
+      const now = Date.now();
+      const rec: LibraryRecord = { id: crypto.randomUUID(), config, createdAt: now, updatedAt: now };
+      vms.push(rec);
+      return rec;
+    });
+    this.broadcastLibrary();
+    return this.dto(copy);
+  }
+
+  async deleteVm(rawId: unknown): Promise<void> {
+    const id = this.record(rawId).id;
+    const rt = this.runtimes.get(id);
+    if (rt?.running) throw new ApiError('conflict', 'the VM is running: stop it before deleting it');
+    await this.mutate((vms) => {
+      const i = vms.findIndex((v) => v.id === id);
+      if (i < 0) throw new ApiError('not-found', `there is no VM with the id "${id}"`);
+      vms.splice(i, 1);
+    });
+    if (rt) rt.removeLogs();
+    else new ConsoleLogFile(consoleLogPath(this.layout.logs, id)).remove();
+    this.runtimes.delete(id);
+    this.broadcastLibrary();
+  }
+
+  describeConfig(raw: unknown): ResolvedDto {
+    const c = this.config(raw);
+    return toResolvedDto(this.resolve(c), commandLine(c));
+  }
+
+  async startVm(rawId: unknown): Promise<VmStatus> {
+    this.open_();
+    const rec = this.record(rawId);
+    const rt = this.runtime(rec.id);
+    if (rt.running) throw new ApiError('conflict', `${rec.config.name} is already ${rt.status().state}`);
+    checkBootFiles(rec.config);
+    const resolved = this.resolve(rec.config);
+    return rt.start({ name: rec.config.name, resolved, commandLine: commandLine(rec.config) });
+  }
+
+  async stopVm(rawId: unknown, rawGrace: unknown): Promise<VmStatus> {
+    const rec = this.record(rawId);
+    const grace = rawGrace === undefined || rawGrace === null ? DEFAULT_STOP_GRACE_MS : intArg(rawGrace, 'grace period (ms)', 0, MAX_GRACE_MS);
+    return this.runtime(rec.id).stop(grace);
+  }
+
+  async forceStopVm(rawId: unknown): Promise<VmStatus> {
+    return this.runtime(this.record(rawId).id).forceStop();
+  }
+
+  pauseVm(rawId: unknown): VmStatus {
+    return this.runtime(this.record(rawId).id).pause();
+  }
+
+  resumeVm(rawId: unknown): VmStatus {
+    return this.runtime(this.record(rawId).id).resume();
+  }
+
+  status(rawId: unknown): VmStatus {
+    return this.dto(this.record(rawId)).status;
+  }
+
+  setHaltPollNs(rawId: unknown, rawNs: unknown): VmStatus {
+    const rec = this.record(rawId);
+    const ns = intArg(rawNs, 'halt-poll-ns', 0, MAX_HALT_POLL_NS);
+    if (!this.probe().haltPoll) throw new ApiError('host', 'halt-poll-ns needs KVM_CAP_HALT_POLL (Linux 5.15+), which this host\'s KVM lacks');
+    return this.runtime(rec.id).setHaltPollNs(ns);
+  }
+
+  setPin(rawId: unknown, rawCpus: unknown): VmStatus {
+    const rec = this.record(rawId);
+    const cpus = intListArg(rawCpus, 'pin', 1024, 0, 4095);
+    const available = this.probe().hostCpus;
+    const bad = cpus.find((c) => !available.includes(c));
+    if (bad !== undefined) throw new ApiError('invalid', `pin: host CPU ${bad} does not exist or is not available to Unhalt (available: ${available.join(',')})`);
+    return this.runtime(rec.id).setPin(cpus);
+  }
+
+  sendConsole(rawId: unknown, rawData: unknown): void {
+    const rec = this.record(rawId);
+    const data = textArg(rawData, 'console input', MAX_CONSOLE_INPUT);
+    this.runtime(rec.id).sendConsole(data);
+  }
+
+  subscribe(rawId: unknown, sink: EventSink): Subscription {
+    const rec = this.record(rawId);
+    return { vmId: rec.id, backfill: this.runtime(rec.id).subscribe(sink) };
+  }
+
+  unsubscribe(rawId: unknown, sink: EventSink): void {
+    const id = vmIdArg(rawId);
+    this.runtimes.get(id)?.unsubscribe(sink);
+  }
+
+  startExperiment(raw: unknown): Promise<ExperimentSummary> {
+    this.open_();
+    return this.experiments.start(raw);
+  }
+
+  listExperiments(): ExperimentSummary[] {
+    return this.experiments.list();
+  }
+
+  getExperiment(rawId: unknown): ExperimentDetail {
+    return this.experiments.get(rawId);
+  }
+
+  runningVmIds(): string[] {
+    return [...this.runtimes.values()].filter((r) => r.running).map((r) => r.id);
+  }
+
+  private open_(): void {
+    if (this.closed) throw new ApiError('conflict', 'Unhalt is shutting down');
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.watcher?.close();
+    clearTimeout(this.watchTimer);
+    const grace = this.options.shutdownGraceMs ?? 2000;
+    await Promise.all([this.experiments.abort(), ...[...this.runtimes.values()].map((r) => r.dispose(grace))]);
+    for (const s of [...this.sessions]) s.close();
+  }
+}
+
+function assertUniqueName(vms: LibraryRecord[], name: string, exceptId?: string): void {
+  const clash = vms.find((v) => v.id !== exceptId && v.config.name.toLowerCase() === name.toLowerCase());
+  if (clash) throw new ApiError('conflict', `a VM named "${clash.config.name}" already exists; choose another name`);
+}
+
+/** "name-copy", "name-copy-2", ... within the name length limit. */
+function freeName(vms: LibraryRecord[], name: string): string {
+  const taken = new Set(vms.map((v) => v.config.name.toLowerCase()));
+  for (let i = 1; ; i++) {
+    const suffix = i === 1 ? '-copy' : `-copy-${i}`;
+    const candidate = `${name.slice(0, MAX_NAME_LENGTH - suffix.length)}${suffix}`;
+    if (!taken.has(candidate.toLowerCase())) return candidate;
+  }
+}
+

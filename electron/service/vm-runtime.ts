@@ -1,0 +1,413 @@
+// One VM of the library as this process runs it: the VirtualMachine while it runs, its status and
+// last exit, its console (scrollback + log file), telemetry (a Sampler per run) and guest metrics,
+// and the subscribers that stream them. Whatever the guest or the VMM does ends here as a status
+// with a reason; nothing a guest does throws out of this class.
+//
+// Streams are batched per VM: console bytes within ~16 ms, telemetry and guest metrics every
+// 200 ms (two samples at 10 Hz), so a transport sends a few messages per second, not one per exit.
+// Times on the API are epoch milliseconds, so history from several runs shares one time axis.
+import type { ApiEvent, GuestMetric, ResolvedDto, Subscription, TelemetryMarker, TelemetrySample, VmRunState, VmStatus } from './api.ts';
+import type { AgentEvent } from '../vmm/agent/line-protocol.ts';
+import type { ResolvedMachine } from '../vmm/config/resolve.ts';
+import { disableExitNames } from '../vmm/machine/host-caps.ts';
+import { Sampler } from '../vmm/telemetry/sampler.ts';
+import type { TelemetryEvent, SampleRecord, TelemetryMarker as SamplerMarker } from '../vmm/telemetry/fields.ts';
+import { VirtualMachine, isCleanExit, type VmExit, type VmState } from '../vmm/vm.ts';
+import { sanitizeVmError } from './config-checks.ts';
+import { ConsoleLogFile, readLogTail } from './console-log.ts';
+import { ApiError } from './errors.ts';
+import { Scrollback } from './scrollback.ts';
+
+export type EventSink = (e: ApiEvent) => void;
+
+const CONSOLE_FLUSH_MS = 16;
+const TELEMETRY_FLUSH_MS = 200;
+/** Console bytes waiting for a slow subscriber; beyond this the oldest are dropped (counted). */
+const MAX_PENDING_CONSOLE = 256 * 1024;
+const MAX_PENDING_SAMPLES = 4000;
+const MAX_METRICS = 1000;
+const MAX_METRICS_PER_FLUSH = 50;
+/**
+ * Records in a subscription's backfill (newest kept): ~1.5 KiB of JSON each, so this bounds the
+ * first message to a few MiB — ten minutes at 10 Hz for one vCPU, less for more. Live streaming
+ * has no such limit; a renderer keeps its own history from there.
+ */
+export const MAX_BACKFILL_SAMPLES = 6000;
+
+export interface StartInput {
+  name: string;
+  resolved: ResolvedMachine;
+  commandLine: string;
+}
+
+export class VmRuntime {
+  readonly id: string;
+  private state: VmRunState = 'stopped';
+  private vm?: VirtualMachine;
+  private sampler?: Sampler;
+  /** Epoch ms of the sampler's time origin (the run's start). */
+  private epochBase = 0;
+  private startedAt?: number;
+  private lastExit?: VmStatus['lastExit'];
+  private resolved?: ResolvedDto;
+  private droppedByVm = 0;
+  private droppedForSubscribers = 0;
+  private starting?: Promise<unknown>;
+  private forceMessage?: string;
+  private readonly scrollback = new Scrollback();
+  private scrollbackLoaded = false;
+  private readonly log: ConsoleLogFile;
+  private metrics: GuestMetric[] = [];
+  /** Markers of a run without a sampler (telemetry unavailable). */
+  private ownMarkers: TelemetryMarker[] = [];
+  private readonly sinks = new Set<EventSink>();
+  private pendingConsole: Uint8Array[] = [];
+  private pendingConsoleBytes = 0;
+  private pendingSamples: TelemetrySample[] = [];
+  private pendingMarkers: TelemetryMarker[] = [];
+  private pendingMetrics: GuestMetric[] = [];
+  private consoleTimer?: NodeJS.Timeout;
+  private telemetryTimer?: NodeJS.Timeout;
+  private readonly onStatus: (s: VmStatus) => void;
+
+  constructor(id: string, logPath: string, onStatus: (s: VmStatus) => void) {
+    this.id = id;
+    this.log = new ConsoleLogFile(logPath);
+    this.onStatus = onStatus;
+  }
+
+  get running(): boolean {
+    return this.state !== 'stopped';
+  }
+
+  status(): VmStatus {
+    const s: VmStatus = { id: this.id, state: this.state };
+    if (this.lastExit) s.lastExit = { ...this.lastExit };
+    if (this.startedAt !== undefined && this.state !== 'stopped') s.startedAt = this.startedAt;
+    if (this.resolved && this.state !== 'stopped') s.resolved = this.resolved;
+    const dropped = (this.vm?.droppedConsoleBytes ?? this.droppedByVm) + this.droppedForSubscribers + this.log.dropped;
+    if (dropped) s.droppedConsoleBytes = dropped;
+    return s;
+  }
+
+  async start(input: StartInput): Promise<VmStatus> {
+    if (this.state !== 'stopped') throw new ApiError('conflict', `${input.name} is already ${this.state}`);
+    const run = this.startAndAttach(input);
+    // A stop or force stop that arrives meanwhile waits for this, then finds the VM attached.
+    this.starting = run.catch(() => undefined);
+    try {
+      return await run;
+    } finally {
+      this.starting = undefined;
+    }
+  }
+
+  private async startAndAttach(input: StartInput): Promise<VmStatus> {
+    this.state = 'starting';
+    this.forceMessage = undefined;
+    this.resolved = toResolvedDto(input.resolved, input.commandLine);
+    this.emitStatus();
+    let vm: VirtualMachine;
+    try {
+      vm = await VirtualMachine.start(input.resolved.spec);
+    } catch (e) {
+      const message = sanitizeVmError((e as Error)?.message ?? String(e));
+      this.state = 'stopped';
+      this.lastExit = { kind: 'start-failed', message, at: Date.now() };
+      this.emitStatus();
+      throw new ApiError('host', `cannot start ${input.name}: ${message}`);
+    }
+    this.attach(vm);
+    return this.status();
+  }
+
+  private attach(vm: VirtualMachine): void {
+    this.vm = vm;
+    this.startedAt = Date.now();
+    this.epochBase = performance.timeOrigin + vm.startedAt;
+    this.metrics = [];
+    this.ownMarkers = [];
+    this.droppedByVm = 0;
+    this.droppedForSubscribers = 0;
+    vm.on('console', (b) => this.onConsole(b));
+    vm.on('agent', (e) => this.onAgent(e));
+    vm.on('state', (s) => this.onVmState(s));
+    vm.on('exit', (x) => this.onExit(x));
+    try {
+      const sampler = Sampler.forVm(vm);
+      sampler.subscribe((e) => this.onTelemetry(e));
+      this.sampler = sampler;
+    } catch (e) {
+      // Telemetry is an extra: a VM without it still runs; the charts say why they are empty.
+      this.sampler = undefined;
+      this.addMarker(`telemetry unavailable: ${(e as Error).message}`);
+    }
+    this.mark('started');
+    this.state = vm.state === 'paused' ? 'paused' : 'running';
+    this.emitStatus();
+    // The VM may have ended during start-up already (a guest that powers off at once).
+    if (vm.state === 'stopped') void vm.exited.then((x) => this.onExit(x));
+  }
+
+  private onVmState(s: VmState): void {
+    if (this.state === 'stopping' || s === 'stopped' || s === 'starting') return;
+    const next: VmRunState = s;
+    if (next !== this.state) {
+      this.state = next;
+      this.emitStatus();
+    }
+  }
+
+  private onExit(exit: VmExit): void {
+    if (!this.vm) return;
+    this.droppedByVm = this.vm.droppedConsoleBytes;
+    this.vm = undefined;
+    const message = exit.kind === 'stopped' && this.forceMessage ? this.forceMessage : exit.message;
+    // Which vCPU hit a fault is worth saying; which one wrote the power-off register is not.
+    const where = exit.vcpu !== undefined && !isCleanExit(exit.kind) ? ` (vCPU ${exit.vcpu})` : '';
+    this.lastExit = { kind: exit.kind, message: `${message}${where}`, at: Date.now() };
+    this.state = 'stopped';
+    this.flushConsole();
+    this.flushTelemetry();
+    this.log.flush();
+    this.emitStatus();
+  }
+
+  /** ACPI power button, then a forced stop after graceMs if the guest has not powered off. */
+  async stop(graceMs: number): Promise<VmStatus> {
+    await this.starting;
+    const vm = this.vm;
+    if (!vm) return this.status();
+    this.state = 'stopping';
+    this.emitStatus();
+    let listening = false;
+    try {
+      if (vm.state === 'paused') vm.resume();
+      listening = vm.pressPowerButton();
+    } catch { /* the VM is already going away */ }
+    if (!listening) {
+      // The guest never enabled power-button events: waiting would only delay the inevitable.
+      this.forceMessage = 'stopped by the user (the guest does not handle the ACPI power button, so it was stopped at once)';
+      await vm.stop();
+    } else {
+      let timer: NodeJS.Timeout | undefined;
+      const exited = await Promise.race([
+        vm.exited.then(() => true),
+        new Promise<boolean>((r) => { timer = setTimeout(() => r(false), graceMs); }),
+      ]);
+      clearTimeout(timer);
+      if (!exited) {
+        this.forceMessage = `the guest did not power off within ${graceMs} ms of the ACPI power button; stopped by force`;
+        await vm.stop();
+      }
+    }
+    await vm.exited;
+    return this.status();
+  }
+
+  async forceStop(): Promise<VmStatus> {
+    await this.starting;
+    const vm = this.vm;
+    if (!vm) return this.status();
+    this.forceMessage = 'stopped by force (the user)';
+    this.state = 'stopping';
+    this.emitStatus();
+    await vm.stop();
+    return this.status();
+  }
+
+  pause(): VmStatus {
+    const vm = this.need('pause');
+    if (this.state === 'running') vm.pause();
+    return this.status();
+  }
+
+  resume(): VmStatus {
+    const vm = this.need('resume');
+    if (this.state === 'paused') vm.resume();
+    return this.status();
+  }
+
+  setHaltPollNs(ns: number): VmStatus {
+    const vm = this.need('change halt polling of');
+    try {
+      vm.setHaltPollNs(ns);
+    } catch (e) {
+      throw new ApiError('host', `halt-poll-ns could not be changed: ${(e as Error).message}`);
+    }
+    this.mark(`halt-poll-ns=${ns}`);
+    return this.status();
+  }
+
+  setPin(hostCpus: number[]): VmStatus {
+    const vm = this.need('re-pin');
+    try {
+      vm.setPin(hostCpus);
+    } catch (e) {
+      throw new ApiError('host', `the vCPUs could not be pinned: ${(e as Error).message}`);
+    }
+    this.mark(`pin=${hostCpus.length ? hostCpus.join('+') : 'none'}`);
+    return this.status();
+  }
+
+  sendConsole(data: string): void {
+    this.need('type into').sendConsole(Buffer.from(data, 'latin1'));
+  }
+
+  private need(what: string): VirtualMachine {
+    if (!this.vm || this.state === 'stopping') throw new ApiError('conflict', `cannot ${what} a VM that is ${this.state}`);
+    return this.vm;
+  }
+
+  // ---- streaming ----
+
+  /** Adds a subscriber and returns what it should show first; the stream continues from there. */
+  subscribe(sink: EventSink): Subscription['backfill'] {
+    // Deliver what is pending to the existing subscribers first: the backfill then covers it,
+    // and the new subscriber never sees a sample or a byte twice.
+    this.flushConsole();
+    this.flushTelemetry();
+    if (!this.scrollbackLoaded) {
+      this.scrollbackLoaded = true;
+      // After an app restart the in-memory scrollback is empty: the log's tail stands in for it.
+      if (this.scrollback.size === 0 && !this.vm) this.scrollback.push(readLogTail(this.log.path, this.scrollback.limit));
+    }
+    const samples = this.sampler ? this.toApiSamples(this.sampler.records().slice(-MAX_BACKFILL_SAMPLES)) : [];
+    const markers = this.sampler ? this.sampler.markers.map((m) => this.toApiMarker(m)) : [...this.ownMarkers];
+    this.sinks.add(sink);
+    return { console: this.scrollback.text(), samples, markers, metrics: [...this.metrics] };
+  }
+
+  unsubscribe(sink: EventSink): void {
+    this.sinks.delete(sink);
+  }
+
+  private onConsole(bytes: Uint8Array): void {
+    this.scrollback.push(bytes);
+    this.log.write(bytes);
+    if (this.sinks.size === 0) return;
+    this.pendingConsole.push(new Uint8Array(bytes)); // a copy (Buffer#slice would share)
+    this.pendingConsoleBytes += bytes.length;
+    while (this.pendingConsoleBytes > MAX_PENDING_CONSOLE && this.pendingConsole.length > 1) {
+      const dropped = this.pendingConsole.shift()!;
+      this.pendingConsoleBytes -= dropped.length;
+      this.droppedForSubscribers += dropped.length;
+    }
+    this.consoleTimer ??= setTimeout(() => this.flushConsole(), CONSOLE_FLUSH_MS);
+  }
+
+  private flushConsole(): void {
+    if (this.consoleTimer) clearTimeout(this.consoleTimer);
+    this.consoleTimer = undefined;
+    if (this.pendingConsoleBytes === 0) return;
+    const data = Buffer.concat(this.pendingConsole, this.pendingConsoleBytes).toString('latin1');
+    this.pendingConsole = [];
+    this.pendingConsoleBytes = 0;
+    this.send({ type: 'console', vmId: this.id, data });
+  }
+
+  private onAgent(e: AgentEvent): void {
+    const metric: GuestMetric = { t: Date.now(), event: e.event, fields: { ...e.fields } };
+    this.metrics.push(metric);
+    if (this.metrics.length > MAX_METRICS) this.metrics.shift();
+    if (this.sinks.size === 0 || this.pendingMetrics.length >= MAX_METRICS_PER_FLUSH) return;
+    this.pendingMetrics.push(metric);
+    this.scheduleTelemetry();
+  }
+
+  private onTelemetry(e: TelemetryEvent): void {
+    if (this.sinks.size === 0 || e.type === 'backfill') return;
+    if (e.type === 'sample') {
+      this.pendingSamples.push(...this.toApiSamples(e.records));
+      if (this.pendingSamples.length > MAX_PENDING_SAMPLES) this.pendingSamples.splice(0, this.pendingSamples.length - MAX_PENDING_SAMPLES);
+    } else {
+      this.pendingMarkers.push(this.toApiMarker(e.marker));
+    }
+    this.scheduleTelemetry();
+  }
+
+  private scheduleTelemetry(): void {
+    this.telemetryTimer ??= setTimeout(() => this.flushTelemetry(), TELEMETRY_FLUSH_MS);
+  }
+
+  private flushTelemetry(): void {
+    if (this.telemetryTimer) clearTimeout(this.telemetryTimer);
+    this.telemetryTimer = undefined;
+    if (this.pendingSamples.length || this.pendingMarkers.length) {
+      const event: ApiEvent = { type: 'telemetry', vmId: this.id, samples: this.pendingSamples };
+      if (this.pendingMarkers.length) event.markers = this.pendingMarkers;
+      this.pendingSamples = [];
+      this.pendingMarkers = [];
+      this.send(event);
+    }
+    const metrics = this.pendingMetrics;
+    this.pendingMetrics = [];
+    for (const metric of metrics) this.send({ type: 'guest-metric', vmId: this.id, metric });
+  }
+
+  /** A chart marker: through the sampler when there is one (it keeps them), else our own list. */
+  private mark(label: string): void {
+    if (this.sampler?.running) this.sampler.markEvent(label);
+    else this.addMarker(label);
+  }
+
+  private addMarker(label: string): void {
+    const marker = { t: Date.now(), label };
+    this.ownMarkers.push(marker);
+    if (this.ownMarkers.length > 1000) this.ownMarkers.shift();
+    if (this.sinks.size) {
+      this.pendingMarkers.push(marker);
+      this.scheduleTelemetry();
+    }
+  }
+
+  private toApiSamples(records: SampleRecord[]): TelemetrySample[] {
+    for (const r of records) r.t = Math.round((this.epochBase + r.t) * 10) / 10;
+    return records;
+  }
+
+  private toApiMarker(m: SamplerMarker): TelemetryMarker {
+    return { t: Math.round((this.epochBase + m.t) * 10) / 10, label: m.label };
+  }
+
+  private send(e: ApiEvent): void {
+    for (const sink of this.sinks) {
+      try { sink(e); } catch { /* one broken subscriber must not stop the others */ }
+    }
+  }
+
+  private emitStatus(): void {
+    try { this.onStatus(this.status()); } catch { /* a listener's problem, not the VM's */ }
+  }
+
+  /** Stops the VM (if it runs) and writes out the log: service shutdown. */
+  async dispose(graceMs: number): Promise<void> {
+    try {
+      await this.stop(graceMs);
+    } catch { /* already reported as its status */ }
+    this.flushConsole();
+    this.flushTelemetry();
+    this.log.flush();
+    this.sinks.clear();
+  }
+
+  /** The VM was deleted: forget its logs too. */
+  removeLogs(): void {
+    this.log.remove();
+    this.scrollback.clear();
+  }
+}
+
+export function toResolvedDto(r: ResolvedMachine, commandLine: string): ResolvedDto {
+  const res = r.resolution;
+  return {
+    machine: res.machine,
+    features: res.features.map((f) => ({ name: f.name, value: f.value, source: f.source })),
+    kvmFeatures: res.kvmFeatures,
+    kvmHints: res.kvmHints,
+    disableExits: disableExitNames(res.disableExits),
+    notes: [...res.notes],
+    warnings: [...res.warnings],
+    commandLine,
+  };
+}

@@ -1,0 +1,56 @@
+// What the wizard may offer, with reasons, for simulated hosts that lack something.
+import { describe, expect, it } from 'vitest';
+import { buildHostInfo } from '../../electron/service/host-info.ts';
+import { SIM_KVM_FEATURES, simulatedHost } from '../support/simulated-host.ts';
+
+const option = (info: ReturnType<typeof buildHostInfo>, name: string) => info.options.find((o) => o.option === name);
+
+describe('host info', () => {
+  it('a full hardware host offers everything but what Unhalt can never give', () => {
+    const info = buildHostInfo([], () => simulatedHost());
+    expect(info.kind).toBe('hardware');
+    expect(info.maxVcpus).toBe(710);
+    expect(option(info, 'machine:unhalt-1.1')).toEqual({ option: 'machine:unhalt-1.1', available: true });
+    expect(option(info, 'feature:kvm-msi-ext-dest-id')).toEqual({ option: 'feature:kvm-msi-ext-dest-id', available: false, reason: 'needs a userspace I/O APIC (split irqchip); Unhalt uses the in-kernel one' });
+    expect(option(info, 'cpu-pm')).toMatchObject({ available: true, reason: expect.stringMatching(/halt exits flatline/) });
+    expect(option(info, 'halt-poll-ns')).toMatchObject({ available: true, reason: 'host default halt_poll_ns=200000' });
+    expect(info.features.find((f) => f.name === 'kvm-pv-unhalt')).toMatchObject({ hostOffers: true, usesHypercalls: true });
+    expect(info.machineTypes.find((m) => m.newest)?.name).toBe('unhalt-1.1');
+    expect(info.telemetry).toEqual({ binaryStats: true });
+  });
+
+  it('greys out cpu-pm without HLT in the disable-exits mask, and halt polling without its cap', () => {
+    const info = buildHostInfo([], () => simulatedHost({ disableExits: 0x4, haltPoll: false, binaryStats: false }));
+    expect(option(info, 'cpu-pm')).toEqual({ option: 'cpu-pm', available: false, reason: 'needs KVM_CAP_X86_DISABLE_EXITS with HLT; this host\'s KVM offers PAUSE' });
+    expect(option(info, 'halt-poll-ns')).toMatchObject({ available: false, reason: expect.stringMatching(/KVM_CAP_HALT_POLL/) });
+    expect(info.telemetry.binaryStats).toBe(false);
+    expect(info.telemetry.note).toMatch(/KVM_CAP_BINARY_STATS_FD/);
+  });
+
+  it('a host without PV_UNHALT: the feature and the machine type that defaults it on are unavailable', () => {
+    const info = buildHostInfo([], () => simulatedHost({ kvmFeatures: SIM_KVM_FEATURES & ~0x80 }));
+    expect(option(info, 'feature:kvm-pv-unhalt')).toEqual({ option: 'feature:kvm-pv-unhalt', available: false, reason: 'this host\'s KVM does not offer it (CPUID 0x40000001 EAX bit 7)' });
+    expect(option(info, 'machine:unhalt-1.1')).toEqual({ option: 'machine:unhalt-1.1', available: false, reason: 'turns kvm-pv-unhalt on by default, which this host\'s KVM does not offer' });
+    expect(option(info, 'machine:unhalt-1.0')?.available).toBe(true);
+  });
+
+  it('on PVM: hypercall features and cpu-pm carry warnings, and the probe guest is the default', () => {
+    const info = buildHostInfo([], () => simulatedHost({ kind: 'pvm' }));
+    for (const f of ['kvm-pv-unhalt', 'kvm-pv-ipi', 'kvm-pv-sched-yield']) {
+      expect(option(info, `feature:${f}`)).toMatchObject({ available: true, reason: expect.stringMatching(/hypercalls, which hang a vCPU on this PVM host/) });
+    }
+    expect(option(info, 'feature:kvmclock')).toEqual({ option: 'feature:kvmclock', available: true });
+    expect(option(info, 'cpu-pm')).toMatchObject({ available: true, reason: expect.stringMatching(/still exits on HLT/) });
+    expect(info.defaultGuest).toEqual({ kind: 'probe', reason: expect.stringMatching(/PVM/) });
+    expect(info.guests.map((g) => g.kind)).toEqual(['probe', 'linux']);
+    expect(info.guests[0]!.label).toBe('Probe (diagnostic guest)');
+  });
+
+  it('without a usable KVM every option says why, and the doctor explains', () => {
+    const info = buildHostInfo([{ name: 'library', ok: true, detail: '0 VMs' }], () => { throw new Error('open /dev/kvm failed: ENOENT'); });
+    expect(info.options.length).toBeGreaterThan(15);
+    for (const o of info.options) expect(o).toMatchObject({ available: false, reason: 'KVM is not usable: open /dev/kvm failed: ENOENT' });
+    expect(info.maxVcpus).toBe(0);
+    expect(info.doctor.at(-1)).toEqual({ name: 'library', ok: true, detail: '0 VMs' });
+  });
+});

@@ -1,0 +1,174 @@
+// The VM library file: atomic writes, schema validation, v0 -> v1 migration, corrupt and
+// newer-version files moved aside (never overwritten), and the cross-process lock.
+import { spawnSync } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { FileLock, LockBusyError } from '../../electron/service/file-lock.ts';
+import { parseLibrary, LibraryFileError, type LibraryRecord } from '../../electron/service/library-schema.ts';
+import { LibraryStore } from '../../electron/service/library-store.ts';
+import { validateConfig } from '../../electron/vmm/config/vm-config.ts';
+import { removeTempHomes, tempHome } from '../support/temp-home.ts';
+
+afterAll(removeTempHomes);
+
+const rec = (name: string, id = `id-${name.toLowerCase()}`): LibraryRecord =>
+  ({ id, config: validateConfig({ name, guest: 'probe', cpus: 2 }), createdAt: 1000, updatedAt: 1000 });
+
+describe('library store', () => {
+  it('saves atomically and loads what it saved', async () => {
+    const home = tempHome();
+    const a = await LibraryStore.open(home);
+    expect(a.list()).toEqual([]);
+    await a.mutate((vms) => { vms.push(rec('one'), rec('two')); });
+    const text = readFileSync(join(home, 'vms.json'), 'utf8');
+    expect(JSON.parse(text).schema).toBe(1);
+    expect(statSync(join(home, 'vms.json')).mode & 0o777).toBe(0o600);
+    // No temp files and no lock left behind.
+    expect(readdirSync(home).sort()).toEqual(['vms.json']);
+    const b = await LibraryStore.open(home);
+    expect(b.list().map((r) => r.config.name)).toEqual(['one', 'two']);
+  });
+
+  it('a change that throws writes nothing', async () => {
+    const home = tempHome();
+    const s = await LibraryStore.open(home);
+    await s.mutate((vms) => { vms.push(rec('keep')); });
+    const before = readFileSync(join(home, 'vms.json'), 'utf8');
+    await expect(s.mutate((vms) => { vms.push(rec('lost')); throw new Error('no'); })).rejects.toThrow('no');
+    expect(readFileSync(join(home, 'vms.json'), 'utf8')).toBe(before);
+    expect(s.list().map((r) => r.config.name)).toEqual(['keep']);
+  });
+
+  it('queues changes within one process: 20 concurrent adds all land', async () => {
+    const s = await LibraryStore.open(tempHome());
+    await Promise.all(Array.from({ length: 20 }, (_, i) => s.mutate((vms) => { vms.push(rec(`vm${i}`)); })));
+    expect(s.list()).toHaveLength(20);
+  });
+
+  it('sees a change another store (process) made', async () => {
+    const home = tempHome();
+    const a = await LibraryStore.open(home);
+    const b = await LibraryStore.open(home);
+    await b.mutate((vms) => { vms.push(rec('from-b')); });
+    expect(a.list().map((r) => r.config.name)).toEqual(['from-b']);
+    // And a's next change starts from b's content, not from its own stale copy.
+    await a.mutate((vms) => { vms.push(rec('from-a')); });
+    expect(b.list().map((r) => r.config.name)).toEqual(['from-b', 'from-a']);
+  });
+
+  it('moves a corrupt file aside, reports it, and never overwrites it', async () => {
+    const home = tempHome();
+    const garbage = '{"schema": 1, "vms": [ {"id": "x", "config": ';
+    writeFileSync(join(home, 'vms.json'), garbage);
+    const notices: string[] = [];
+    const s = await LibraryStore.open(home, { onNotice: (n) => notices.push(n.message) });
+    expect(s.list()).toEqual([]);
+    expect(s.notices).toHaveLength(1);
+    expect(s.notices[0]!.severity).toBe('error');
+    expect(notices[0]).toMatch(/is damaged: not valid JSON .*moved to .*vms\.json\.corrupt-/);
+    const aside = s.notices[0]!.movedTo!;
+    expect(readFileSync(aside, 'utf8')).toBe(garbage);
+    await s.mutate((vms) => { vms.push(rec('fresh')); });
+    expect(readFileSync(aside, 'utf8')).toBe(garbage);
+    expect(readdirSync(home).filter((f) => f.includes('corrupt'))).toHaveLength(1);
+  });
+
+  it('a file with an invalid VM is corrupt as a whole (saving would drop that VM)', async () => {
+    const home = tempHome();
+    writeFileSync(join(home, 'vms.json'), JSON.stringify({ schema: 1, vms: [{ id: 'a', config: { cpus: 'lots' }, createdAt: 1, updatedAt: 1 }] }));
+    const s = await LibraryStore.open(home);
+    expect(s.notices[0]!.message).toMatch(/VM #1 \(a\): cpus must be a whole number/);
+    expect(existsSync(join(home, 'vms.json'))).toBe(false);
+  });
+
+  it('a library from a newer Unhalt is kept aside, not read wrongly', async () => {
+    const home = tempHome();
+    writeFileSync(join(home, 'vms.json'), JSON.stringify({ schema: 7, vms: [], somethingNew: true }));
+    const s = await LibraryStore.open(home);
+    expect(s.notices[0]!.message).toMatch(/written by a newer Unhalt \(library schema 7; this one reads up to 1\)/);
+    expect(JSON.parse(readFileSync(s.notices[0]!.movedTo!, 'utf8')).schema).toBe(7);
+  });
+
+  it('migrates schema 0 and keeps the original', async () => {
+    const home = tempHome();
+    const v0 = {
+      vms: {
+        'old-one': { name: 'legacy', cpus: 2, memory: '256M', cmdline: 'scenario=echo', overcommit: { cpuPm: true }, created: '2024-05-01T10:00:00Z' },
+        'old-two': { name: 'big', cpus: '4', memory: '1G', features: { 'kvm-pv-unhalt': false }, haltPollNs: 0 },
+      },
+    };
+    writeFileSync(join(home, 'vms.json'), JSON.stringify(v0));
+    const s = await LibraryStore.open(home);
+    const [a, b] = s.list();
+    expect(a).toMatchObject({ id: 'old-one', createdAt: Date.parse('2024-05-01T10:00:00Z') });
+    expect(a!.config).toMatchObject({ name: 'legacy', cpus: 2, memoryMiB: 256, append: 'scenario=echo', cpuPm: true, machine: 'unhalt-1.0', guest: 'probe' });
+    expect(b!.config).toMatchObject({ name: 'big', cpus: 4, memoryMiB: 1024, cpuFeatures: { 'kvm-pv-unhalt': false }, haltPollNs: 0 });
+    expect(JSON.parse(readFileSync(join(home, 'vms.json'), 'utf8')).schema).toBe(1);
+    expect(s.notices[0]).toMatchObject({ severity: 'info' });
+    const backup = readdirSync(home).find((f) => f.startsWith('vms.json.schema0-'))!;
+    expect(JSON.parse(readFileSync(join(home, backup), 'utf8'))).toEqual(v0);
+  });
+
+  it('a bad schema-0 file is corrupt, with the reason', () => {
+    expect(() => parseLibrary(JSON.stringify({ vms: { x: { name: 'a', cpus: 1, memory: 'lots' } } }))).toThrow(LibraryFileError);
+    expect(() => parseLibrary(JSON.stringify({ vms: { x: { name: 'a', cpus: 1, memory: 'lots' } } }))).toThrow(/memory "lots", not like 512M/);
+    expect(() => parseLibrary('[]')).toThrow(/top level is not an object/);
+    expect(() => parseLibrary(JSON.stringify({ schema: 1, vms: [], extra: 1 }))).toThrow(/unknown top-level field "extra"/);
+    expect(() => parseLibrary(JSON.stringify({ schema: 1, vms: [rec('a', 'same'), rec('b', 'same')] }))).toThrow(/repeats the id same/);
+    expect(() => parseLibrary(JSON.stringify({ schema: 1, vms: [rec('a', '../../etc')] }))).toThrow(/no valid id/);
+  });
+});
+
+describe('library lock', () => {
+  it('a second writer is refused while the lock is held, and gets it once released', async () => {
+    const home = tempHome();
+    const first = await LibraryStore.open(home);
+    const second = await LibraryStore.open(home, { lock: { timeoutMs: 150 } });
+    const held = await FileLock.acquire(first.lockPath);
+    await expect(second.mutate((vms) => { vms.push(rec('blocked')); })).rejects.toBeInstanceOf(LockBusyError);
+    expect(existsSync(join(home, 'vms.json'))).toBe(false);
+    held.release();
+    await second.mutate((vms) => { vms.push(rec('now')); });
+    expect(first.list().map((r) => r.config.name)).toEqual(['now']);
+  });
+
+  it('a waiting writer proceeds as soon as the holder releases', async () => {
+    const home = tempHome();
+    const s = await LibraryStore.open(home, { lock: { timeoutMs: 5000 } });
+    const held = await FileLock.acquire(s.lockPath);
+    setTimeout(() => held.release(), 100);
+    const t = performance.now();
+    await s.mutate((vms) => { vms.push(rec('after-wait')); });
+    expect(performance.now() - t).toBeGreaterThanOrEqual(90);
+    expect(s.list()).toHaveLength(1);
+  });
+
+  it('a lock left by a dead process is broken', async () => {
+    const home = tempHome();
+    const s = await LibraryStore.open(home, { lock: { timeoutMs: 500 } });
+    // A real pid that is certainly gone: a child that has exited.
+    const dead = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))'], { encoding: 'utf8' });
+    writeFileSync(s.lockPath, `${dead.stdout} 12345\n`);
+    await s.mutate((vms) => { vms.push(rec('after-stale')); });
+    expect(s.list()).toHaveLength(1);
+    expect(existsSync(s.lockPath)).toBe(false);
+  });
+
+  it('a lock whose pid was reused by a younger process is stale too', () => {
+    const path = join(tempHome(), 'x.lock');
+    // Our own pid, but with a start time that is not ours: the recorded holder is gone.
+    writeFileSync(path, `${process.pid} 1\n`);
+    const lock = FileLock.tryAcquire(path);
+    expect(lock).not.toBeNull();
+    lock!.release();
+  });
+
+  it('a live holder is respected (this process holds it)', () => {
+    const path = join(tempHome(), 'y.lock');
+    const a = FileLock.tryAcquire(path)!;
+    expect(FileLock.tryAcquire(path)).toBeNull();
+    a.release();
+    expect(FileLock.tryAcquire(path)).not.toBeNull();
+  });
+});

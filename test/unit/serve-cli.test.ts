@@ -1,0 +1,46 @@
+// `unhalt serve` as a user runs it: prints the URL on stdout, serves it, refuses a bad port, and
+// shuts down cleanly on SIGTERM.
+import { spawn, spawnSync } from 'node:child_process';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { removeTempHomes, tempHome } from '../support/temp-home.ts';
+
+afterAll(removeTempHomes);
+
+const BIN = new URL('../../bin/unhalt.mjs', import.meta.url).pathname;
+const env = (home: string) => ({ ...process.env, UNHALT_HOME: home, NODE_COMPILE_CACHE: join(tmpdir(), 'unhalt-compile-cache'), DISPLAY: '', WAYLAND_DISPLAY: '' });
+
+describe('unhalt serve', () => {
+  it('prints the URL, serves it, and exits 0 on SIGTERM', async () => {
+    const child = spawn(process.execPath, [BIN, 'serve', '--no-open'], { env: env(tempHome('cli')), stdio: ['ignore', 'pipe', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (d) => { stderr += d; });
+    const url = await new Promise<string>((resolve, reject) => {
+      let out = '';
+      child.stdout.on('data', (d) => {
+        out += d;
+        if (out.includes('\n')) resolve(out.trim());
+      });
+      child.on('exit', (code) => reject(new Error(`serve exited ${code}: ${stderr}`)));
+    });
+    expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/\?token=[A-Za-z0-9_-]{43}$/);
+    const res = await fetch(url);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-security-policy')).toMatch(/script-src 'self'/);
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    child.kill('SIGTERM');
+    expect(await exited).toBe(0);
+    expect(stderr).toMatch(/loopback only/);
+  }, 30_000);
+
+  it('refuses a bad port with one line and exit code 1', () => {
+    const r = spawnSync(process.execPath, [BIN, 'serve', '--port', '99999', '--no-open'], { env: env(tempHome('cli')), encoding: 'utf8' });
+    expect(r.status).toBe(1);
+    expect(r.stdout).toBe('');
+    expect(r.stderr.trim()).toBe('unhalt: --port must be a TCP port number (0-65535; 0 picks a free one), got "99999"');
+    const host = spawnSync(process.execPath, [BIN, 'serve', '--host', '0.0.0.0'], { env: env(tempHome('cli')), encoding: 'utf8' });
+    expect(host.status).toBe(1);
+    expect(host.stderr).toMatch(/Unknown option '--host'/);
+  });
+});
