@@ -26,7 +26,7 @@ unhalt bench --workload NAME --config A='cpus=2,cpu-pm=off' --config B='cpus=2,c
              [--guest probe|linux] [--workload-args S] [--runs N] [--vs-qemu] [--bare]
              [--format md|json|csv] [--output F]
 unhalt doctor [--json]
-unhalt serve [--port N] [--no-open]
+unhalt serve [--port N] [--no-open] [--demo]
 `;
 
 export async function main(argv: string[]): Promise<number> {

@@ -3,6 +3,7 @@ import { commandLine } from '../vmm/config/cli-args.ts';
 import type { ResolvedMachine } from '../vmm/config/resolve.ts';
 import type { VmConfig } from '../vmm/config/vm-config.ts';
 import { PV_FEATURES } from '../vmm/machine/features.ts';
+import { PVM_PROFILE_PARAMS } from '../vmm/guests-linux.ts';
 import { disableExitNames } from '../vmm/machine/host-caps.ts';
 import { MACHINE_ALIAS, MACHINE_TYPES, NEWEST_MACHINE } from '../vmm/machine/machine-types.ts';
 
@@ -14,6 +15,8 @@ export function describeResolution(c: VmConfig, r: ResolvedMachine): string {
     `name:          ${c.name}`,
     `guest:         ${c.guest}  (kernel ${spec.kernelPath}${spec.initrdPath ? `, initrd ${spec.initrdPath}` : ''})`,
     `command line:  ${spec.cmdline || '(empty)'}`,
+    ...(c.guest === 'linux' && spec.cmdline.includes(PVM_PROFILE_PARAMS)
+      ? [`               (PVM profile added: ${PVM_PROFILE_PARAMS}; --pvm-profile off drops it)`] : []),
     `cpus:          ${spec.cpus}`,
     `memory:        ${spec.memoryMiB} MiB${c.memLock ? ' (locked)' : ''}`,
     `machine:       ${res.machine}`,

@@ -1,9 +1,11 @@
 // `unhalt run`: boot one VM with ttyS0 on stdin/stdout.
-import { createWriteStream, type WriteStream } from 'node:fs';
+import { createWriteStream, existsSync, rmSync, type WriteStream } from 'node:fs';
 import { VM_OPTIONS, configFromOptions } from '../vmm/config/cli-args.ts';
 import { resolveMachine, type ResolvedMachine } from '../vmm/config/resolve.ts';
 import { ConfigError, type VmConfig } from '../vmm/config/vm-config.ts';
 import { probeHost } from '../vmm/machine/host-caps.ts';
+import { defaultGuest } from '../vmm/guests-select.ts';
+import { hostKind } from '../vmm/host.ts';
 import { isCleanExit, VirtualMachine, type VmExit } from '../vmm/vm.ts';
 import { NdjsonStatsWriter } from '../vmm/telemetry/ndjson.ts';
 import { DEFAULT_INTERVAL_MS, Sampler } from '../vmm/telemetry/sampler.ts';
@@ -27,11 +29,17 @@ export async function runCommand(argv: string[]): Promise<number> {
   let agentLog: WriteStream | undefined;
   let statsWriter: NdjsonStatsWriter | undefined;
   let statsIntervalMs = DEFAULT_INTERVAL_MS;
+  const created: string[] = [];
   try {
     const { values } = parse(argv, OPTIONS);
     if (values.timeout !== undefined) {
       timeoutS = Number(values.timeout);
       if (!Number.isFinite(timeoutS) || timeoutS <= 0) throw new UsageError(`--timeout must be a positive number of seconds, got "${values.timeout}"`);
+    }
+    if (values.guest === undefined && values.kernel === undefined) {
+      const chosen = defaultGuest(hostKind());
+      values.guest = chosen.kind;
+      if (chosen.kind === 'probe' && !values['dry-run']) say(`note: ${chosen.reason}`);
     }
     const config = configFromOptions(values);
     const resolved = resolveMachine(config, probeHost());
@@ -45,8 +53,12 @@ export async function runCommand(argv: string[]): Promise<number> {
         throw new UsageError(`--stats-interval must be a whole number of ms between 10 and 60000, got "${values['stats-interval']}"`);
       }
     }
-    if (values['agent-log']) agentLog = await openLog(values['agent-log']);
+    if (values['agent-log']) {
+      if (!existsSync(values['agent-log'])) created.push(values['agent-log']);
+      agentLog = await openLog(values['agent-log']);
+    }
     if (values.stats) {
+      if (!existsSync(values.stats)) created.push(values.stats);
       try {
         statsWriter = await NdjsonStatsWriter.open(values.stats);
       } catch (e) {
@@ -57,8 +69,10 @@ export async function runCommand(argv: string[]): Promise<number> {
     for (const w of resolved.resolution.warnings) say(`warning: ${w}`);
   } catch (e) {
     say(e instanceof UsageError || e instanceof ConfigError ? e.message : `cannot start the VM: ${(e as Error).message}`);
-    agentLog?.close();
+    if (agentLog) await new Promise<void>((r) => agentLog!.end(r));
     await statsWriter?.close();
+    // Nothing started: leave no log or stats file behind that this run created.
+    for (const f of created) rmSync(f, { force: true });
     return EXIT_CODES.badInput;
   }
 

@@ -11,8 +11,10 @@ import { EXIT_CODES, UsageError, parse, say } from './args.ts';
 export async function serveCommand(argv: string[]): Promise<number> {
   let port = 0;
   let open = true;
+  let demo = false;
   try {
-    const { values } = parse(argv, { port: { type: 'string' }, 'no-open': { type: 'boolean' } });
+    const { values } = parse(argv, { port: { type: 'string' }, 'no-open': { type: 'boolean' }, demo: { type: 'boolean' } });
+    demo = values.demo === true;
     if (values.port !== undefined) {
       port = Number(values.port);
       if (!/^\d{1,5}$/.test(values.port) || port > 65535) throw new UsageError(`--port must be a TCP port number (0-65535; 0 picks a free one), got "${values.port}"`);
@@ -41,6 +43,7 @@ export async function serveCommand(argv: string[]): Promise<number> {
     return EXIT_CODES.badInput;
   }
 
+  if (demo) await startDemo(service);
   process.stdout.write(`${server.url}\n`);
   say(`host mode on ${server.origin} (loopback only; the token in the URL is the key). Ctrl-C stops the server and its VMs.`);
   const opener = open ? openBrowser(home, server) : undefined;
@@ -64,6 +67,19 @@ export async function serveCommand(argv: string[]): Promise<number> {
   await server.close();
   await service.shutdown();
   return EXIT_CODES.ok;
+}
+
+/** `--demo`: a 2-vCPU probe VM (its echo shell) in the library, started, so the app opens on a live guest. */
+async function startDemo(service: UnhaltService): Promise<void> {
+  const name = 'probe-demo';
+  try {
+    const existing = (await service.listVms()).find((v) => v.config.name === name);
+    const vm = existing ?? await service.createVm({ name, guest: 'probe', cpus: 2, memoryMiB: 64, append: 'scenario=echo' });
+    if (vm.status.state === 'stopped') await service.startVm(vm.id);
+    say(`demo: VM "${name}" is running (the probe guest's echo shell; type help in its console)`);
+  } catch (e) {
+    say(`demo: could not start the probe VM: ${(e as Error).message}`);
+  }
 }
 
 /**

@@ -4,6 +4,7 @@ import { CAP } from '../../native/kvm/abi.ts';
 import { Kvm, kvmDevicePath } from '../../native/kvm/kvm.ts';
 import { PROBE_KERNEL, probeBuilt } from './guests.ts';
 import { hostHaltPollParams, hostKind } from './host.ts';
+import { LINUX_KIT_BUILD_HINT, linuxKitInfo } from './guests-linux.ts';
 
 export interface DoctorCheck {
   name: string;
@@ -88,6 +89,12 @@ export function runDoctor(): DoctorReport {
   checks.push({
     name: 'probe-guest', ok: probeBuilt(), detail: probeBuilt() ? `built: ${PROBE_KERNEL}` : `not built (gcc ${gcc ? 'present' : 'missing'})`,
     fix: gcc ? 'run: npm run build:guests' : 'install gcc (apt-get install gcc), then run: npm run build:guests',
+  });
+  const kit = linuxKitInfo();
+  checks.push({
+    name: 'linux-guest', ok: true,
+    detail: kit ? `built: kernel ${kit.kernel.package} ${kit.kernel.version}, busybox ${kit.busybox.version}` : 'not built (optional)',
+    ...(kit ? {} : { fix: LINUX_KIT_BUILD_HINT }),
   });
   report.ok = checks.every((c) => c.ok);
   return report;

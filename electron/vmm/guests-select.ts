@@ -1,6 +1,10 @@
-// Which files and command line a built-in Linux guest boots with.
+// Which built-in guest a VM gets, and the files and command line a Linux guest boots with.
 import type { HostKind } from './host.ts';
 import { ConfigError, type VmConfig } from './config/vm-config.ts';
+import {
+  LINUX_BZIMAGE, LINUX_INITRD, LINUX_KIT_BUILD_HINT, LINUX_KIT_DIR, LINUX_VMLINUX, linuxCmdline, linuxKitBuilt,
+} from './guests-linux.ts';
+import { existsSync } from 'node:fs';
 
 export interface GuestFiles {
   kernel: string;
@@ -8,6 +12,21 @@ export interface GuestFiles {
   cmdline: string;
 }
 
-export function linuxGuestFiles(_c: VmConfig, _kind: HostKind): GuestFiles {
-  throw new ConfigError('the Linux guest kit is not built: run "npm run build:linux"');
+export function linuxGuestFiles(c: VmConfig, kind: HostKind): GuestFiles {
+  if (!linuxKitBuilt()) throw new ConfigError(`the Linux guest kit is not built (${LINUX_KIT_DIR}): ${LINUX_KIT_BUILD_HINT}`);
+  // On PVM the bzImage spends ~125 s unpacking itself in emulated ring 0; the vmlinux inside it
+  // boots through PVH and skips that. On real hardware the bzImage is the usual path.
+  const kernel = kind === 'pvm' && existsSync(LINUX_VMLINUX) ? LINUX_VMLINUX : LINUX_BZIMAGE;
+  const files: GuestFiles = { kernel, cmdline: linuxCmdline({ append: c.append, hostKind: kind, pvmProfile: c.pvmProfile }) };
+  files.initrd = c.initrd ?? LINUX_INITRD;
+  return files;
+}
+
+/** The guest a new VM gets when the user names none, and a one-line reason when it is not Linux. */
+export function defaultGuest(kind: HostKind): { kind: 'probe' | 'linux'; reason: string } {
+  if (kind === 'pvm') {
+    return { kind: 'probe', reason: 'using the probe guest: this host is PVM, where a stock Linux kernel cannot finish booting' };
+  }
+  if (!linuxKitBuilt()) return { kind: 'probe', reason: `using the probe guest: the Linux guest kit is not built (${LINUX_KIT_BUILD_HINT})` };
+  return { kind: 'linux', reason: 'the Linux guest (Debian cloud kernel + busybox + agent)' };
 }

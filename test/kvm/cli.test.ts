@@ -11,12 +11,19 @@ const dir = mkdtempSync(join(tmpdir(), 'unhalt-cli-'));
 describe.skipIf(!kvmAvailable)('unhalt run', () => {
   it('boots the probe guest, prints ttyS0 on stdout and exits 0 on power-off', async () => {
     const log = join(dir, 'agent.log');
-    const r = await runCli(['run', '--cpus', '2', '--append', 'scenario=hello', '--agent-log', log]);
+    const r = await runCli(['run', '--guest', 'probe', '--cpus', '2', '--append', 'scenario=hello', '--agent-log', log]);
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);
     expect(r.stdout).toContain('2 of 2 CPUs up');
     expect(r.stdout).not.toContain('@u1');
     expect(readFileSync(log, 'utf8')).toMatch(/@u1 boot cpus_found=2 cpus_up=2/);
+  });
+
+  it('names why it picked the probe guest when no guest is given', async () => {
+    const r = await runCli(['run', '--append', 'scenario=hello']);
+    expect(r.code).toBe(0);
+    const note = r.stderr.trim();
+    if (note) expect(note).toMatch(/^unhalt: note: using the probe guest: (this host is PVM|the Linux guest kit is not built)/);
   });
 
   it('feeds stdin to the echo shell; `poweroff` exits 0', async () => {

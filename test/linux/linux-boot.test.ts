@@ -20,8 +20,12 @@ const host = hostKind();
 const kitReady = linuxKitBuilt() && existsSync(LINUX_VMLINUX);
 const PV_UNHALT = 1 << 7;
 const KVM_HINTS_REALTIME = 1;
-/** Per boot, to `x86/fpu:`: measured here ~270 s for the bzImage (decompression is emulated). */
-const PVM_BOOT_DEADLINE_MS = 390_000;
+/**
+ * Per boot, to `x86/fpu:` on PVM. Measured on an idle 2-CPU host: bzImage ~240 s (its LZ4
+ * decompression alone is ~125 s of emulated ring 0), vmlinux ~130 s; with other work on the
+ * host, 1.5-2x that. Both together stay under the lane's 15 minutes.
+ */
+const PVM_DEADLINE_MS = { bzImage: 510_000, vmlinux: 330_000 } as const;
 /** After `x86/fpu:` on PVM: how long to watch for more before stopping the VM. */
 const PVM_AFTER_MS = 20_000;
 const HW_DEADLINE_MS = 60_000;
@@ -72,7 +76,8 @@ async function followStages(g: Watched, stages: Stage[], deadlineMs: number, lab
     });
     from += found!.index + found![0].length;
     times[stage.name] = Math.round(performance.now() - started);
-    console.log(`${label}: ${(times[stage.name]! / 1000).toFixed(1).padStart(6)} s  ${stage.name}`);
+    const prev = Object.values(times).at(-2) ?? 0;
+    console.log(`${label}: ${String(times[stage.name]).padStart(7)} ms since start (+${times[stage.name]! - prev} ms)  ${stage.name}`);
   }
   return times;
 }
@@ -94,19 +99,19 @@ afterEach(async () => {
   running = undefined;
 });
 
-async function boot(label: string, s: MachineSpec): Promise<{ g: Watched; times: Record<string, number> }> {
+async function boot(label: string, s: MachineSpec, pvmDeadlineMs: number): Promise<{ g: Watched; times: Record<string, number> }> {
   const t0 = performance.now();
   const vm = running = await VirtualMachine.start(s);
   const g = watch(vm);
   console.log(`${label}: VM built and started in ${Math.round(performance.now() - t0)} ms (${s.cmdline})`);
-  const times = await followStages(g, requiredStages(s.cmdline), host === 'pvm' ? PVM_BOOT_DEADLINE_MS : HW_DEADLINE_MS, label);
+  const times = await followStages(g, requiredStages(s.cmdline), host === 'pvm' ? pvmDeadlineMs : HW_DEADLINE_MS, label);
   return { g, times };
 }
 
 /** PVM: report what comes after `x86/fpu:` (the int3 self-test ends the VM) and stop. */
 async function reportRest(label: string, g: Watched, fpuAtMs: number): Promise<void> {
   const before = g.console().length;
-  const ended = await Promise.race([g.vm.exited, new Promise<undefined>((r) => setTimeout(r, PVM_AFTER_MS))]);
+  const ended = await Promise.race([g.vm.exited, new Promise<undefined>((r) => setTimeout(() => r(undefined), PVM_AFTER_MS))]);
   const exit: VmExit = ended ?? await g.vm.stop();
   const tail = g.console().slice(before).split('\n').map((l) => l.trim()).filter(Boolean);
   const at = Math.round(performance.now() - g.vm.startedAt);
@@ -121,7 +126,7 @@ async function agentAndPoweroff(label: string, g: Watched): Promise<void> {
   const ready = await g.waitForEvent('ready', HW_DEADLINE_MS);
   console.log(`${label}: ${(Math.round(performance.now() - g.vm.startedAt) / 1000).toFixed(1).padStart(6)} s  @u1 ready ${JSON.stringify(ready.fields)}`);
   expect(ready.fields.nproc).toBe(2);
-  await g.waitForConsole(/unhalt:[^\n]*# $/, HW_DEADLINE_MS);
+  await g.waitForConsole('unhalt:~# ', HW_DEADLINE_MS); // busybox ash's prompt (may be followed by ESC[6n)
   g.vm.sendConsole('poweroff\n');
   const exit = await Promise.race([g.vm.exited, new Promise<never>((_, rej) => setTimeout(() => rej(new Error(`${label}: no power-off within 30 s`)), 30_000))]);
   console.log(`${label}: ${(Math.round(performance.now() - g.vm.startedAt) / 1000).toFixed(1).padStart(6)} s  ${exit.kind}`);
@@ -130,14 +135,14 @@ async function agentAndPoweroff(label: string, g: Watched): Promise<void> {
 
 describe.skipIf(!kvmAvailable || !kitReady)('Debian cloud kernel on our VMM', () => {
   it.each([
-    ['bzImage', LINUX_BZIMAGE],
-    ['vmlinux (PVH)', LINUX_VMLINUX],
-  ])('boots the %s to x86/fpu with 2 vCPUs and ACPI SMP', async (label, kernel) => {
-    const { g, times } = await boot(label, spec(kernel));
+    ['bzImage', LINUX_BZIMAGE, PVM_DEADLINE_MS.bzImage],
+    ['vmlinux (PVH)', LINUX_VMLINUX, PVM_DEADLINE_MS.vmlinux],
+  ])('boots the %s to x86/fpu with 2 vCPUs and ACPI SMP', { timeout: PVM_DEADLINE_MS.bzImage + 60_000 }, async (label, kernel, deadlineMs) => {
+    const { g, times } = await boot(label, spec(kernel), deadlineMs);
     expect(Object.keys(times)).toEqual(['Linux version', 'Command line:', 'smpboot: Allowing 2 CPUs', 'x86/fpu:']);
     if (host === 'pvm') await reportRest(label, g, times['x86/fpu:']!);
     else await agentAndPoweroff(label, g);
-  }, 2 * PVM_BOOT_DEADLINE_MS);
+  });
 
   it('refuses bad inputs in one line, starting nothing', async () => {
     const { mkdtempSync, readFileSync, writeFileSync } = await import('node:fs');

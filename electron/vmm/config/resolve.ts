@@ -153,7 +153,7 @@ export function resolveMachine(c: VmConfig, host: HostCapabilities): ResolvedMac
   } else if (c.guest === 'linux') {
     const files = linuxGuestFiles(c, host.kind);
     kernelPath = files.kernel;
-    initrdPath = files.initrd;
+    initrdPath = c.initrd !== undefined ? checkFile(c.initrd, 'initrd') : files.initrd;
     cmdline = files.cmdline;
   } else {
     kernelPath = checkFile(c.kernel!, 'kernel');

@@ -208,7 +208,7 @@ function download(pkg, version) {
   const fetchIt = () => run('apt-get', ['download', '-q', `${pkg}=${version}`], { cwd: dir });
   log(`downloading ${pkg} ${version}`);
   let r = fetchIt();
-  if (!r.ok && !updatedLists && /404|Failed to fetch|Unable to locate|Can't select/i.test(r.stderr + r.stdout)) {
+  if (!r.ok && !updatedLists && /404|Failed to fetch|Unable to locate|Can't select|was not found/i.test(r.stderr + r.stdout)) {
     aptUpdate(`downloading ${pkg} failed`);
     r = fetchIt();
   }
