@@ -15,6 +15,7 @@ import { describeUnknownKernel, detectKernelFormat } from './boot/kernel-format.
 import { E820_RAM, E820_RESERVED, type E820Entry, LAYOUT } from './boot/layout.ts';
 import { loadBzImage, parseSetupHeader } from './boot/bzimage.ts';
 import { loadPvh } from './boot/pvh.ts';
+import { checkInitrd } from './boot/initrd.ts';
 import { buildCpuid, hostKvmFeatures } from './cpu/cpuid.ts';
 import { setBootCpuState, setBootMsrs, setLapicLints } from './cpu/boot-state.ts';
 import { ByteRing } from './devices/byte-ring.ts';
@@ -43,6 +44,26 @@ export interface MachineSpec {
   disableExits?: number;
   /** Advertise MONITOR/MWAIT (only when MWAIT exits are disabled). */
   mwait?: boolean;
+  /** Tests only (never set from a config): ways to make a guest fail on purpose. */
+  testHooks?: VmTestHooks;
+}
+
+/**
+ * Test seams for guest faults (test/kvm/faults.test.ts). Both feed the real exit handling: the
+ * vCPU worker's exit switch, the VM's teardown and its exit record.
+ */
+export interface VmTestHooks {
+  /**
+   * Main thread, after the machine is built and before any vCPU first enters KVM_RUN: put a
+   * vCPU into a state the boot code never would (invalid KVM_SET_SREGS, code the host's
+   * instruction emulator lacks) so that the host produces the fault for real.
+   */
+  beforeFirstRun?(ctx: { vcpus: readonly Vcpu[]; memory: GuestMemory }): void;
+  /**
+   * For exits a host cannot be made to produce: vCPU `vcpu` decodes `record` (the first bytes of
+   * a struct kvm_run) in place of its first real exit (Vcpu.testReplaceNextExit).
+   */
+  replaceFirstExit?: { vcpu: number; record: Uint8Array };
 }
 
 export type VmState = 'starting' | 'running' | 'paused' | 'stopping' | 'stopped';
@@ -74,6 +95,8 @@ export function isCleanExit(kind: ExitKind): boolean {
 
 export { MIN_MEMORY_MIB } from './vm-limits.ts';
 const WORKER_EXIT_DEADLINE_MS = 5000;
+/** Console input waiting for a guest that does not read it: at most this much is kept. */
+export const MAX_PENDING_INPUT = 1024 * 1024;
 const WORKER_URL = new URL(`./vcpu/vcpu-worker${extname(new URL(import.meta.url).pathname)}`, import.meta.url);
 
 export interface VmEvents {
@@ -110,6 +133,8 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
   private consoleInput?: SerialInput;
   private powerButton?: PowerButton;
   private pendingInput: Uint8Array[] = [];
+  private pendingInputBytes = 0;
+  private droppedInput = 0;
   private inputTimer?: NodeJS.Timeout;
   private draining = true;
   private endMessage?: string;
@@ -157,6 +182,7 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
     const spec = this.spec;
     const kernel = readKernel(spec.kernelPath);
     const initrd = spec.initrdPath ? readFile(spec.initrdPath, 'initrd') : undefined;
+    if (initrd) checkInitrd(initrd, spec.initrdPath!);
     const format = detectKernelFormat(kernel);
     if (format === 'bzimage') parseSetupHeader(kernel, spec.kernelPath); // refuse a bad bzImage before KVM is touched
     if (format === 'unknown') throw new Error(`${spec.kernelPath}: ${describeUnknownKernel(kernel)}`);
@@ -208,6 +234,7 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
     const irq = new IrqLine(vm.fd);
     this.consoleInput = new SerialInput(this.deviceSab, (line, level) => irq.set(line, level));
     this.powerButton = new PowerButton(this.deviceSab, (line, level) => irq.set(line, level));
+    spec.testHooks?.beforeFirstRun?.({ vcpus: this.vcpus, memory: mem });
   }
 
   private spawnWorkers(): void {
@@ -228,6 +255,8 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
         deviceSab: this.deviceSab, consoleRingSab: this.consoleRingSab, agentRingSab: this.agentRingSab,
         hostCpu: this.spec.pin?.[vcpu.id],
       };
+      const replace = this.spec.testHooks?.replaceFirstExit;
+      if (replace && replace.vcpu === vcpu.id) data.testReplaceFirstExit = replace.record;
       const started = new Promise<void>((resolve, reject) => {
         const onError = (e: Error) => reject(new Error(`vCPU ${i} thread failed to start: ${e.message}`));
         worker.once('error', onError);
@@ -257,7 +286,15 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
   /** Sends bytes to the guest's console UART (ttyS0), as fast as its receive FIFO takes them. */
   sendConsole(bytes: Uint8Array | string): void {
     if (this.state === 'stopped' || this.state === 'stopping') return;
-    this.pendingInput.push(typeof bytes === 'string' ? new TextEncoder().encode(bytes) : bytes);
+    const data = typeof bytes === 'string' ? new TextEncoder().encode(bytes) : bytes;
+    // A guest that never reads its UART (interrupts off, loopback, hung) must not make the host
+    // buffer input without limit: past MAX_PENDING_INPUT the rest is dropped and counted.
+    const room = MAX_PENDING_INPUT - this.pendingInputBytes;
+    if (data.length > room) this.droppedInput += data.length - Math.max(0, room);
+    if (room <= 0) return;
+    const kept = data.length > room ? data.subarray(0, room) : data;
+    this.pendingInput.push(kept);
+    this.pendingInputBytes += kept.length;
     this.pumpInput();
   }
 
@@ -265,6 +302,7 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
     while (this.pendingInput.length > 0 && this.consoleInput) {
       const head = this.pendingInput[0]!;
       const taken = this.consoleInput.inject(0, head);
+      this.pendingInputBytes -= taken;
       if (taken < head.length) {
         this.pendingInput[0] = head.subarray(taken);
         this.inputTimer ??= setTimeout(() => { this.inputTimer = undefined; this.pumpInput(); }, 2);
@@ -389,6 +427,11 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
   /** Host thread ids of the vCPU workers (0 once a worker has exited). */
   vcpuThreadIds(): number[] {
     return this.vcpus.map((v) => this.control.tid(v.id));
+  }
+
+  /** Console input bytes dropped because the guest did not read its UART (see MAX_PENDING_INPUT). */
+  get droppedConsoleInputBytes(): number {
+    return this.droppedInput;
   }
 
   /** Console bytes dropped because nobody drained them fast enough. */

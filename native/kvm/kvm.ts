@@ -52,7 +52,7 @@ export class Kvm {
     const fd = libc.open(path, O_RDWR | O_CLOEXEC);
     if (fd < 0) {
       const err = errno();
-      throw new OsError(`open ${path}`, err, kvmOpenHint(err));
+      throw new OsError(`open ${path}`, err, kvmOpenHint(err, path));
     }
     const kvm = new Kvm(fd, path);
     let version: number;
@@ -113,7 +113,12 @@ export class Kvm {
   }
 }
 
-function kvmOpenHint(err: number): string {
+function kvmOpenHint(err: number, path: string): string {
+  if (path !== DEFAULT_KVM_DEVICE && process.env.UNHALT_KVM_DEVICE === path) {
+    if (err === 2) return `UNHALT_KVM_DEVICE names a path that does not exist`;
+    if (err === 21) return `UNHALT_KVM_DEVICE names a directory, not a KVM device`;
+  }
+  if (err === 21) return 'a directory, not a KVM device';
   if (err === 2) return 'no KVM device: load the kvm_intel or kvm_amd module, or enable virtualization in firmware';
   if (err === 13 || err === 1) return 'no permission: add your user to the "kvm" group (then log in again)';
   return 'cannot open the KVM device';
@@ -261,6 +266,8 @@ export class Vcpu {
   private readonly sregsBuf = Buffer.alloc(SIZEOF.sregs);
   /** Where the pending in-data must be written back before the next KVM_RUN (0 = none). */
   private pendingInAddress = 0;
+  /** Test seam (testReplaceNextExit): a kvm_run header decoded in place of the next real one. */
+  private replacementHeader?: Uint8Array;
   readonly exit: VcpuExit;
 
   constructor(handle: VcpuHandle, owner = false) {
@@ -368,6 +375,17 @@ export class Vcpu {
   }
 
   /**
+   * Test seam, for exits a host cannot be made to produce (e.g. KVM_EXIT_FAIL_ENTRY where KVM
+   * emulates invalid guest state instead of failing the entry): after the next real KVM_RUN
+   * returns, `record` (the first bytes of a struct kvm_run, as KVM would have written them) is
+   * decoded instead of what KVM wrote. Decoding and everything after it are the real code.
+   */
+  testReplaceNextExit(record: Uint8Array): void {
+    if (record.length < 16 || record.length > RUN.headerBytes) throw new RangeError(`a kvm_run record is 16..${RUN.headerBytes} bytes`);
+    this.replacementHeader = record;
+  }
+
+  /**
    * Enters the guest until the next userspace exit and decodes it into `this.exit`.
    * A signal (kick) makes it return kind 'intr' rather than throwing.
    */
@@ -389,6 +407,12 @@ export class Vcpu {
       throw new KvmError('KVM_RUN', err);
     }
     libc.copy(this.headerAddress, this.runAddress, RUN.headerBytes);
+    if (this.replacementHeader) {
+      const bytes = new Uint8Array(this.header);
+      bytes.fill(0);
+      bytes.set(this.replacementHeader);
+      this.replacementHeader = undefined;
+    }
     const h = this.headerView;
     const reason = h.getUint32(RUN.exitReason, true);
     exit.reason = reason;

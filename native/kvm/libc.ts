@@ -85,7 +85,7 @@ export class OsError extends Error {
 const ERRNO_NAMES: Record<number, string> = {
   1: 'EPERM', 2: 'ENOENT', 4: 'EINTR', 5: 'EIO', 9: 'EBADF', 11: 'EAGAIN', 12: 'ENOMEM',
   13: 'EACCES', 14: 'EFAULT', 16: 'EBUSY', 17: 'EEXIST', 19: 'ENODEV', 22: 'EINVAL',
-  24: 'EMFILE', 25: 'ENOTTY', 28: 'ENOSPC', 38: 'ENOSYS', 95: 'EOPNOTSUPP',
+  20: 'ENOTDIR', 21: 'EISDIR', 24: 'EMFILE', 25: 'ENOTTY', 28: 'ENOSPC', 38: 'ENOSYS', 95: 'EOPNOTSUPP',
 };
 
 export function describeErrno(err: number): string {

@@ -10,11 +10,11 @@ export interface CliResult {
   stderr: string;
 }
 
-export function runCli(args: string[], opts: { input?: string; env?: NodeJS.ProcessEnv; inputAfter?: string; prefix?: string[]; killAfterMs?: number } = {}): Promise<CliResult> {
+export function runCli(args: string[], opts: { input?: string; env?: NodeJS.ProcessEnv; inputAfter?: string; prefix?: string[]; killAfterMs?: number; cwd?: string } = {}): Promise<CliResult> {
   return new Promise((resolve, reject) => {
     const cmd = opts.prefix ? opts.prefix[0]! : process.execPath;
     const argv = opts.prefix ? [...opts.prefix.slice(1), process.execPath, UNHALT_BIN, ...args] : [UNHALT_BIN, ...args];
-    const child = spawn(cmd, argv, { env: { ...process.env, ...opts.env }, stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(cmd, argv, { env: { ...process.env, ...opts.env }, stdio: ['pipe', 'pipe', 'pipe'], ...(opts.cwd ? { cwd: opts.cwd } : {}) });
     let stdout = '';
     let stderr = '';
     let inputSent = false;

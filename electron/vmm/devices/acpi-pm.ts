@@ -32,6 +32,8 @@ export interface AcpiPmIo {
 }
 
 const SCI_LEVEL = 3; // state word: last SCI level reported (shared, so only changes are reported)
+/** Where each register lives in the state words (read-only: for diagnostics and tests that inspect state). */
+export const ACPI_PM_STATE_LAYOUT = Object.freeze({ sts: STS, en: EN, cnt: CNT, sciLevel: SCI_LEVEL });
 
 export class AcpiPm {
   private readonly s: Int32Array;

@@ -27,6 +27,11 @@ const THR_PENDING = 11; // "THR empty" interrupt condition, cleared by IIR read 
 const IRQ_LEVEL = 12; // last level given to setIrq, so it is only called on a change
 const RX_FIFO = 16; // 16 words, one byte each
 const FIFO_SIZE = 16;
+/** Where each register lives in the state words (read-only: for diagnostics and tests that inspect state). */
+export const UART_STATE_LAYOUT = Object.freeze({
+  ier: IER, lcr: LCR, mcr: MCR, lsrErr: LSR_ERR, msr: MSR, scr: SCR, dll: DLL, dlm: DLM, fcr: FCR,
+  rxHead: RX_HEAD, rxCount: RX_COUNT, thrPending: THR_PENDING, irqLevel: IRQ_LEVEL, rxFifo: RX_FIFO, fifoSize: FIFO_SIZE,
+});
 
 // Register bits.
 const IER_RDI = 0x01;

@@ -21,6 +21,8 @@ export interface VcpuWorkerData {
   agentRingSab: SharedArrayBuffer;
   /** Host CPU to pin this thread to, if any. */
   hostCpu?: number;
+  /** Test seam (MachineSpec.testHooks.replaceFirstExit): decode this kvm_run record for the first exit. */
+  testReplaceFirstExit?: Uint8Array;
 }
 
 export type WorkerMessage =
@@ -137,6 +139,7 @@ control.setTid(id, libc.gettid());
 control.markRunning(1);
 try {
   if (data.hostCpu !== undefined) pinCurrentThread(data.hostCpu);
+  if (data.testReplaceFirstExit) vcpu.testReplaceNextExit(data.testReplaceFirstExit);
   post({ type: 'ready', vcpu: id, tid: control.tid(id) });
   loop();
 } catch (e) {
