@@ -163,8 +163,10 @@ export class VmRuntime {
     this.droppedByVm = this.vm.droppedConsoleBytes;
     this.vm = undefined;
     const message = exit.kind === 'stopped' && this.forceMessage ? this.forceMessage : exit.message;
-    // Which vCPU hit a fault is worth saying; which one wrote the power-off register is not.
-    const where = exit.vcpu !== undefined && !isCleanExit(exit.kind) ? ` (vCPU ${exit.vcpu})` : '';
+    // Which vCPU hit a fault is worth saying (unless the VMM's message already does); which one
+    // wrote the power-off register is not.
+    const where = exit.vcpu !== undefined && !isCleanExit(exit.kind) && !message.startsWith(`vCPU ${exit.vcpu}`)
+      ? ` (vCPU ${exit.vcpu})` : '';
     this.lastExit = { kind: exit.kind, message: `${message}${where}`, at: Date.now() };
     this.state = 'stopped';
     this.flushConsole();
