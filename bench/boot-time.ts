@@ -1,0 +1,175 @@
+// Boot of the probe guest (`scenario=hello`, 1 vCPU, 128 MiB) to its first ttyS0 line, measured
+// from process start (just before spawn) to the first '\n' on the child's stdout, and to the
+// process's exit: `unhalt run` vs QEMU microvm with the command line of DESIGN.md, alternating in
+// one run. Unhalt's module compile cache (NODE_COMPILE_CACHE, which bin/unhalt.mjs sets) lives in
+// a fresh directory of this run: the first Unhalt run starts with it empty (cold), the others
+// reuse it (warm). QEMU's first run is reported apart too. Then a breakdown of Unhalt's warm
+// start (bench/boot-breakdown.ts) and two floors: bare Node start-up, and `unhalt run --dry-run`.
+// Target (issue 2): ours faster than QEMU. Measured, not asserted.
+//
+//   node bench/boot-time.ts [--runs 10] [--breakdown-runs 5] [--json FILE]
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import {
+  QEMU, QEMU_CLEAN_EXIT, ROOT, UNHALT_BIN, agentEvents, checkPrerequisites, describeHost, fmt, haveGnuTime, hostInfo,
+  markdownTable, pairedRatio, parseBenchArgs, qemuArgs, removeDir, runTimed, summarize, tempDir, type TimedRun, finishReport,
+} from './lib.ts';
+
+const USAGE = `usage: node bench/boot-time.ts [--runs 10] [--breakdown-runs 5] [--json FILE]
+Process start to the probe guest's first ttyS0 line and to exit: Unhalt vs QEMU microvm.
+`;
+const opts = parseBenchArgs(USAGE, 10, { 'breakdown-runs': '5' });
+const breakdownRuns = Number(opts['breakdown-runs']);
+checkPrerequisites({ qemu: true });
+const host = hostInfo();
+process.stdout.write(describeHost(host));
+
+const dir = tempDir('boot');
+const cacheDir = join(dir, 'compile-cache');
+const env = { ...process.env, NODE_COMPILE_CACHE: cacheDir };
+const OURS = [UNHALT_BIN, 'run', '--cpus', '1', '--memory', '128', '--append', 'scenario=hello'];
+const QEMU_ARGS = qemuArgs({ smp: 1, memoryMiB: 128, append: 'scenario=hello' });
+const TIMEOUT_MS = 60_000;
+
+interface Sample {
+  firstLineMs: number;
+  exitMs: number;
+  cpuMs?: number;
+  maxRssMiB?: number;
+}
+
+function sample(who: string, r: TimedRun, okCode: number): Sample {
+  if (r.code !== okCode) throw new Error(`${who} exited with ${r.code ?? r.signal} (expected ${okCode}): ${r.stderr.trim().slice(-400)}`);
+  if (r.firstLineMs === undefined) throw new Error(`${who} printed no line on stdout`);
+  if (!r.stdout.includes('Unhalt probe guest:')) throw new Error(`${who}: no probe banner on ttyS0: ${JSON.stringify(r.stdout.slice(0, 200))}`);
+  return {
+    firstLineMs: r.firstLineMs, exitMs: r.totalMs,
+    cpuMs: r.rusage ? r.rusage.userMs + r.rusage.sysMs : undefined,
+    maxRssMiB: r.rusage ? r.rusage.maxRssKiB / 1024 : undefined,
+  };
+}
+
+const ours = async () => sample('unhalt', await runTimed(process.execPath, OURS, { env, rusage: true, timeoutMs: TIMEOUT_MS }), 0);
+const qemu = async () => sample('qemu', await runTimed(QEMU, QEMU_ARGS, { rusage: true, timeoutMs: TIMEOUT_MS }), QEMU_CLEAN_EXIT);
+
+const res = { oursCold: [] as Sample[], qemuFirst: [] as Sample[], ours: [] as Sample[], qemu: [] as Sample[] };
+interface Marks { [k: string]: number }
+const breakdown: { marks: Marks; parentFirstLineMs: number; parentExitMs: number; guestBootUs?: number }[] = [];
+const floors = { nodeBare: [] as number[], nodeTs: [] as number[], dryRun: [] as number[] };
+
+try {
+  // Cold: the compile cache directory is empty.
+  res.oursCold.push(await ours());
+  res.qemuFirst.push(await qemu());
+  process.stderr.write(`cold unhalt ${fmt(res.oursCold[0]!.firstLineMs, 0)} ms, first qemu ${fmt(res.qemuFirst[0]!.firstLineMs, 0)} ms\n`);
+  for (let i = 0; i < opts.runs; i++) {
+    const order = i % 2 === 0 ? [ours, qemu] : [qemu, ours];
+    for (const f of order) {
+      const s = await f();
+      (f === ours ? res.ours : res.qemu).push(s);
+    }
+    process.stderr.write(`run ${i + 1}/${opts.runs}: unhalt ${fmt(res.ours.at(-1)!.firstLineMs, 0)} ms, qemu ${fmt(res.qemu.at(-1)!.firstLineMs, 0)} ms to the first line\n`);
+  }
+
+  // Breakdown of a warm Unhalt start, and the floors under it.
+  // (i = -1 warms the compile cache for bench/boot-breakdown.ts itself and is not reported.)
+  for (let i = -1; i < breakdownRuns; i++) {
+    const marksFile = join(dir, `marks-${i}.json`);
+    const agentLog = join(dir, `ttyS1-${i}.txt`);
+    const r = await runTimed(process.execPath, [join(ROOT, 'bench/boot-breakdown.ts'), marksFile, '--', ...OURS.slice(1), '--agent-log', agentLog],
+      { env, timeoutMs: TIMEOUT_MS });
+    if (r.code !== 0 || r.firstLineMs === undefined) throw new Error(`boot-breakdown exited with ${r.code ?? r.signal}: ${r.stderr.trim()}`);
+    if (i < 0) continue;
+    const boot = agentEvents(readFileSync(agentLog, 'utf8')).find((e) => e.event === 'boot');
+    breakdown.push({ marks: JSON.parse(readFileSync(marksFile, 'utf8')) as Marks, parentFirstLineMs: r.firstLineMs, parentExitMs: r.totalMs, guestBootUs: boot?.fields.boot_us });
+
+    const bare = await runTimed(process.execPath, ['-e', '0'], { env });
+    floors.nodeBare.push(bare.totalMs);
+    const dry = await runTimed(process.execPath, [...OURS, '--dry-run'], { env });
+    if (dry.code !== 0) throw new Error(`unhalt run --dry-run exited with ${dry.code}: ${dry.stderr}`);
+    floors.dryRun.push(dry.totalMs);
+  }
+} finally {
+  removeDir(dir);
+}
+
+// ---- report ----
+const row = (name: string, xs: Sample[]) => {
+  const f = summarize(xs.map((s) => s.firstLineMs));
+  const e = summarize(xs.map((s) => s.exitMs));
+  const cpu = summarize(xs.flatMap((s) => (s.cpuMs === undefined ? [] : [s.cpuMs])));
+  const rss = summarize(xs.flatMap((s) => (s.maxRssMiB === undefined ? [] : [s.maxRssMiB])));
+  return [name, f.n, fmt(f.median, 0), fmt(f.min, 0), fmt(f.max, 0), fmt(e.median, 0), fmt(e.min, 0), fmt(cpu.median, 0), fmt(rss.median, 1)];
+};
+const first = (xs: Sample[]) => xs.map((s) => s.firstLineMs);
+const exit = (xs: Sample[]) => xs.map((s) => s.exitMs);
+const oF = summarize(first(res.ours));
+const qF = summarize(first(res.qemu));
+const oE = summarize(exit(res.ours));
+const qE = summarize(exit(res.qemu));
+const ratios = {
+  firstLine: { ofMedians: oF.median / qF.median, ofMins: oF.min / qF.min, pairedMedian: pairedRatio(first(res.ours), first(res.qemu)) },
+  exit: { ofMedians: oE.median / qE.median, ofMins: oE.min / qE.min, pairedMedian: pairedRatio(exit(res.ours), exit(res.qemu)) },
+};
+
+process.stdout.write(`\nProbe guest \`scenario=hello\`, 1 vCPU, 128 MiB: process start -> first ttyS0 line, and -> process exit (ms); ` +
+  `${opts.runs} warm runs each, alternating${haveGnuTime() ? '; CPU = user+sys of the whole process (wait4 rusage via GNU time, 10 ms resolution), RSS = max resident' : ''}\n\n`);
+process.stdout.write(markdownTable(
+  ['VMM', 'runs', 'first line median', 'min', 'max', 'exit median', 'exit min', 'CPU ms', 'max RSS MiB'],
+  [
+    row('Unhalt, cold compile cache (first run)', res.oursCold),
+    row('Unhalt, warm', res.ours),
+    row('QEMU microvm, first run', res.qemuFirst),
+    row('QEMU microvm', res.qemu),
+  ],
+));
+process.stdout.write(`\nratio Unhalt / QEMU, first line: ${fmt(ratios.firstLine.ofMedians, 2)}x of medians, ${fmt(ratios.firstLine.ofMins, 2)}x of minimums, ` +
+  `${fmt(ratios.firstLine.pairedMedian, 2)}x median of pairs; to exit: ${fmt(ratios.exit.ofMedians, 2)}x, ${fmt(ratios.exit.ofMins, 2)}x, ${fmt(ratios.exit.pairedMedian, 2)}x ` +
+  `(target: below 1)\n`);
+
+// Phases on the child's clock (ms since its time origin), aligned with the parent's by the first line.
+interface Phase { name: string; values: number[] }
+const phases: Phase[] = [];
+const add = (name: string, f: (m: Marks, b: typeof breakdown[number]) => number | undefined) => {
+  const values = breakdown.map((b) => f(b.marks, b)).filter((v): v is number => v !== undefined && Number.isFinite(v));
+  if (values.length) phases.push({ name, values });
+};
+const d = (a: string, b: string) => (m: Marks) => (m[a] !== undefined && m[b] !== undefined ? m[b]! - m[a]! : undefined);
+if (breakdown.length) {
+  add('exec + Node runtime start-up, until the entry script runs', (m, b) => m.script! + (b.parentFirstLineMs - m.firstLine!));
+  add('import the CLI and VMM modules (compile cache warm)', d('script', 'imported'));
+  add('parse options, probe the host (KVM caps, CPUID), resolve the machine', d('imported', 'startEnter'));
+  add('VM build on the main thread (KVM VM, memory, ACPI, ELF load, vCPU set-up)', d('buildEnter', 'buildDone'));
+  add('  meanwhile: vCPU worker spawn -> worker online (isolate + Node bootstrap)', d('spawnEnter', 'worker0Online'));
+  add('  meanwhile: worker online -> ready (its modules load, vCPU handed over)', d('worker0Online', 'workersReady'));
+  add('wait for the vCPU worker after the build (critical path)', d('buildDone', 'workersReady'));
+  add('KVM_RUN entered -> first ttyS0 line on stdout (guest boot + console drain)', d('startDone', 'firstLine'));
+  add('  KVM_RUN entered -> first ttyS1 bytes (`@u1 boot`) on the main thread', d('startDone', 'firstAgentBytes'));
+  add('  the guest\'s own boot_us (its main() -> `@u1 boot`, guest TSC)', (_m, b) => (b.guestBootUs === undefined ? undefined : b.guestBootUs / 1000));
+  add('first line -> guest powers off (rest of the hello scenario)', d('firstLine', 'teardownEnter'));
+  add('teardown (kick, join workers, release)', d('teardownEnter', 'teardownDone'));
+  add('teardown done -> process gone (exit, as the parent sees it)', (m, b) => b.parentExitMs - (b.parentFirstLineMs - m.firstLine!) - m.teardownDone!);
+  add('total to the first line (parent clock)', (_m, b) => b.parentFirstLineMs);
+  add('total to exit (parent clock)', (_m, b) => b.parentExitMs);
+  process.stdout.write(`\nWhere a warm Unhalt start goes (bench/boot-breakdown.ts: the same CLI path with timestamps; ${breakdown.length} runs; ` +
+    'its entry is a .ts file, served from the warm compile cache like the modules)\n\n');
+  process.stdout.write(markdownTable(['phase', 'median ms', 'min ms'], phases.map((p) => {
+    const s = summarize(p.values);
+    return [p.name, fmt(s.median, 1), fmt(s.min, 1)];
+  })));
+  const bare = summarize(floors.nodeBare);
+  const dry = summarize(floors.dryRun);
+  process.stdout.write(`\nfloors (process exit, ms, median / min): \`node -e 0\` ${fmt(bare.median, 0)} / ${fmt(bare.min, 0)}; ` +
+    `\`unhalt run --dry-run\` (Node + all modules + host probe, no VM) ${fmt(dry.median, 0)} / ${fmt(dry.min, 0)}\n`);
+}
+
+finishReport(opts.json, {
+  bench: 'boot-time', host, runs: opts.runs,
+  commands: { unhalt: [process.execPath, ...OURS].join(' '), qemu: [QEMU, ...QEMU_ARGS].join(' ') },
+  unhaltCold: res.oursCold, qemuFirst: res.qemuFirst,
+  unhalt: { firstLine: oF, exit: oE, samples: res.ours },
+  qemu: { firstLine: qF, exit: qE, samples: res.qemu },
+  ratios,
+  breakdown: { phases: phases.map((p) => ({ name: p.name, ...summarize(p.values) })), runs: breakdown },
+  floors: { nodeBare: summarize(floors.nodeBare), dryRun: summarize(floors.dryRun) },
+});
