@@ -9,8 +9,13 @@ if (major < 22 || (major === 22 && minor < 18)) {
 // Cache compiled (type-stripped) modules on disk: it halves the start-up of every vCPU worker.
 // Setting the variable first makes worker threads inherit it.
 import module from 'node:module';
-import { tmpdir } from 'node:os';
-process.env.NODE_COMPILE_CACHE ??= `${tmpdir()}/unhalt-compile-cache`;
+import { homedir } from 'node:os';
+// In the user's cache folder, not /tmp: it must survive reboots (a cold cache costs ~0.5 s).
+process.env.NODE_COMPILE_CACHE ??= `${process.env.XDG_CACHE_HOME || `${homedir()}/.cache`}/unhalt/compile-cache`;
 module.enableCompileCache?.(process.env.NODE_COMPILE_CACHE);
+if (process.argv[2] === 'run') {
+  // vCPU 0's thread boots while the rest of Unhalt loads (see worker-pool.ts).
+  (await import('../electron/vmm/vcpu/worker-pool.ts')).prewarmVcpuWorkers(1);
+}
 const { main } = await import('../electron/cli.ts');
 process.exitCode = await main(process.argv.slice(2));

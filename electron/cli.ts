@@ -1,12 +1,9 @@
 // `unhalt` command line: run, doctor. Exit codes (DESIGN.md): 0 the guest shut down, 1 bad input
 // or configuration (nothing started), 2 the VM failed, 124 --timeout expired.
 // stdout carries ttyS0 only; every message goes to stderr.
-import { runCommand } from './cli/run.ts';
-import { doctorCommand } from './cli/doctor.ts';
+// Commands are imported lazily: `unhalt run` should not pay for loading the service, host mode
+// and the experiment runner (about 100 ms of module loading at every start).
 import { EXIT_CODES } from './cli/args.ts';
-import { describeMachines } from './cli/describe.ts';
-import { serveCommand } from './cli/serve.ts';
-import { benchCommand } from './cli/bench.ts';
 
 const USAGE = `usage: unhalt <command> [options]
 
@@ -32,12 +29,12 @@ unhalt serve [--port N] [--no-open] [--demo]
 export async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   switch (command) {
-    case 'run': return runCommand(rest);
-    case 'doctor': return doctorCommand(rest);
-    case 'serve': return serveCommand(rest);
-    case 'bench': return benchCommand(rest);
+    case 'run': return (await import('./cli/run.ts')).runCommand(rest);
+    case 'doctor': return (await import('./cli/doctor.ts')).doctorCommand(rest);
+    case 'serve': return (await import('./cli/serve.ts')).serveCommand(rest);
+    case 'bench': return (await import('./cli/bench.ts')).benchCommand(rest);
     case 'machines':
-      process.stdout.write(describeMachines());
+      process.stdout.write((await import('./cli/describe.ts')).describeMachines());
       return EXIT_CODES.ok;
     case undefined:
     case '-h':

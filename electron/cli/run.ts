@@ -36,10 +36,11 @@ export async function runCommand(argv: string[]): Promise<number> {
       timeoutS = Number(values.timeout);
       if (!Number.isFinite(timeoutS) || timeoutS <= 0) throw new UsageError(`--timeout must be a positive number of seconds, got "${values.timeout}"`);
     }
+    let guestNote: string | undefined;
     if (values.guest === undefined && values.kernel === undefined) {
       const chosen = defaultGuest(hostKind());
       values.guest = chosen.kind;
-      if (chosen.kind === 'probe' && !values['dry-run']) say(`note: ${chosen.reason}`);
+      if (chosen.kind === 'probe') guestNote = chosen.reason;
     }
     const config = configFromOptions(values);
     const resolved = resolveMachine(config, probeHost());
@@ -66,6 +67,7 @@ export async function runCommand(argv: string[]): Promise<number> {
       }
     }
     vm = await VirtualMachine.start(resolved.spec);
+    if (guestNote) say(`note: ${guestNote}`);
     for (const w of resolved.resolution.warnings) say(`warning: ${w}`);
   } catch (e) {
     say(e instanceof UsageError || e instanceof ConfigError ? e.message : `cannot start the VM: ${(e as Error).message}`);

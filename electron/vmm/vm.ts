@@ -2,8 +2,8 @@
 // worker thread per vCPU, drains console output, and tears everything down however it ends.
 import { EventEmitter } from 'node:events';
 import { readFileSync } from 'node:fs';
-import { extname } from 'node:path';
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
+import { takeVcpuWorker } from './vcpu/worker-pool.ts';
 import { CAP } from '../../native/kvm/abi.ts';
 import { IrqLine, Kvm, type Vcpu, type Vm } from '../../native/kvm/kvm.ts';
 import { installKickHandler, kickThread } from '../../native/kvm/kick.ts';
@@ -97,7 +97,6 @@ export { MIN_MEMORY_MIB } from './vm-limits.ts';
 const WORKER_EXIT_DEADLINE_MS = 5000;
 /** Console input waiting for a guest that does not read it: at most this much is kept. */
 export const MAX_PENDING_INPUT = 1024 * 1024;
-const WORKER_URL = new URL(`./vcpu/vcpu-worker${extname(new URL(import.meta.url).pathname)}`, import.meta.url);
 
 export interface VmEvents {
   console: [bytes: Uint8Array];
@@ -136,6 +135,11 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
   private pendingInputBytes = 0;
   private droppedInput = 0;
   private inputTimer?: NodeJS.Timeout;
+  /** ttyS1 input (sendAgent), paced and bounded like the console's. */
+  private agentInput: Uint8Array[] = [];
+  private agentInputBytes = 0;
+  private droppedAgent = 0;
+  private agentInputTimer?: NodeJS.Timeout;
   private draining = true;
   private endMessage?: string;
   private tearingDown?: Promise<VmExit>;
@@ -239,7 +243,7 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
 
   private spawnWorkers(): void {
     for (let i = 0; i < this.spec.cpus; i++) {
-      const worker = new Worker(WORKER_URL, { name: `vcpu-${i}` });
+      const worker = takeVcpuWorker(`vcpu-${i}`);
       this.workers.push(worker);
       this.workerExited.push(new Promise((resolve) => worker.once('exit', () => resolve())));
       worker.on('message', (m: WorkerMessage) => this.onWorkerMessage(m));
@@ -310,6 +314,44 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
       }
       this.pendingInput.shift();
     }
+  }
+
+  /**
+   * Sends bytes to the guest's agent UART (ttyS1, COM2): command lines for the Linux agent
+   * (`run pipe loops=1000\n`, native/guest/linux/agent/agent.c). Paced by the receive FIFO and
+   * bounded like sendConsole (bytes past MAX_PENDING_INPUT are dropped and counted).
+   */
+  sendAgent(bytes: Uint8Array | string): void {
+    if (this.state === 'stopped' || this.state === 'stopping') return;
+    const data = typeof bytes === 'string' ? new TextEncoder().encode(bytes) : bytes;
+    const room = MAX_PENDING_INPUT - this.agentInputBytes;
+    if (data.length > room) this.droppedAgent += data.length - Math.max(0, room);
+    if (room <= 0) return;
+    const kept = data.length > room ? data.subarray(0, room) : data;
+    this.agentInput.push(kept);
+    this.agentInputBytes += kept.length;
+    this.pumpAgentInput();
+  }
+
+  private pumpAgentInput(): void {
+    if (this.state === 'stopped' || this.state === 'stopping') return;
+    while (this.agentInput.length > 0) {
+      const head = this.agentInput[0]!;
+      const taken = this.consoleInput ? this.consoleInput.inject(1, head) : 0;
+      this.agentInputBytes -= taken;
+      if (taken < head.length) {
+        // The FIFO is full (or the machine is not built yet): retry shortly.
+        this.agentInput[0] = head.subarray(taken);
+        this.agentInputTimer ??= setTimeout(() => { this.agentInputTimer = undefined; this.pumpAgentInput(); }, 2);
+        return;
+      }
+      this.agentInput.shift();
+    }
+  }
+
+  /** ttyS1 input bytes dropped because the guest did not read its UART (see MAX_PENDING_INPUT). */
+  get droppedAgentInputBytes(): number {
+    return this.droppedAgent;
   }
 
   /**
@@ -398,6 +440,7 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
 
   private async release(): Promise<void> {
     if (this.inputTimer) clearTimeout(this.inputTimer);
+    if (this.agentInputTimer) clearTimeout(this.agentInputTimer);
     for (const w of this.workers) await w.terminate();
     for (const fd of [...this.vcpuStatsFds, this.vmStatsFd]) if (fd >= 0) closeFd(fd);
     this.vcpuStatsFds = [];
@@ -442,10 +485,17 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
   private async drain(ring: ByteRing, sink: (b: Uint8Array) => void): Promise<void> {
     while (this.draining) {
       const bytes = ring.drain();
-      if (bytes.length) sink(bytes);
-      else await ring.waitForData(100);
+      if (bytes.length) {
+        sink(bytes);
+        // While output streams, collect it for a millisecond before draining again: waking this
+        // thread from a vCPU costs tens of µs, so this caps wake-ups at about 1000 per second.
+        await new Promise((r) => setTimeout(r, 1));
+      } else {
+        await ring.waitForData(100);
+      }
     }
   }
+
 }
 
 function readFile(path: string, what: string): Uint8Array {

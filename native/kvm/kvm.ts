@@ -420,7 +420,8 @@ export class Vcpu {
       case EXIT.IO: {
         const size = h.getUint8(RUN.ioSize);
         const count = h.getUint32(RUN.ioCount, true);
-        const dataAddr = this.runAddress + Number(h.getBigUint64(RUN.ioDataOffset, true));
+        // Two 32-bit reads: a BigInt per exit would allocate on the hot path.
+        const dataAddr = this.runAddress + h.getUint32(RUN.ioDataOffset, true) + h.getUint32(RUN.ioDataOffset + 4, true) * 2 ** 32;
         exit.port = h.getUint16(RUN.ioPort, true);
         exit.size = size;
         exit.count = count;

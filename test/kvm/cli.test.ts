@@ -33,7 +33,7 @@ describe.skipIf(!kvmAvailable)('unhalt run', () => {
   });
 
   it('exits 2 with the reason when the guest triple-faults', async () => {
-    const r = await runCli(['run', '--append', 'scenario=fault']);
+    const r = await runCli(['run', '--guest', 'probe', '--append', 'scenario=fault']);
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/the VM failed: vCPU 0: (triple fault|KVM internal error)/);
     expect(r.stderr.trim().split('\n')).toHaveLength(1);

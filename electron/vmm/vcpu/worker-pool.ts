@@ -1,0 +1,34 @@
+// vCPU worker threads started ahead of need. A worker takes ~60-90 ms to boot a Node isolate and
+// load its modules; `unhalt run` starts one at process start so that this overlaps the main
+// thread's own loading instead of following it. A spare worker waits for its vCPU in its first
+// message and is unref'd until taken, so an unused one never keeps the process alive.
+import { extname } from 'node:path';
+import { Worker } from 'node:worker_threads';
+
+export const VCPU_WORKER_URL = new URL(`./vcpu-worker${extname(new URL(import.meta.url).pathname)}`, import.meta.url);
+
+const spares: Worker[] = [];
+
+export function prewarmVcpuWorkers(count: number): void {
+  for (let i = 0; i < count; i++) {
+    const w = new Worker(VCPU_WORKER_URL, { name: 'vcpu-spare' });
+    w.unref();
+    // A spare that fails to load is simply dropped; the VM then starts a fresh worker.
+    const drop = () => { const at = spares.indexOf(w); if (at >= 0) spares.splice(at, 1); };
+    w.once('error', drop);
+    w.once('exit', drop);
+    spares.push(w);
+  }
+}
+
+/** A worker waiting for its vCPU: a spare if one is ready, else a new one. */
+export function takeVcpuWorker(name: string): Worker {
+  const spare = spares.shift();
+  if (spare) {
+    spare.removeAllListeners('error');
+    spare.removeAllListeners('exit');
+    spare.ref();
+    return spare;
+  }
+  return new Worker(VCPU_WORKER_URL, { name });
+}
