@@ -183,6 +183,42 @@ describe('probe guest under QEMU microvm', () => {
     expectCleanRun(run, 2);
   }, 30_000);
 
+  // The measuring scenarios: the same events as under Unhalt (shape only; timings are the host's).
+  it.skipIf(!!skip)('scenario=ipi with -smp 2', async () => {
+    const run = await runQemu(2, 'scenario=ipi rounds=300 unhalt.pvm=1');
+    expectCleanRun(run, 2);
+    const f = find(run, 'ipi').fields;
+    expect(f.rounds).toBe(300);
+    expect(f.min_ns).toBeGreaterThan(0);
+    expect(f.min_ns).toBeLessThanOrEqual(f.p50_ns!);
+    expect(f.p50_ns).toBeLessThanOrEqual(f.p99_ns!);
+    expect(f.p99_ns).toBeLessThanOrEqual(f.max_ns!);
+  }, 30_000);
+
+  it.skipIf(!!skip)('scenario=timer', async () => {
+    const run = await runQemu(1, 'scenario=timer count=200 unhalt.pvm=1');
+    expectCleanRun(run, 1);
+    const f = find(run, 'timer').fields;
+    expect(f).toMatchObject({ count: 200, period_us: 1000 });
+    expect(f.p50_ns).toBeLessThanOrEqual(f.p99_ns!);
+    expect(f.p99_ns).toBeLessThanOrEqual(f.max_ns!);
+  }, 30_000);
+
+  it.skipIf(!!skip)('scenario=spinlock with -smp 2', async () => {
+    const run = await runQemu(2, 'scenario=spinlock ms=500 spin=64 unhalt.pvm=1');
+    expectCleanRun(run, 2);
+    const f = find(run, 'spinlock').fields;
+    expect(f).toMatchObject({ ms: 500, cpus: 2 });
+    expect(f.handoffs).toBeGreaterThan(0);
+    expect(f.handoff_p50_ns).toBeLessThanOrEqual(f.handoff_p99_ns!);
+  }, 30_000);
+
+  it.skipIf(!!skip)('scenario=flood ms=200 with -smp 2 still ends cleanly', async () => {
+    const run = await runQemu(2, 'scenario=flood ms=200 unhalt.pvm=1');
+    expectCleanRun(run, 2);
+    expect(find(run, 'flood').fields).toMatchObject({ ms: 200, cpus: 2 });
+  }, 30_000);
+
   it.skipIf(!!skip)('an unexpected exception is reported on ttyS1 and ends the run with status 3', async () => {
     const run = await runQemu(1, 'scenario=fault kind=ud2 unhalt.pvm=1');
     expect(find(run, 'fault').fields.vector).toBe(6);

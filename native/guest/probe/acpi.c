@@ -2,7 +2,8 @@
  * Unhalt probe guest: ACPI tables.
  * RSDP (start_info.rsdp_paddr, else scan 0xE0000-0xFFFFF) -> XSDT/RSDT ->
  *   MADT: LAPIC base, enabled LAPIC IDs, the IOAPIC, ISA IRQ overrides
- *   FADT: PM1a_CNT_BLK, or the HW-reduced sleep control register; DSDT
+ *   FADT: PM1a_EVT_BLK, PM1a_CNT_BLK, SCI_INT, or the HW-reduced sleep
+ *         control register; DSDT
  *   DSDT: \_S5 package -> SLP_TYP
  * Table checksums are not summed (every instruction is emulated on PVM);
  * signatures and lengths are checked.
@@ -138,6 +139,15 @@ static void parse_fadt(const struct sdt *t)
 	u64 dsdt = len >= 44 ? rd32(p + 40) : 0;
 	if (len >= 148 && rd64(p + 140))
 		dsdt = rd64(p + 140);
+	if (len >= 89) {
+		acpi.sci_irq = rd16(p + 46);
+		acpi.smi_cmd = rd32(p + 48);
+		acpi.acpi_enable = p[52];
+		acpi.pm1a_evt = (u16)rd32(p + 56);
+		acpi.pm1_evt_len = p[88];
+	}
+	if (!acpi.pm1a_evt && len >= 160 && p[148] == 1 && rd64(p + 152) < 0x10000)
+		acpi.pm1a_evt = (u16)rd64(p + 152);      /* X_PM1a_EVT_BLK in I/O space */
 	if (len >= 68)
 		acpi.pm1a_cnt = (u16)rd32(p + 64);
 	if (!acpi.pm1a_cnt && len >= 184 && p[172] == 1 && rd64(p + 176) < 0x10000)
@@ -187,4 +197,55 @@ void acpi_init(const struct hvm_start_info *si)
 		else if (!memcmp(t->sig, "FACP", 4))
 			parse_fadt(t);
 	}
+}
+
+/*
+ * The ACPI power button (fixed hardware): PWRBTN_EN in PM1a_EN, the SCI
+ * routed through the IOAPIC to the BSP.  Not on a HW-reduced FADT (QEMU
+ * microvm: no PM1 event block) or without an IOAPIC.
+ */
+#define PM1_PWRBTN (1u << 8)   /* in PM1_STS and PM1_EN */
+#define PM1_SCI_EN 1u          /* in PM1_CNT */
+
+static u16 pm1a_en(void) { return (u16)(acpi.pm1a_evt + acpi.pm1_evt_len / 2); }
+
+void acpi_power_button_init(void)
+{
+	if (!acpi.found || acpi.hw_reduced || !acpi.pm1a_evt || acpi.pm1_evt_len < 4 || !acpi.has_ioapic ||
+	    acpi.sci_irq >= 16)
+		return;
+	/* SMI_CMD 0 (ours): always in ACPI mode.  Otherwise ask the firmware to switch. */
+	if (acpi.smi_cmd && acpi.acpi_enable && acpi.pm1a_cnt && !(inw(acpi.pm1a_cnt) & PM1_SCI_EN)) {
+		outb((u16)acpi.smi_cmd, acpi.acpi_enable);
+		u64 end = tsc_deadline_us(100000);
+		while (!(inw(acpi.pm1a_cnt) & PM1_SCI_EN) && rdtsc() < end)
+			cpu_relax();
+	}
+	/*
+	 * The SCI is level triggered, active low unless the MADT's interrupt
+	 * source override says otherwise (ours: level, active high).  Flags 0
+	 * ("conforms to the bus") mean the SCI's defaults, not ISA's.
+	 */
+	u16 fl = acpi.irq_flags[acpi.sci_irq];
+	bool active_low = (fl & 3) != 1;
+	bool level = ((fl >> 2) & 3) != 1;
+	outw(acpi.pm1a_evt, PM1_PWRBTN);   /* a stale press from before boot is not a request */
+	ioapic_route_gsi(acpi.irq_gsi[acpi.sci_irq], VEC_SCI, cpus[0].apic_id, level, active_low);
+	outw(pm1a_en(), (u16)(inw(pm1a_en()) | PM1_PWRBTN));
+	acpi.power_button = true;
+}
+
+/* The SCI handler (interrupt context, any scenario that waits with interrupts on). */
+void acpi_sci(void)
+{
+	u16 sts = inw(acpi.pm1a_evt) & inw(pm1a_en());
+	if (sts & PM1_PWRBTN) {
+		outw(acpi.pm1a_evt, PM1_PWRBTN);   /* write 1 to clear */
+		/* The interrupted code held no lock (handlers run only from waits), but be safe. */
+		serial_panic_write(COM1, "power button\n");
+		serial_panic_write(COM2, "@u1 powerbutton\n");
+		power_off();
+	}
+	if (sts)
+		outw(acpi.pm1a_evt, sts);   /* anything else enabled: ack, or the level SCI fires forever */
 }

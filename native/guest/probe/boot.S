@@ -207,6 +207,7 @@ irq_stub_\name:
 	.endm
 
 	IRQ uart0, VEC_UART0
+	IRQ sci, VEC_SCI
 	IRQ timer, VEC_TIMER
 	IRQ wake, VEC_WAKE
 	IRQ spurious, VEC_SPURIOUS

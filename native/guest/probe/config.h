@@ -7,8 +7,9 @@
 
 /* Interrupt vectors */
 #define VEC_UART0 0x24    /* ttyS0 RX via IOAPIC pin 4 */
+#define VEC_SCI 0x29      /* ACPI SCI (ISA IRQ 9) via the IOAPIC, level */
 #define VEC_TIMER 0x40    /* LAPIC timer */
-#define VEC_WAKE 0x50     /* IPI: "look at your mailbox" */
+#define VEC_WAKE 0x50     /* IPI: "look at your mailbox"; also the ipi ping-pong and spinlock kicks */
 #define VEC_SPURIOUS 0xFF
 
 #endif

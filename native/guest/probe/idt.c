@@ -32,6 +32,7 @@ void idt_init(void)
 	for (u32 v = 0; v < 32; v++)
 		set_gate(v, (void (*)(void))exc_stubs[v]);
 	set_gate(VEC_UART0, irq_stub_uart0);
+	set_gate(VEC_SCI, irq_stub_sci);
 	set_gate(VEC_TIMER, irq_stub_timer);
 	set_gate(VEC_WAKE, irq_stub_wake);
 	set_gate(VEC_SPURIOUS, irq_stub_spurious);
@@ -44,10 +45,15 @@ void irq_dispatch(u64 vector)
 	struct cpu *c = this_cpu();
 	switch (vector) {
 	case VEC_TIMER:
+		/* First thing: the timer scenario measures lateness against this. */
+		c->timer_tsc = rdtsc();
 		c->ticks++;
 		break;
 	case VEC_UART0:
 		serial_rx_irq();
+		break;
+	case VEC_SCI:
+		acpi_sci();   /* powers off on the power button; else acks and returns */
 		break;
 	case VEC_WAKE:
 		c->wakes++;

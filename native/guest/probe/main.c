@@ -30,14 +30,16 @@ void probe_main(void)
 	cpus[0].up = 1;
 	timer_calibrate();
 	smp_boot(si);
+	acpi_power_button_init();
 
 	u64 boot_us = (rdtsc() - t_start) * 1000 / tsc_khz;
 	event("boot cpus_found=%u cpus_up=%u tsc_khz=%lu boot_us=%lu smp_us=%lu", ncpus_found, ncpus_up, tsc_khz,
 	      boot_us, smp_us);
 	con_printf("Unhalt probe guest: %u of %u CPUs up\n", ncpus_up, ncpus_found);
-	con_printf("tsc %lu kHz (%s), lapic timer %lu kHz, acpi %s, pm1a_cnt 0x%x%s, slp_typ %u%s\n", tsc_khz,
-	           tsc_source, lapic_khz, acpi.found ? "yes" : "no", acpi.pm1a_cnt,
-	           acpi.hw_reduced ? " (hw-reduced)" : "", acpi.slp_typ, host_pvm ? ", PVM host" : "");
+	con_printf("tsc %lu kHz (%s), lapic timer %lu kHz%s, acpi %s, pm1a_cnt 0x%x%s, slp_typ %u%s%s\n", tsc_khz,
+	           tsc_source, lapic_khz, tsc_deadline_timer ? " (tsc-deadline)" : "", acpi.found ? "yes" : "no",
+	           acpi.pm1a_cnt, acpi.hw_reduced ? " (hw-reduced)" : "", acpi.slp_typ,
+	           acpi.power_button ? ", power button" : "", host_pvm ? ", PVM host" : "");
 
 	char scenario[32] = "echo";
 	cmdline_get("scenario", scenario, sizeof scenario);

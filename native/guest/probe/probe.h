@@ -3,7 +3,9 @@
  *
  * Freestanding x86-64, no libc. All ring-0 code must stay within what the
  * PVM emulator handles (see DESIGN.md): no SSE (built -mgeneral-regs-only),
- * no cmpxchg16b, no xsave, no int3, no 32-bit iret, no vmcall.
+ * no cmpxchg16b, no xsave, no int3, no 32-bit iret.  vmcall/vmmcall hang the
+ * vCPU there: only the hypercall scenario, and spinlock kicks when the command
+ * line lacks unhalt.pvm=1, execute them.
  */
 #ifndef PROBE_H
 #define PROBE_H
@@ -32,6 +34,18 @@ static inline u8 inb(u16 port)
 {
 	u8 v;
 	__asm__ volatile("inb %1, %0" : "=a"(v) : "Nd"(port));
+	return v;
+}
+static inline u16 inw(u16 port)
+{
+	u16 v;
+	__asm__ volatile("inw %1, %0" : "=a"(v) : "Nd"(port));
+	return v;
+}
+static inline u32 inl(u16 port)
+{
+	u32 v;
+	__asm__ volatile("inl %1, %0" : "=a"(v) : "Nd"(port));
 	return v;
 }
 static inline u32 mmio_read32(u64 addr) { return *(volatile u32 *)addr; }
@@ -75,6 +89,7 @@ struct cpu {
 	volatile u32 up;             /* set by the CPU itself once running in C */
 	volatile u64 ticks;          /* LAPIC timer interrupts taken */
 	volatile u64 wakes;          /* VEC_WAKE interrupts taken */
+	volatile u64 timer_tsc;      /* TSC read by the last LAPIC timer interrupt */
 	/* Mailbox: the owner sets arg, then fn, then sends VEC_WAKE.  The CPU
 	 * takes fn with xchg after every wake-up, runs fn(arg), bumps done. */
 	void (*volatile mbox_fn)(void *);
@@ -117,7 +132,8 @@ extern u32 boot_start_info;      /* ebx at the PVH entry */
 extern u64 ap_stack_tops[256];   /* indexed by initial APIC ID */
 extern const u8 trampoline_start[], trampoline_end[];
 extern void *const exc_stubs[32];
-extern void irq_stub_uart0(void), irq_stub_timer(void), irq_stub_wake(void), irq_stub_spurious(void);
+extern void irq_stub_uart0(void), irq_stub_sci(void), irq_stub_timer(void), irq_stub_wake(void),
+	irq_stub_spurious(void);
 /* Call with interrupts disabled: sti;hlt, returns (interrupts disabled
  * again) after an interrupt was handled.  Check your condition with
  * interrupts disabled before calling, so no wake-up can be lost. */
@@ -141,6 +157,7 @@ void con_printf(const char *fmt, ...) PRINTF(1, 2);   /* ttyS0, human text */
 void con_write(const char *s, size_t n);               /* ttyS0, raw (no lock held by caller) */
 void event(const char *fmt, ...) PRINTF(1, 2);        /* ttyS1: "@u1 " + line + "\n" */
 void serial_panic_write(u16 base, const char *s);      /* lock-free, for faults */
+void serial_write_raw(u16 base, const char *s, size_t n);  /* bytes as is, under the lock */
 void serial_rx_enable(void);                           /* ttyS0 RX interrupt on */
 void serial_rx_irq(void);
 int serial_getc(void);                                 /* -1 when nothing buffered */
@@ -172,6 +189,12 @@ struct acpi_info {
 	u32 irq_gsi[16];        /* ISA IRQ -> GSI after overrides */
 	u16 irq_flags[16];      /* MPS INTI flags from the override, 0 = bus default */
 	u16 pm1a_cnt;           /* 0 = none */
+	u16 pm1a_evt;           /* PM1a event block: STS, then EN at + pm1_evt_len/2; 0 = none */
+	u8 pm1_evt_len;
+	u8 acpi_enable;         /* value for smi_cmd that switches the firmware to ACPI mode */
+	u16 sci_irq;            /* FADT SCI_INT (an ISA IRQ) */
+	u32 smi_cmd;            /* 0: the machine is always in ACPI mode */
+	bool power_button;      /* PWRBTN_EN set and the SCI routed (acpi_power_button_init) */
 	bool hw_reduced;
 	struct gas sleep_ctl;   /* HW-reduced sleep control register */
 	u8 slp_typ;             /* from DSDT \_S5, default 5 */
@@ -179,6 +202,8 @@ struct acpi_info {
 };
 extern struct acpi_info acpi;
 void acpi_init(const struct hvm_start_info *si);
+void acpi_power_button_init(void);   /* BSP, after lapic_init */
+void acpi_sci(void);                 /* the SCI handler: power button -> power_off() */
 
 /* ---- apic.c ---- */
 void lapic_init(void);
@@ -191,6 +216,11 @@ void lapic_timer_start_count(void);
 u32 lapic_timer_current(void);
 void pic_disable(void);
 void ioapic_route_isa_irq(u32 irq, u32 vector, u32 dest_apic_id);
+void ioapic_route_gsi(u32 gsi, u32 vector, u32 dest_apic_id, bool level, bool active_low);
+extern bool tsc_deadline_timer;      /* CPUID.1:ECX[24]: LAPIC TSC-deadline mode */
+void lapic_timer_oneshot(u64 deadline_tsc);
+bool cpu_is_amd(void);               /* AMD/Hygon: vmmcall; else vmcall */
+i64 kvm_hypercall2(u64 nr, u64 a0, u64 a1);
 
 /* ---- timer.c ---- */
 extern u64 tsc_khz;
@@ -199,6 +229,23 @@ extern const char *tsc_source;
 void timer_calibrate(void);
 void tsc_delay_us(u64 us);
 u64 tsc_deadline_us(u64 us);
+void sleep_until(u64 tsc);   /* IF=0: HLT with one-shot LAPIC timers until the TSC passes tsc */
+static inline u64 tsc_to_ns(u64 cycles) { return cycles * 1000000 / tsc_khz; }
+
+/* ---- stats.c: latency samples ---- */
+/* count/sum/min/max see every value; percentiles come from at most cap kept
+ * values (every stride-th; the stride doubles whenever the buffer fills). */
+struct samples {
+	u32 *buf;
+	u32 cap, n, stride, skip;
+	u64 count, sum, min, max;   /* TSC cycles */
+};
+struct summary {
+	u64 count, p50_ns, p99_ns, max_ns, min_ns, mean_ns;
+};
+void samples_init(struct samples *s, u32 *buf, u32 cap);
+void samples_add(struct samples *s, u64 cycles);
+void samples_summarize(struct samples *s, struct summary *out);   /* sorts s->buf */
 
 /* ---- idt.c ---- */
 void idt_init(void);
@@ -216,6 +263,11 @@ NORETURN void power_off_status(u32 status);   /* value for port 0xf4: 0 ok, 1 af
 
 /* ---- scenarios.c ---- */
 NORETURN void run_scenario(const char *name);
+NORETURN void scenario_ipi(void);        /* latency.c */
+NORETURN void scenario_timer(void);      /* latency.c */
+NORETURN void scenario_spinlock(void);   /* spinlock.c */
+NORETURN void scenario_flood(void);      /* flood.c */
+u32 start_on_aps(void (*fn)(void *), void *arg);   /* smp_call on every AP that is up; returns how many */
 
 /* ---- main.c ---- */
 extern bool host_pvm;

@@ -188,6 +188,21 @@ static NORETURN void scenario_fault(void)
 	triple_fault();
 }
 
+/*
+ * ---- hypercall: one vmcall/vmmcall (rax = nr, rbx = rcx = 0) ----
+ * On PVM it hangs the vCPU: the test of stopping a hung VM.
+ */
+static NORETURN void scenario_hypercall(void)
+{
+	u64 nr = cmdline_u64("nr", 5);
+	event("hypercall nr=%lu", nr);
+	con_printf("hypercall: %s with rax=%lu\n", cpu_is_amd() ? "vmmcall" : "vmcall", nr);
+	i64 ret = kvm_hypercall2(nr, 0, 0);
+	event("hypercall_done ret=%ld", ret);
+	con_printf("hypercall returned %ld\n", ret);
+	power_off();
+}
+
 NORETURN void run_scenario(const char *name)
 {
 	if (!memcmp(name, "hello", 6))
@@ -200,6 +215,16 @@ NORETURN void run_scenario(const char *name)
 		scenario_pio();
 	if (!memcmp(name, "fault", 6))
 		scenario_fault();
+	if (!memcmp(name, "ipi", 4))
+		scenario_ipi();
+	if (!memcmp(name, "timer", 6))
+		scenario_timer();
+	if (!memcmp(name, "spinlock", 9))
+		scenario_spinlock();
+	if (!memcmp(name, "hypercall", 10))
+		scenario_hypercall();
+	if (!memcmp(name, "flood", 6))
+		scenario_flood();
 	con_printf("probe: unknown scenario '%s'\n", name);
 	event("unknown_scenario");
 	power_off();

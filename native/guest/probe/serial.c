@@ -127,6 +127,13 @@ void event(const char *f, ...)
 	spin_unlock(&tx_lock);
 }
 
+void serial_write_raw(u16 base, const char *s, size_t n)
+{
+	spin_lock(&tx_lock);
+	uart_write(base, s, n, false);
+	spin_unlock(&tx_lock);
+}
+
 /* For the fault path: take the lock if we can get it soon, else write anyway. */
 void serial_panic_write(u16 base, const char *s)
 {

@@ -140,3 +140,13 @@ bool smp_call(u32 cpu_index, void (*fn)(void *), void *arg)
 	lapic_send_ipi(c->apic_id, 0x4000 | VEC_WAKE);   /* fixed, assert */
 	return true;
 }
+
+/* smp_call(fn, arg) on every AP that is up; returns how many were asked. */
+u32 start_on_aps(void (*fn)(void *), void *arg)
+{
+	u32 n = 0;
+	for (u32 i = 1; i < MAX_CPUS; i++)
+		if (smp_call(i, fn, arg))
+			n++;
+	return n;
+}

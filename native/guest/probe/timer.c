@@ -197,3 +197,19 @@ void tsc_delay_us(u64 us)
 	while (rdtsc() < end)
 		cpu_relax();
 }
+
+/*
+ * Call with IF=0.  HLT until the TSC passes tsc, woken by one-shot LAPIC
+ * timers (other interrupts, e.g. the power button, are handled meanwhile).
+ */
+void sleep_until(u64 tsc)
+{
+	struct cpu *c = this_cpu();
+	while (rdtsc() < tsc) {
+		c->timer_tsc = 0;
+		lapic_timer_oneshot(tsc);
+		while (!c->timer_tsc)
+			cpu_wait();
+	}
+	lapic_timer_stop();
+}
