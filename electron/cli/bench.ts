@@ -5,7 +5,8 @@ import { randomUUID } from 'node:crypto';
 import { writeFileAtomic } from '../service/atomic-file.ts';
 import { homeLayout, unhaltHome } from '../service/paths.ts';
 import { formatCsv, formatMarkdown } from '../vmm/experiments/format.ts';
-import { ExperimentError, MAX_RUNS, prepareExperiment, runExperiment } from '../vmm/experiments/runner.ts';
+import { ExperimentError, LINUX_ON_PVM, MAX_RUNS, prepareExperiment, runExperiment } from '../vmm/experiments/runner.ts';
+import { hostKind } from '../vmm/host.ts';
 import type { ExperimentSpec } from '../vmm/experiments/types.ts';
 import { EXIT_CODES, UsageError, parse, say } from './args.ts';
 
@@ -25,7 +26,10 @@ export async function benchCommand(argv: string[]): Promise<number> {
   let spec: ExperimentSpec;
   try {
     const { values } = parse(argv, OPTIONS);
-    if (!values.workload) throw new UsageError('--workload NAME is required (probe workloads: ipi, timer, spinlock, pio, idle)');
+    if (values.guest !== 'probe' && values.guest !== 'linux') throw new UsageError(`--guest must be probe or linux, got "${values.guest.slice(0, 20)}"`);
+    // Before anything else: on PVM the Linux guest cannot boot, whatever the other options say.
+    if (values.guest === 'linux' && hostKind() === 'pvm') throw new ExperimentError(LINUX_ON_PVM);
+    if (!values.workload) throw new UsageError('--workload NAME is required (probe workloads: ipi, timer, spinlock, pio, idle; linux workloads: pipe, messaging, ctx)');
     if (!['md', 'json', 'csv'].includes(values.format)) throw new UsageError(`--format must be md, json or csv, got "${values.format}"`);
     const runs = Number(values.runs);
     if (!Number.isInteger(runs) || runs < 1 || runs > MAX_RUNS) throw new UsageError(`--runs must be a whole number from 1 to ${MAX_RUNS}`);
@@ -34,7 +38,7 @@ export async function benchCommand(argv: string[]): Promise<number> {
       if (eq <= 0) throw new UsageError(`--config must be NAME='key=value,...', got "${c.slice(0, 40)}"`);
       return { name: c.slice(0, eq), config: c.slice(eq + 1) };
     });
-    spec = { guest: values.guest as 'probe', workload: values.workload, configs, runs };
+    spec = { guest: values.guest, workload: values.workload, configs, runs };
     if (values['workload-args'] !== undefined) spec.workloadArgs = values['workload-args'];
     if (values['vs-qemu']) spec.vsQemu = true;
     if (values.bare) spec.bare = true;

@@ -14,6 +14,14 @@ export const LINUX_VMLINUX = `${LINUX_KIT_DIR}vmlinux`;
 export const LINUX_INITRD = `${LINUX_KIT_DIR}initramfs.cpio.gz`;
 export const LINUX_KIT_STAMP = `${LINUX_KIT_DIR}kit.json`;
 export const LINUX_KIT_BUILD_HINT = 'run "npm run build:linux" (fetches Debian\'s cloud kernel and busybox with apt-get)';
+/**
+ * The Linux workloads built for this host (native/guest/linux/build-workloads.mjs, also run by
+ * build:linux): the bare-metal reference, printing the agent's `@u1` lines on stdout.
+ */
+export const LINUX_HOST_WORKLOAD = `${LINUX_KIT_DIR}host/unhalt-workload`;
+/** The guest agent built for this host; `--stdio` serves its ttyS1 commands on stdin/stdout. */
+export const LINUX_HOST_AGENT = `${LINUX_KIT_DIR}host/unhalt-agent`;
+export const LINUX_HOST_BUILD_HINT = 'run "node native/guest/linux/build-workloads.mjs" (needs gcc; "npm run build:linux" builds it too)';
 
 export function linuxKitBuilt(): boolean {
   return existsSync(LINUX_BZIMAGE) && existsSync(LINUX_INITRD);

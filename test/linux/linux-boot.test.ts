@@ -200,3 +200,37 @@ describe.skipIf(!hw)('what the kernel makes of the paravirt features (hardware-b
       .toBe('PV spinlocks disabled with KVM_HINTS_REALTIME hints');
   }, 2 * HW_DEADLINE_MS);
 });
+
+describe.skipIf(!hw)('the Linux workloads in the guest (hardware-backed KVM)', () => {
+  it('the agent runs them on ttyS1 commands, with the live probe alongside', async () => {
+    const vm = running = await VirtualMachine.start(spec(LINUX_BZIMAGE));
+    const g = watch(vm);
+    await g.waitForEvent('ready', HW_DEADLINE_MS);
+    vm.sendAgent('probe on interval_ms=100 rounds=20\nrun pipe loops=20000\nrun ctx procs=2 loops=2000\nrun messaging groups=1 loops=10\n');
+    const pipe = await g.waitForEvent('pipe', HW_DEADLINE_MS);
+    const ctx = await g.waitForEvent('ctx', HW_DEADLINE_MS);
+    const messaging = await g.waitForEvent('messaging', HW_DEADLINE_MS);
+    const probe = await g.waitForEvent('ctxprobe', 10_000);
+    console.log(`workloads in the guest: pipe ${pipe.fields.per_op_ns} ns/op, ctx ${ctx.fields.per_switch_ns} ns/switch, `
+      + `messaging ${messaging.fields.total_ns} ns, ctxprobe p50 ${probe.fields.p50_ns} ns`);
+    expect(pipe.fields.per_op_ns).toBeGreaterThan(100);
+    expect(pipe.fields.per_op_ns).toBeLessThan(10_000_000);
+    expect(ctx.fields.raw_per_switch_ns).toBeGreaterThan(0);
+    expect(messaging.fields.total_ns).toBeGreaterThan(0);
+    expect(probe.fields.p50_ns).toBeLessThanOrEqual(probe.fields.p99_ns!);
+    expect(g.events.filter((e) => e.event === 'done').map((e) => e.fields.status)).toEqual([0, 0, 0]);
+    await vm.stop();
+  }, 3 * HW_DEADLINE_MS);
+
+  it('unhalt bench --guest linux --bare: two configs and the bare reference', async () => {
+    const { runExperiment } = await import('../../electron/vmm/experiments/runner.ts');
+    const r = await runExperiment({
+      guest: 'linux', workload: 'pipe', workloadArgs: 'loops=20000', runs: 1, bare: true,
+      configs: [{ name: 'base', config: 'cpus=2' }, { name: 'nopoll', config: 'cpus=2,halt-poll-ns=0' }],
+    });
+    expect(r.raw.filter((x) => x.error)).toEqual([]);
+    expect(r.rows.map((x) => `${x.config}/${x.runner}`)).toEqual(['base/unhalt', 'nopoll/unhalt', 'bare/bare']);
+    expect(r.rows[0]!.ratioToReference).toBeGreaterThan(0);
+    console.log(`bench --guest linux: ${r.rows.map((x) => `${x.config} ${x.median.toFixed(1)} ms`).join(', ')}`);
+  }, 4 * HW_DEADLINE_MS);
+});

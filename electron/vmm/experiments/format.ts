@@ -13,6 +13,10 @@ export function formatMarkdown(r: ExperimentResult): string {
     '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |',
     ...r.rows.map((x: ExperimentResultRow) => `| ${x.config} | ${x.runner} | ${fmt(x.median)} | ${fmt(x.min)}–${fmt(x.max)} | ${num(x.ratioToFirst, 2)} | ${num(x.ratioToReference, 2)} | ${num(x.haltExitsPerS)} | ${x.pollHitRate === null ? '—' : `${(x.pollHitRate * 100).toFixed(0)}%`} |`),
   ];
+  const sec = r.rows.filter((x) => x.secondary);
+  if (sec.length) {
+    lines.push('', `also, median ${sec[0]!.secondary!.unit}: ${sec.map((x) => `${x.config}${x.runner === 'unhalt' || x.runner === 'bare' ? '' : ` (${x.runner})`} ${fmt(x.secondary!.median)}`).join(', ')}`);
+  }
   const failed = r.raw.filter((x) => x.error);
   if (failed.length) lines.push('', ...failed.map((x) => `failed: ${x.config} (${x.runner}) run ${x.run}: ${x.error}`));
   if (r.notes.length) lines.push('', ...r.notes.map((n) => `note: ${n}`));

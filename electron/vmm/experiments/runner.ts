@@ -2,8 +2,14 @@
 // boot a VM, run the workload, record the guest's result with the KVM stats deltas and the VMM's
 // host CPU time; optionally the same guest and knobs under QEMU. Configurations are run
 // alternately (A, B, A, B, ...) because this machine is noisy; results are medians and ratios.
+//
+// Linux workloads: each run boots the Linux guest, waits for the agent's `@u1 ready` on ttyS1,
+// sends it `run NAME key=value ...` (VirtualMachine.sendAgent) and reads the result event and
+// `@u1 done`. `--bare` runs the host build of the same C workload with the same arguments
+// (a `bare` row, the reference of the ratio column). On PVM hosts the Linux guest cannot boot,
+// so such an experiment is refused before anything runs.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { release, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { AgentEvent } from '../agent/line-protocol.ts';
@@ -12,15 +18,19 @@ import { parseConfigString } from '../config/config-string.ts';
 import { resolveMachine } from '../config/resolve.ts';
 import type { VmConfig } from '../config/vm-config.ts';
 import { PROBE_KERNEL } from '../guests.ts';
+import { LINUX_HOST_BUILD_HINT, LINUX_HOST_WORKLOAD, linuxKitInfo } from '../guests-linux.ts';
 import { hostCpuModel } from '../host.ts';
 import { disableExitNames, probeHost, type HostCapabilities } from '../machine/host-caps.ts';
 import { Sampler } from '../telemetry/sampler.ts';
 import { VirtualMachine } from '../vm.ts';
 import type { ExperimentProgress, ExperimentResult, ExperimentResultRow, ExperimentSpec, RunRecord } from './types.ts';
-import { workload, type Workload } from './workloads.ts';
+import { linuxWorkloadArgs, workload, type Workload } from './workloads.ts';
 
 const RUN_TIMEOUT_MS = 120_000;
 export const MAX_RUNS = 1000;
+/** Why a Linux-guest experiment is refused on PVM hosts (one line). */
+export const LINUX_ON_PVM = 'the Linux guest cannot run on this host: its KVM is PVM (guest ring 0 is emulated), where a stock '
+  + 'Linux kernel never finishes booting; use the probe guest (--guest probe, workloads ipi, timer, spinlock, pio, idle)';
 
 export class ExperimentError extends Error {
   override name = 'ExperimentError';
@@ -34,10 +44,20 @@ interface Prepared {
 }
 
 /** Checks a spec completely before anything runs (every config parsed and resolved). */
-export function prepareExperiment(spec: ExperimentSpec, host: HostCapabilities = probeHost()): { work: Workload; prepared: Prepared[]; notes: string[] } {
+export interface PreparedExperiment {
+  work: Workload;
+  prepared: Prepared[];
+  notes: string[];
+  /** Linux workloads: the complete `key=value` arguments for the agent and the host build. */
+  linuxArgs?: string[];
+}
+
+export function prepareExperiment(spec: ExperimentSpec, host: HostCapabilities = probeHost()): PreparedExperiment {
+  if (spec.guest !== 'probe' && spec.guest !== 'linux') throw new ExperimentError(`guest must be probe or linux, got "${String(spec.guest).slice(0, 20)}"`);
+  // First: nothing else matters when the guest cannot boot here.
+  if (spec.guest === 'linux' && host.kind === 'pvm') throw new ExperimentError(LINUX_ON_PVM);
   if (!Array.isArray(spec.configs) || spec.configs.length < 2) throw new ExperimentError('an experiment needs two or more configurations');
   if (!Number.isInteger(spec.runs) || spec.runs < 1 || spec.runs > MAX_RUNS) throw new ExperimentError(`runs must be between 1 and ${MAX_RUNS}`);
-  if (spec.guest !== 'probe' && spec.guest !== 'linux') throw new ExperimentError(`guest must be probe or linux, got "${String(spec.guest).slice(0, 20)}"`);
   let work: Workload;
   try {
     work = workload(spec.guest, spec.workload);
@@ -46,6 +66,16 @@ export function prepareExperiment(spec: ExperimentSpec, host: HostCapabilities =
   }
   const args = spec.workloadArgs ?? '';
   if (args.length > 512 || /[\0\n]/.test(args)) throw new ExperimentError('workload arguments must be one short line');
+  let linuxArgs: string[] | undefined;
+  if (work.guest === 'linux') {
+    try {
+      linuxArgs = linuxWorkloadArgs(work, args);
+    } catch (e) {
+      throw new ExperimentError((e as Error).message);
+    }
+    if (spec.vsQemu) throw new ExperimentError('--vs-qemu is not available for the Linux guest yet (QEMU would need the initramfs and a two-way ttyS1); use --bare for the host reference');
+    if (spec.bare && !existsSync(LINUX_HOST_WORKLOAD)) throw new ExperimentError(`--bare needs the host build of the Linux workloads (${LINUX_HOST_WORKLOAD}): ${LINUX_HOST_BUILD_HINT}`);
+  }
   const notes: string[] = [];
   const names = new Set<string>();
   const prepared = spec.configs.map(({ name, config }) => {
@@ -54,7 +84,9 @@ export function prepareExperiment(spec: ExperimentSpec, host: HostCapabilities =
     names.add(name);
     let c: VmConfig;
     try {
-      c = parseConfigString(String(config), { guest: spec.guest, name: 'bench', append: work.cmdline(args) });
+      const base: Record<string, unknown> = { guest: spec.guest, name: 'bench' };
+      if (work.cmdline) base.append = work.cmdline(args); // Linux: the default kernel command line
+      c = parseConfigString(String(config), base);
     } catch (e) {
       throw new ExperimentError(`configuration ${name}: ${(e as Error).message}`);
     }
@@ -68,9 +100,9 @@ export function prepareExperiment(spec: ExperimentSpec, host: HostCapabilities =
     if (spec.vsQemu) Object.assign(p, qemuCommand(c, host));
     return p;
   });
-  if (spec.bare) notes.push(`--bare: the ${work.name} workload runs inside the probe guest only; no bare-metal reference for it`);
+  if (spec.bare && work.guest !== 'linux') notes.push(`--bare: the ${work.name} workload runs inside the probe guest only; no bare-metal reference for it`);
   for (const p of prepared) if (p.qemuNote) notes.push(`${p.name}: ${p.qemuNote}`);
-  return { work, prepared, notes };
+  return linuxArgs ? { work, prepared, notes, linuxArgs } : { work, prepared, notes };
 }
 
 export async function runExperiment(
@@ -79,9 +111,10 @@ export async function runExperiment(
   signal?: AbortSignal,
 ): Promise<ExperimentResult> {
   const host = probeHost();
-  const { work, prepared, notes } = prepareExperiment(spec, host);
+  const { work, prepared, notes, linuxArgs } = prepareExperiment(spec, host);
   const runners = spec.vsQemu ? (['unhalt', 'qemu'] as const) : (['unhalt'] as const);
-  const total = spec.runs * prepared.length * runners.length;
+  const bare = spec.bare === true && work.guest === 'linux';
+  const total = spec.runs * (prepared.length * runners.length + (bare ? 1 : 0));
   const raw: RunRecord[] = [];
   let done = 0;
   for (let run = 1; run <= spec.runs; run++) {
@@ -89,17 +122,29 @@ export async function runExperiment(
       for (const runner of runners) {
         if (signal?.aborted) throw new ExperimentError('the experiment was cancelled');
         onProgress({ done, total, current: `${p.name} (${runner}) run ${run}/${spec.runs}` });
-        const rec = runner === 'unhalt' ? await runOnUnhalt(p, work, host) : await runOnQemu(p, work);
+        const rec = runner === 'qemu' ? await runOnQemu(p, work)
+          : linuxArgs ? await runLinuxOnUnhalt(p, work, linuxArgs, host) : await runOnUnhalt(p, work, host);
         raw.push({ ...rec, config: p.name, runner, run });
         done++;
       }
     }
+    if (bare) {
+      // In the same alternation as the configs: the host's noise hits every row alike.
+      if (signal?.aborted) throw new ExperimentError('the experiment was cancelled');
+      onProgress({ done, total, current: `bare run ${run}/${spec.runs}` });
+      raw.push({ ...(await runBare(work, linuxArgs!)), config: BARE_CONFIG, runner: 'bare', run });
+      done++;
+    }
   }
   onProgress({ done, total });
-  return { spec, rows: summarize(prepared.map((p) => p.name), runners, raw, work), raw, environment: environment(host, prepared, spec), notes };
+  const rowRunners = bare ? [...runners, 'bare'] : runners;
+  return { spec, rows: summarize(prepared.map((p) => p.name), rowRunners, raw, work), raw, environment: environment(host, prepared, spec), notes };
 }
 
-type RunOutcome = Omit<RunRecord, 'config' | 'runner' | 'run'>;
+/** The config name of the bare-metal rows. */
+export const BARE_CONFIG = 'bare';
+
+export type RunOutcome = Omit<RunRecord, 'config' | 'runner' | 'run'>;
 
 async function runOnUnhalt(p: Prepared, work: Workload, host: HostCapabilities): Promise<RunOutcome> {
   const { spec } = resolveMachine(p.config, host);
@@ -125,8 +170,127 @@ async function runOnUnhalt(p: Prepared, work: Workload, host: HostCapabilities):
   return { value: work.value(result, boot), fields: result.fields, wallMs, ...stats };
 }
 
-function statsDelta(sampler: Sampler): Pick<RunRecord, 'haltExits' | 'haltExitsPerS' | 'pollHitRate' | 'hostCpuNs'> {
-  const recs = sampler.records();
+/**
+ * KVM stats deltas over the run; from `fromT` (ms since the VM started) on when given: the
+ * last sample at or before it is the baseline, and host CPU time is a delta too.
+ */
+/**
+ * The host's side of one Linux workload run over ttyS1, apart from any VM (tests drive it with
+ * the agent built for the host, `unhalt-agent --stdio`): on the agent's `@u1 ready` it sends
+ * `run NAME key=value ...`; it keeps the result event, the first error and `@u1 done`, and calls
+ * `finished` when done arrives.
+ */
+export class LinuxAgentRun {
+  ready?: AgentEvent;
+  result?: AgentEvent;
+  failure?: AgentEvent;
+  done?: AgentEvent;
+  readonly command: string;
+  private readonly work: Workload;
+  private readonly send: (line: string) => void;
+  private readonly finished: () => void;
+
+  constructor(work: Workload, args: readonly string[], send: (line: string) => void, finished: () => void) {
+    this.work = work;
+    this.command = `run ${work.name} ${args.join(' ')}`.trim();
+    this.send = send;
+    this.finished = finished;
+  }
+
+  onEvent(e: AgentEvent): void {
+    if (!this.ready) {
+      if (e.event !== 'ready') return; // the agent's ttyS1 may carry other lines before it starts
+      this.ready = e;
+      this.send(`${this.command}\n`);
+    } else if (e.event === this.work.event && !this.result) {
+      this.result = e;
+    } else if (e.event === 'error' && !this.failure) {
+      this.failure = e;
+    } else if (e.event === 'done' && e.fields.workload === this.work.id && !this.done) {
+      this.done = e;
+      this.finished();
+    }
+  }
+
+  /** The run's value, or why there is none (`ended`: how the VM or process ended). */
+  outcome(ended: string): Pick<RunOutcome, 'value' | 'fields' | 'error'> {
+    if (!this.ready) return { value: null, fields: {}, error: `the Linux agent never reported ready on ttyS1: ${ended}` };
+    if (!this.result) {
+      const f = this.failure;
+      const why = this.done
+        ? `the agent's ${this.work.name} run failed (status ${this.done.fields.status}${f ? `, ${fieldText(f)}` : ''})`
+        : `no ${this.work.event} result after "${this.command}": ${ended}`;
+      return { value: null, fields: {}, error: why };
+    }
+    return { value: this.work.value(this.result, this.ready), fields: this.result.fields };
+  }
+}
+
+/**
+ * One run of a Linux workload: boot, wait for the agent's `@u1 ready`, send `run NAME args`
+ * (VirtualMachine.sendAgent), read the result and `@u1 done`, stop the VM. KVM stats cover the
+ * workload only (from the moment the command is sent).
+ */
+async function runLinuxOnUnhalt(p: Prepared, work: Workload, args: string[], host: HostCapabilities): Promise<RunOutcome> {
+  const { spec } = resolveMachine(p.config, host);
+  const t0 = performance.now();
+  const vm = await VirtualMachine.start(spec);
+  const sampler = Sampler.forVm(vm, { intervalMs: 100 });
+  let fromT: number | undefined;
+  const run = new LinuxAgentRun(work, args, (line) => {
+    fromT = sampler.markEvent(`run ${work.name}`).t;
+    vm.sendAgent(line);
+  }, () => setTimeout(() => void vm.stop(), 50));
+  vm.on('agent', (e) => run.onEvent(e));
+  let timedOut = false;
+  const timer = setTimeout(() => { timedOut = true; void vm.stop(); }, RUN_TIMEOUT_MS);
+  const exit = await vm.exited;
+  clearTimeout(timer);
+  const wallMs = performance.now() - t0;
+  const ended = timedOut ? `stopped after ${RUN_TIMEOUT_MS / 1000} s` : exit.message;
+  return { ...run.outcome(ended), wallMs, ...statsDelta(sampler, fromT) };
+}
+
+const fieldText = (e: AgentEvent): string => Object.entries(e.fields).map(([k, v]) => `${k}=${v}`).join(' ');
+
+const BARE_TIMEOUT_MS = 300_000;
+
+/**
+ * The bare-metal reference: the host build of the same C workload with the same arguments
+ * (assets/guests/linux/host/unhalt-workload), its `@u1` lines read from stdout.
+ */
+export async function runBare(work: Workload, args: string[], binary: string = LINUX_HOST_WORKLOAD): Promise<RunOutcome> {
+  const t0 = performance.now();
+  const out = await new Promise<{ code: number | null; signal: string | null; stdout: string; stderr: string; error?: string }>((resolve) => {
+    let stdout = '';
+    let stderr = '';
+    const child = spawn(binary, [work.name, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout.on('data', (d) => { if (stdout.length < 1 << 20) stdout += d; });
+    child.stderr.on('data', (d) => { if (stderr.length < 1 << 16) stderr += d; });
+    const timer = setTimeout(() => child.kill('SIGKILL'), BARE_TIMEOUT_MS);
+    child.on('error', (e) => { clearTimeout(timer); resolve({ code: null, signal: null, stdout, stderr, error: e.message }); });
+    child.on('close', (code, sig) => { clearTimeout(timer); resolve({ code, signal: sig, stdout, stderr }); });
+  });
+  const wallMs = performance.now() - t0;
+  if (out.error) return { value: null, fields: {}, wallMs, error: `cannot run ${binary}: ${out.error} (${LINUX_HOST_BUILD_HINT})` };
+  let result: AgentEvent | undefined;
+  for (const line of out.stdout.split('\n')) {
+    const e = parseAgentLine(line);
+    if (typeof e === 'object' && e.event === work.event && !result) result = e;
+  }
+  if (!result || out.code !== 0) {
+    const why = out.stderr.trim().split('\n')[0] || (out.signal ? `killed by ${out.signal}` : `exit status ${out.code}`);
+    return { value: null, fields: {}, wallMs, error: `bare ${work.name} failed: ${why}` };
+  }
+  return { value: work.value(result), fields: result.fields, wallMs };
+}
+
+function statsDelta(sampler: Sampler, fromT?: number): Pick<RunRecord, 'haltExits' | 'haltExitsPerS' | 'pollHitRate' | 'hostCpuNs'> {
+  let recs = sampler.records();
+  if (fromT !== undefined) {
+    const base = recs.filter((r) => r.t <= fromT).at(-1)?.t;
+    recs = recs.filter((r) => base === undefined || r.t >= base);
+  }
   if (recs.length === 0) return {};
   let halts = 0;
   let polls = 0;
@@ -142,7 +306,7 @@ function statsDelta(sampler: Sampler): Pick<RunRecord, 'haltExits' | 'haltExitsP
     halts += d('halt_exits');
     polls += d('halt_attempted_poll');
     hits += d('halt_successful_poll');
-    cpu += Number(last.host_cpu_ns ?? 0);
+    cpu += Number(last.host_cpu_ns ?? 0) - (fromT !== undefined ? Number(first.host_cpu_ns ?? 0) : 0);
     seconds = Math.max(seconds, (last.t - first.t) / 1000);
   }
   return {
@@ -215,30 +379,39 @@ function mean(xs: number[]): number | null {
   return xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : null;
 }
 
-export function summarize(configs: string[], runners: readonly string[], raw: RunRecord[], work: Pick<Workload, 'unit'>): ExperimentResultRow[] {
+export function summarize(configs: string[], runners: readonly string[], raw: RunRecord[], work: Pick<Workload, 'unit' | 'secondary'>): ExperimentResultRow[] {
   const rows: ExperimentResultRow[] = [];
   for (const runner of runners) {
-    for (const config of configs) {
+    // The bare-metal reference has one row of its own.
+    for (const config of runner === 'bare' ? [BARE_CONFIG] : configs) {
       const recs = raw.filter((r) => r.config === config && r.runner === runner);
       const values = recs.map((r) => r.value).filter((v): v is number => v !== null && Number.isFinite(v));
       if (!values.length) continue;
       const polls = recs.map((r) => r.pollHitRate).filter((v): v is number => typeof v === 'number');
-      rows.push({
+      const row: ExperimentResultRow = {
         config, runner, unit: work.unit, median: median(values), min: Math.min(...values), max: Math.max(...values),
         ratioToFirst: null, ratioToReference: null,
         haltExitsPerS: mean(recs.map((r) => r.haltExitsPerS).filter((v): v is number => typeof v === 'number')),
         pollHitRate: mean(polls),
         runs: values,
-      });
+      };
+      const sec = work.secondary;
+      if (sec) {
+        const xs = recs.filter((r) => r.value !== null).map((r) => sec.value({ event: '', fields: r.fields }))
+          .filter((v) => Number.isFinite(v));
+        if (xs.length) row.secondary = { unit: sec.unit, median: median(xs) };
+      }
+      rows.push(row);
     }
   }
+  const bare = rows.find((r) => r.runner === 'bare');
   for (const row of rows) {
     const first = rows.find((r) => r.runner === row.runner);
     if (first && first.median !== 0) row.ratioToFirst = row.median / first.median;
-    if (row.runner === 'unhalt') {
-      const ref = rows.find((r) => r.runner !== 'unhalt' && r.config === row.config);
-      if (ref && ref.median !== 0) row.ratioToReference = row.median / ref.median;
-    }
+    // The reference: QEMU on the same config where there is one, else the bare-metal row.
+    const ref = row.runner === 'unhalt' ? rows.find((r) => r.runner === 'qemu' && r.config === row.config) ?? bare
+      : row.runner === 'qemu' ? bare : undefined;
+    if (ref && ref.median !== 0) row.ratioToReference = row.median / ref.median;
   }
   return rows;
 }
@@ -260,6 +433,8 @@ function environment(host: HostCapabilities, prepared: Prepared[], spec: Experim
       binaryStats: host.binaryStats, maxVcpus: host.maxVcpus, haltPollParams: host.haltPollParams,
     },
     guest: spec.guest === 'probe' ? PROBE_KERNEL : spec.guest,
+    ...(spec.guest === 'linux' ? { linuxKit: linuxKitInfo() ?? null, linuxWorkloadArgs: spec.workloadArgs ?? '' } : {}),
+    ...(spec.guest === 'linux' && spec.bare ? { bare: { binary: LINUX_HOST_WORKLOAD } } : {}),
     configs: prepared.map((p) => ({ name: p.name, config: p.config, resolved: resolveMachine(p.config, host).resolution, qemu: p.qemuArgs })),
   };
 }

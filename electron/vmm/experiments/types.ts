@@ -21,6 +21,8 @@ export interface ExperimentResultRow {
   haltExitsPerS: number | null;
   pollHitRate: number | null;
   runs: number[];
+  /** A second figure's median where the workload has one (pipe: µs/op beside total ms). */
+  secondary?: { unit: string; median: number };
 }
 
 export interface RunRecord {

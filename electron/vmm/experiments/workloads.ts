@@ -1,13 +1,27 @@
 // Workloads an experiment can run, and how to read each one's result from the guest's ttyS1
-// events. Probe-guest workloads are scenarios of our own guest (docs/guest-contract.md).
+// events. Probe-guest workloads are scenarios of our own guest (docs/guest-contract.md); Linux
+// workloads are commands of our agent (`run NAME key=value ...`, native/guest/linux/workloads/
+// workloads.h), the same C code the host build runs for the bare-metal reference.
 import type { AgentEvent } from '../agent/line-protocol.ts';
+
+export interface WorkloadParam {
+  default: number;
+  min: number;
+  max: number;
+}
 
 export interface Workload {
   name: string;
   guest: 'probe' | 'linux';
   summary: string;
-  /** The guest command line (probe) for given extra arguments. */
-  cmdline(args: string): string;
+  /** The guest command line (probe workloads) for given extra arguments. */
+  cmdline?(args: string): string;
+  /** Linux workloads: their `key=value` arguments, with the C side's defaults and limits. */
+  params?: Readonly<Record<string, WorkloadParam>>;
+  /** Linux workloads: a check across arguments (the C side makes the same one). */
+  check?(values: Readonly<Record<string, number>>): string | undefined;
+  /** Linux workloads: the id in the agent's `@u1 done workload=ID` line. */
+  id?: number;
   /** The ttyS1 event that carries the result. */
   event: string;
   /** The measured value from the result event (and the boot event for the TSC rate). */
@@ -15,6 +29,8 @@ export interface Workload {
   unit: string;
   lowerIsBetter: boolean;
   minCpus: number;
+  /** A second figure reported beside the main one (pipe: µs per round trip, as perf prints). */
+  secondary?: { unit: string; value(result: AgentEvent): number };
 }
 
 const probe = (w: Omit<Workload, 'guest' | 'cmdline'> & { defaults?: string }): Workload => ({
@@ -51,10 +67,71 @@ export const WORKLOADS: readonly Workload[] = [
   }),
 ];
 
+const linux = (w: Omit<Workload, 'guest' | 'minCpus'>): Workload => ({ ...w, guest: 'linux', minCpus: 1 });
+
+/** The `@u1 done workload=ID` ids (workloads.h WL_ID_*). */
+export const LINUX_WORKLOAD_IDS = { pipe: 1, messaging: 2, ctx: 3, probe: 4 } as const;
+
+export const LINUX_WORKLOADS: readonly Workload[] = [
+  linux({
+    name: 'pipe', id: LINUX_WORKLOAD_IDS.pipe, event: 'pipe', unit: 'ms', lowerIsBetter: true,
+    summary: 'like perf bench sched pipe: two processes ping-pong over two pipes; total time (perf\'s "Total time")',
+    params: { loops: { default: 1_000_000, min: 1, max: 1_000_000_000 } },
+    value: (e) => e.fields.total_ns! / 1e6,
+    secondary: { unit: 'µs/op', value: (e) => e.fields.per_op_ns! / 1e3 },
+  }),
+  linux({
+    name: 'messaging', id: LINUX_WORKLOAD_IDS.messaging, event: 'messaging', unit: 'ms', lowerIsBetter: true,
+    summary: 'like perf bench sched messaging: groups of 20 senders and 20 receivers over socketpairs; total time',
+    params: {
+      groups: { default: 10, min: 1, max: 200 },
+      fds: { default: 20, min: 1, max: 64 },
+      loops: { default: 100, min: 1, max: 10_000_000 },
+    },
+    check: (v) => (v.groups! * v.fds! * 2 > 8192 ? `groups x fds x 2 = ${v.groups! * v.fds! * 2} processes, more than 8192` : undefined),
+    value: (e) => e.fields.total_ns! / 1e6,
+  }),
+  linux({
+    name: 'ctx', id: LINUX_WORKLOAD_IDS.ctx, event: 'ctx', unit: 'µs', lowerIsBetter: true,
+    summary: 'like lmbench lat_ctx: a token ring of processes each summing size_kb KiB; per context switch',
+    params: {
+      procs: { default: 2, min: 2, max: 1024 },
+      size_kb: { default: 0, min: 0, max: 65536 },
+      loops: { default: 10_000, min: 1, max: 100_000_000 },
+    },
+    check: (v) => (v.procs! * v.size_kb! > 1024 * 1024 ? `procs x size_kb = ${v.procs! * v.size_kb!} KiB, more than 1 GiB` : undefined),
+    value: (e) => e.fields.per_switch_ns! / 1e3,
+  }),
+];
+
+/**
+ * A Linux workload's arguments ("loops=1000 ..."), checked against its parameters, as the
+ * complete list of `key=value` tokens (defaults filled in) for the agent and the host command.
+ */
+export function linuxWorkloadArgs(w: Workload, args: string): string[] {
+  const params = w.params ?? {};
+  const values: Record<string, number> = {};
+  for (const [k, p] of Object.entries(params)) values[k] = p.default;
+  for (const tok of args.split(/\s+/).filter(Boolean)) {
+    const m = /^([a-z_]{1,32})=(-?[0-9]{1,20})$/.exec(tok);
+    if (!m) throw new Error(`${w.name}: workload argument "${tok.slice(0, 40)}" must be key=integer`);
+    const key = m[1]!;
+    const p = Object.hasOwn(params, key) ? params[key] : undefined;
+    if (!p) throw new Error(`${w.name}: unknown argument "${key}"; valid: ${Object.keys(params).join(', ')}`);
+    const n = Number(m[2]);
+    if (!Number.isSafeInteger(n) || n < p.min || n > p.max) throw new Error(`${w.name}: ${key} must be from ${p.min} to ${p.max}, got ${m[2]}`);
+    values[key] = n;
+  }
+  const problem = w.check?.(values);
+  if (problem) throw new Error(`${w.name}: ${problem}`);
+  return Object.entries(values).map(([k, v]) => `${k}=${v}`);
+}
+
 export function workload(guest: string, name: string): Workload {
-  const w = WORKLOADS.find((x) => x.guest === guest && x.name === name);
+  const all = [...WORKLOADS, ...LINUX_WORKLOADS];
+  const w = all.find((x) => x.guest === guest && x.name === name);
   if (!w) {
-    const valid = WORKLOADS.filter((x) => x.guest === guest).map((x) => x.name);
+    const valid = all.filter((x) => x.guest === guest).map((x) => x.name);
     throw new Error(`unknown ${guest} workload "${name.slice(0, 40)}"; valid: ${valid.join(', ') || 'none yet'}`);
   }
   return w;

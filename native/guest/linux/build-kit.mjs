@@ -3,15 +3,18 @@
 //
 //   bzImage               Debian's linux-image-*-cloud-amd64 /boot/vmlinuz-*
 //   vmlinux               the ELF inside it (boots through PVH: CONFIG_PVH=y)
-//   initramfs.cpio.gz     busybox (busybox-static), /init, /etc/inittab and our static agent
+//   initramfs.cpio.gz     busybox (busybox-static), /init, /etc/inittab, our static agent
+//                         (/sbin/unhalt-agent) and workloads (/bin/unhalt-workload)
 //   kit.json              what went in (package versions, hashes): the cache stamp
+//   host/                 the same workloads and agent built for this host (the bare-metal
+//                         reference; build-workloads.mjs, also run on its own)
 //
 //   node native/guest/linux/build-kit.mjs [--force] [--quiet] [--kernel-package NAME]
 //
 // Plain Node, no dependencies. Packages come from `apt-get download` (no root needed) and are
 // unpacked with `dpkg-deb -x`; the vmlinux extractor, the cpio writer and the LZ4 decoder are
-// our own. Idempotent: a second run checks a stamp (the script, the agent's and init's sources,
-// and the apt package lists' state) and returns at once when nothing changed.
+// our own. Idempotent: a second run checks a stamp (the script, the agent's, workloads' and
+// init's sources, and the apt package lists' state) and returns at once when nothing changed.
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import {
@@ -23,11 +26,11 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { gunzipSync, gzipSync, constants as zc } from 'node:zlib';
 import * as zlib from 'node:zlib';
+import { buildLinuxBinaries, workloadInputs } from './build-workloads.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, '..', '..', '..');
 const outDir = join(root, 'assets', 'guests', 'linux');
-const AGENT_SRC = join(here, 'agent', 'agent.c');
 const INIT_DIR = join(here, 'rootfs');
 const STAMP_VERSION = 1;
 const KERNEL_META = 'linux-image-cloud-amd64';
@@ -103,7 +106,7 @@ function rootfsFiles() {
 
 function localInputsHash() {
   const h = createHash('sha256');
-  for (const p of [fileURLToPath(import.meta.url), AGENT_SRC]) h.update(readFileSync(p));
+  for (const p of [fileURLToPath(import.meta.url), ...workloadInputs()]) h.update(readFileSync(p));
   for (const f of rootfsFiles()) h.update(f).update(readFileSync(join(INIT_DIR, f)));
   return h.digest('hex');
 }
@@ -117,6 +120,14 @@ function readStamp() {
   } catch {
     return undefined;
   }
+}
+
+// The host build of the workloads first (cached by its own stamp): the bare-metal reference.
+try {
+  const host = buildLinuxBinaries({ log });
+  if (host.built) log(`host workloads in ${relative(process.cwd(), dirname(host.workload)) || '.'}`);
+} catch (e) {
+  fail(e.message);
 }
 
 const localHash = localInputsHash();
@@ -380,13 +391,11 @@ function trimElf(b) {
 
 // --- the agent -----------------------------------------------------------------------------
 
-const CC = process.env.CC || 'gcc';
-log(`compiling the agent (${CC} -static -O2)`);
-const agentBin = join(work, 'unhalt-agent');
-{
-  const r = run(CC, ['-static', '-O2', '-s', '-Wall', '-Wextra', '-o', agentBin, AGENT_SRC]);
-  if (r.missing) fail(`cannot run '${CC}': the guest agent needs gcc and static glibc (Debian: apt-get install gcc libc6-dev)`);
-  if (!r.ok) fail(`compiling the agent failed (needs static glibc: libc6-dev):\n${(r.stderr || r.stdout).trim()}`);
+let guestBins;
+try {
+  guestBins = buildLinuxBinaries({ outDir: join(work, 'static'), static: true, force: true, log: (m) => log(`guest: ${m}`) });
+} catch (e) {
+  fail(e.message);
 }
 
 // --- the initramfs -------------------------------------------------------------------------
@@ -412,7 +421,8 @@ for (const line of applets.stdout.split('\n')) {
   seen.add(path);
   cpio.symlink(path, '/bin/busybox');
 }
-cpio.file('sbin/unhalt-agent', readFileSync(agentBin), 0o755);
+cpio.file('sbin/unhalt-agent', readFileSync(guestBins.agent), 0o755);
+cpio.file('bin/unhalt-workload', readFileSync(guestBins.workload), 0o755);
 for (const f of rootfsFiles()) {
   const mode = statSync(join(INIT_DIR, f)).mode & 0o111 ? 0o755 : 0o644;
   cpio.file(f, readFileSync(join(INIT_DIR, f)), mode);

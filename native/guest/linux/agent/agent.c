@@ -1,6 +1,8 @@
 // unhalt-agent: the Linux guest's side of the ttyS1 line protocol (DESIGN.md).
 //
 //   unhalt-agent [DEVICE]        (default /dev/ttyS1)
+//   unhalt-agent --stdio         commands on stdin, events on stdout (host tests of the same
+//                                command path); exits at the end of stdin
 //
 // On start it writes one readiness line with the kernel's view of its paravirt features:
 //
@@ -9,11 +11,28 @@
 //
 // then serves commands, one per line, from the same device: `NAME key=value ...`.
 // Every reply is a `@u1 EVENT ...` line (integers only, units in key names); an unknown
-// command gets `@u1 error unknown_command=1`. Commands live in the COMMANDS table below; the
-// telemetry work adds its workloads (pipe ping-pong, token ring) there.
+// command gets `@u1 error unknown_command=1`. Commands (the COMMANDS table below):
 //
-// Built static (gcc -static -O2) by native/guest/linux/build-kit.mjs; runs as the initramfs's
-// only program besides busybox.
+//   ping seq=N                  -> @u1 pong seq=N
+//   info                        -> @u1 info ... (as ready)
+//   uptime                      -> @u1 uptime ms=N
+//   idle ms=N period_us=N       -> @u1 idle ms=N wakeups=N elapsed_ns=N
+//   run pipe|messaging|ctx key=value ...
+//                               -> the workload's event, then @u1 done workload=ID status=S
+//                                  elapsed_ns=N (../workloads/workloads.h: IDs, keys, events)
+//   probe on [interval_ms=1000] [rounds=100]
+//                               -> @u1 probe on=1 interval_ms=N rounds=N, then from a separate
+//                                  process every interval: @u1 ctxprobe rounds=N p50_ns=N
+//                                  p99_ns=N max_ns=N (it keeps running during workloads)
+//   probe off                   -> @u1 probe on=0
+//   poweroff                    -> @u1 poweroff, then init powers the VM off (ACPI S5)
+//
+// Workloads run one at a time, in the agent's process (their children fork from it); commands
+// that arrive meanwhile wait in the tty's buffer. Readable error messages go to stderr (the
+// console in the guest).
+//
+// Built static (gcc -static -O2) with ../workloads/workloads.c by build-workloads.mjs (for
+// native/guest/linux/build-kit.mjs); runs as the initramfs's only program besides busybox.
 #define _GNU_SOURCE
 #include <cpuid.h>
 #include <errno.h>
@@ -23,14 +42,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/reboot.h>
+#include <sys/wait.h>
 #include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "../workloads/workloads.h"
+
 #define LINE_MAX_BYTES 512
 
-static int chan = -1;
+static int chan = -1;    // events out (and commands in, unless --stdio)
+static int chan_in = -1; // commands in
 
 // --- output ------------------------------------------------------------------------------
 
@@ -160,6 +184,22 @@ struct args {
   long long values[16];
 };
 
+/** The tokens as key=value integer pairs; `@u1 error bad_args=1` and -1 when one is not. */
+static int kv_args(int argc, char **argv, struct args *a) {
+  a->count = 0;
+  for (int i = 0; i < argc; i++) {
+    char *eq = strchr(argv[i], '=');
+    if (!eq || a->count == 16) {
+      emit("@u1 error bad_args=1");
+      return -1;
+    }
+    *eq = 0;
+    a->keys[a->count] = argv[i];
+    a->values[a->count++] = strtoll(eq + 1, NULL, 10);
+  }
+  return 0;
+}
+
 static long long arg(const struct args *a, const char *key, long long fallback) {
   for (int i = 0; i < a->count; i++)
     if (strcmp(a->keys[i], key) == 0) return a->values[i];
@@ -172,25 +212,29 @@ static long long now_ns(void) {
   return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-static void cmd_ping(const struct args *a) {
-  emit("@u1 pong seq=%lld", arg(a, "seq", 0));
+static void cmd_ping(int argc, char **argv) {
+  struct args a;
+  if (kv_args(argc, argv, &a) != 0) return;
+  emit("@u1 pong seq=%lld", arg(&a, "seq", 0));
 }
 
-static void cmd_info(const struct args *a) {
-  (void)a;
+static void cmd_info(int argc, char **argv) {
+  (void)argc, (void)argv;
   report_ready("info");
 }
 
-static void cmd_uptime(const struct args *a) {
-  (void)a;
+static void cmd_uptime(int argc, char **argv) {
+  (void)argc, (void)argv;
   struct timespec ts;
   clock_gettime(CLOCK_BOOTTIME, &ts);
   emit("@u1 uptime ms=%lld", (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
 }
 
 // Sleeps `ms` (default 1000) in `period_us` steps: an idle guest with timer wake-ups.
-static void cmd_idle(const struct args *a) {
-  long long ms = arg(a, "ms", 1000), period_us = arg(a, "period_us", 1000);
+static void cmd_idle(int argc, char **argv) {
+  struct args a;
+  if (kv_args(argc, argv, &a) != 0) return;
+  long long ms = arg(&a, "ms", 1000), period_us = arg(&a, "period_us", 1000);
   if (ms < 0 || ms > 3600000 || period_us < 1) {
     emit("@u1 error bad_args=1");
     return;
@@ -204,9 +248,60 @@ static void cmd_idle(const struct args *a) {
   emit("@u1 idle ms=%lld wakeups=%lld elapsed_ns=%lld", ms, wakeups, now_ns() - start);
 }
 
+// `run NAME key=value ...`: a workload, in this process (workloads.c forks its children).
+static void cmd_run(int argc, char **argv) {
+  wl_run(argc > 0 ? argv[0] : NULL, argc > 0 ? argc - 1 : 0, argv + (argc > 0), emit);
+}
+
+// The live probe: a child process of ours (so it keeps sampling while a workload runs).
+static pid_t prober = -1;
+
+static void stop_prober(void) {
+  if (prober <= 0) return;
+  kill(prober, SIGTERM);
+  while (waitpid(prober, NULL, 0) < 0 && errno == EINTR) {}
+  prober = -1;
+}
+
+// `probe on [interval_ms=N] [rounds=N]` / `probe off`.
+static void cmd_probe(int argc, char **argv) {
+  int on = argc > 0 && strcmp(argv[0], "on") == 0;
+  if (!on && !(argc == 1 && strcmp(argv[0], "off") == 0)) {
+    fprintf(stderr, "unhalt-agent: probe on [interval_ms=N] [rounds=N] | probe off\n");
+    emit("@u1 error workload=%d bad_args=1", WL_ID_PROBE);
+    return;
+  }
+  stop_prober();
+  if (!on) {
+    emit("@u1 probe on=0");
+    return;
+  }
+  struct wl_probe_opts o;
+  if (wl_probe_parse(argc - 1, argv + 1, &o) != WL_OK) {
+    emit("@u1 error workload=%d bad_args=1", WL_ID_PROBE);
+    return;
+  }
+  o.count = 0;
+  pid_t self = getpid();
+  pid_t pid = fork();
+  if (pid < 0) {
+    emit("@u1 error workload=%d errno=%d", WL_ID_PROBE, errno);
+    return;
+  }
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != self) _exit(0);
+    signal(SIGTERM, SIG_DFL);
+    _exit(wl_probe_loop(&o, emit) == WL_OK ? 0 : 1);
+  }
+  prober = pid;
+  emit("@u1 probe on=1 interval_ms=%lld rounds=%lld", o.interval_ms, o.rounds);
+}
+
 // Asks init (busybox) to power off cleanly; the kernel then uses ACPI S5.
-static void cmd_poweroff(const struct args *a) {
-  (void)a;
+static void cmd_poweroff(int argc, char **argv) {
+  (void)argc, (void)argv;
+  stop_prober();
   emit("@u1 poweroff");
   sync();
   if (kill(1, SIGUSR2) != 0) reboot(RB_POWER_OFF);
@@ -214,12 +309,14 @@ static void cmd_poweroff(const struct args *a) {
 
 static const struct command {
   const char *name;
-  void (*run)(const struct args *);
+  void (*run)(int argc, char **argv);
 } COMMANDS[] = {
     {"ping", cmd_ping},
     {"info", cmd_info},
     {"uptime", cmd_uptime},
     {"idle", cmd_idle},
+    {"run", cmd_run},
+    {"probe", cmd_probe},
     {"poweroff", cmd_poweroff},
 };
 
@@ -227,20 +324,19 @@ static void dispatch(char *line) {
   char *save = NULL;
   char *name = strtok_r(line, " \t\r", &save);
   if (!name) return;
-  struct args a = {0};
+  char *argv[17];
+  int argc = 0;
   for (char *tok; (tok = strtok_r(NULL, " \t\r", &save)) != NULL;) {
-    char *eq = strchr(tok, '=');
-    if (!eq || a.count == 16) {
+    if (argc == 16) {
       emit("@u1 error bad_args=1");
       return;
     }
-    *eq = 0;
-    a.keys[a.count] = tok;
-    a.values[a.count++] = strtoll(eq + 1, NULL, 10);
+    argv[argc++] = tok;
   }
+  argv[argc] = NULL;
   for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++) {
     if (strcmp(COMMANDS[i].name, name) == 0) {
-      COMMANDS[i].run(&a);
+      COMMANDS[i].run(argc, argv);
       return;
     }
   }
@@ -260,18 +356,25 @@ static void raw_mode(int fd) {
 }
 
 int main(int argc, char **argv) {
+  int stdio = argc > 1 && strcmp(argv[1], "--stdio") == 0;
   const char *dev = argc > 1 ? argv[1] : "/dev/ttyS1";
   signal(SIGHUP, SIG_IGN);
   signal(SIGPIPE, SIG_IGN);
-  for (int tries = 0; (chan = open(dev, O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0; tries++) {
-    if (tries == 50) {
-      // Never exit: init respawns us, and a loop of failures would flood the console.
-      fprintf(stderr, "unhalt-agent: cannot open %s: %s\n", dev, strerror(errno));
-      for (;;) pause();
+  if (stdio) {
+    chan_in = 0;
+    chan = 1;
+  } else {
+    for (int tries = 0; (chan = open(dev, O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0; tries++) {
+      if (tries == 50) {
+        // Never exit: init respawns us, and a loop of failures would flood the console.
+        fprintf(stderr, "unhalt-agent: cannot open %s: %s\n", dev, strerror(errno));
+        for (;;) pause();
+      }
+      usleep(100000); // devtmpfs may not have the node yet
     }
-    usleep(100000); // devtmpfs may not have the node yet
+    chan_in = chan;
+    raw_mode(chan);
   }
-  raw_mode(chan);
   report_ready("ready");
 
   char buf[LINE_MAX_BYTES + 1];
@@ -279,9 +382,13 @@ int main(int argc, char **argv) {
   int skipping = 0;
   for (;;) {
     char c;
-    ssize_t n = read(chan, &c, 1);
+    ssize_t n = read(chan_in, &c, 1);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
+      if (stdio) {
+        stop_prober();
+        return 0;
+      }
       // A closed channel (a file or pipe in tests): stay alive as a quiet daemon would.
       if (n == 0) pause();
       continue;
