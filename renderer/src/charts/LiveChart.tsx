@@ -1,0 +1,110 @@
+// One live chart: a StreamChart mounted in a box of fixed height, resized to its container's
+// width; readouts and test data attributes are written straight to the DOM on each redraw.
+import { useEffect, useRef } from 'react';
+import { StreamChart, chartPng, PLOT_HEIGHT } from './stream-chart.ts';
+import type { ChartDef } from './stream-chart.ts';
+import { telemetryFor } from './telemetry-store.ts';
+import { onThemeChange } from '../lib/theme.ts';
+import { downloadUrl, safeName } from '../lib/export.ts';
+import { si, pct } from '../lib/format.ts';
+
+export function LiveChart({ vmId, vmName, def, windowSec, note }: {
+  vmId: string;
+  vmName: string;
+  def: ChartDef;
+  windowSec: number;
+  note?: React.ReactNode;
+}) {
+  const box = useRef<HTMLDivElement>(null);
+  const plot = useRef<HTMLDivElement>(null);
+  const readout = useRef<HTMLSpanElement>(null);
+  const empty = useRef<HTMLDivElement>(null);
+  const chart = useRef<StreamChart | null>(null);
+  const windowRef = useRef(windowSec);
+  windowRef.current = windowSec;
+
+  useEffect(() => {
+    const t = telemetryFor(vmId);
+    let nonZero = 0;
+    let counted = 0;
+    let lastReadout = 0;
+    const readoutText = document.createTextNode('');
+    readout.current!.replaceChildren(readoutText);
+    const c = new StreamChart(plot.current!, t, def, {
+      windowSec: () => windowRef.current,
+      onDraw: ({ points, last, hasData }) => {
+        const el = box.current;
+        if (!el) return;
+        const vals = last.filter((v): v is number => v !== null);
+        const total = vals.length ? (def.kind === 'rate' && def.id !== 'exits-by-kind' ? vals.reduce((a, b) => a + b, 0) : Math.max(...vals)) : null;
+        // Rows received with a non-zero value in any series (cumulative; the end-to-end test reads it).
+        // `counted` is in absolute rows (rows dropped by trims included), so trims keep its place.
+        const rows = def.source === 'samples' ? t.samples : t.latency;
+        const total0 = rows.dropped + points;
+        if (total0 < counted) counted = 0; // history was replaced
+        if (total0 > counted) {
+          const cols = def.series(t).map((s) => rows.cols.get(s.key)).filter((x) => x !== undefined);
+          for (let i = Math.max(0, counted - rows.dropped); i < points; i++) if (cols.some((col) => col[i]! > 0)) nonZero++;
+          counted = total0;
+        }
+        el.dataset.points = String(points);
+        el.dataset.latest = total === null ? '' : String(total);
+        el.dataset.nonzeroPoints = String(nonZero);
+        // The readout is text in the layout: change it at most twice a second, and only when it differs.
+        const now = performance.now();
+        if (now - lastReadout >= 500) {
+          lastReadout = now;
+          const text = total === null ? '' : def.kind === 'fraction' ? `max ${pct(total)}`
+            : def.kind === 'us' ? `max ${si(total)} µs` : def.id === 'exits-by-kind' ? '' : `${si(total)}/s total`;
+          if (readoutText.nodeValue !== text) readoutText.nodeValue = text;
+        }
+        const isEmpty = !hasData;
+        if (empty.current && empty.current.hidden === isEmpty) empty.current.hidden = !isEmpty;
+      },
+    });
+    chart.current = c;
+    const ro = new ResizeObserver((entries) => {
+      const w = entries[0]?.contentRect.width;
+      if (w) c.setWidth(w);
+    });
+    ro.observe(plot.current!);
+    const io = new IntersectionObserver((entries) => {
+      for (const e of entries) c.setVisible(e.isIntersecting);
+    });
+    io.observe(box.current!);
+    const offTheme = onThemeChange(() => c.refresh());
+    return () => {
+      ro.disconnect();
+      io.disconnect();
+      offTheme();
+      c.destroy();
+      chart.current = null;
+    };
+  }, [vmId, def]);
+
+  useEffect(() => {
+    chart.current?.refresh();
+  }, [windowSec]);
+
+  const exportPng = () => {
+    const c = chart.current;
+    if (!c) return;
+    const url = chartPng(c, `${vmName}: ${def.title}`);
+    if (url) downloadUrl(`${safeName(vmName)}-${def.id}.png`, url);
+  };
+
+  return (
+    <figure className="chart" ref={box} data-chart={def.id} aria-labelledby={`${vmId}-${def.id}-t`}>
+      <figcaption className="chart-head">
+        <span className="chart-title" id={`${vmId}-${def.id}-t`}>{def.title}</span>
+        <span className="chart-readout" ref={readout} />
+        <button type="button" className="icon-btn" onClick={exportPng} aria-label={`Export ${def.title} as PNG`} title="Export PNG">⤓</button>
+      </figcaption>
+      <p className="chart-help">{def.help}</p>
+      {note}
+      <div className="chart-plot" ref={plot} style={{ minHeight: PLOT_HEIGHT + 46 }}>
+        <div className="chart-empty" ref={empty}>{def.empty}</div>
+      </div>
+    </figure>
+  );
+}

@@ -1,0 +1,79 @@
+// The live charts of a VM: which telemetry columns each one plots.
+import type { ChartDef, SeriesDef } from './stream-chart.ts';
+import type { VmTelemetry } from './telemetry-store.ts';
+
+function perVcpu(field: string): (t: VmTelemetry) => SeriesDef[] {
+  return (t) => Array.from({ length: Math.max(1, t.vcpus) }, (_, v) => ({ key: `${field}#${v}`, label: `vCPU ${v}` }));
+}
+
+export const HALT_CHART: ChartDef = {
+  id: 'halt-exits',
+  title: 'Halt exits per second',
+  help: 'KVM halt_exits per vCPU: how often a vCPU ran HLT and returned to the host',
+  source: 'samples',
+  kind: 'rate',
+  series: perVcpu('halt_exits_per_s'),
+  empty: 'waiting for samples',
+};
+
+export const CHARTS: ChartDef[] = [
+  HALT_CHART,
+  {
+    id: 'poll-hit-rate',
+    title: 'Halt-poll hit rate',
+    help: 'halt_successful_poll / halt_attempted_poll: wake-ups caught while the host was still polling',
+    source: 'samples',
+    kind: 'fraction',
+    series: perVcpu('poll_hit_rate'),
+    empty: 'no polls attempted',
+  },
+  {
+    id: 'poll-cpu',
+    title: 'Host CPU spent polling',
+    help: '(halt_poll_success_ns + halt_poll_fail_ns) per wall second: the price of halt polling',
+    source: 'samples',
+    kind: 'fraction',
+    series: perVcpu('poll_cpu_fraction'),
+    empty: 'no polling',
+  },
+  {
+    id: 'halt-wait',
+    title: 'Halt wait',
+    help: 'halt_wait_ns per wall second: share of time each vCPU slept blocked in halt (KVM adds it when the halt ends)',
+    source: 'samples',
+    kind: 'fraction',
+    yRange: 'auto',
+    series: perVcpu('halt_wait_fraction'),
+    empty: 'waiting for samples',
+  },
+  {
+    id: 'exits-by-kind',
+    title: 'Exits by kind (all vCPUs)',
+    help: 'exits per second summed over vCPUs, by reason',
+    source: 'samples',
+    kind: 'rate',
+    series: (t) => {
+      const all: SeriesDef[] = [
+        { key: 'exits_per_s#sum', label: 'all' },
+        { key: 'halt_exits_per_s#sum', label: 'halt' },
+        { key: 'io_exits_per_s#sum', label: 'I/O' },
+        { key: 'mmio_exits_per_s#sum', label: 'MMIO' },
+        { key: 'irq_exits_per_s#sum', label: 'IRQ' },
+        { key: 'signal_exits_per_s#sum', label: 'signal' },
+        { key: 'hypercalls_per_s#sum', label: 'hypercall' },
+      ];
+      const present = all.filter((s) => t.samples.cols.has(s.key));
+      return present.length ? present : all.slice(0, 2);
+    },
+    empty: 'waiting for samples',
+  },
+  {
+    id: 'latency',
+    title: 'Guest latency',
+    help: 'reported by the guest over ttyS1 (IPI wake-up, context switch, pipe ping-pong): p50 / p99',
+    source: 'latency',
+    kind: 'us',
+    series: (t) => t.latencyKeys.map((k) => ({ key: k, label: k.replace(/_(ns|us)$/, '') })),
+    empty: 'no latency reported yet: run a guest workload that measures it (the probe\'s ipi or timer scenario with live=1)',
+  },
+];

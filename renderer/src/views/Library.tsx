@@ -1,0 +1,141 @@
+import { useState } from 'react';
+import type { HostInfo, VmRecord } from '../../../electron/service/api.ts';
+import { useApp, navigate, vmAction, createVm, errorMessage } from '../state/app.ts';
+import { keyKnobs, guestLabel } from '../lib/config.ts';
+import { Sparkline } from '../charts/Sparkline.tsx';
+import { StateBadge } from './StateBadge.tsx';
+
+export function Library() {
+  const vms = useApp((s) => s.vms);
+  const loaded = useApp((s) => s.vmsLoaded);
+  const host = useApp((s) => s.host);
+  return (
+    <section className="view library" aria-labelledby="library-title">
+      <div className="view-head">
+        <h1 id="library-title" tabIndex={-1}>Virtual machines</h1>
+        <div className="view-actions">
+          <button type="button" className="btn primary" onClick={() => navigate({ view: 'new' })}>New VM…</button>
+        </div>
+      </div>
+      {!loaded ? <p className="muted">Loading the library…</p>
+        : vms.length === 0 ? <EmptyLibrary host={host} />
+          : (
+            <ul className="cards" aria-label="VM library">
+              {vms.map((vm) => <VmCard key={vm.id} vm={vm} host={host} />)}
+            </ul>
+          )}
+      {loaded && vms.length > 0 && <QuickCreate host={host} compact />}
+    </section>
+  );
+}
+
+function VmCard({ vm, host }: { vm: VmRecord; host: HostInfo | null }) {
+  const busy = useApp((s) => s.busy[vm.id]);
+  const { state } = vm.status;
+  const live = state !== 'stopped';
+  const c = vm.config;
+  return (
+    <li className="card vm-card" data-vm-id={vm.id} data-state={state}>
+      <div className="card-head">
+        <h2 className="card-title">
+          <button type="button" className="link-btn" onClick={() => navigate({ view: 'vm', id: vm.id })}>{c.name}</button>
+        </h2>
+        <StateBadge state={state} busy={busy} />
+      </div>
+      <p className="card-sub">
+        <span title="machine type">{c.machine}</span> · <span>{guestLabel(host, c)}</span>
+      </p>
+      <dl className="knobs">
+        {keyKnobs(host, c).map((k) => (
+          <div key={k.label} className="knob" title={k.title}>
+            <dt>{k.label}</dt>
+            <dd>{k.value}</dd>
+          </div>
+        ))}
+      </dl>
+      <div className="spark-row">
+        <span className="spark-label">halt exits/s</span>
+        <Sparkline vmId={vm.id} live={live} />
+      </div>
+      <p className="card-exit" title={vm.status.lastExit?.message}>
+        {state === 'stopped' && vm.status.lastExit ? `Last exit: ${vm.status.lastExit.kind}${vm.status.lastExit.message ? ` — ${vm.status.lastExit.message}` : ''}` : '\u00a0'}
+      </p>
+      <div className="card-actions">
+        {state === 'stopped'
+          ? <button type="button" className="btn primary" disabled={!!busy} onClick={() => void vmAction(vm.id, 'start')}>Start</button>
+          : <button type="button" className="btn" disabled={!!busy || state === 'stopping'} onClick={() => void vmAction(vm.id, 'stop')}>Stop</button>}
+        <button type="button" className="btn" onClick={() => navigate({ view: 'vm', id: vm.id })}>Open</button>
+      </div>
+    </li>
+  );
+}
+
+function EmptyLibrary({ host }: { host: HostInfo | null }) {
+  return (
+    <div className="empty">
+      <h2>No virtual machines yet</h2>
+      <p>Start with a built-in guest (one click), or build your own configuration in the wizard.</p>
+      <QuickCreate host={host} />
+      <p><button type="button" className="btn" onClick={() => navigate({ view: 'new' })}>Open the wizard…</button></p>
+    </div>
+  );
+}
+
+/** One-click VMs on the built-in guests: the probe always, Linux where its kit is built. */
+function QuickCreate({ host, compact }: { host: HostInfo | null; compact?: boolean }) {
+  const vms = useApp((s) => s.vms);
+  const [busy, setBusy] = useState<string | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const linux = host?.guests.find((g) => g.kind === 'linux');
+  const probe = host?.guests.find((g) => g.kind === 'probe');
+  const uniqueName = (base: string) => {
+    const names = new Set(vms.map((v) => v.config.name));
+    if (!names.has(base)) return base;
+    for (let i = 2; ; i++) if (!names.has(`${base}-${i}`)) return `${base}-${i}`;
+  };
+  const make = async (guest: 'probe' | 'linux') => {
+    setBusy(guest);
+    setError(null);
+    try {
+      const rec = await createVm({ name: uniqueName(guest === 'probe' ? 'probe' : 'linux'), guest, cpus: 2 });
+      navigate({ view: 'vm', id: rec.id });
+    } catch (e) {
+      setError(errorMessage(e));
+    } finally {
+      setBusy(null);
+    }
+  };
+  return (
+    <div className={compact ? 'quick compact' : 'quick'}>
+      {compact && <h2 className="quick-title">Add a built-in guest</h2>}
+      <div className="quick-options">
+        <div className="quick-option">
+          <button type="button" className="btn primary" disabled={!!busy} onClick={() => void make('probe')}>
+            {busy === 'probe' ? 'Creating…' : 'Create a probe VM'}
+          </button>
+          <p className="muted small">
+            <strong>{probe?.label ?? 'Probe (diagnostic guest)'}</strong>: our small test guest with an echo shell on the console.
+            {probe?.note ? <><br />{capitalize(probe.note)}.</> : null}
+          </p>
+        </div>
+        <div className="quick-option">
+          <button type="button" className="btn" disabled={!!busy || !linux?.built}
+            onClick={() => void make('linux')} aria-describedby="linux-note">
+            {busy === 'linux' ? 'Creating…' : 'Create a Linux VM'}
+          </button>
+          <p className="muted small" id="linux-note">
+            <strong>{linux?.label ?? 'Linux'}</strong>: a busybox shell and the latency agent.
+            <br />
+            {!linux ? 'Checking the host…' : linux.note ? `${capitalize(linux.note)}.` : linux.built ? '' : 'Its kit is not built on this machine (npm run build:guests).'}
+          </p>
+        </div>
+      </div>
+      {host?.defaultGuest && <p className="muted small">Default here: {host.defaultGuest.kind} — {host.defaultGuest.reason}</p>}
+      {error && <p className="error" role="alert">{error}</p>}
+    </div>
+  );
+}
+
+function capitalize(s: string): string {
+  return s ? s[0]!.toUpperCase() + s.slice(1) : s;
+}

@@ -1,0 +1,254 @@
+// A/B experiments: pick a workload and two or more configurations, run, and read the result as
+// a before/after table with ratios (to the first configuration and to QEMU / bare metal).
+import { useEffect, useId, useState } from 'react';
+import type { ExperimentDetail, ExperimentSpec, ExperimentSummary } from '../../../../electron/service/api.ts';
+import { api, useApp, navigate, errorMessage } from '../../state/app.ts';
+import { ago } from '../../lib/format.ts';
+import { ResultsView } from './ResultsView.tsx';
+
+interface ConfigRow {
+  name: string;
+  config: string;
+}
+
+export const PRESETS: { label: string; configs: ConfigRow[]; workload?: { probe: string; linux: string } }[] = [
+  {
+    label: 'cpu-pm off vs on',
+    configs: [{ name: 'cpu-pm off', config: 'cpus=2,cpu-pm=off' }, { name: 'cpu-pm on', config: 'cpus=2,cpu-pm=on' }],
+    workload: { probe: 'ipi', linux: 'pipe' },
+  },
+  {
+    label: 'pv-unhalt off vs on',
+    configs: [{ name: 'pv-unhalt off', config: 'cpus=2,kvm-pv-unhalt=off' }, { name: 'pv-unhalt on', config: 'cpus=2,kvm-pv-unhalt=on' }],
+    workload: { probe: 'spinlock', linux: 'messaging' },
+  },
+  {
+    label: 'halt polling 0 vs default',
+    configs: [{ name: 'halt-poll 0', config: 'cpus=1,halt-poll-ns=0' }, { name: 'halt-poll default', config: 'cpus=1' }],
+    workload: { probe: 'timer', linux: 'ctx' },
+  },
+  {
+    label: 'halt polling sweep',
+    configs: [0, 50_000, 200_000, 1_000_000].map((ns) => ({ name: `halt-poll ${ns / 1000}us`, config: `cpus=1,halt-poll-ns=${ns}` })),
+    workload: { probe: 'timer', linux: 'ctx' },
+  },
+];
+
+/** What both the service and the runner accept as a configuration name. */
+const CONFIG_NAME = /^[A-Za-z0-9][A-Za-z0-9 ._+-]{0,39}$/;
+
+/** The runner's workloads (electron/vmm/experiments/workloads.ts); free text is accepted too. */
+const WORKLOADS: Record<'probe' | 'linux', { name: string; summary: string; args?: string }[]> = {
+  probe: [
+    { name: 'ipi', summary: 'IPI ping-pong between two vCPUs that wait in HLT: wake-up round-trip latency (p50); needs 2 vCPUs' },
+    { name: 'timer', summary: 'LAPIC timer wake-up lateness from HLT (p50)' },
+    { name: 'spinlock', summary: 'all vCPUs contend one lock; PV spinlocks halt and kick when kvm-pv-unhalt is on; needs 2 vCPUs' },
+    { name: 'pio', summary: 'port I/O exit round trip' },
+    { name: 'idle', summary: '1 ms LAPIC timer ticks with HLT in between (how many arrived)' },
+  ],
+  linux: [
+    { name: 'pipe', summary: 'like perf bench sched pipe: two processes ping-pong over two pipes; total time' },
+    { name: 'messaging', summary: 'like perf bench sched messaging: groups of senders and receivers over socketpairs; total time' },
+    { name: 'ctx', summary: 'like lmbench lat_ctx: a token ring of processes; time per context switch' },
+  ],
+};
+
+export function CompareView({ experimentId }: { experimentId?: string }) {
+  const experiments = useApp((s) => s.experiments);
+  const selected = experimentId ?? experiments[0]?.id;
+  return (
+    <section className="view compare" aria-labelledby="compare-title">
+      <div className="view-head">
+        <h1 id="compare-title" tabIndex={-1}>Compare configurations</h1>
+      </div>
+      <div className="compare-grid">
+        <div className="compare-left">
+          <ExperimentForm />
+          <PastExperiments experiments={experiments} selected={selected} />
+        </div>
+        <div className="compare-right">
+          {selected ? <ExperimentPanel key={selected} id={selected} summary={experiments.find((e) => e.id === selected)} />
+            : <div className="panel empty-panel"><p className="muted">Run an experiment to see its results here.</p></div>}
+        </div>
+      </div>
+    </section>
+  );
+}
+
+function ExperimentForm() {
+  const id = useId();
+  const host = useApp((s) => s.host);
+  const linuxBuilt = !!host?.guests.find((g) => g.kind === 'linux')?.built;
+  const [guest, setGuest] = useState<'probe' | 'linux'>('probe');
+  const [workload, setWorkload] = useState('timer');
+  const [args, setArgs] = useState('');
+  const [configs, setConfigs] = useState<ConfigRow[]>(PRESETS[2]!.configs);
+  const [runs, setRuns] = useState(3);
+  const [vsQemu, setVsQemu] = useState(true);
+  const [bare, setBare] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  const [starting, setStarting] = useState(false);
+  const setRow = (i: number, patch: Partial<ConfigRow>) => setConfigs((c) => c.map((r, j) => (j === i ? { ...r, ...patch } : r)));
+  const start = async () => {
+    setError(null);
+    if (configs.length < 2) return setError('Add at least two configurations.');
+    const bad = configs.find((c) => !CONFIG_NAME.test(c.name.trim()));
+    if (bad) return setError(`Configuration name "${bad.name}": use up to 40 letters, digits, spaces and . _ + - (starting with a letter or digit).`);
+    if (new Set(configs.map((c) => c.name.trim())).size !== configs.length) return setError('Two configurations have the same name.');
+    const spec: ExperimentSpec = {
+      guest, workload: workload.trim(), configs: configs.map((c) => ({ name: c.name.trim(), config: c.config.trim() })), runs,
+    };
+    if (args.trim()) spec.workloadArgs = args.trim();
+    if (vsQemu) spec.vsQemu = true;
+    if (bare) spec.bare = true;
+    setStarting(true);
+    try {
+      const x = await api.startExperiment(spec);
+      navigate({ view: 'compare', experimentId: x.id });
+    } catch (e) {
+      setError(errorMessage(e));
+    } finally {
+      setStarting(false);
+    }
+  };
+  const wl = WORKLOADS[guest].find((w) => w.name === workload);
+  return (
+    <form className="panel experiment-form" aria-labelledby={`${id}-h`} onSubmit={(e) => { e.preventDefault(); void start(); }}>
+      <h2 id={`${id}-h`}>New experiment</h2>
+      <div className="field-row top">
+        <div className="field">
+          <label htmlFor={`${id}-guest`}>Guest</label>
+          <select id={`${id}-guest`} value={guest} onChange={(e) => {
+            const g = e.target.value as 'probe' | 'linux';
+            setGuest(g);
+            const w = WORKLOADS[g][0];
+            setWorkload(w?.name ?? '');
+            setArgs(w?.args ?? '');
+          }}>
+            <option value="probe">probe (diagnostic guest)</option>
+            <option value="linux" disabled={!linuxBuilt}>Linux{linuxBuilt ? '' : ' (kit not built)'}</option>
+          </select>
+        </div>
+        <div className="field grow">
+          <label htmlFor={`${id}-wl`}>Workload</label>
+          <input id={`${id}-wl`} list={`${id}-wls`} value={workload} autoComplete="off" spellCheck={false}
+            onChange={(e) => { setWorkload(e.target.value); const w = WORKLOADS[guest].find((x) => x.name === e.target.value); if (w) setArgs(w.args ?? ''); }} />
+          <datalist id={`${id}-wls`}>{WORKLOADS[guest].map((w) => <option key={w.name} value={w.name}>{w.summary}</option>)}</datalist>
+        </div>
+      </div>
+      <p className="hint">{wl?.summary ?? '\u00a0'}</p>
+      <div className="field">
+        <label htmlFor={`${id}-args`}>Workload parameters</label>
+        <input id={`${id}-args`} value={args} placeholder="key=value …" autoComplete="off" spellCheck={false} onChange={(e) => setArgs(e.target.value)} />
+      </div>
+      <fieldset className="field">
+        <legend>Configurations</legend>
+        <div className="presets" role="group" aria-label="Presets">
+          {PRESETS.map((p) => (
+            <button key={p.label} type="button" className="btn small" onClick={() => {
+              setConfigs(p.configs);
+              if (p.workload) {
+                const w = WORKLOADS[guest].find((x) => x.name === p.workload![guest]);
+                setWorkload(p.workload[guest]);
+                setArgs(w?.args ?? '');
+              }
+            }}>{p.label}</button>
+          ))}
+        </div>
+        <table className="config-table">
+          <thead><tr><th scope="col">Name</th><th scope="col">Config string</th><th scope="col"><span className="sr-only">Remove</span></th></tr></thead>
+          <tbody>
+            {configs.map((c, i) => (
+              <tr key={i}>
+                <td><input aria-label={`Configuration ${i + 1} name`} value={c.name} onChange={(e) => setRow(i, { name: e.target.value })} /></td>
+                <td><input aria-label={`Configuration ${i + 1} config string`} className="mono" value={c.config} spellCheck={false}
+                  placeholder="cpus=2,cpu-pm=on,halt-poll-ns=0" onChange={(e) => setRow(i, { config: e.target.value })} /></td>
+                <td><button type="button" className="icon-btn" aria-label={`Remove configuration ${i + 1}`} disabled={configs.length <= 1}
+                  onClick={() => setConfigs((cs) => cs.filter((_, j) => j !== i))}>×</button></td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+        <button type="button" className="btn small" onClick={() => setConfigs((c) => [...c, { name: `config ${c.length + 1}`, config: c.at(-1)?.config ?? '' }])}>
+          Add configuration
+        </button>
+        <p className="hint">Keys: cpus, memory, machine, cpu-pm, mem-lock, halt-poll-ns, pin (0+1), and paravirt features (kvm-pv-unhalt=on…).</p>
+      </fieldset>
+      <div className="field-row">
+        <div className="field">
+          <label htmlFor={`${id}-runs`}>Runs each</label>
+          <input id={`${id}-runs`} type="number" className="num" min={1} max={50} value={runs}
+            onChange={(e) => setRuns(Math.max(1, Math.min(50, Math.round(Number(e.target.value) || 1))))} />
+        </div>
+        <label className="toggle inline">
+          <input type="checkbox" checked={vsQemu} onChange={(e) => setVsQemu(e.target.checked)} />
+          <span>Also under QEMU</span>
+        </label>
+        <label className="toggle inline">
+          <input type="checkbox" checked={bare} onChange={(e) => setBare(e.target.checked)} />
+          <span>Bare-host reference</span>
+        </label>
+      </div>
+      {error && <p className="error" role="alert">{error}</p>}
+      <button type="submit" className="btn primary" disabled={starting}>{starting ? 'Starting…' : 'Run experiment'}</button>
+    </form>
+  );
+}
+
+function PastExperiments({ experiments, selected }: { experiments: ExperimentSummary[]; selected?: string }) {
+  return (
+    <section className="panel" aria-labelledby="past-h">
+      <h2 id="past-h">Experiments</h2>
+      {experiments.length === 0 ? <p className="muted">None yet.</p> : (
+        <ul className="exp-list">
+          {experiments.map((x) => (
+            <li key={x.id}>
+              <button type="button" className="exp-item" aria-current={x.id === selected ? 'true' : undefined}
+                onClick={() => navigate({ view: 'compare', experimentId: x.id })}>
+                <span className="exp-name">{x.spec.guest} · {x.spec.workload}</span>
+                <span className="exp-configs">{x.spec.configs.map((c) => c.name).join(' vs ')}</span>
+                <span className={`badge exp-${x.state}`}>{x.state === 'running' ? `${x.progress.done}/${x.progress.total}` : x.state}</span>
+                <span className="muted small">{ago(x.createdAt)}</span>
+              </button>
+            </li>
+          ))}
+        </ul>
+      )}
+    </section>
+  );
+}
+
+function ExperimentPanel({ id, summary }: { id: string; summary?: ExperimentSummary }) {
+  const [detail, setDetail] = useState<ExperimentDetail | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const state = summary?.state;
+  const done = summary?.progress.done;
+  useEffect(() => {
+    let live = true;
+    api.getExperiment(id).then((d) => { if (live) { setDetail(d); setError(null); } }, (e) => { if (live) setError(errorMessage(e)); });
+    return () => { live = false; };
+  }, [id, state, done]);
+  const x = summary ?? detail;
+  if (!x) return <div className="panel">{error ? <p className="error">{error}</p> : <p className="muted">Loading…</p>}</div>;
+  const frac = x.progress.total ? x.progress.done / x.progress.total : 0;
+  return (
+    <section className="panel experiment" aria-labelledby="exp-h" data-experiment-id={x.id} data-state={x.state}>
+      <h2 id="exp-h">{x.spec.guest} · {x.spec.workload}{x.spec.workloadArgs ? ` ${x.spec.workloadArgs}` : ''}</h2>
+      <p className="muted small">
+        {new Date(x.createdAt).toLocaleString()} · {x.spec.runs} run{x.spec.runs === 1 ? '' : 's'} per configuration
+        {x.spec.vsQemu ? ' · with QEMU' : ''}{x.spec.bare ? ' · with a bare-host reference' : ''}
+      </p>
+      <div className="progress-row">
+        <progress max={1} value={x.state === 'done' ? 1 : frac} aria-label="Experiment progress" />
+        <span className="small">
+          {x.state === 'running' ? `${x.progress.done} of ${x.progress.total}${x.progress.current ? ` — ${x.progress.current}` : ''}`
+            : x.state === 'done' ? 'done' : `failed${x.error ? `: ${x.error}` : ''}`}
+        </span>
+      </div>
+      {detail && detail.rows.length > 0 ? <ResultsView detail={detail} />
+        : x.state === 'running' ? <p className="muted">Results appear here when the runs finish.</p>
+          : x.state === 'done' ? <p className="error">The experiment finished without results: no run reported its measurement.</p> : null}
+      {error && <p className="error">{error}</p>}
+    </section>
+  );
+}

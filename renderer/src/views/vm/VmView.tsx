@@ -1,0 +1,106 @@
+// One VM: lifecycle controls and status, the serial console, live knobs and live charts.
+import { useEffect, useState } from 'react';
+import type { VmRecord } from '../../../../electron/service/api.ts';
+import { useApp, navigate, vmAction, ensureSubscribed, deleteVm, api, attempt, errorMessage, notify } from '../../state/app.ts';
+import { guestLabel } from '../../lib/config.ts';
+import { StateBadge } from '../StateBadge.tsx';
+import { ConsolePane } from './ConsolePane.tsx';
+import { ChartsPanel } from './ChartsPanel.tsx';
+import { KnobControls } from './KnobControls.tsx';
+
+export function VmView({ id }: { id: string }) {
+  const vm = useApp((s) => s.vms.find((v) => v.id === id));
+  const loaded = useApp((s) => s.vmsLoaded);
+  useEffect(() => {
+    if (vm) void ensureSubscribed(id);
+  }, [id, !!vm]);
+  if (!vm) {
+    return (
+      <section className="view">
+        <h1 tabIndex={-1}>{loaded ? 'VM not found' : 'Loading…'}</h1>
+        {loaded && <p>There is no VM with id {id}. <button type="button" className="link-btn" onClick={() => navigate({ view: 'library' })}>Back to the library</button></p>}
+      </section>
+    );
+  }
+  return (
+    <section className="view vm-view" aria-labelledby="vm-title" data-vm-id={vm.id}>
+      <VmHeader vm={vm} />
+      <div className="vm-grid">
+        <div className="vm-left">
+          <ConsolePane vmId={vm.id} running={vm.status.state !== 'stopped'} />
+          <KnobControls vm={vm} />
+        </div>
+        <ChartsPanel vm={vm} />
+      </div>
+    </section>
+  );
+}
+
+function VmHeader({ vm }: { vm: VmRecord }) {
+  const host = useApp((s) => s.host);
+  const busy = useApp((s) => s.busy[vm.id]);
+  const { state, lastExit } = vm.status;
+  const [confirmDelete, setConfirmDelete] = useState(false);
+  const act = (a: Parameters<typeof vmAction>[1]) => () => void vmAction(vm.id, a);
+  const clone = async () => {
+    const rec = await attempt('clone', () => api.cloneVm(vm.id));
+    if (rec) navigate({ view: 'vm', id: rec.id });
+  };
+  const remove = async () => {
+    try {
+      await deleteVm(vm.id);
+      navigate({ view: 'library' });
+    } catch (e) {
+      notify('error', `delete ${vm.config.name}: ${errorMessage(e)}`);
+    }
+  };
+  return (
+    <div className="vm-head">
+      <div className="vm-title-row">
+        <h1 id="vm-title" tabIndex={-1}>{vm.config.name}</h1>
+        <StateBadge state={state} busy={busy} />
+        <span className="muted">{vm.config.machine} · {guestLabel(host, vm.config)} · {vm.config.cpus} vCPU · {vm.config.memoryMiB} MiB</span>
+      </div>
+      <div className="toolbar" role="toolbar" aria-label="VM actions">
+        <button type="button" className="btn primary" data-action="start" disabled={state !== 'stopped' || !!busy} onClick={act('start')}>Start</button>
+        <button type="button" className="btn" data-action="stop" disabled={state === 'stopped' || state === 'stopping' || !!busy}
+          onClick={act('stop')} title="ACPI power button; forced after a grace period">Stop</button>
+        <button type="button" className="btn danger" data-action="force-stop" disabled={state === 'stopped'} onClick={act('force-stop')}>Force stop</button>
+        {state === 'paused'
+          ? <button type="button" className="btn" data-action="resume" disabled={!!busy} onClick={act('resume')}>Resume</button>
+          : <button type="button" className="btn" data-action="pause" disabled={state !== 'running' || !!busy} onClick={act('pause')}>Pause</button>}
+        <span className="toolbar-sep" />
+        <button type="button" className="btn" onClick={() => void clone()}>Clone</button>
+        {confirmDelete ? (
+          <span className="confirm">
+            <span>Delete {vm.config.name}?</span>
+            <button type="button" className="btn danger" onClick={() => void remove()}>Delete</button>
+            <button type="button" className="btn" onClick={() => setConfirmDelete(false)}>Keep</button>
+          </span>
+        ) : (
+          <button type="button" className="btn" disabled={state !== 'stopped'} title={state !== 'stopped' ? 'Stop the VM first' : undefined}
+            onClick={() => setConfirmDelete(true)}>Delete…</button>
+        )}
+      </div>
+      <p className="status-line" data-testid="status-line">
+        {state === 'running' && vm.status.startedAt ? <Uptime since={vm.status.startedAt} /> : null}
+        {state === 'running' && vm.status.startedAt && lastExit ? ' · ' : null}
+        {lastExit ? <span>Last exit: <strong>{lastExit.kind}</strong>{lastExit.message ? ` — ${lastExit.message}` : ''} <span className="muted">({new Date(lastExit.at).toLocaleTimeString()})</span></span>
+          : state === 'stopped' ? <span className="muted">Never started in this session.</span> : null}
+        {vm.status.droppedConsoleBytes ? <span className="warn-text"> {vm.status.droppedConsoleBytes} console bytes dropped (the guest printed faster than the host could keep).</span> : null}
+      </p>
+      {vm.status.resolved?.warnings.length ? <ul className="warnings">{vm.status.resolved.warnings.map((w, i) => <li key={i}>⚠ {w}</li>)}</ul> : null}
+    </div>
+  );
+}
+
+function Uptime({ since }: { since: number }) {
+  const [now, setNow] = useState(Date.now());
+  useEffect(() => {
+    const t = setInterval(() => setNow(Date.now()), 1000);
+    return () => clearInterval(t);
+  }, []);
+  const s = Math.max(0, Math.floor((now - since) / 1000));
+  const text = s < 3600 ? `${Math.floor(s / 60)}:${String(s % 60).padStart(2, '0')}` : `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
+  return <span className="uptime">Up {text}</span>;
+}

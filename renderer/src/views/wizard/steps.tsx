@@ -1,0 +1,445 @@
+// The wizard's steps. Options the host cannot run are disabled with the reason the host
+// capability check gives (HostInfo.options).
+import { useId, useState } from 'react';
+import type { StepProps } from './Wizard.tsx';
+import { PROBE_SCENARIOS } from './draft.ts';
+import { available, featureValue, machineDefaults, fmtNs, parseCpuList } from '../../lib/config.ts';
+
+function capitalize(s: string): string {
+  return s ? s[0]!.toUpperCase() + s.slice(1).replace(/\.$/, '') : s;
+}
+
+function Hint({ children, id }: { children: React.ReactNode; id?: string }) {
+  return <p className="hint" id={id}>{children}</p>;
+}
+
+function Unavailable({ reason }: { reason?: string }) {
+  return <span className="unavailable">Not available on this host{reason ? `: ${reason.replace(/\.$/, '')}` : ''}.</span>;
+}
+
+/** The service's verdict on the configuration so far, in a reserved line (no layout jump). */
+function CheckLine({ describe }: Pick<StepProps, 'describe'>) {
+  return (
+    <p className={`check-line ${describe.error ? 'bad' : ''}`} aria-live="polite">
+      {describe.error ? `⚠ ${describe.error}` : describe.resolved?.warnings.length ? `⚠ ${describe.resolved.warnings[0]}` : '\u00a0'}
+    </p>
+  );
+}
+
+// ---- 1. basics ----
+export function BasicsStep({ draft, update, host, names, describe }: StepProps) {
+  const id = useId();
+  const guests = host?.guests ?? [
+    { kind: 'probe' as const, built: true, label: 'Probe (diagnostic guest)' },
+    { kind: 'linux' as const, built: false, label: 'Linux' },
+  ];
+  const nameTaken = names.has(draft.name.trim());
+  const scenario = PROBE_SCENARIOS.find((s) => s.name === draft.probeScenario);
+  return (
+    <>
+      <div className="field">
+        <label htmlFor={`${id}-name`}>Name</label>
+        <input id={`${id}-name`} name="name" value={draft.name} maxLength={64} autoComplete="off" required
+          aria-invalid={nameTaken || undefined} aria-describedby={`${id}-name-hint`}
+          onChange={(e) => update({ name: e.target.value })} />
+        <Hint id={`${id}-name-hint`}>{nameTaken ? 'That name is taken.' : 'Letters, digits, space, dot, dash, underscore.'}</Hint>
+      </div>
+      <fieldset className="field">
+        <legend>Guest</legend>
+        <div className="choice-list">
+          {guests.map((g) => {
+            const opt = available(host, `guest:${g.kind}`);
+            const disabled = !opt.ok || !g.built;
+            const help = g.kind === 'probe'
+              ? 'Our small test guest: boots in milliseconds and runs scenarios that exercise halts, timers, IPIs and paravirt features.'
+              : 'Debian\'s cloud kernel with a busybox shell and the latency agent.';
+            return (
+              <label key={g.kind} className={`choice ${disabled ? 'disabled' : ''}`}>
+                <input type="radio" name="guest" value={g.kind} checked={draft.guest === g.kind} disabled={disabled}
+                  onChange={() => update({ guest: g.kind, memoryMiB: g.kind === 'linux' ? Math.max(draft.memoryMiB, 512) : draft.memoryMiB })} />
+                <span>
+                  <strong>{g.label}</strong>
+                  <span className="choice-help">{help}</span>
+                  {disabled && <Unavailable reason={opt.reason ?? (g.built ? undefined : g.note ?? 'its guest kit is not built (npm run build:guests)')} />}
+                  {!disabled && opt.reason && <span className="warn-text">{capitalize(opt.reason)}.</span>}
+                </span>
+              </label>
+            );
+          })}
+          <label className="choice">
+            <input type="radio" name="guest" value="custom" checked={draft.guest === 'custom'} onChange={() => update({ guest: 'custom' })} />
+            <span>
+              <strong>Own kernel</strong>
+              <span className="choice-help">A PVH ELF (vmlinux, a unit-test kernel) or a bzImage, with an optional initrd.</span>
+            </span>
+          </label>
+        </div>
+      </fieldset>
+      {draft.guest === 'probe' && (
+        <div className="field-row top">
+          <div className="field fixed">
+            <label htmlFor={`${id}-scenario`}>Scenario</label>
+            <select id={`${id}-scenario`} value={draft.probeScenario}
+              onChange={(e) => update({ probeScenario: e.target.value, probeArgs: PROBE_SCENARIOS.find((s) => s.name === e.target.value)?.args ?? '' })}>
+              {PROBE_SCENARIOS.map((s) => <option key={s.name} value={s.name}>{s.name}</option>)}
+            </select>
+            <Hint>{scenario?.summary}</Hint>
+          </div>
+          <div className="field grow">
+            <label htmlFor={`${id}-args`}>Parameters</label>
+            <input id={`${id}-args`} value={draft.probeArgs} placeholder="key=value …" autoComplete="off" spellCheck={false}
+              onChange={(e) => update({ probeArgs: e.target.value })} />
+            <Hint>Appended to the guest command line after scenario={draft.probeScenario}.</Hint>
+          </div>
+        </div>
+      )}
+      {draft.guest !== 'probe' && (
+        <>
+          {draft.guest === 'custom' && (
+            <div className="field">
+              <label htmlFor={`${id}-kernel`}>Kernel</label>
+              <input id={`${id}-kernel`} value={draft.kernel} placeholder="/path/to/vmlinux or bzImage" autoComplete="off" spellCheck={false}
+                onChange={(e) => update({ kernel: e.target.value })} />
+              <Hint>A path on the host running Unhalt; checked when you leave this step and again at start.</Hint>
+            </div>
+          )}
+          <div className="field">
+            <label htmlFor={`${id}-initrd`}>Initrd (optional)</label>
+            <input id={`${id}-initrd`} value={draft.initrd} placeholder="/path/to/initrd" autoComplete="off" spellCheck={false}
+              onChange={(e) => update({ initrd: e.target.value })} />
+          </div>
+          <div className="field">
+            <label htmlFor={`${id}-append`}>Kernel command line</label>
+            <input id={`${id}-append`} value={draft.append} placeholder="console=ttyS0 …" autoComplete="off" spellCheck={false}
+              onChange={(e) => update({ append: e.target.value })} />
+          </div>
+          {host?.kind === 'pvm' && (
+            <label className="toggle">
+              <input type="checkbox" checked={draft.pvmProfile} onChange={(e) => update({ pvmProfile: e.target.checked })} />
+              <span>
+                <strong>PVM profile</strong>
+                <span className="choice-help">Add the kernel parameters that keep a stock Linux off instructions this host's emulator lacks.</span>
+              </span>
+            </label>
+          )}
+        </>
+      )}
+      <CheckLine describe={describe} />
+    </>
+  );
+}
+
+// ---- 2. CPUs and memory ----
+export function ResourcesStep({ draft, update, host, describe }: StepProps) {
+  const id = useId();
+  const hostCpus = host?.hostCpus.length ?? 1;
+  const maxCpus = Math.max(1, Math.min(host?.maxVcpus ?? 64, 254));
+  const maxMem = Math.max(16, host?.memoryMiB ?? 4096);
+  const memStep = draft.memoryMiB >= 1024 ? 256 : 16;
+  return (
+    <>
+      <div className="field">
+        <label htmlFor={`${id}-cpus`}>vCPUs</label>
+        <div className="range-row">
+          <input type="range" min={1} max={Math.min(maxCpus, Math.max(16, hostCpus * 4))} value={draft.cpus} aria-label="vCPUs (slider)"
+            onChange={(e) => update({ cpus: Number(e.target.value) })} />
+          <input id={`${id}-cpus`} type="number" min={1} max={maxCpus} value={draft.cpus} className="num"
+            onChange={(e) => update({ cpus: clamp(Number(e.target.value) || 1, 1, maxCpus) })} />
+        </div>
+        <Hint>
+          This host has {hostCpus} CPU{hostCpus === 1 ? '' : 's'}; KVM allows up to {maxCpus} vCPUs.
+          {draft.cpus > hostCpus && ` More vCPUs than host CPUs: the vCPUs are overcommitted — the case where PV spinlocks (pv-unhalt) and halt polling matter most.`}
+        </Hint>
+      </div>
+      <div className="field">
+        <label htmlFor={`${id}-mem`}>Memory (MiB)</label>
+        <div className="range-row">
+          <input type="range" min={16} max={Math.min(maxMem, 16384)} step={16} value={draft.memoryMiB} aria-label="Memory (slider)"
+            onChange={(e) => update({ memoryMiB: Number(e.target.value) })} />
+          <input id={`${id}-mem`} type="number" min={16} max={maxMem} step={memStep} value={draft.memoryMiB} className="num"
+            onChange={(e) => update({ memoryMiB: clamp(Number(e.target.value) || 16, 16, maxMem) })} />
+        </div>
+        <Hint>
+          Host memory: {maxMem >= 2048 ? `${(maxMem / 1024).toFixed(1)} GiB` : `${maxMem} MiB`}. The probe guest is happy with 32 MiB; Linux wants 256 MiB or more.
+          {draft.memoryMiB > maxMem / 2 && ' More than half of the host\'s memory.'}
+        </Hint>
+      </div>
+      <CheckLine describe={describe} />
+    </>
+  );
+}
+
+function clamp(v: number, lo: number, hi: number): number {
+  return Math.min(hi, Math.max(lo, Math.round(v)));
+}
+
+// ---- 3. machine type ----
+export function MachineStep({ draft, update, host, describe }: StepProps) {
+  const types = host?.machineTypes ?? [];
+  return (
+    <>
+      <Hint>
+        A machine type fixes the guest ABI (the paravirt CPUID it sees). A saved VM keeps its version, so updates never change it
+        under the guest; a newer version may change defaults.
+      </Hint>
+      <fieldset className="field">
+        <legend className="sr-only">Machine type</legend>
+        <div className="choice-list">
+          {[...types].reverse().map((m) => {
+            const opt = available(host, `machine:${m.name}`);
+            return (
+              <label key={m.name} className={`choice ${opt.ok ? '' : 'disabled'}`}>
+                <input type="radio" name="machine" value={m.name} checked={draft.machine === m.name} disabled={!opt.ok}
+                  onChange={() => update({ machine: m.name })} />
+                <span>
+                  <span className="choice-title"><strong>{m.name}</strong>{m.newest && <span className="tag">newest</span>}</span>
+                  <span className="choice-help">{m.summary}</span>
+                  <span className="choice-help">Changes: {m.changes}</span>
+                  {!opt.ok && <Unavailable reason={opt.reason} />}
+                  {opt.ok && opt.reason && <span className="warn-text">{capitalize(opt.reason)}.</span>}
+                </span>
+              </label>
+            );
+          })}
+        </div>
+      </fieldset>
+      <CheckLine describe={describe} />
+    </>
+  );
+}
+
+// ---- 4. paravirt features ----
+export function FeaturesStep({ draft, update, host, describe }: StepProps) {
+  const features = host?.features ?? [];
+  const defaults = machineDefaults(host, draft.machine);
+  const set = (name: string, value: boolean) => {
+    const next = { ...draft.cpuFeatures };
+    if (defaults[name] === value) delete next[name];
+    else next[name] = value;
+    update({ cpuFeatures: next });
+  };
+  return (
+    <>
+      <Hint>
+        Paravirt features the guest sees in CPUID 0x40000001. Unchanged ones follow {draft.machine}'s defaults;
+        the ones you change are stored explicitly.
+      </Hint>
+      <ul className="toggle-list">
+        {features.map((f) => {
+          const opt = available(host, `feature:${f.name}`);
+          const offered = f.hostOffers && opt.ok;
+          const on = featureValue(host, draft, f.name);
+          const explicit = draft.cpuFeatures[f.name] !== undefined;
+          const conflict = f.name === 'kvm-pv-unhalt' && on && draft.cpuPm;
+          return (
+            <li key={f.name}>
+              <label className={`toggle ${offered ? '' : 'disabled'}`}>
+                <input type="checkbox" role="switch" checked={on && offered} disabled={!offered}
+                  onChange={(e) => set(f.name, e.target.checked)} />
+                <span>
+                  <span className="choice-title">
+                    <strong>{f.name}</strong>
+                    {explicit ? <span className="tag">changed</span> : <span className="tag subtle">default</span>}
+                  </span>
+                  <span className="choice-help">{f.summary}</span>
+                  {!offered && <Unavailable reason={opt.reason ?? 'the host does not offer it'} />}
+                  {offered && opt.reason && <span className="warn-text">{capitalize(opt.reason)}.</span>}
+                  {offered && !opt.reason && f.usesHypercalls && host?.kind === 'pvm' && (
+                    <span className="warn-text">Uses KVM hypercalls, which hang a vCPU on PVM hosts; the probe guest avoids them.</span>
+                  )}
+                  {conflict && <span className="warn-text">Not offered together with cpu-pm=on (HLT does not exit, so nobody could kick a halted waiter).</span>}
+                </span>
+              </label>
+            </li>
+          );
+        })}
+      </ul>
+      {Object.keys(draft.cpuFeatures).length > 0 && (
+        <button type="button" className="btn small" onClick={() => update({ cpuFeatures: {} })}>Reset to {draft.machine} defaults</button>
+      )}
+      <CheckLine describe={describe} />
+    </>
+  );
+}
+
+// ---- 5. overcommit ----
+export function OvercommitStep({ draft, update, host, describe }: StepProps) {
+  const pm = available(host, 'cpu-pm');
+  const lock = available(host, 'mem-lock');
+  return (
+    <>
+      <label className={`toggle ${pm.ok ? '' : 'disabled'}`}>
+        <input type="checkbox" role="switch" checked={draft.cpuPm} disabled={!pm.ok} onChange={(e) => update({ cpuPm: e.target.checked })} />
+        <span>
+          <strong>cpu-pm</strong>
+          <span className="choice-help">
+            Let the guest halt and pause without exiting to the host (KVM_CAP_X86_DISABLE_EXITS: HLT, PAUSE, C-states).
+            Faster wake-ups when each vCPU has a host CPU of its own; bad when vCPUs share CPUs. Turns PV spinlocks off.
+          </span>
+          {host?.kind === 'pvm' && <span className="warn-text">On this PVM host an emulated HLT still exits: halt exits keep counting.</span>}
+          {!pm.ok && <Unavailable reason={pm.reason} />}
+          {pm.ok && pm.reason && host?.kind !== 'pvm' && <span className="warn-text">{capitalize(pm.reason)}.</span>}
+        </span>
+      </label>
+      <label className={`toggle ${lock.ok ? '' : 'disabled'}`}>
+        <input type="checkbox" role="switch" checked={draft.memLock} disabled={!lock.ok} onChange={(e) => update({ memLock: e.target.checked })} />
+        <span>
+          <strong>mem-lock</strong>
+          <span className="choice-help">Lock guest RAM in host memory (no swapping, no lazy faults).</span>
+          {!lock.ok && <Unavailable reason={lock.reason} />}
+          {lock.ok && lock.reason && <span className="warn-text">{capitalize(lock.reason)}.</span>}
+        </span>
+      </label>
+      <CheckLine describe={describe} />
+    </>
+  );
+}
+
+// ---- 6. halt polling ----
+const POLL_PRESETS = [0, 10_000, 50_000, 200_000, 1_000_000];
+
+export function HaltPollStep({ draft, update, host, describe }: StepProps) {
+  const id = useId();
+  const opt = available(host, 'halt-poll-ns');
+  const params = host?.haltPollParams ?? {};
+  return (
+    <>
+      <Hint>
+        When a vCPU halts, KVM can spin for a while before putting its thread to sleep: a wake-up that comes soon is caught
+        without a sleep and a late wake-up, at the price of host CPU time.
+      </Hint>
+      <fieldset className="field" disabled={!opt.ok}>
+        <legend className="sr-only">Halt polling</legend>
+        <div className="choice-list">
+          <label className="choice">
+            <input type="radio" name="poll" checked={draft.haltPollMode === 'default'} onChange={() => update({ haltPollMode: 'default' })} />
+            <span><strong>Host default</strong>
+              <span className="choice-help">
+                {params.halt_poll_ns !== undefined ? `halt_poll_ns = ${fmtNs(params.halt_poll_ns)}` : 'the kvm module\'s halt_poll_ns'}
+                {params.halt_poll_ns_grow !== undefined && `, grows ×${params.halt_poll_ns_grow}`}
+                {params.halt_poll_ns_shrink !== undefined && `, shrinks ÷${params.halt_poll_ns_shrink || '∞ (reset)'}`}
+              </span>
+            </span>
+          </label>
+          <label className="choice">
+            <input type="radio" name="poll" checked={draft.haltPollMode === 'custom'} onChange={() => update({ haltPollMode: 'custom' })} />
+            <span><strong>This VM's own maximum</strong>
+              <span className="choice-help">KVM_CAP_HALT_POLL; can also be changed while the VM runs.</span>
+            </span>
+          </label>
+        </div>
+      </fieldset>
+      {!opt.ok && <Unavailable reason={opt.reason} />}
+      {draft.haltPollMode === 'custom' && (
+        <div className="field">
+          <label htmlFor={`${id}-ns`}>Maximum poll time (ns)</label>
+          <div className="range-row">
+            <input id={`${id}-ns`} type="number" min={0} max={1_000_000_000} step={1000} className="num wide" value={draft.haltPollNs}
+              onChange={(e) => update({ haltPollNs: Math.max(0, Math.min(1e9, Math.round(Number(e.target.value) || 0))) })} />
+            <span className="muted">{fmtNs(draft.haltPollNs)}</span>
+          </div>
+          <div className="presets" role="group" aria-label="Presets">
+            {POLL_PRESETS.map((p) => (
+              <button key={p} type="button" className="btn small" aria-pressed={draft.haltPollNs === p} onClick={() => update({ haltPollNs: p })}>
+                {fmtNs(p)}
+              </button>
+            ))}
+          </div>
+        </div>
+      )}
+      <CheckLine describe={describe} />
+    </>
+  );
+}
+
+// ---- 7. pinning ----
+export function PinStep({ draft, update, host, describe }: StepProps) {
+  const id = useId();
+  const cpus = host?.hostCpus ?? [];
+  const opt = available(host, 'pin');
+  const [text, setText] = useState(draft.pin.join(','));
+  const toggle = (c: number) => {
+    const pin = draft.pin.includes(c) ? draft.pin.filter((x) => x !== c) : [...draft.pin, c];
+    update({ pin });
+    setText(pin.join(','));
+  };
+  return (
+    <>
+      <Hint>vCPU threads run on the host CPUs you pick, in order: vCPU i on the i-th picked CPU, round-robin. Pick none to let the host scheduler decide.</Hint>
+      {!opt.ok && <Unavailable reason={opt.reason} />}
+      <fieldset className="field" disabled={!opt.ok}>
+        <legend>Host CPUs</legend>
+        <div className="cpu-grid">
+          {cpus.map((c) => {
+            const order = draft.pin.indexOf(c);
+            return (
+              <label key={c} className={`cpu-chip ${order >= 0 ? 'on' : ''}`}>
+                <input type="checkbox" checked={order >= 0} onChange={() => toggle(c)} />
+                <span>CPU {c}{order >= 0 && <small> #{order + 1}</small>}</span>
+              </label>
+            );
+          })}
+        </div>
+        <div className="field">
+          <label htmlFor={`${id}-list`}>Or type a list</label>
+          <input id={`${id}-list`} value={text} placeholder="0,1 or 0-3" autoComplete="off" spellCheck={false}
+            onChange={(e) => {
+              setText(e.target.value);
+              const l = parseCpuList(e.target.value);
+              if (l) update({ pin: l });
+            }} />
+        </div>
+      </fieldset>
+      {draft.pin.length > 0 && (
+        <table className="mini-table">
+          <caption className="sr-only">vCPU to host CPU</caption>
+          <thead><tr><th scope="col">vCPU</th>{Array.from({ length: Math.min(draft.cpus, 16) }, (_, i) => <th key={i} scope="col">{i}</th>)}</tr></thead>
+          <tbody><tr><th scope="row">host CPU</th>{Array.from({ length: Math.min(draft.cpus, 16) }, (_, i) => <td key={i}>{draft.pin[i % draft.pin.length]}</td>)}</tr></tbody>
+        </table>
+      )}
+      <CheckLine describe={describe} />
+    </>
+  );
+}
+
+// ---- 8. summary ----
+export function SummaryStep({ draft, host, describe }: StepProps) {
+  const r = describe.resolved;
+  return (
+    <>
+      <dl className="summary">
+        <div><dt>Name</dt><dd>{draft.name}</dd></div>
+        <div><dt>Guest</dt><dd>{draft.guest === 'probe' ? `probe · ${draft.probeScenario}${draft.probeArgs ? ` ${draft.probeArgs}` : ''}` : draft.guest === 'custom' ? draft.kernel : 'Linux'}</dd></div>
+        <div><dt>vCPUs / memory</dt><dd>{draft.cpus} / {draft.memoryMiB} MiB</dd></div>
+        <div><dt>Machine</dt><dd>{draft.machine}</dd></div>
+        <div><dt>cpu-pm / mem-lock</dt><dd>{draft.cpuPm ? 'on' : 'off'} / {draft.memLock ? 'on' : 'off'}</dd></div>
+        <div><dt>Halt polling</dt><dd>{draft.haltPollMode === 'default' ? `host default${host?.haltPollParams.halt_poll_ns !== undefined ? ` (${fmtNs(host.haltPollParams.halt_poll_ns)})` : ''}` : fmtNs(draft.haltPollNs)}</dd></div>
+        <div><dt>Pinning</dt><dd>{draft.pin.length ? draft.pin.join(', ') : 'not pinned'}</dd></div>
+      </dl>
+      <h3>Equivalent command line</h3>
+      {describe.pending && !r && !describe.error && <p className="muted">Checking…</p>}
+      {describe.error && <p className="error" role="alert">{describe.error}</p>}
+      {r && (
+        <>
+          <pre className="cmdline" data-testid="cmdline"><code>{r.commandLine}</code></pre>
+          <button type="button" className="btn small" onClick={() => void navigator.clipboard?.writeText(r.commandLine)}>Copy</button>
+          {r.features.length > 0 && (
+            <>
+              <h3>What the guest gets</h3>
+              <ul className="feature-summary">
+                {r.features.map((f) => (
+                  <li key={f.name} className={f.value ? 'on' : 'off'}>
+                    <span aria-hidden="true">{f.value ? '●' : '○'}</span> {f.name} <span className="muted small">({f.source})</span>
+                  </li>
+                ))}
+              </ul>
+              {r.disableExits.length > 0 && <p className="muted small">Exits disabled: {r.disableExits.join(', ')}</p>}
+            </>
+          )}
+          {r.notes.length > 0 && <ul className="notes">{r.notes.map((n, i) => <li key={i}>{n}</li>)}</ul>}
+          {r.warnings.length > 0 && <ul className="warnings">{r.warnings.map((n, i) => <li key={i}>⚠ {n}</li>)}</ul>}
+        </>
+      )}
+    </>
+  );
+}

@@ -1,0 +1,157 @@
+// End-to-end support: host mode (`unhalt serve`) in a child process, the renderer build, and
+// headless Debian Chromium driven by playwright-core (never a downloaded browser).
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium, type BrowserContext, type Page } from 'playwright-core';
+
+export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+export const UNHALT_BIN = join(ROOT, 'bin/unhalt.mjs');
+export const CHROMIUM = process.env.UNHALT_CHROMIUM ?? '/usr/bin/chromium';
+export const ARTIFACTS = join(ROOT, 'test/artifacts');
+const RENDERER_DIST = join(ROOT, 'renderer/dist/index.html');
+
+/** Why the UI tests cannot run here, or null. */
+export function skipReason(): string | null {
+  if (!existsSync('/dev/kvm')) return '/dev/kvm is missing (the UI tests start real VMs)';
+  if (!existsSync(CHROMIUM)) return `${CHROMIUM} is missing (apt-get install chromium)`;
+  if (!existsSync(join(ROOT, 'electron/cli/serve.ts'))) return '`unhalt serve` is not part of this build';
+  return null;
+}
+
+function newestMtime(dir: string): number {
+  let newest = 0;
+  for (const name of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, name.name);
+    newest = Math.max(newest, name.isDirectory() ? newestMtime(p) : statSync(p).mtimeMs);
+  }
+  return newest;
+}
+
+/** Builds renderer/dist when it is missing or older than the renderer's sources. */
+export function ensureRendererBuilt(): void {
+  const sources = Math.max(newestMtime(join(ROOT, 'renderer/src')), statSync(join(ROOT, 'renderer/index.html')).mtimeMs,
+    statSync(join(ROOT, 'electron/service/api.ts')).mtimeMs);
+  if (existsSync(RENDERER_DIST) && statSync(RENDERER_DIST).mtimeMs >= sources) return;
+  const vite = join(ROOT, 'node_modules/vite/bin/vite.js');
+  const r = spawnSync(process.execPath, [vite, 'build', '--config', 'renderer/vite.config.ts', '--logLevel', 'warn'], {
+    cwd: ROOT, encoding: 'utf8', timeout: 120_000,
+  });
+  if (r.status !== 0) throw new Error(`renderer build failed:\n${r.stdout}\n${r.stderr}`);
+}
+
+export interface HostMode {
+  url: string;
+  proc: ChildProcess;
+  output(): string;
+  /** SIGTERM and wait for the exit (the server stops its VMs first). */
+  stop(): Promise<number | null>;
+}
+
+/** `unhalt serve --port 0 --no-open` with UNHALT_HOME=home; resolves with the printed URL. */
+export function startHostMode(home: string, timeoutMs = 30_000): Promise<HostMode> {
+  return new Promise((resolve, reject) => {
+    const proc = spawn(process.execPath, [UNHALT_BIN, 'serve', '--port', '0', '--no-open'], {
+      cwd: ROOT,
+      env: { ...process.env, UNHALT_HOME: home, DISPLAY: '', WAYLAND_DISPLAY: '' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    let settled = false;
+    const timer = setTimeout(() => fail(new Error(`unhalt serve printed no URL within ${timeoutMs} ms:\n${out}`)), timeoutMs);
+    const fail = (e: Error) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      proc.kill('SIGKILL');
+      reject(e);
+    };
+    const exited = new Promise<number | null>((r) => proc.on('exit', (code) => r(code)));
+    proc.stdout!.on('data', (d) => {
+      out += d;
+      const m = /(http:\/\/127\.0\.0\.1:\d+\/\S*token=\S+)/.exec(out);
+      if (m && !settled) {
+        settled = true;
+        clearTimeout(timer);
+        resolve({
+          url: m[1]!,
+          proc,
+          output: () => out,
+          stop: async () => {
+            if (proc.exitCode !== null) return proc.exitCode;
+            proc.kill('SIGTERM');
+            const t = setTimeout(() => proc.kill('SIGKILL'), 15_000);
+            const code = await exited;
+            clearTimeout(t);
+            return code;
+          },
+        });
+      }
+    });
+    proc.stderr!.on('data', (d) => { out += d; });
+    proc.on('error', fail);
+    proc.on('exit', (code) => fail(new Error(`unhalt serve exited (${code}) before printing its URL:\n${out}`)));
+  });
+}
+
+export interface Browser {
+  ctx: BrowserContext;
+  page: Page;
+  /** Page errors and console errors seen so far. */
+  errors: string[];
+  close(): Promise<void>;
+}
+
+export async function launchBrowser(opts: { colorScheme?: 'light' | 'dark'; width?: number; height?: number } = {}): Promise<Browser> {
+  const userDataDir = mkdtempSync(join(tmpdir(), 'unhalt-chromium-'));
+  const ctx = await chromium.launchPersistentContext(userDataDir, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync'],
+    viewport: { width: opts.width ?? 1440, height: opts.height ?? 960 },
+    colorScheme: opts.colorScheme ?? 'light',
+    acceptDownloads: true,
+  });
+  const page = ctx.pages()[0] ?? (await ctx.newPage());
+  const errors: string[] = [];
+  page.on('pageerror', (e) => errors.push(`pageerror: ${e.message}`));
+  page.on('console', (m) => { if (m.type() === 'error') errors.push(`console: ${m.text()}`); });
+  return {
+    ctx,
+    page,
+    errors,
+    close: async () => {
+      await ctx.close().catch(() => {});
+      rmSync(userDataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+export function artifact(name: string): string {
+  mkdirSync(ARTIFACTS, { recursive: true });
+  return join(ARTIFACTS, name);
+}
+
+export function tempHome(): string {
+  return mkdtempSync(join(tmpdir(), 'unhalt-e2e-home-'));
+}
+
+/** Polls `f` until it returns a truthy value (returned) or the time is up (throws with `what`). */
+export async function waitFor<T>(what: string, f: () => Promise<T> | T, timeoutMs = 20_000, everyMs = 100): Promise<NonNullable<T>> {
+  const end = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = await f();
+      if (v) return v as NonNullable<T>;
+      last = v;
+    } catch (e) {
+      last = e;
+    }
+    if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what} (last: ${String(last).slice(0, 300)})`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}
