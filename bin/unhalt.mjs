@@ -14,7 +14,10 @@ import { homedir } from 'node:os';
 process.env.NODE_COMPILE_CACHE ??= `${process.env.XDG_CACHE_HOME || `${homedir()}/.cache`}/unhalt/compile-cache`;
 module.enableCompileCache?.(process.env.NODE_COMPILE_CACHE);
 if (process.argv[2] === 'run') {
-  // vCPU 0's thread boots while the rest of Unhalt loads (see worker-pool.ts).
+  // vCPU 0's thread boots while the rest of Unhalt loads (see worker-pool.ts). koffi's native
+  // addon is loaded here first: two threads loading it for the first time at once can crash
+  // its initialisation (seen: a fatal napi_throw in the worker).
+  await import('koffi');
   (await import('../electron/vmm/vcpu/worker-pool.ts')).prewarmVcpuWorkers(1);
 }
 const { main } = await import('../electron/cli.ts');
