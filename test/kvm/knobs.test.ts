@@ -2,6 +2,8 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { probeHost } from '../../electron/vmm/machine/host-caps.ts';
+import { CAP } from '../../native/kvm/abi.ts';
+import { Kvm } from '../../native/kvm/kvm.ts';
 import { Sampler } from '../../electron/vmm/telemetry/sampler.ts';
 import { runCli } from '../support/cli.ts';
 import { kvmAvailable, startProbe } from '../support/probe.ts';
@@ -79,6 +81,53 @@ describe.skipIf(!kvmAvailable)('knobs on real KVM', () => {
     const sampler = Sampler.forVm(g.vm, { intervalMs: 50 });
     await g.vm.exited;
     expect(sampler.records().filter((r) => r.vcpu === 0).at(-1)!.halt_exits).toBeLessThan(5);
+  });
+
+  it('cpu-pm: KVM takes KVM_CAP_X86_DISABLE_EXITS only before the first vCPU, and the VM builder gets the order right', async () => {
+    const kvm = Kvm.open();
+    const vm = kvm.createVm();
+    const hlt = 2;
+    try {
+      const vcpu = vm.createVcpu(0);
+      expect(() => vm.enableCap(CAP.X86_DISABLE_EXITS, [hlt])).toThrow(/KVM_ENABLE_CAP failed: EINVAL/);
+      vcpu.close();
+    } finally {
+      vm.close();
+      kvm.close();
+    }
+    // The real builder enables it first; a wrong order would fail the start with that EINVAL.
+    const g = await startProbe({ cpus: 2, append: 'scenario=hello', config: { cpuPm: true } });
+    expect((await g.vm.exited).kind).toBe('poweroff');
+  });
+
+  it('cpu-pm=on on a PVM host warns that halt exits stay', async (ctx) => {
+    if (!pvm) {
+      console.log('skipped: the warning is for PVM hosts');
+      ctx.skip();
+    }
+    const r = await runCli(['run', '--guest', 'probe', '--append', 'scenario=hello', '--overcommit', 'cpu-pm=on']);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toMatch(/warning: cpu-pm=on on this PVM host: the emulated guest kernel still exits on HLT/);
+  });
+
+  it('PV spinlock kicks are KVM hypercalls only with kvm-pv-unhalt=on (hardware-backed KVM)', async (ctx) => {
+    if (pvm) {
+      console.log('skipped: KVM hypercalls hang a vCPU on this PVM host; the probe kicks with IPIs here instead');
+      ctx.skip();
+    }
+    const hypercalls = async (pv: boolean) => {
+      const g = await startProbe({ cpus: 4, append: 'scenario=spinlock ms=500 spin=16', config: { cpuFeatures: { 'kvm-pv-unhalt': pv } } });
+      const sampler = Sampler.forVm(g.vm, { intervalMs: 100 });
+      const result = await g.waitForEvent('spinlock');
+      await g.vm.exited;
+      const total = sampler.records().filter((r, _i, all) => r.t === all.at(-1)!.t).reduce((a, r) => a + Number(r.hypercalls ?? 0), 0);
+      return { total, kicks: result.fields.kicks! };
+    };
+    const off = await hypercalls(false);
+    const on = await hypercalls(true);
+    expect(off.total).toBe(0);
+    expect(on.kicks).toBeGreaterThan(0);
+    expect(on.total).toBeGreaterThan(0);
   });
 
   it('pins vCPU threads to the listed host CPUs, and re-pins while running', async () => {
