@@ -19,6 +19,19 @@ describe.skipIf(!kvmAvailable)('unhalt run', () => {
     expect(readFileSync(log, 'utf8')).toMatch(/@u1 boot cpus_found=2 cpus_up=2/);
   });
 
+  it('--stats writes NDJSON: one object per vCPU per sample, KVM counters and _per_s rates', async () => {
+    const stats = join(dir, 'stats.ndjson');
+    const r = await runCli(['run', '--guest', 'probe', '--cpus', '2', '--append', 'scenario=idle ms=600', '--stats', stats, '--stats-interval', '100']);
+    expect(r.code).toBe(0);
+    const lines = readFileSync(stats, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+    const samples = lines.filter((l) => 'vcpu' in l);
+    expect(new Set(samples.map((s) => s.vcpu))).toEqual(new Set([0, 1]));
+    expect(samples.length).toBeGreaterThanOrEqual(6);
+    const last0 = samples.filter((s) => s.vcpu === 0).at(-1);
+    expect(last0).toMatchObject({ t: expect.any(Number), halt_exits: expect.any(Number), halt_exits_per_s: expect.any(Number) });
+    expect(last0.halt_exits).toBeGreaterThan(100);
+  });
+
   it('names why it picked the probe guest when no guest is given', async () => {
     const r = await runCli(['run', '--append', 'scenario=hello']);
     expect(r.code).toBe(0);

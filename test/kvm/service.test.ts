@@ -206,3 +206,23 @@ describe.skipIf(!kvmAvailable)('service on KVM', () => {
     expect(saved.vms.map((v: { id: string }) => v.id)).toEqual([created.result.id]);
   });
 });
+
+describe.skipIf(!kvmAvailable)('live probe through the service', () => {
+  it("the probe guest's live ipi probe reaches the host's time series within 10 s of boot", async () => {
+    const home = tempHome('kvm-live');
+    const svc = await createService({ home });
+    const events: ApiEvent[] = [];
+    svc.on((e) => events.push(e));
+    const vm = await svc.createVm({ name: 'live', guest: 'probe', cpus: 2, memoryMiB: 64, append: 'scenario=ipi live=1 burst=50 interval_ms=500' });
+    await svc.subscribe(vm.id);
+    await svc.startVm(vm.id);
+    const metric = await until(events, (all) => all.find((e) => e.type === 'guest-metric' && e.vmId === vm.id && e.metric.event === 'ipi'), 'a live ipi metric', 10_000);
+    expect(metric.type === 'guest-metric' && metric.metric.fields.p50_ns).toBeGreaterThan(0);
+    // It keeps coming: a second burst.
+    await until(events, (all) => (all.filter((e) => e.type === 'guest-metric' && e.vmId === vm.id).length >= 2 ? true : undefined), 'a second burst', 10_000);
+    const backfill = (await svc.subscribe(vm.id)).backfill;
+    expect(backfill.metrics.some((m) => m.event === 'ipi')).toBe(true);
+    await svc.forceStopVm(vm.id);
+    await svc.shutdown();
+  });
+});
