@@ -4,25 +4,14 @@
 //
 // Every call's input is untrusted; the service validates it and rejects with an ApiError whose
 // `code` says what kind of problem it is and whose message is one line a user can read.
+//
+// The few types shared with the VMM are imported as types only: they carry no runtime code, so
+// the renderer still loads nothing from electron/.
+import type { VmConfig } from '../vmm/config/vm-config.ts';
+import type { ExperimentResultRow, ExperimentSpec } from '../vmm/experiments/types.ts';
 
-/** A VM configuration as stored and edited (schema v1, see electron/vmm/config/vm-config.ts). */
-export interface VmConfigDto {
-  version: 1;
-  name: string;
-  guest: 'probe' | 'linux' | 'custom';
-  kernel?: string;
-  initrd?: string;
-  append?: string;
-  cpus: number;
-  memoryMiB: number;
-  machine: string;
-  cpuFeatures: Record<string, boolean>;
-  cpuPm: boolean;
-  memLock: boolean;
-  haltPollNs?: number;
-  pin?: number[];
-  pvmProfile: boolean;
-}
+/** A VM configuration as stored and edited: the VMM's one schema (electron/vmm/config/vm-config.ts). */
+export type VmConfigDto = VmConfig;
 
 export type VmRunState = 'stopped' | 'starting' | 'running' | 'paused' | 'stopping';
 
@@ -104,16 +93,8 @@ export interface GuestMetric {
   fields: Record<string, number>;
 }
 
-export interface ExperimentSpec {
-  guest: 'probe' | 'linux';
-  workload: string;
-  workloadArgs?: string;
-  /** Two or more named configurations as config strings (`cpus=2,cpu-pm=on,...`). */
-  configs: { name: string; config: string }[];
-  runs: number;
-  vsQemu?: boolean;
-  bare?: boolean;
-}
+/** Experiments: the runner's own types (electron/vmm/experiments/types.ts). */
+export type { ExperimentSpec, ExperimentResultRow };
 
 export interface ExperimentSummary {
   id: string;
@@ -122,21 +103,6 @@ export interface ExperimentSummary {
   state: 'running' | 'done' | 'failed';
   progress: { done: number; total: number; current?: string };
   error?: string;
-}
-
-export interface ExperimentResultRow {
-  config: string;
-  /** 'unhalt', 'qemu' or 'bare' */
-  runner: string;
-  unit: string;
-  median: number;
-  min: number;
-  max: number;
-  ratioToFirst: number | null;
-  ratioToReference: number | null;
-  haltExitsPerS: number | null;
-  pollHitRate: number | null;
-  runs: number[];
 }
 
 export interface ExperimentDetail extends ExperimentSummary {

@@ -1,4 +1,4 @@
-// Experiment types (the service API's ExperimentSpec / ExperimentDetail have the same shapes).
+// Experiment types, shared with the service API (electron/service/api.ts re-exports them).
 export interface ExperimentSpec {
   guest: 'probe' | 'linux';
   workload: string;
