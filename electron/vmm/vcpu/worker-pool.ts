@@ -11,7 +11,8 @@ const spares: Worker[] = [];
 
 export function prewarmVcpuWorkers(count: number): void {
   for (let i = 0; i < count; i++) {
-    const w = new Worker(VCPU_WORKER_URL, { name: 'vcpu-spare' });
+    // Named for the vCPU it will most likely drive (spares are taken in order).
+    const w = new Worker(VCPU_WORKER_URL, { name: `vcpu-${i}` });
     w.unref();
     // A spare that fails to load is simply dropped; the VM then starts a fresh worker.
     const drop = () => { const at = spares.indexOf(w); if (at >= 0) spares.splice(at, 1); };
