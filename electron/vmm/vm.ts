@@ -20,6 +20,7 @@ import { buildCpuid, hostKvmFeatures } from './cpu/cpuid.ts';
 import { setBootCpuState, setBootMsrs, setLapicLints } from './cpu/boot-state.ts';
 import { ByteRing } from './devices/byte-ring.ts';
 import { PowerButton, SerialInput, createDeviceState } from './devices/board.ts';
+import { InputQueue } from './devices/input-queue.ts';
 import { buildAcpiTables } from './firmware/acpi.ts';
 import { GuestMemory, HIGH_MEMORY_START, MiB } from './memory/guest-memory.ts';
 import { COMMAND, END, type EndCode, VmControl } from './vcpu/control.ts';
@@ -131,15 +132,10 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
   private readonly deviceSab: SharedArrayBuffer;
   private consoleInput?: SerialInput;
   private powerButton?: PowerButton;
-  private pendingInput: Uint8Array[] = [];
-  private pendingInputBytes = 0;
-  private droppedInput = 0;
-  private inputTimer?: NodeJS.Timeout;
+  /** Host input for ttyS0 and ttyS1, paced by each UART's receive FIFO and bounded. */
+  private readonly consoleQueue = new InputQueue((b) => this.consoleInput?.inject(0, b) ?? 0, MAX_PENDING_INPUT);
+  private readonly agentQueue = new InputQueue((b) => this.consoleInput?.inject(1, b) ?? 0, MAX_PENDING_INPUT);
   /** ttyS1 input (sendAgent), paced and bounded like the console's. */
-  private agentInput: Uint8Array[] = [];
-  private agentInputBytes = 0;
-  private droppedAgent = 0;
-  private agentInputTimer?: NodeJS.Timeout;
   private draining = true;
   private endMessage?: string;
   private tearingDown?: Promise<VmExit>;
@@ -290,30 +286,7 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
   /** Sends bytes to the guest's console UART (ttyS0), as fast as its receive FIFO takes them. */
   sendConsole(bytes: Uint8Array | string): void {
     if (this.state === 'stopped' || this.state === 'stopping') return;
-    const data = typeof bytes === 'string' ? new TextEncoder().encode(bytes) : bytes;
-    // A guest that never reads its UART (interrupts off, loopback, hung) must not make the host
-    // buffer input without limit: past MAX_PENDING_INPUT the rest is dropped and counted.
-    const room = MAX_PENDING_INPUT - this.pendingInputBytes;
-    if (data.length > room) this.droppedInput += data.length - Math.max(0, room);
-    if (room <= 0) return;
-    const kept = data.length > room ? data.subarray(0, room) : data;
-    this.pendingInput.push(kept);
-    this.pendingInputBytes += kept.length;
-    this.pumpInput();
-  }
-
-  private pumpInput(): void {
-    while (this.pendingInput.length > 0 && this.consoleInput) {
-      const head = this.pendingInput[0]!;
-      const taken = this.consoleInput.inject(0, head);
-      this.pendingInputBytes -= taken;
-      if (taken < head.length) {
-        this.pendingInput[0] = head.subarray(taken);
-        this.inputTimer ??= setTimeout(() => { this.inputTimer = undefined; this.pumpInput(); }, 2);
-        return;
-      }
-      this.pendingInput.shift();
-    }
+    this.consoleQueue.push(typeof bytes === 'string' ? new TextEncoder().encode(bytes) : bytes);
   }
 
   /**
@@ -323,35 +296,12 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
    */
   sendAgent(bytes: Uint8Array | string): void {
     if (this.state === 'stopped' || this.state === 'stopping') return;
-    const data = typeof bytes === 'string' ? new TextEncoder().encode(bytes) : bytes;
-    const room = MAX_PENDING_INPUT - this.agentInputBytes;
-    if (data.length > room) this.droppedAgent += data.length - Math.max(0, room);
-    if (room <= 0) return;
-    const kept = data.length > room ? data.subarray(0, room) : data;
-    this.agentInput.push(kept);
-    this.agentInputBytes += kept.length;
-    this.pumpAgentInput();
-  }
-
-  private pumpAgentInput(): void {
-    if (this.state === 'stopped' || this.state === 'stopping') return;
-    while (this.agentInput.length > 0) {
-      const head = this.agentInput[0]!;
-      const taken = this.consoleInput ? this.consoleInput.inject(1, head) : 0;
-      this.agentInputBytes -= taken;
-      if (taken < head.length) {
-        // The FIFO is full (or the machine is not built yet): retry shortly.
-        this.agentInput[0] = head.subarray(taken);
-        this.agentInputTimer ??= setTimeout(() => { this.agentInputTimer = undefined; this.pumpAgentInput(); }, 2);
-        return;
-      }
-      this.agentInput.shift();
-    }
+    this.agentQueue.push(typeof bytes === 'string' ? new TextEncoder().encode(bytes) : bytes);
   }
 
   /** ttyS1 input bytes dropped because the guest did not read its UART (see MAX_PENDING_INPUT). */
   get droppedAgentInputBytes(): number {
-    return this.droppedAgent;
+    return this.agentQueue.dropped;
   }
 
   /**
@@ -439,8 +389,8 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
   }
 
   private async release(): Promise<void> {
-    if (this.inputTimer) clearTimeout(this.inputTimer);
-    if (this.agentInputTimer) clearTimeout(this.agentInputTimer);
+    this.consoleQueue.close();
+    this.agentQueue.close();
     for (const w of this.workers) await w.terminate();
     for (const fd of [...this.vcpuStatsFds, this.vmStatsFd]) if (fd >= 0) closeFd(fd);
     this.vcpuStatsFds = [];
@@ -474,7 +424,7 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
 
   /** Console input bytes dropped because the guest did not read its UART (see MAX_PENDING_INPUT). */
   get droppedConsoleInputBytes(): number {
-    return this.droppedInput;
+    return this.consoleQueue.dropped;
   }
 
   /** Console bytes dropped because nobody drained them fast enough. */
