@@ -1,11 +1,14 @@
 import { defineConfig } from 'vitest/config';
+import { scaled } from './test/support/time-scale.ts';
 
 // Lanes (npm test runs them one after another, see scripts/test.mjs):
 // - unit:  pure tests, in parallel;
 // - kvm:   real KVM with the probe guest, plus QEMU side-by-side checks — one file at a time:
 //          the machine has 2 CPUs and guests are timing-sensitive;
 // - e2e:   the app in headless Chromium against host mode;
-// - linux: the long Linux boot lane (minutes on a PVM host), alone.
+// - linux: the long Linux boot lane (minutes on a PVM host), alone;
+// - nested: a hardware-semantics KVM nested under QEMU TCG, running the KVM-semantics checks
+//           inside it (test/nested/, docs/nested.md).
 export default defineConfig({
   test: {
     projects: [
@@ -15,8 +18,9 @@ export default defineConfig({
           name: 'kvm',
           include: ['test/kvm/**/*.test.ts', 'test/qemu/**/*.test.ts'],
           fileParallelism: false,
-          testTimeout: 60_000,
-          hookTimeout: 60_000,
+          // Liveness deadlines grow with the host's measured slowness (test/support/time-scale.ts).
+          testTimeout: scaled(60_000),
+          hookTimeout: scaled(60_000),
         },
       },
       {
@@ -33,7 +37,16 @@ export default defineConfig({
           name: 'linux',
           include: ['test/linux/**/*.test.ts'],
           fileParallelism: false,
-          testTimeout: 900_000,
+          testTimeout: scaled(900_000),
+          hookTimeout: scaled(120_000),
+        },
+      },
+      {
+        test: {
+          name: 'nested',
+          include: ['test/nested/**/*.test.ts'],
+          fileParallelism: false,
+          testTimeout: 3_600_000,
           hookTimeout: 120_000,
         },
       },

@@ -1,6 +1,7 @@
 // Test support: run the real `unhalt` command line in a child process.
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { scaled } from './time-scale.ts';
 
 export const UNHALT_BIN = fileURLToPath(new URL('../../bin/unhalt.mjs', import.meta.url));
 
@@ -30,7 +31,7 @@ export function runCli(args: string[], opts: { input?: string; env?: NodeJS.Proc
     });
     child.stderr.on('data', (d) => { stderr += d; });
     // Never leak a child past a failed test: kill it after a generous deadline.
-    const killer = setTimeout(() => child.kill('SIGKILL'), opts.killAfterMs ?? 90_000);
+    const killer = setTimeout(() => child.kill('SIGKILL'), opts.killAfterMs ?? scaled(90_000));
     child.on('error', reject);
     child.on('close', (code) => { clearTimeout(killer); resolve({ code, stdout, stderr }); });
     if (opts.input === undefined) child.stdin.end();

@@ -5,6 +5,7 @@ import { validateConfig } from '../../electron/vmm/config/vm-config.ts';
 import { resolveMachine } from '../../electron/vmm/config/resolve.ts';
 import { probeHost } from '../../electron/vmm/machine/host-caps.ts';
 import { VirtualMachine } from '../../electron/vmm/vm.ts';
+import { scaled } from './time-scale.ts';
 
 export const kvmAvailable = existsSync(process.env.UNHALT_KVM_DEVICE ?? '/dev/kvm');
 
@@ -50,11 +51,11 @@ export function watch(vm: VirtualMachine): Watched {
     vm,
     console: () => text,
     events,
-    waitForConsole: (pattern, timeoutMs = 20_000) => until(
+    waitForConsole: (pattern, timeoutMs = scaled(20_000)) => until(
       () => ((typeof pattern === 'string' ? text.includes(pattern) : pattern.test(text)) ? true : undefined),
       `console ${pattern}`, timeoutMs,
     ).then(() => undefined),
-    waitForEvent: (event, timeoutMs = 20_000) => until(() => events.find((e) => e.event === event), `@u1 ${event}`, timeoutMs),
+    waitForEvent: (event, timeoutMs = scaled(20_000)) => until(() => events.find((e) => e.event === event), `@u1 ${event}`, timeoutMs),
   };
 }
 

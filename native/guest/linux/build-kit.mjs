@@ -27,6 +27,7 @@ import { fileURLToPath } from 'node:url';
 import { gunzipSync, gzipSync, constants as zc } from 'node:zlib';
 import * as zlib from 'node:zlib';
 import { buildLinuxBinaries, workloadInputs } from './build-workloads.mjs';
+import { CpioWriter } from './cpio.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, '..', '..', '..');
@@ -106,7 +107,7 @@ function rootfsFiles() {
 
 function localInputsHash() {
   const h = createHash('sha256');
-  for (const p of [fileURLToPath(import.meta.url), ...workloadInputs()]) h.update(readFileSync(p));
+  for (const p of [fileURLToPath(import.meta.url), join(here, 'cpio.mjs'), ...workloadInputs()]) h.update(readFileSync(p));
   for (const f of rootfsFiles()) h.update(f).update(readFileSync(join(INIT_DIR, f)));
   return h.digest('hex');
 }
@@ -428,35 +429,6 @@ for (const f of rootfsFiles()) {
   cpio.file(f, readFileSync(join(INIT_DIR, f)), mode);
 }
 const initramfs = gzipSync(cpio.finish(), { level: 9 });
-
-/** cpio "newc" (SVR4 without CRC), what the kernel unpacks into its rootfs. */
-function CpioWriter() {
-  const parts = [];
-  let ino = 1;
-  let size = 0;
-  const push = (b) => { parts.push(b); size += b.length; };
-  const pad4 = () => { if (size % 4) push(Buffer.alloc(4 - (size % 4))); };
-  const hex = (n) => (n >>> 0).toString(16).padStart(8, '0');
-  const entry = (name, mode, data = Buffer.alloc(0), rdevMajor = 0, rdevMinor = 0, nlink = 1) => {
-    const nameBytes = Buffer.from(`${name}\0`);
-    const fields = [ino++, mode, 0, 0, nlink, 0, data.length, 0, 0, rdevMajor, rdevMinor, nameBytes.length, 0];
-    push(Buffer.from(`070701${fields.map(hex).join('')}`, 'ascii'));
-    push(nameBytes);
-    pad4();
-    push(data);
-    pad4();
-  };
-  this.dir = (name, perm) => entry(name, 0o040000 | perm, undefined, 0, 0, 2);
-  this.file = (name, data, perm) => entry(name, 0o100000 | perm, data);
-  this.symlink = (name, target) => entry(name, 0o120777, Buffer.from(target));
-  this.charDev = (name, perm, major, minor) => entry(name, 0o020000 | perm, undefined, major, minor);
-  this.finish = () => {
-    ino = 0;
-    entry('TRAILER!!!', 0);
-    if (size % 512) push(Buffer.alloc(512 - (size % 512)));
-    return Buffer.concat(parts, size);
-  };
-}
 
 // --- write out -----------------------------------------------------------------------------
 

@@ -1,0 +1,59 @@
+// What the nested lane runs inside L1, and how it reads the results that come back out.
+
+/**
+ * The checks whose outcome depends on KVM's semantics, run inside L1 (docs/nested.md says why
+ * each is there). Probe-guest files run in seconds each under TCG; the Linux lane boots the
+ * kit's kernel to user space. The rest of the kvm lane (argument parsing, QEMU side by side on
+ * the same semantics, flood and concurrency limits) behaves the same on PVM and is run there.
+ * `UNHALT_NESTED_FILES` (space-separated paths) replaces the list, e.g. to run one file in L1.
+ */
+export const NESTED_FILES = [
+  'test/kvm/boot.test.ts',
+  'test/kvm/knobs.test.ts',
+  'test/kvm/probe-scenarios.test.ts',
+  'test/kvm/faults.test.ts',
+  'test/kvm/stats.test.ts',
+  'test/kvm/lifecycle.test.ts',
+  'test/kvm/send-agent.test.ts',
+  'test/kvm/cpuid-qemu.test.ts',
+  'test/kvm/service.test.ts',
+  'test/kvm/cli.test.ts',
+  'test/linux/linux-boot.test.ts',
+];
+
+export function innerSelection(env = process.env): { files: string[]; lanes: string[]; append: string } {
+  const files = (env.UNHALT_NESTED_FILES?.split(/\s+/).filter(Boolean) ?? NESTED_FILES);
+  const lanes = [...new Set(files.map((f) => (f.startsWith('test/linux/') ? 'linux' : 'kvm')))];
+  // The kernel command line carries the selection into L1 (its init reads unhalt.* words).
+  return { files, lanes, append: `unhalt.lanes=${lanes.join(',')} unhalt.filter=${files.join(',')}` };
+}
+
+interface VitestJson {
+  testResults: { name: string; assertionResults: { fullName: string; status: string; duration?: number | null; failureMessages?: string[] }[] }[];
+}
+
+export interface InnerReport {
+  totals: { passed: number; failed: number; skipped: number };
+  failures: string[];
+  skips: string[];
+  markdown: string;
+}
+
+/** One row per check with its result and time in L1; failures and skips named. */
+export function summarizeInner(json: VitestJson): InnerReport {
+  const totals = { passed: 0, failed: 0, skipped: 0 };
+  const failures: string[] = [];
+  const skips: string[] = [];
+  const rows: string[] = ['| file | check | result | s |', '| --- | --- | --- | ---: |'];
+  for (const file of json.testResults) {
+    const short = file.name.replace(/^.*?\/(test\/)/, '$1');
+    for (const t of file.assertionResults) {
+      const name = `${short}: ${t.fullName}`;
+      if (t.status === 'passed') totals.passed++;
+      else if (t.status === 'failed') { totals.failed++; failures.push(`${name}: ${(t.failureMessages ?? []).join(' ').split('\n')[0]}`); }
+      else { totals.skipped++; skips.push(name); }
+      rows.push(`| ${short} | ${t.fullName.replace(/\|/g, '\\|')} | ${t.status} | ${((t.duration ?? 0) / 1000).toFixed(1)} |`);
+    }
+  }
+  return { totals, failures, skips, markdown: `${rows.join('\n')}\n` };
+}
