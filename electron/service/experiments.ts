@@ -38,7 +38,7 @@ interface RunnerResult {
 /** The runner, as a sibling of vmm/ in this build (.ts from source, .js when compiled). */
 const RUNNER_URL = new URL(`../vmm/experiments/runner${extname(new URL(import.meta.url).pathname)}`, import.meta.url);
 
-const SPEC_FIELDS = new Set(['guest', 'workload', 'workloadArgs', 'configs', 'runs', 'vsQemu', 'bare']);
+const SPEC_FIELDS = new Set(['guest', 'workload', 'workloadArgs', 'configs', 'runs', 'vsQemu', 'bare', 'deadlineS']);
 
 export function validateExperimentSpec(raw: unknown): ExperimentSpec {
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new ApiError('invalid', 'an experiment must be an object');
@@ -81,6 +81,10 @@ export function validateExperimentSpec(raw: unknown): ExperimentSpec {
     if (r[k] === undefined) continue;
     if (typeof r[k] !== 'boolean') throw new ApiError('invalid', `${k} must be true or false, got ${describe(r[k])}`);
     spec[k] = r[k];
+  }
+  if (r.deadlineS !== undefined) {
+    if (typeof r.deadlineS !== 'number' || !(r.deadlineS > 0) || r.deadlineS > 86_400) throw new ApiError('invalid', `deadlineS must be a number of seconds above 0 and at most 86400, got ${describe(r.deadlineS)}`);
+    spec.deadlineS = r.deadlineS;
   }
   return spec;
 }

@@ -123,7 +123,7 @@ describe('the bare-metal reference (--bare)', () => {
     expect(rows[1]!.ratioToFirst).toBeCloseTo(1.5, 6);
     expect(bare.secondary!.unit).toBe('µs/op');
     expect(bare.secondary!.median).toBeGreaterThan(0.1);
-    const table = formatMarkdown({ spec: spec({ bare: true }), rows, raw, environment: { hostKind: 'hardware' }, notes: [] });
+    const table = formatMarkdown({ spec: spec({ bare: true }), status: 'ok', unit: 'ms', rows, raw, failures: [], environment: { hostKind: 'hardware' }, notes: [] });
     expect(table).toMatch(/\| config \| VMM \| median \(ms\) \| min–max \| ratio to first \| ratio to bare \|/);
     expect(table).toMatch(/\| bare \| bare \| [\d.]+ \| [\d.]+–[\d.]+ \| 1\.00 \| — \|/);
     expect(table).toMatch(/\| off \| unhalt \| [\d.]+ \| [\d.]+–[\d.]+ \| 1\.00 \| 2\.00 \|/);
