@@ -134,8 +134,8 @@ export async function runExperiment(
       for (const runner of runners) {
         if (signal?.aborted) throw new ExperimentError('the experiment was cancelled');
         onProgress({ done, total, current: `${p.name} (${runner}) run ${run}/${spec.runs}` });
-        const rec = runner === 'qemu' ? await runOnQemu(p, work, probeDeadline)
-          : pacing ? await runLinuxOnUnhalt(p, work, linuxArgs!, host, pacing) : await runOnUnhalt(p, work, host, probeDeadline);
+        const rec = await recorded(() => (runner === 'qemu' ? runOnQemu(p, work, probeDeadline)
+          : pacing ? runLinuxOnUnhalt(p, work, linuxArgs!, host, pacing) : runOnUnhalt(p, work, host, probeDeadline)));
         raw.push({ ...rec, config: p.name, runner, run });
         done++;
       }
@@ -166,6 +166,16 @@ export async function runExperiment(
     environment: { ...environment(host, prepared, spec), hostSpeed: speed },
     notes,
   };
+}
+
+/** A run that threw (the VM did not start, a device failed) is a failed run, not the end of the experiment. */
+async function recorded(run: () => Promise<RunOutcome>): Promise<RunOutcome> {
+  const t0 = performance.now();
+  try {
+    return await run();
+  } catch (e) {
+    return { value: null, fields: {}, wallMs: performance.now() - t0, error: `the run failed: ${(e as Error)?.message ?? String(e)}` };
+  }
 }
 
 /** The failed runs, one line each (the error text is one line already; newlines would break the formats). */
