@@ -33,6 +33,9 @@ interface RunnerResult {
   environment: Record<string, unknown>;
   raw?: unknown[];
   notes?: string[];
+  /** Which runs gave no value and why (runner.ts failuresOf), and ok / partial / failed. */
+  failures?: unknown[];
+  status?: string;
 }
 
 /** The runner, as a sibling of vmm/ in this build (.ts from source, .js when compiled). */
@@ -90,7 +93,7 @@ export function validateExperimentSpec(raw: unknown): ExperimentSpec {
 }
 
 /** What is stored: the detail, plus the runner's raw runs and notes (CSV/JSON export). */
-type StoredExperiment = ExperimentDetail & { raw?: unknown[]; notes?: string[] };
+type StoredExperiment = ExperimentDetail & { raw?: unknown[]; notes?: string[]; failures?: unknown[]; status?: string };
 
 interface Running {
   detail: StoredExperiment;
@@ -152,6 +155,8 @@ export class Experiments {
           state: 'done', progress: { done: total, total },
           ...(Array.isArray(result?.raw) ? { raw: result.raw } : {}),
           ...(Array.isArray(result?.notes) ? { notes: result.notes } : {}),
+          ...(Array.isArray(result?.failures) ? { failures: result.failures } : {}),
+          ...(typeof result?.status === 'string' ? { status: result.status } : {}),
         });
       } catch (e) {
         detail.state = 'failed';

@@ -80,6 +80,16 @@ describe('Linux experiments: checks before anything runs (hardware host)', () =>
     expect(p.prepared[0]!.config.append).toBeUndefined();
     expect(p.notes).toEqual([]);
   });
+
+  it.skipIf(!linuxKitBuilt())('takes the A/B configs that show the mechanism: pv-unhalt off/on, cpu-pm off/on', () => {
+    const ab = (a: string, b: string) => prepareExperiment(spec({ configs: [{ name: 'off', config: a }, { name: 'on', config: b }] }), hw).prepared;
+    const pv = ab('cpus=2,kvm-pv-unhalt=off', 'cpus=2,kvm-pv-unhalt=on');
+    expect(pv.map((x) => x.config.cpuFeatures?.['kvm-pv-unhalt'] ?? null)).toEqual([false, true]);
+    const pm = ab('cpus=2,cpu-pm=off', 'cpus=2,cpu-pm=on');
+    expect(pm.map((x) => x.config.cpuPm ?? false)).toEqual([false, true]);
+    // KVM's own rule, before anything runs: no PV_UNHALT with HLT exits disabled.
+    expect(() => ab('cpus=2', 'cpus=2,cpu-pm=on,kvm-pv-unhalt=on')).toThrow(/configuration on: /);
+  });
 });
 
 describe('the bare-metal reference (--bare)', () => {
@@ -97,6 +107,8 @@ describe('the bare-metal reference (--bare)', () => {
     expect(missing.error).toMatch(/cannot run \/nonexistent\/unhalt-workload: .*build-workloads\.mjs/);
     const bad = await runBare(pipe, ['loops=0']);
     expect(bad.error).toMatch(/bare pipe failed: pipe: loops must be from 1/);
+    const late = await runBare(pipe, ['loops=100000000'], undefined, 200);
+    expect(late).toMatchObject({ value: null, error: 'bare pipe failed: stopped after 0.2 s, its deadline' });
   });
 
   it('adds a bare row: the reference of the ratio column, with the µs/op figure beside it', async () => {

@@ -146,7 +146,9 @@ export async function runExperiment(
       onProgress({ done, total, current: `bare run ${run}/${spec.runs}` });
       // The host build runs at the calibrated size too (the first run calibrated it, in the guest).
       const args = pacing?.sizing ? withSize(linuxArgs!, pacing.sizing.param, pacing.sizing.size) : linuxArgs!;
-      raw.push({ ...(await runBare(work, args)), config: BARE_CONFIG, runner: 'bare', run });
+      // Host processes slow down with the host clock too (a nested L1 runs them under TCG).
+      const bareTimeoutMs = deadlineMs ?? Math.ceil(BARE_BUDGET_MS * speed.slowdown);
+      raw.push({ ...(await recorded(() => runBare(work, args, LINUX_HOST_WORKLOAD, bareTimeoutMs))), config: BARE_CONFIG, runner: 'bare', run });
       done++;
     }
   }
@@ -358,21 +360,23 @@ async function runLinuxOnUnhalt(p: Prepared, work: Workload, args: string[], hos
 
 const fieldText = (e: AgentEvent): string => Object.entries(e.fields).map(([k, v]) => `${k}=${v}`).join(' ');
 
-const BARE_TIMEOUT_MS = 300_000;
+/** The host build of a Linux workload at its default size on hardware: ~10 s (pipe, 1M loops); generous. */
+const BARE_BUDGET_MS = 300_000;
 
 /**
  * The bare-metal reference: the host build of the same C workload with the same arguments
  * (assets/guests/linux/host/unhalt-workload), its `@u1` lines read from stdout.
  */
-export async function runBare(work: Workload, args: string[], binary: string = LINUX_HOST_WORKLOAD): Promise<RunOutcome> {
+export async function runBare(work: Workload, args: string[], binary: string = LINUX_HOST_WORKLOAD, timeoutMs = BARE_BUDGET_MS): Promise<RunOutcome> {
   const t0 = performance.now();
+  let timedOut = false;
   const out = await new Promise<{ code: number | null; signal: string | null; stdout: string; stderr: string; error?: string }>((resolve) => {
     let stdout = '';
     let stderr = '';
     const child = spawn(binary, [work.name, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
     child.stdout.on('data', (d) => { if (stdout.length < 1 << 20) stdout += d; });
     child.stderr.on('data', (d) => { if (stderr.length < 1 << 16) stderr += d; });
-    const timer = setTimeout(() => child.kill('SIGKILL'), BARE_TIMEOUT_MS);
+    const timer = setTimeout(() => { timedOut = true; child.kill('SIGKILL'); }, timeoutMs);
     child.on('error', (e) => { clearTimeout(timer); resolve({ code: null, signal: null, stdout, stderr, error: e.message }); });
     child.on('close', (code, sig) => { clearTimeout(timer); resolve({ code, signal: sig, stdout, stderr }); });
   });
@@ -384,7 +388,8 @@ export async function runBare(work: Workload, args: string[], binary: string = L
     if (typeof e === 'object' && e.event === work.event && !result) result = e;
   }
   if (!result || out.code !== 0) {
-    const why = out.stderr.trim().split('\n')[0] || (out.signal ? `killed by ${out.signal}` : `exit status ${out.code}`);
+    const why = timedOut ? `stopped after ${(timeoutMs / 1000).toFixed(timeoutMs >= 10_000 ? 0 : 1)} s, its deadline`
+      : out.stderr.trim().split('\n')[0] || (out.signal ? `killed by ${out.signal}` : `exit status ${out.code}`);
     return { value: null, fields: {}, wallMs, error: `bare ${work.name} failed: ${why}` };
   }
   return { value: work.value(result), fields: result.fields, wallMs };
