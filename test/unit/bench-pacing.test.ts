@@ -45,10 +45,10 @@ describe('deadlines', () => {
 
   it('for agent readiness: the host clock first, the slowest measured boot once there is one', () => {
     expect(readyDeadline(1).ms).toBe(Math.max(DEADLINE_FLOOR_MS, DEADLINE_MARGIN * LINUX_READY_ON_HARDWARE_MS));
-    // Under TCG (30x): 2 s x 30 x 5 = 300 s, where a fixed 120 s killed healthy boots.
+    // Under TCG (30x): 4 s x 30 x 5 = 600 s, where a fixed 120 s killed healthy boots.
     const tcg = readyDeadline(30);
-    expect(tcg.ms).toBe(300_000);
-    expect(tcg.why).toMatch(/5x the 60 s boot to agent ready predicted, this host's clock being 30x slower/);
+    expect(tcg.ms).toBe(600_000);
+    expect(tcg.why).toMatch(/5x the 120 s boot to agent ready predicted, this host's clock being 30x slower/);
     // Measured: the guest reached ready in 14 s; a hung boot is noticed after 70 s, not 300.
     expect(readyDeadline(30, 14_000)).toEqual({ ms: 70_000, why: '5x the slowest boot to agent ready so far (14 s)' });
   });
@@ -129,7 +129,7 @@ describe('an experiment\'s pacing across runs', () => {
 
   it('readiness: the slowest boot measured sets the next deadline', () => {
     const pacing = new ExperimentPacing({ slowdown: 30, param: loops });
-    expect(pacing.readyDeadline().ms).toBe(300_000);
+    expect(pacing.readyDeadline().ms).toBe(600_000);
     pacing.noteReady(14_000);
     pacing.noteReady(9_000);
     expect(pacing.readyDeadline().ms).toBe(70_000);

@@ -27,8 +27,13 @@
 export const DEADLINE_MARGIN = 5;
 /** No deadline is shorter: VM set-up, Node's timers and a loaded host's hiccups fit well inside. */
 export const DEADLINE_FLOOR_MS = 30_000;
-/** The Linux kit from VM start to the agent's ready line on real VMX/SVM hardware (well under 1 s measured; generous). */
-export const LINUX_READY_ON_HARDWARE_MS = 2_000;
+/**
+ * The Linux kit from VM start to the agent's ready line on real VMX/SVM hardware: well under 1 s
+ * (DESIGN.md). Generous on purpose: the host clock times ordinary code, but a nested guest's boot
+ * also pays for its exits, which slow down more than ordinary code does (in the TCG-nested KVM a
+ * PIO exit costs 6x, a boot to the prompt 20-40x; NESTED.md). Only the first boot relies on it.
+ */
+export const LINUX_READY_ON_HARDWARE_MS = 4_000;
 /** The first calibration command on hardware (pipe loops=1000 takes ~10 ms; generous). */
 export const CALIBRATION_STEP_ON_HARDWARE_MS = 1_000;
 /** A calibration command must take this long for its time to mean something (ttyS1 latency, timer granularity). */
