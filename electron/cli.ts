@@ -21,7 +21,7 @@ unhalt run [--guest probe|linux|custom] [--kernel F] [--initrd F] [--append S] [
            [--timeout S] [--dry-run]
 unhalt bench --workload NAME --config A='cpus=2,cpu-pm=off' --config B='cpus=2,cpu-pm=on'
              [--guest probe|linux] [--workload-args S] [--runs N] [--vs-qemu] [--bare]
-             [--format md|json|csv] [--output F]
+             [--deadline S] [--format md|json|csv] [--output F]
 unhalt doctor [--json]
 unhalt serve [--port N] [--no-open] [--demo]
 `;

@@ -1,11 +1,14 @@
 // `unhalt bench`: an A/B experiment from the command line; results kept under UNHALT_HOME.
+// Exit codes (README): 0 every run gave a result; 1 bad input, nothing ran; 2 one or more runs
+// failed (the VM or its guest did not deliver: "the VM failed"), each named on stderr in one
+// line and in the output, whose table marks them (partial results are still printed).
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { writeFileAtomic } from '../service/atomic-file.ts';
 import { homeLayout, unhaltHome } from '../service/paths.ts';
-import { formatCsv, formatMarkdown } from '../vmm/experiments/format.ts';
-import { ExperimentError, LINUX_ON_PVM, MAX_RUNS, prepareExperiment, runExperiment } from '../vmm/experiments/runner.ts';
+import { failureLines, formatCsv, formatMarkdown, statusLine } from '../vmm/experiments/format.ts';
+import { ExperimentError, LINUX_ON_PVM, MAX_DEADLINE_S, MAX_RUNS, prepareExperiment, runExperiment } from '../vmm/experiments/runner.ts';
 import { hostKind } from '../vmm/host.ts';
 import type { ExperimentSpec } from '../vmm/experiments/types.ts';
 import { EXIT_CODES, UsageError, parse, say } from './args.ts';
@@ -18,6 +21,7 @@ const OPTIONS = {
   runs: { type: 'string', default: '3' },
   bare: { type: 'boolean' },
   'vs-qemu': { type: 'boolean' },
+  deadline: { type: 'string' },
   format: { type: 'string', default: 'md' },
   output: { type: 'string' },
 } as const;
@@ -39,6 +43,11 @@ export async function benchCommand(argv: string[]): Promise<number> {
       return { name: c.slice(0, eq), config: c.slice(eq + 1) };
     });
     spec = { guest: values.guest, workload: values.workload, configs, runs };
+    if (values.deadline !== undefined) {
+      const s = Number(values.deadline);
+      if (!/^[0-9]+(\.[0-9]+)?$/.test(values.deadline) || !(s > 0) || s > MAX_DEADLINE_S) throw new UsageError(`--deadline must be a number of seconds above 0 and at most ${MAX_DEADLINE_S}, got "${values.deadline.slice(0, 20)}"`);
+      spec.deadlineS = s;
+    }
     if (values['workload-args'] !== undefined) spec.workloadArgs = values['workload-args'];
     if (values['vs-qemu']) spec.vsQemu = true;
     if (values.bare) spec.bare = true;
@@ -59,7 +68,10 @@ export async function benchCommand(argv: string[]): Promise<number> {
     if (values.output) writeFileAtomic(values.output, out, 0o644);
     else process.stdout.write(out);
     say(`experiment saved: ${file}`);
-    return result.raw.some((r) => r.error) ? EXIT_CODES.vmFailed : EXIT_CODES.ok;
+    const status = statusLine(result);
+    if (!status) return EXIT_CODES.ok;
+    for (const line of [...failureLines(result.failures), status]) say(line);
+    return EXIT_CODES.vmFailed;
   } catch (e) {
     say(e instanceof UsageError || e instanceof ExperimentError ? e.message : `bench failed: ${(e as Error).message}`);
     return EXIT_CODES.badInput;

@@ -33,12 +33,15 @@ interface RunnerResult {
   environment: Record<string, unknown>;
   raw?: unknown[];
   notes?: string[];
+  /** Which runs gave no value and why (runner.ts failuresOf), and ok / partial / failed. */
+  failures?: unknown[];
+  status?: string;
 }
 
 /** The runner, as a sibling of vmm/ in this build (.ts from source, .js when compiled). */
 const RUNNER_URL = new URL(`../vmm/experiments/runner${extname(new URL(import.meta.url).pathname)}`, import.meta.url);
 
-const SPEC_FIELDS = new Set(['guest', 'workload', 'workloadArgs', 'configs', 'runs', 'vsQemu', 'bare']);
+const SPEC_FIELDS = new Set(['guest', 'workload', 'workloadArgs', 'configs', 'runs', 'vsQemu', 'bare', 'deadlineS']);
 
 export function validateExperimentSpec(raw: unknown): ExperimentSpec {
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new ApiError('invalid', 'an experiment must be an object');
@@ -82,11 +85,15 @@ export function validateExperimentSpec(raw: unknown): ExperimentSpec {
     if (typeof r[k] !== 'boolean') throw new ApiError('invalid', `${k} must be true or false, got ${describe(r[k])}`);
     spec[k] = r[k];
   }
+  if (r.deadlineS !== undefined) {
+    if (typeof r.deadlineS !== 'number' || !(r.deadlineS > 0) || r.deadlineS > 86_400) throw new ApiError('invalid', `deadlineS must be a number of seconds above 0 and at most 86400, got ${describe(r.deadlineS)}`);
+    spec.deadlineS = r.deadlineS;
+  }
   return spec;
 }
 
 /** What is stored: the detail, plus the runner's raw runs and notes (CSV/JSON export). */
-type StoredExperiment = ExperimentDetail & { raw?: unknown[]; notes?: string[] };
+type StoredExperiment = ExperimentDetail & { raw?: unknown[]; notes?: string[]; failures?: unknown[]; status?: string };
 
 interface Running {
   detail: StoredExperiment;
@@ -148,6 +155,8 @@ export class Experiments {
           state: 'done', progress: { done: total, total },
           ...(Array.isArray(result?.raw) ? { raw: result.raw } : {}),
           ...(Array.isArray(result?.notes) ? { notes: result.notes } : {}),
+          ...(Array.isArray(result?.failures) ? { failures: result.failures } : {}),
+          ...(typeof result?.status === 'string' ? { status: result.status } : {}),
         });
       } catch (e) {
         detail.state = 'failed';

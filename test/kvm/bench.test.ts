@@ -1,4 +1,5 @@
-// `unhalt bench` end to end with tiny settings: two configs, one run each, results saved.
+// `unhalt bench` end to end with tiny settings: two configs, one run each, results saved; and a
+// run that cannot meet its deadline, reported as a failure in every format and the exit code.
 import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -22,6 +23,42 @@ describe.skipIf(!kvmAvailable)('unhalt bench', () => {
     expect(saved.raw).toHaveLength(2);
     expect(saved.environment).toMatchObject({ hostKind: expect.stringMatching(/pvm|hardware/), kernel: expect.any(String), appVersion: expect.any(String) });
     expect(saved.environment.configs[1].config.haltPollNs).toBe(0);
+    expect(saved).toMatchObject({ status: 'ok', unit: 'ns/exit', failures: [] });
+    expect(saved.environment.hostSpeed.slowdown).toBeGreaterThanOrEqual(1);
+    // The mechanism's counters are columns of the table.
+    expect(r.stdout).toMatch(/\| halt exits\/s \| poll hit rate \| halt exits \| hypercalls \| runs ok \|/);
+    expect(r.stdout).toMatch(/\| base \| unhalt \| .* \| 1\/1 \|$/m);
+  });
+
+  it('a run that cannot finish by its deadline: the experiment says it failed, run by run, and exits 2', async () => {
+    const home = mkdtempSync(join(tmpdir(), 'unhalt-bench-'));
+    // The idle scenario takes 5 s; --deadline gives every run 1 s.
+    const r = await runCli(['bench', '--workload', 'idle', '--workload-args', 'ms=5000', '--runs', '1', '--deadline', '1',
+      '--config', 'a=cpus=1', '--config', 'b=cpus=1,halt-poll-ns=0'], { env: { UNHALT_HOME: home } });
+    expect(r.code).toBe(2);
+    const why = 'no idle result: stopped at its 1.0 s deadline (set by --deadline)';
+    expect(r.stdout).toMatch(/^\*\*the experiment failed: none of its 2 runs gave a result\.\*\*$/m);
+    expect(r.stdout).not.toMatch(/\| config \|/);
+    expect(r.stdout).not.toMatch(/\(\)/);
+    expect(r.stdout).toContain(`failed: a (unhalt) run 1: ${why}`);
+    expect(r.stdout).toContain(`failed: b (unhalt) run 1: ${why}`);
+    expect(r.stderr).toContain(`unhalt: failed: a (unhalt) run 1: ${why}\n`);
+    expect(r.stderr).toContain(`unhalt: failed: b (unhalt) run 1: ${why}\n`);
+    expect(r.stderr).toMatch(/unhalt: the experiment failed: none of its 2 runs gave a result\n/);
+    const files = readdirSync(join(home, 'experiments'));
+    const saved = JSON.parse(readFileSync(join(home, 'experiments', files[0]!), 'utf8'));
+    expect(saved).toMatchObject({ status: 'failed', unit: 'ticks', rows: [] });
+    expect(saved.failures).toEqual([
+      { config: 'a', runner: 'unhalt', run: 1, error: why },
+      { config: 'b', runner: 'unhalt', run: 1, error: why },
+    ]);
+    const csv = await runCli(['bench', '--workload', 'idle', '--workload-args', 'ms=5000', '--runs', '1', '--deadline', '0.5', '--format', 'csv',
+      '--config', 'a=cpus=1', '--config', 'b=cpus=1'], { env: { UNHALT_HOME: home } });
+    expect(csv.code).toBe(2);
+    expect(csv.stdout.trim().split('\n').slice(1)).toEqual([
+      expect.stringMatching(/^a,unhalt,1,,ticks,.*,no idle result: stopped at its 0\.5 s deadline \(set by --deadline\),/),
+      expect.stringMatching(/^b,unhalt,1,,ticks,.*,no idle result: stopped at its 0\.5 s deadline \(set by --deadline\),/),
+    ]);
   });
 
   it('refuses a bad experiment before running anything', async () => {
@@ -31,6 +68,7 @@ describe.skipIf(!kvmAvailable)('unhalt bench', () => {
       [['--workload', 'nope', '--config', 'a=cpus=1', '--config', 'b=cpus=1'], /unknown probe workload "nope"/],
       [['--workload', 'ipi', '--config', 'a=cpus=1', '--config', 'b=cpus=2'], /configuration a: workload ipi needs at least 2 vCPUs/],
       [['--workload', 'pio', '--config', 'a=cpus=1', '--config', 'b=turbo=on'], /configuration b: config string: unknown key "turbo"/],
+      [['--workload', 'pio', '--config', 'a=cpus=1', '--config', 'b=cpus=1', '--deadline', '0'], /--deadline must be a number of seconds above 0/],
     ] as const) {
       const r = await runCli(['bench', ...args], { env: { UNHALT_HOME: home } });
       expect(r.code).toBe(1);

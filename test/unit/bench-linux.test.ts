@@ -11,6 +11,7 @@ import { formatMarkdown } from '../../electron/vmm/experiments/format.ts';
 import { AgentLineReader } from '../../electron/vmm/agent/line-protocol.ts';
 import { BARE_CONFIG, LINUX_ON_PVM, LinuxAgentRun, prepareExperiment, runBare, summarize } from '../../electron/vmm/experiments/runner.ts';
 import type { ExperimentSpec, RunRecord } from '../../electron/vmm/experiments/types.ts';
+import { ExperimentPacing, type RunPacer } from '../../electron/vmm/experiments/pacing.ts';
 import { workload, type Workload } from '../../electron/vmm/experiments/workloads.ts';
 import { LINUX_HOST_AGENT, linuxKitBuilt } from '../../electron/vmm/guests-linux.ts';
 import { hostKind } from '../../electron/vmm/host.ts';
@@ -79,6 +80,16 @@ describe('Linux experiments: checks before anything runs (hardware host)', () =>
     expect(p.prepared[0]!.config.append).toBeUndefined();
     expect(p.notes).toEqual([]);
   });
+
+  it.skipIf(!linuxKitBuilt())('takes the A/B configs that show the mechanism: pv-unhalt off/on, cpu-pm off/on', () => {
+    const ab = (a: string, b: string) => prepareExperiment(spec({ configs: [{ name: 'off', config: a }, { name: 'on', config: b }] }), hw).prepared;
+    const pv = ab('cpus=2,kvm-pv-unhalt=off', 'cpus=2,kvm-pv-unhalt=on');
+    expect(pv.map((x) => x.config.cpuFeatures?.['kvm-pv-unhalt'] ?? null)).toEqual([false, true]);
+    const pm = ab('cpus=2,cpu-pm=off', 'cpus=2,cpu-pm=on');
+    expect(pm.map((x) => x.config.cpuPm ?? false)).toEqual([false, true]);
+    // KVM's own rule, before anything runs: no PV_UNHALT with HLT exits disabled.
+    expect(() => ab('cpus=2', 'cpus=2,cpu-pm=on,kvm-pv-unhalt=on')).toThrow(/configuration on: /);
+  });
 });
 
 describe('the bare-metal reference (--bare)', () => {
@@ -96,6 +107,8 @@ describe('the bare-metal reference (--bare)', () => {
     expect(missing.error).toMatch(/cannot run \/nonexistent\/unhalt-workload: .*build-workloads\.mjs/);
     const bad = await runBare(pipe, ['loops=0']);
     expect(bad.error).toMatch(/bare pipe failed: pipe: loops must be from 1/);
+    const late = await runBare(pipe, ['loops=100000000'], undefined, 200);
+    expect(late).toMatchObject({ value: null, error: 'bare pipe failed: stopped after 0.2 s, its deadline' });
   });
 
   it('adds a bare row: the reference of the ratio column, with the µs/op figure beside it', async () => {
@@ -123,7 +136,7 @@ describe('the bare-metal reference (--bare)', () => {
     expect(rows[1]!.ratioToFirst).toBeCloseTo(1.5, 6);
     expect(bare.secondary!.unit).toBe('µs/op');
     expect(bare.secondary!.median).toBeGreaterThan(0.1);
-    const table = formatMarkdown({ spec: spec({ bare: true }), rows, raw, environment: { hostKind: 'hardware' }, notes: [] });
+    const table = formatMarkdown({ spec: spec({ bare: true }), status: 'ok', unit: 'ms', rows, raw, failures: [], environment: { hostKind: 'hardware' }, notes: [] });
     expect(table).toMatch(/\| config \| VMM \| median \(ms\) \| min–max \| ratio to first \| ratio to bare \|/);
     expect(table).toMatch(/\| bare \| bare \| [\d.]+ \| [\d.]+–[\d.]+ \| 1\.00 \| — \|/);
     expect(table).toMatch(/\| off \| unhalt \| [\d.]+ \| [\d.]+–[\d.]+ \| 1\.00 \| 2\.00 \|/);
@@ -136,11 +149,11 @@ describe('the bare-metal reference (--bare)', () => {
  * place: the same LinuxAgentRun waits for `@u1 ready`, sends the command, reads the result and
  * `@u1 done`; only the transport differs (stdin/stdout here, ttyS1 and sendAgent in a VM).
  */
-function driveAgent(work: Workload, args: string[]): Promise<{ run: LinuxAgentRun; sent: string[] }> {
+function driveAgent(work: Workload, args: string[], pacer?: RunPacer): Promise<{ run: LinuxAgentRun; sent: string[] }> {
   return new Promise((resolve, reject) => {
     const child = spawn(LINUX_HOST_AGENT, ['--stdio'], { stdio: ['pipe', 'pipe', 'ignore'] });
     const sent: string[] = [];
-    const run = new LinuxAgentRun(work, args, (line) => { sent.push(line); child.stdin.write(line); }, () => child.stdin.end());
+    const run = new LinuxAgentRun(work, args, (line) => { sent.push(line); child.stdin.write(line); }, () => child.stdin.end(), pacer ? { pacer } : {});
     const reader = new AgentLineReader((e) => run.onEvent(e));
     child.stdout.on('data', (d: Buffer) => reader.push(d));
     const killer = setTimeout(() => child.kill('SIGKILL'), 30_000);
@@ -175,5 +188,33 @@ describe('the runner\'s side of a Linux run, against the real agent (host build)
     silent.onEvent({ event: 'done', fields: { workload: 2, status: 0 } }); // another workload's: not ours
     expect(silent.done).toBeUndefined();
     expect(silent.outcome('stopped after 120 s').error).toBe('no pipe result after "run pipe loops=5": stopped after 120 s');
+  });
+
+  it('with a pacer: calibrates first, then sends the measured command; only its result counts', async () => {
+    const pipe = workload('linux', 'pipe');
+    const pacing = new ExperimentPacing({ slowdown: 1, param: { name: 'loops', calibrateFrom: 1000, min: 1, max: 1_000_000 }, givenSize: 4000 });
+    const first = await driveAgent(pipe, ['loops=4000'], pacing.newRun());
+    // The ladder stops at the given size: 1000, then 4000 (unless 1000 loops took 250 ms), then the measured 4000.
+    expect(first.sent[0]).toBe('run pipe loops=1000\n');
+    expect(first.sent.at(-1)).toBe('run pipe loops=4000\n');
+    expect(first.run.step?.kind).toBe('measure');
+    expect(first.run.outcome('ended').error).toBeUndefined();
+    expect(first.run.result!.fields.loops).toBe(4000);
+    expect(pacing.sizing).toMatchObject({ param: 'loops', size: 4000, source: 'given' });
+    // The next run warms up at the calibration's last size, then measures.
+    const second = await driveAgent(pipe, ['loops=4000'], pacing.newRun());
+    expect(second.sent).toEqual([`run pipe loops=${pacing.sizing!.steps.at(-1)!.size}\n`, 'run pipe loops=4000\n']);
+    expect(second.run.result!.fields.loops).toBe(4000);
+  });
+
+  it('with a pacer: a failed calibration step is named as such', () => {
+    const pacing = new ExperimentPacing({ slowdown: 1, param: { name: 'loops', calibrateFrom: 1000, min: 1, max: 1_000_000 } });
+    const run = new LinuxAgentRun(workload('linux', 'pipe'), ['loops=1000000'], () => {}, () => {}, { pacer: pacing.newRun() });
+    run.onEvent({ event: 'ready', fields: {} });
+    expect(run.command).toBe('run pipe loops=1000');
+    expect(run.outcome('stopped at its 30 s deadline (x)').error).toBe('no pipe result after "run pipe loops=1000" (calibration): stopped at its 30 s deadline (x)');
+    run.onEvent({ event: 'error', fields: { workload: 1, errno: 12 } });
+    run.onEvent({ event: 'done', fields: { workload: 1, status: 2 } });
+    expect(run.outcome('ended').error).toBe('the agent\'s pipe calibration run failed (status 2, workload=1 errno=12)');
   });
 });

@@ -5,7 +5,9 @@
 //
 // Linux workloads: each run boots the Linux guest, waits for the agent's `@u1 ready` on ttyS1,
 // sends it `run NAME key=value ...` (VirtualMachine.sendAgent) and reads the result event and
-// `@u1 done`. `--bare` runs the host build of the same C workload with the same arguments
+// `@u1 done`. The first run that gets that far calibrates the workload's size; every deadline
+// follows this host's measured speed (pacing.ts, host-speed.ts), never a fixed figure. A run that
+// fails is recorded with its reason and the experiment goes on: the result says which failed. `--bare` runs the host build of the same C workload with the same arguments
 // (a `bare` row, the reference of the ratio column). On PVM hosts the Linux guest cannot boot,
 // so such an experiment is refused before anything runs.
 import { spawn } from 'node:child_process';
@@ -21,13 +23,16 @@ import { PROBE_KERNEL } from '../guests.ts';
 import { LINUX_HOST_BUILD_HINT, LINUX_HOST_WORKLOAD, linuxKitInfo } from '../guests-linux.ts';
 import { hostCpuModel } from '../host.ts';
 import { disableExitNames, probeHost, type HostCapabilities } from '../machine/host-caps.ts';
+import { hostSpeed } from '../host-speed.ts';
 import { Sampler } from '../telemetry/sampler.ts';
 import { VirtualMachine } from '../vm.ts';
-import type { ExperimentProgress, ExperimentResult, ExperimentResultRow, ExperimentSpec, RunRecord } from './types.ts';
-import { linuxWorkloadArgs, workload, type Workload } from './workloads.ts';
+import { ExperimentPacing, probeRunDeadline, userDeadline, type Deadline, type RunPacer, type Step } from './pacing.ts';
+import type { ExperimentProgress, ExperimentResult, ExperimentResultRow, ExperimentSpec, RunFailure, RunRecord } from './types.ts';
+import { givenKeys, linuxWorkloadArgs, withSize, workload, type Workload } from './workloads.ts';
 
-const RUN_TIMEOUT_MS = 120_000;
 export const MAX_RUNS = 1000;
+/** The longest --deadline: a day. */
+export const MAX_DEADLINE_S = 86_400;
 /** Why a Linux-guest experiment is refused on PVM hosts (one line). */
 export const LINUX_ON_PVM = 'the Linux guest cannot run on this host: its KVM is PVM (guest ring 0 is emulated), where a stock '
   + 'Linux kernel never finishes booting; use the probe guest (--guest probe, workloads ipi, timer, spinlock, pio, idle)';
@@ -58,6 +63,9 @@ export function prepareExperiment(spec: ExperimentSpec, host: HostCapabilities =
   if (spec.guest === 'linux' && host.kind === 'pvm') throw new ExperimentError(LINUX_ON_PVM);
   if (!Array.isArray(spec.configs) || spec.configs.length < 2) throw new ExperimentError('an experiment needs two or more configurations');
   if (!Number.isInteger(spec.runs) || spec.runs < 1 || spec.runs > MAX_RUNS) throw new ExperimentError(`runs must be between 1 and ${MAX_RUNS}`);
+  if (spec.deadlineS !== undefined && !(typeof spec.deadlineS === 'number' && spec.deadlineS > 0 && spec.deadlineS <= MAX_DEADLINE_S)) {
+    throw new ExperimentError(`the deadline must be a number of seconds above 0 and at most ${MAX_DEADLINE_S}`);
+  }
   let work: Workload;
   try {
     work = workload(spec.guest, spec.workload);
@@ -115,6 +123,10 @@ export async function runExperiment(
   const runners = spec.vsQemu ? (['unhalt', 'qemu'] as const) : (['unhalt'] as const);
   const bare = spec.bare === true && work.guest === 'linux';
   const total = spec.runs * (prepared.length * runners.length + (bare ? 1 : 0));
+  const speed = hostSpeed();
+  const deadlineMs = spec.deadlineS !== undefined ? spec.deadlineS * 1000 : undefined;
+  const pacing = linuxArgs ? linuxPacing(work, spec.workloadArgs ?? '', linuxArgs, speed.slowdown, deadlineMs) : undefined;
+  const probeDeadline = deadlineMs !== undefined ? userDeadline(deadlineMs) : probeRunDeadline(speed.slowdown);
   const raw: RunRecord[] = [];
   let done = 0;
   for (let run = 1; run <= spec.runs; run++) {
@@ -122,8 +134,8 @@ export async function runExperiment(
       for (const runner of runners) {
         if (signal?.aborted) throw new ExperimentError('the experiment was cancelled');
         onProgress({ done, total, current: `${p.name} (${runner}) run ${run}/${spec.runs}` });
-        const rec = runner === 'qemu' ? await runOnQemu(p, work)
-          : linuxArgs ? await runLinuxOnUnhalt(p, work, linuxArgs, host) : await runOnUnhalt(p, work, host);
+        const rec = await recorded(() => (runner === 'qemu' ? runOnQemu(p, work, probeDeadline)
+          : pacing ? runLinuxOnUnhalt(p, work, linuxArgs!, host, pacing) : runOnUnhalt(p, work, host, probeDeadline)));
         raw.push({ ...rec, config: p.name, runner, run });
         done++;
       }
@@ -132,13 +144,59 @@ export async function runExperiment(
       // In the same alternation as the configs: the host's noise hits every row alike.
       if (signal?.aborted) throw new ExperimentError('the experiment was cancelled');
       onProgress({ done, total, current: `bare run ${run}/${spec.runs}` });
-      raw.push({ ...(await runBare(work, linuxArgs!)), config: BARE_CONFIG, runner: 'bare', run });
+      // The host build runs at the calibrated size too (the first run calibrated it, in the guest).
+      const args = pacing?.sizing ? withSize(linuxArgs!, pacing.sizing.param, pacing.sizing.size) : linuxArgs!;
+      // Host processes slow down with the host clock too (a nested L1 runs them under TCG).
+      const bareTimeoutMs = deadlineMs ?? Math.ceil(BARE_BUDGET_MS * speed.slowdown);
+      raw.push({ ...(await recorded(() => runBare(work, args, LINUX_HOST_WORKLOAD, bareTimeoutMs))), config: BARE_CONFIG, runner: 'bare', run });
       done++;
     }
   }
   onProgress({ done, total });
   const rowRunners = bare ? [...runners, 'bare'] : runners;
-  return { spec, rows: summarize(prepared.map((p) => p.name), rowRunners, raw, work), raw, environment: environment(host, prepared, spec), notes };
+  const rows = summarize(prepared.map((p) => p.name), rowRunners, raw, work);
+  const failures = failuresOf(raw);
+  const sizing = pacing?.sizing;
+  return {
+    spec,
+    status: failures.length === 0 ? 'ok' : rows.length ? 'partial' : 'failed',
+    unit: work.unit,
+    rows,
+    raw,
+    failures,
+    ...(sizing ? { sizing, workloadArgsUsed: withSize(linuxArgs!, sizing.param, sizing.size).join(' ') } : {}),
+    environment: { ...environment(host, prepared, spec), hostSpeed: speed },
+    notes,
+  };
+}
+
+/** A run that threw (the VM did not start, a device failed) is a failed run, not the end of the experiment. */
+async function recorded(run: () => Promise<RunOutcome>): Promise<RunOutcome> {
+  const t0 = performance.now();
+  try {
+    return await run();
+  } catch (e) {
+    return { value: null, fields: {}, wallMs: performance.now() - t0, error: `the run failed: ${(e as Error)?.message ?? String(e)}` };
+  }
+}
+
+/** The failed runs, one line each (the error text is one line already; newlines would break the formats). */
+export function failuresOf(raw: readonly RunRecord[]): RunFailure[] {
+  return raw.filter((r) => r.value === null || r.error)
+    .map((r) => ({ config: r.config, runner: r.runner, run: r.run, error: (r.error ?? 'no value').replace(/\s*\n\s*/g, ' ') }));
+}
+
+function linuxPacing(work: Workload, userArgs: string, args: readonly string[], slowdown: number, deadlineMs?: number): ExperimentPacing {
+  const size = work.size!;
+  const param = work.params![size.param]!;
+  const given = givenKeys(userArgs).includes(size.param);
+  const value = Number(args.find((a) => a.startsWith(`${size.param}=`))!.slice(size.param.length + 1));
+  return new ExperimentPacing({
+    slowdown,
+    param: { name: size.param, calibrateFrom: size.calibrateFrom, min: param.min, max: param.default },
+    ...(given ? { givenSize: value } : {}),
+    ...(deadlineMs !== undefined ? { deadlineMs } : {}),
+  });
 }
 
 /** The config name of the bare-metal rows. */
@@ -146,7 +204,7 @@ export const BARE_CONFIG = 'bare';
 
 export type RunOutcome = Omit<RunRecord, 'config' | 'runner' | 'run'>;
 
-async function runOnUnhalt(p: Prepared, work: Workload, host: HostCapabilities): Promise<RunOutcome> {
+async function runOnUnhalt(p: Prepared, work: Workload, host: HostCapabilities, deadline: Deadline): Promise<RunOutcome> {
   const { spec } = resolveMachine(p.config, host);
   const t0 = performance.now();
   const vm = await VirtualMachine.start(spec);
@@ -161,52 +219,74 @@ async function runOnUnhalt(p: Prepared, work: Workload, host: HostCapabilities):
       setTimeout(() => void vm.stop(), 50);
     }
   });
-  const timer = setTimeout(() => void vm.stop(), RUN_TIMEOUT_MS);
+  let timedOut = false;
+  const timer = setTimeout(() => { timedOut = true; void vm.stop(); }, deadline.ms);
   const exit = await vm.exited;
   clearTimeout(timer);
   const wallMs = performance.now() - t0;
   const stats = statsDelta(sampler);
-  if (!result) return { value: null, fields: {}, wallMs, error: `no ${work.event} result: ${exit.message}`, ...stats };
+  if (!result) return { value: null, fields: {}, wallMs, error: `no ${work.event} result: ${timedOut ? stoppedAt(deadline) : exit.message}`, ...stats };
   return { value: work.value(result, boot), fields: result.fields, wallMs, ...stats };
 }
 
-/**
- * KVM stats deltas over the run; from `fromT` (ms since the VM started) on when given: the
- * last sample at or before it is the baseline, and host CPU time is a delta too.
- */
+/** How a run ended that ran into its deadline (one line). */
+export function stoppedAt(d: Deadline): string {
+  return `stopped at its ${d.ms >= 10_000 ? (d.ms / 1000).toFixed(0) : (d.ms / 1000).toFixed(1)} s deadline (${d.why})`;
+}
+
 /**
  * The host's side of one Linux workload run over ttyS1, apart from any VM (tests drive it with
  * the agent built for the host, `unhalt-agent --stdio`): on the agent's `@u1 ready` it sends
  * `run NAME key=value ...`; it keeps the result event, the first error and `@u1 done`, and calls
- * `finished` when done arrives.
+ * `finished` when done arrives. With a pacer (an experiment's runs) it first sends the pacer's
+ * calibration or warm-up commands, each after the previous one's `done`, then the measured one,
+ * and arms each step's deadline; only the measured command's result is the run's.
  */
 export class LinuxAgentRun {
   ready?: AgentEvent;
   result?: AgentEvent;
   failure?: AgentEvent;
+  /** The `@u1 done` that ended the run: the measured command's, or a failed earlier step's. */
   done?: AgentEvent;
-  readonly command: string;
+  /** The command last sent (the measured one once the run gets there). */
+  command: string;
+  /** The step of the command last sent; undefined without a pacer. */
+  step?: Step;
   private readonly work: Workload;
-  private readonly send: (line: string) => void;
+  private readonly args: readonly string[];
+  private readonly send: (line: string, step?: Step) => void;
   private readonly finished: () => void;
+  private readonly pacer?: RunPacer;
+  private readonly now: () => number;
+  private sentAt = 0;
 
-  constructor(work: Workload, args: readonly string[], send: (line: string) => void, finished: () => void) {
+  constructor(work: Workload, args: readonly string[], send: (line: string, step?: Step) => void, finished: () => void,
+    opts: { pacer?: RunPacer; now?: () => number } = {}) {
     this.work = work;
-    this.command = `run ${work.name} ${args.join(' ')}`.trim();
+    this.args = args;
+    this.command = this.commandFor(args);
     this.send = send;
     this.finished = finished;
+    if (opts.pacer) this.pacer = opts.pacer;
+    this.now = opts.now ?? (() => performance.now());
   }
 
   onEvent(e: AgentEvent): void {
     if (!this.ready) {
       if (e.event !== 'ready') return; // the agent's ttyS1 may carry other lines before it starts
       this.ready = e;
-      this.send(`${this.command}\n`);
+      if (this.pacer) this.sendStep(this.pacer.next()!);
+      else this.send(`${this.command}\n`);
     } else if (e.event === this.work.event && !this.result) {
-      this.result = e;
+      if (this.measuring()) this.result = e;
     } else if (e.event === 'error' && !this.failure) {
       this.failure = e;
     } else if (e.event === 'done' && e.fields.workload === this.work.id && !this.done) {
+      const next = this.pacer && e.fields.status === 0 && !this.measuring() ? this.pacer.next(this.now() - this.sentAt) : undefined;
+      if (next) {
+        this.sendStep(next);
+        return;
+      }
       this.done = e;
       this.finished();
     }
@@ -217,57 +297,86 @@ export class LinuxAgentRun {
     if (!this.ready) return { value: null, fields: {}, error: `the Linux agent never reported ready on ttyS1: ${ended}` };
     if (!this.result) {
       const f = this.failure;
+      const stepName = this.measuring() ? undefined : this.step!.kind === 'calibrate' ? 'calibration' : 'warm-up';
       const why = this.done
-        ? `the agent's ${this.work.name} run failed (status ${this.done.fields.status}${f ? `, ${fieldText(f)}` : ''})`
-        : `no ${this.work.event} result after "${this.command}": ${ended}`;
+        ? `the agent's ${this.work.name}${stepName ? ` ${stepName}` : ''} run failed (status ${this.done.fields.status}${f ? `, ${fieldText(f)}` : ''})`
+        : `no ${this.work.event} result after "${this.command}"${stepName ? ` (${stepName})` : ''}: ${ended}`;
       return { value: null, fields: {}, error: why };
     }
     return { value: this.work.value(this.result, this.ready), fields: this.result.fields };
   }
+
+  private measuring(): boolean {
+    return !this.step || this.step.kind === 'measure';
+  }
+
+  private commandFor(args: readonly string[]): string {
+    return `run ${this.work.name} ${args.join(' ')}`.trim();
+  }
+
+  private sendStep(step: Step): void {
+    const param = this.work.size!.param;
+    this.step = step;
+    this.command = this.commandFor(withSize(this.args, param, step.size));
+    this.sentAt = this.now();
+    this.send(`${this.command}\n`, step);
+  }
 }
 
 /**
- * One run of a Linux workload: boot, wait for the agent's `@u1 ready`, send `run NAME args`
- * (VirtualMachine.sendAgent), read the result and `@u1 done`, stop the VM. KVM stats cover the
- * workload only (from the moment the command is sent).
+ * One run of a Linux workload: boot, wait for the agent's `@u1 ready`, the pacer's calibration
+ * or warm-up commands, then the measured `run NAME args` (VirtualMachine.sendAgent), read the
+ * result and `@u1 done`, stop the VM. Each phase has its own deadline (pacing.ts). KVM stats cover
+ * the measured command only (from the moment it is sent).
  */
-async function runLinuxOnUnhalt(p: Prepared, work: Workload, args: string[], host: HostCapabilities): Promise<RunOutcome> {
+async function runLinuxOnUnhalt(p: Prepared, work: Workload, args: string[], host: HostCapabilities, pacing: ExperimentPacing): Promise<RunOutcome> {
   const { spec } = resolveMachine(p.config, host);
   const t0 = performance.now();
   const vm = await VirtualMachine.start(spec);
   const sampler = Sampler.forVm(vm, { intervalMs: 100 });
   let fromT: number | undefined;
-  const run = new LinuxAgentRun(work, args, (line) => {
-    fromT = sampler.markEvent(`run ${work.name}`).t;
+  let expired: Deadline | undefined;
+  let timer: NodeJS.Timeout | undefined;
+  const arm = (d: Deadline) => {
+    clearTimeout(timer);
+    timer = setTimeout(() => { expired = d; void vm.stop(); }, d.ms);
+  };
+  const run = new LinuxAgentRun(work, args, (line, step) => {
+    const t = sampler.markEvent(`run ${work.name}${step && step.kind !== 'measure' ? ` (${step.kind})` : ''}`).t;
+    if (!step || step.kind === 'measure') fromT = t;
+    if (step) arm(step.deadline);
     vm.sendAgent(line);
-  }, () => setTimeout(() => void vm.stop(), 50));
-  vm.on('agent', (e) => run.onEvent(e));
-  let timedOut = false;
-  const timer = setTimeout(() => { timedOut = true; void vm.stop(); }, RUN_TIMEOUT_MS);
+  }, () => { clearTimeout(timer); setTimeout(() => void vm.stop(), 50); }, { pacer: pacing.newRun() });
+  vm.on('agent', (e) => {
+    if (e.event === 'ready' && !run.ready) pacing.noteReady(performance.now() - t0);
+    run.onEvent(e);
+  });
+  arm(pacing.readyDeadline());
   const exit = await vm.exited;
   clearTimeout(timer);
   const wallMs = performance.now() - t0;
-  const ended = timedOut ? `stopped after ${RUN_TIMEOUT_MS / 1000} s` : exit.message;
-  return { ...run.outcome(ended), wallMs, ...statsDelta(sampler, fromT) };
+  return { ...run.outcome(expired ? stoppedAt(expired) : exit.message), wallMs, ...statsDelta(sampler, fromT) };
 }
 
 const fieldText = (e: AgentEvent): string => Object.entries(e.fields).map(([k, v]) => `${k}=${v}`).join(' ');
 
-const BARE_TIMEOUT_MS = 300_000;
+/** The host build of a Linux workload at its default size on hardware: ~10 s (pipe, 1M loops); generous. */
+const BARE_BUDGET_MS = 300_000;
 
 /**
  * The bare-metal reference: the host build of the same C workload with the same arguments
  * (assets/guests/linux/host/unhalt-workload), its `@u1` lines read from stdout.
  */
-export async function runBare(work: Workload, args: string[], binary: string = LINUX_HOST_WORKLOAD): Promise<RunOutcome> {
+export async function runBare(work: Workload, args: string[], binary: string = LINUX_HOST_WORKLOAD, timeoutMs = BARE_BUDGET_MS): Promise<RunOutcome> {
   const t0 = performance.now();
+  let timedOut = false;
   const out = await new Promise<{ code: number | null; signal: string | null; stdout: string; stderr: string; error?: string }>((resolve) => {
     let stdout = '';
     let stderr = '';
     const child = spawn(binary, [work.name, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
     child.stdout.on('data', (d) => { if (stdout.length < 1 << 20) stdout += d; });
     child.stderr.on('data', (d) => { if (stderr.length < 1 << 16) stderr += d; });
-    const timer = setTimeout(() => child.kill('SIGKILL'), BARE_TIMEOUT_MS);
+    const timer = setTimeout(() => { timedOut = true; child.kill('SIGKILL'); }, timeoutMs);
     child.on('error', (e) => { clearTimeout(timer); resolve({ code: null, signal: null, stdout, stderr, error: e.message }); });
     child.on('close', (code, sig) => { clearTimeout(timer); resolve({ code, signal: sig, stdout, stderr }); });
   });
@@ -279,13 +388,20 @@ export async function runBare(work: Workload, args: string[], binary: string = L
     if (typeof e === 'object' && e.event === work.event && !result) result = e;
   }
   if (!result || out.code !== 0) {
-    const why = out.stderr.trim().split('\n')[0] || (out.signal ? `killed by ${out.signal}` : `exit status ${out.code}`);
+    const why = timedOut ? `stopped after ${(timeoutMs / 1000).toFixed(timeoutMs >= 10_000 ? 0 : 1)} s, its deadline`
+      : out.stderr.trim().split('\n')[0] || (out.signal ? `killed by ${out.signal}` : `exit status ${out.code}`);
     return { value: null, fields: {}, wallMs, error: `bare ${work.name} failed: ${why}` };
   }
   return { value: work.value(result), fields: result.fields, wallMs };
 }
 
-function statsDelta(sampler: Sampler, fromT?: number): Pick<RunRecord, 'haltExits' | 'haltExitsPerS' | 'pollHitRate' | 'hostCpuNs'> {
+/**
+ * KVM stats deltas over the run; from `fromT` (ms since the VM started) on when given: the
+ * last sample at or before it is the baseline, and host CPU time is a delta too. Halt exits and
+ * hypercalls are the mechanism the knobs change: cpu-pm=on takes halt exits to 0 on
+ * hardware-backed KVM, pv-unhalt kicks are KVM_HC_KICK_CPU hypercalls.
+ */
+function statsDelta(sampler: Sampler, fromT?: number): Pick<RunRecord, 'haltExits' | 'haltExitsPerS' | 'hypercalls' | 'pollHitRate' | 'hostCpuNs'> {
   let recs = sampler.records();
   if (fromT !== undefined) {
     const base = recs.filter((r) => r.t <= fromT).at(-1)?.t;
@@ -293,6 +409,7 @@ function statsDelta(sampler: Sampler, fromT?: number): Pick<RunRecord, 'haltExit
   }
   if (recs.length === 0) return {};
   let halts = 0;
+  let hypercalls = 0;
   let polls = 0;
   let hits = 0;
   let cpu = 0;
@@ -304,6 +421,7 @@ function statsDelta(sampler: Sampler, fromT?: number): Pick<RunRecord, 'haltExit
     if (!first || !last) continue;
     const d = (k: string) => Number(last[k] ?? 0) - Number(first[k] ?? 0);
     halts += d('halt_exits');
+    hypercalls += d('hypercalls');
     polls += d('halt_attempted_poll');
     hits += d('halt_successful_poll');
     cpu += Number(last.host_cpu_ns ?? 0) - (fromT !== undefined ? Number(first.host_cpu_ns ?? 0) : 0);
@@ -312,6 +430,8 @@ function statsDelta(sampler: Sampler, fromT?: number): Pick<RunRecord, 'haltExit
   return {
     haltExits: halts,
     haltExitsPerS: seconds > 0 ? halts / seconds : undefined,
+    // A host kernel without the counter has none to show (absent, not 0).
+    ...(sampler.fields.includes('hypercalls') ? { hypercalls } : {}),
     pollHitRate: polls > 0 ? hits / polls : null,
     hostCpuNs: cpu,
   };
@@ -337,7 +457,7 @@ export function qemuCommand(c: VmConfig, host: HostCapabilities): { qemuArgs: st
   return missing.length ? { qemuArgs: args, qemuNote: `QEMU lacks ${missing.join('; ')}` } : { qemuArgs: args };
 }
 
-async function runOnQemu(p: Prepared, work: Workload): Promise<RunOutcome> {
+async function runOnQemu(p: Prepared, work: Workload, deadline: Deadline): Promise<RunOutcome> {
   const dir = mkdtempSync(join(tmpdir(), 'unhalt-qemu-'));
   const ttyS1 = join(dir, 'ttyS1');
   const args = [...p.qemuArgs!, '-chardev', `file,id=s1,path=${ttyS1}`, '-device', 'isa-serial,chardev=s1,iobase=0x2f8,irq=3'];
@@ -347,7 +467,7 @@ async function runOnQemu(p: Prepared, work: Workload): Promise<RunOutcome> {
       const child = spawn('qemu-system-x86_64', args, { stdio: ['ignore', 'ignore', 'pipe'] });
       let err = '';
       child.stderr.on('data', (d) => { err += d; });
-      const timer = setTimeout(() => child.kill('SIGKILL'), RUN_TIMEOUT_MS);
+      const timer = setTimeout(() => child.kill('SIGKILL'), deadline.ms);
       child.on('error', (e) => { clearTimeout(timer); reject(new ExperimentError(`cannot run QEMU: ${e.message} (install qemu-system-x86)`)); });
       child.on('close', (c) => { clearTimeout(timer); if (c !== 1 && err) reject(new ExperimentError(`QEMU failed: ${err.trim().split('\n')[0]}`)); else resolve(c); });
     });
@@ -375,6 +495,10 @@ function median(xs: number[]): number {
   return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
 }
 
+function medianOrNull(xs: number[]): number | null {
+  return xs.length ? median(xs) : null;
+}
+
 function mean(xs: number[]): number | null {
   return xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : null;
 }
@@ -384,20 +508,26 @@ export function summarize(configs: string[], runners: readonly string[], raw: Ru
   for (const runner of runners) {
     // The bare-metal reference has one row of its own.
     for (const config of runner === 'bare' ? [BARE_CONFIG] : configs) {
-      const recs = raw.filter((r) => r.config === config && r.runner === runner);
-      const values = recs.map((r) => r.value).filter((v): v is number => v !== null && Number.isFinite(v));
+      const all = raw.filter((r) => r.config === config && r.runner === runner);
+      // Counters of failed runs would mix a boot that hung into the figures: successful runs only.
+      const recs = all.filter((r) => r.value !== null && Number.isFinite(r.value));
+      const values = recs.map((r) => r.value!);
+      // A config without any value has no row; ExperimentResult.failures says why.
       if (!values.length) continue;
-      const polls = recs.map((r) => r.pollHitRate).filter((v): v is number => typeof v === 'number');
+      const numbers = (k: 'haltExitsPerS' | 'pollHitRate' | 'haltExits' | 'hypercalls') => recs.map((r) => r[k]).filter((v): v is number => typeof v === 'number');
       const row: ExperimentResultRow = {
         config, runner, unit: work.unit, median: median(values), min: Math.min(...values), max: Math.max(...values),
         ratioToFirst: null, ratioToReference: null,
-        haltExitsPerS: mean(recs.map((r) => r.haltExitsPerS).filter((v): v is number => typeof v === 'number')),
-        pollHitRate: mean(polls),
+        haltExitsPerS: mean(numbers('haltExitsPerS')),
+        pollHitRate: mean(numbers('pollHitRate')),
         runs: values,
+        haltExits: medianOrNull(numbers('haltExits')),
+        hypercalls: medianOrNull(numbers('hypercalls')),
+        failedRuns: all.length - recs.length,
       };
       const sec = work.secondary;
       if (sec) {
-        const xs = recs.filter((r) => r.value !== null).map((r) => sec.value({ event: '', fields: r.fields }))
+        const xs = recs.map((r) => sec.value({ event: '', fields: r.fields }))
           .filter((v) => Number.isFinite(v));
         if (xs.length) row.secondary = { unit: sec.unit, median: median(xs) };
       }

@@ -1,4 +1,5 @@
 // Experiment types, shared with the service API (electron/service/api.ts re-exports them).
+import type { Sizing } from './pacing.ts';
 export interface ExperimentSpec {
   guest: 'probe' | 'linux';
   workload: string;
@@ -7,6 +8,8 @@ export interface ExperimentSpec {
   runs: number;
   vsQemu?: boolean;
   bare?: boolean;
+  /** Seconds every phase of a run may take, instead of the deadlines derived from this host's speed (pacing.ts). */
+  deadlineS?: number;
 }
 
 export interface ExperimentResultRow {
@@ -23,6 +26,11 @@ export interface ExperimentResultRow {
   runs: number[];
   /** A second figure's median where the workload has one (pipe: µs/op beside total ms). */
   secondary?: { unit: string; median: number };
+  /** Medians per run of the KVM counters that show the mechanism (over the measured command for Linux workloads). */
+  haltExits?: number | null;
+  hypercalls?: number | null;
+  /** Runs of this config and runner that gave no value (each named in ExperimentResult.failures). */
+  failedRuns?: number;
 }
 
 export interface RunRecord {
@@ -34,6 +42,8 @@ export interface RunRecord {
   fields: Record<string, number>;
   haltExits?: number;
   haltExitsPerS?: number;
+  /** KVM's `hypercalls` counter: pv-unhalt kicks (KVM_HC_KICK_CPU) and other hypercalls. */
+  hypercalls?: number;
   pollHitRate?: number | null;
   hostCpuNs?: number;
   wallMs: number;
@@ -46,10 +56,27 @@ export interface ExperimentProgress {
   current?: string;
 }
 
+/** One failed run, in one line. */
+export interface RunFailure {
+  config: string;
+  runner: RunRecord['runner'];
+  run: number;
+  error: string;
+}
+
 export interface ExperimentResult {
   spec: ExperimentSpec;
+  /** ok: every run gave a value; partial: some did; failed: none did (rows is then empty). */
+  status: 'ok' | 'partial' | 'failed';
+  /** The workload's unit, also when no row has a value. */
+  unit: string;
   rows: ExperimentResultRow[];
   raw: RunRecord[];
+  failures: RunFailure[];
+  /** Linux workloads: the arguments the measured commands used (the size calibrated or given). */
+  workloadArgsUsed?: string;
+  /** Linux workloads: how the size was found, and the calibration's time per unit. */
+  sizing?: Sizing;
   environment: Record<string, unknown>;
   notes: string[];
 }

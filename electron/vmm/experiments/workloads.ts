@@ -31,6 +31,11 @@ export interface Workload {
   minCpus: number;
   /** A second figure reported beside the main one (pipe: µs per round trip, as perf prints). */
   secondary?: { unit: string; value(result: AgentEvent): number };
+  /**
+   * Linux workloads: the parameter that sets how long a run takes (its default is the standard
+   * size and the largest calibration picks), and the size calibration starts from (pacing.ts).
+   */
+  size?: { param: string; calibrateFrom: number };
 }
 
 const probe = (w: Omit<Workload, 'guest' | 'cmdline'> & { defaults?: string }): Workload => ({
@@ -77,6 +82,7 @@ export const LINUX_WORKLOADS: readonly Workload[] = [
     name: 'pipe', id: LINUX_WORKLOAD_IDS.pipe, event: 'pipe', unit: 'ms', lowerIsBetter: true,
     summary: 'like perf bench sched pipe: two processes ping-pong over two pipes; total time (perf\'s "Total time")',
     params: { loops: { default: 1_000_000, min: 1, max: 1_000_000_000 } },
+    size: { param: 'loops', calibrateFrom: 1000 },
     value: (e) => e.fields.total_ns! / 1e6,
     secondary: { unit: 'µs/op', value: (e) => e.fields.per_op_ns! / 1e3 },
   }),
@@ -88,6 +94,8 @@ export const LINUX_WORKLOADS: readonly Workload[] = [
       fds: { default: 20, min: 1, max: 64 },
       loops: { default: 100, min: 1, max: 10_000_000 },
     },
+    // One loop of the default 10 groups x 20 fds is 4000 messages.
+    size: { param: 'loops', calibrateFrom: 1 },
     check: (v) => (v.groups! * v.fds! * 2 > 8192 ? `groups x fds x 2 = ${v.groups! * v.fds! * 2} processes, more than 8192` : undefined),
     value: (e) => e.fields.total_ns! / 1e6,
   }),
@@ -99,6 +107,7 @@ export const LINUX_WORKLOADS: readonly Workload[] = [
       size_kb: { default: 0, min: 0, max: 65536 },
       loops: { default: 10_000, min: 1, max: 100_000_000 },
     },
+    size: { param: 'loops', calibrateFrom: 100 },
     check: (v) => (v.procs! * v.size_kb! > 1024 * 1024 ? `procs x size_kb = ${v.procs! * v.size_kb!} KiB, more than 1 GiB` : undefined),
     value: (e) => e.fields.per_switch_ns! / 1e3,
   }),
@@ -125,6 +134,16 @@ export function linuxWorkloadArgs(w: Workload, args: string): string[] {
   const problem = w.check?.(values);
   if (problem) throw new Error(`${w.name}: ${problem}`);
   return Object.entries(values).map(([k, v]) => `${k}=${v}`);
+}
+
+/** The keys a user's argument string sets (already checked by linuxWorkloadArgs). */
+export function givenKeys(args: string): string[] {
+  return args.split(/\s+/).filter(Boolean).map((tok) => tok.slice(0, tok.indexOf('=')));
+}
+
+/** Complete `key=value` arguments with `param` set to `size`. */
+export function withSize(args: readonly string[], param: string, size: number): string[] {
+  return args.map((a) => (a.startsWith(`${param}=`) ? `${param}=${size}` : a));
 }
 
 export function workload(guest: string, name: string): Workload {
