@@ -165,7 +165,8 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
       throw e;
     }
     vm.startedAt = performance.now();
-    vm.setState('running');
+    // A vCPU thread that failed at the start barrier has already begun the teardown.
+    if (vm.state === 'starting') vm.setState('running');
     // Drain from the next macrotask: the caller's `await` continuation attaches its listeners first,
     // so the guest's first bytes (already in the rings) are never emitted to nobody.
     setImmediate(() => {

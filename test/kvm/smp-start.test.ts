@@ -5,6 +5,10 @@
 import { describe, expect, it } from 'vitest';
 import { allowedHostCpus } from '../../native/kvm/affinity.ts';
 import type { VcpuStartTimes } from '../../electron/vmm/vcpu/control.ts';
+import { validateConfig } from '../../electron/vmm/config/vm-config.ts';
+import { resolveMachine } from '../../electron/vmm/config/resolve.ts';
+import { probeHost } from '../../electron/vmm/machine/host-caps.ts';
+import { VirtualMachine } from '../../electron/vmm/vm.ts';
 import { kvmAvailable, startProbe } from '../support/probe.ts';
 
 function expectBarrierHeld(times: VcpuStartTimes[], cpus: number): void {
@@ -32,6 +36,18 @@ describe.skipIf(!kvmAvailable)('vCPU start barrier on real KVM', () => {
     expect((await g.waitForEvent('boot')).fields.cpus_up).toBe(4);
     expectBarrierHeld(g.vm.startTimeline(), 4);
     expect((await g.vm.exited).kind).toBe('poweroff');
+  });
+
+  it('a vCPU thread that fails before the barrier opens ends the VM, and no vCPU ever runs', async () => {
+    const { spec } = resolveMachine(validateConfig({ guest: 'probe', cpus: 4, memoryMiB: 64, append: 'scenario=hello', name: 'barrier' }), probeHost());
+    spec.pin = [0, 0, 0, 1_000_000]; // vCPU 3 cannot pin itself: it ends the VM before it reaches the barrier
+    const vm = await VirtualMachine.start(spec);
+    const exit = await vm.exited;
+    expect(exit).toMatchObject({ kind: 'crash', vcpu: 3 });
+    expect(vm.state).toBe('stopped');
+    const times = vm.startTimeline();
+    expect(times.filter((t) => t.readyAt > 0).map((t) => t.vcpu)).toEqual([0, 1, 2]);
+    expect(times.every((t) => t.enteredAt === 0)).toBe(true);
   });
 
   it('8 vCPUs on one host CPU come up, every time (3 cold starts)', async () => {
