@@ -33,7 +33,8 @@ u32 host_slowness = 1;
 #define MAX_TSC_KHZ 20000000ull
 /*
  * A userspace I/O exit round trip on hardware-backed KVM (this VMM or QEMU):
- * a few µs.  Measured elsewhere: ~9 µs on PVM, ~47 µs in a KVM nested in QEMU TCG.
+ * a few µs.  Measured: 11-18 µs by this probe on PVM (slowness 3-4), ~47 µs
+ * in a KVM nested in QEMU TCG (NESTED.md: ~10).
  */
 #define HARDWARE_EXIT_NS 4500ull
 #define MAX_SLOWNESS 100u
@@ -242,7 +243,7 @@ static u64 exit_cycles(void)
 
 /*
  * host_slowness: how many times slower than hardware this host serves a VM
- * exit (1 on hardware, ~2 on PVM, ~10 nested in QEMU TCG).  The best of
+ * exit (1 on hardware, 3-4 on PVM, ~10 nested in QEMU TCG).  The best of
  * several rounds, so one preemption does not count; a slow host only makes
  * waits longer, never shorter.
  */
