@@ -17,7 +17,7 @@ export async function doctorCommand(argv: string[]): Promise<number> {
   } else {
     for (const c of report.checks) {
       process.stdout.write(`${c.ok ? 'ok  ' : 'FAIL'}  ${c.name}: ${c.detail}\n`);
-      if (c.fix && (!c.ok || c.name === 'host-kind' || c.name === 'linux-guest')) process.stdout.write(`      -> ${c.fix}\n`);
+      if (c.fix && (!c.ok || c.name === 'host-kind' || c.name === 'host-platform' || c.name === 'linux-guest')) process.stdout.write(`      -> ${c.fix}\n`);
     }
   }
   return report.ok ? EXIT_CODES.ok : EXIT_CODES.badInput;

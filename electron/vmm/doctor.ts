@@ -3,7 +3,7 @@ import { execFileSync } from 'node:child_process';
 import { CAP } from '../../native/kvm/abi.ts';
 import { Kvm, kvmDevicePath } from '../../native/kvm/kvm.ts';
 import { PROBE_KERNEL, probeBuilt } from './guests.ts';
-import { hostHaltPollParams, hostKind } from './host.ts';
+import { hostHaltPollParams, hostKind, hostVirtualization, platformTimingNote, type HostVirtualization } from './host.ts';
 import { LINUX_KIT_BUILD_HINT, linuxKitInfo } from './guests-linux.ts';
 
 export interface DoctorCheck {
@@ -17,6 +17,8 @@ export interface DoctorCheck {
 export interface DoctorReport {
   ok: boolean;
   hostKind: 'pvm' | 'hardware';
+  /** What the host is underneath its KVM: bare metal, a virtual machine (nested KVM) or an emulated CPU. */
+  hostVirtualization: HostVirtualization;
   kvmDevice: string;
   apiVersion?: number;
   maxVcpus?: number;
@@ -36,7 +38,7 @@ export function runDoctor(): DoctorReport {
   const checks: DoctorCheck[] = [];
   const kind = hostKind();
   const report: DoctorReport = {
-    ok: true, hostKind: kind, kvmDevice: kvmDevicePath(), capabilities: {}, haltPoll: hostHaltPollParams(), checks,
+    ok: true, hostKind: kind, hostVirtualization: hostVirtualization(), kvmDevice: kvmDevicePath(), capabilities: {}, haltPoll: hostHaltPollParams(), checks,
   };
   const [major, minor] = process.versions.node.split('.').map(Number) as [number, number];
   checks.push({
@@ -77,6 +79,14 @@ export function runDoctor(): DoctorReport {
         + 'kernel does not finish booting), KVM hypercalls hang a vCPU, and cpu-pm=on does not remove halt exits'
       : 'hardware-backed KVM (VMX or SVM)',
     ...(kind === 'pvm' ? { fix: 'use the probe guest here; compare timings only side by side with QEMU on this host' } : {}),
+  });
+  const virt = report.hostVirtualization;
+  checks.push({
+    name: 'host-platform', ok: true,
+    detail: (virt.platform === 'bare-metal' ? 'bare metal'
+      : `${virt.platform === 'emulated' ? 'emulated CPU' : 'virtual machine'}${virt.hypervisor ? ` (${virt.hypervisor})` : ''}`)
+      + `: ${virt.evidence.join('; ')}`,
+    fix: platformTimingNote(virt),
   });
   const hp = report.haltPoll;
   checks.push({

@@ -1,5 +1,5 @@
 // Facts about the host that the VMM, `unhalt doctor` and the wizard all ask the same way.
-import { existsSync, readFileSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readFileSync, readSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 
 const PVM_MODULE = '/sys/module/kvm_pvm';
@@ -22,6 +22,135 @@ export function kvmBackend(sysModule = process.env.UNHALT_SYS_MODULE_DIR ?? '/sy
   if (hostKind() === 'pvm') return 'kvm_pvm';
   for (const m of ['kvm_intel', 'kvm_amd'] as const) if (existsSync(`${sysModule}/${m}`)) return m;
   return 'unknown';
+}
+
+/**
+ * What the host Unhalt runs on is, underneath its KVM: real hardware, a virtual machine (so this
+ * KVM is nested under another hypervisor), or a CPU emulated in software (QEMU TCG: everything
+ * works, at 10-50x lower speed). Independent of HostKind: a PVM host is itself a virtual machine.
+ */
+export type HostPlatform = 'bare-metal' | 'virtual-machine' | 'emulated';
+
+export interface HostVirtualization {
+  platform: HostPlatform;
+  /** The hypervisor or emulator underneath, when something names it ("KVM", "QEMU TCG", "Microsoft Hyper-V"…). */
+  hypervisor?: string;
+  /** The raw CPUID 0x40000000 vendor signature, when it could be read. */
+  cpuidVendor?: string;
+  /** What the classification rests on, one short phrase each. */
+  evidence: string[];
+}
+
+/** Inputs of the classification, read from the host (or fixtures in tests); every one optional. */
+export interface HostVirtualizationSources {
+  /** /proc/cpuinfo */
+  cpuinfo?: string;
+  /** CPUID 0x40000000 EBX ECX EDX as text (/dev/cpu/0/cpuid, readable by root only on most hosts). */
+  cpuidVendor?: string;
+  /** /sys/hypervisor/type (Xen). */
+  sysHypervisorType?: string;
+  /** /sys/class/dmi/id/sys_vendor and product_name (firmware tables a hypervisor fills in). */
+  dmiVendor?: string;
+  dmiProduct?: string;
+}
+
+// Signatures of CPUID leaf 0x40000000 (EBX, ECX, EDX), as Linux's and QEMU's sources list them.
+const CPUID_VENDORS: Record<string, string> = {
+  KVMKVMKVM: 'KVM',
+  TCGTCGTCGTCG: 'QEMU TCG',
+  'Microsoft Hv': 'Microsoft Hyper-V',
+  VMwareVMware: 'VMware',
+  XenVMMXenVMM: 'Xen',
+  VBoxVBoxVBox: 'VirtualBox',
+  'bhyve bhyve': 'bhyve',
+  'lrpepyh  vr': 'Parallels',
+  ACRNACRNACRN: 'ACRN',
+};
+
+// DMI system vendors that only hypervisors use.
+const DMI_VENDORS: [RegExp, string][] = [
+  [/^QEMU/i, 'QEMU'], [/^VMware/i, 'VMware'], [/^innotek/i, 'VirtualBox'], [/^Xen/i, 'Xen'],
+  [/^Amazon EC2/i, 'KVM (Amazon EC2)'], [/^Google/i, 'KVM (Google Compute Engine)'], [/^Parallels/i, 'Parallels'],
+];
+
+/** Pure: classifies the host from what it was seen to report (unit-tested from fixture texts). */
+export function classifyHostVirtualization(src: HostVirtualizationSources): HostVirtualization {
+  const evidence: string[] = [];
+  const model = /^model name\s*:\s*(.*)$/m.exec(src.cpuinfo ?? '')?.[1]?.trim();
+  const flags = /^flags\s*:\s*(.*)$/m.exec(src.cpuinfo ?? '')?.[1]?.split(/\s+/) ?? [];
+  const vendor = src.cpuidVendor?.replace(/\0/g, '').trim();
+  const named = vendor ? CPUID_VENDORS[vendor] : undefined;
+  let hypervisor = named ?? (vendor ? `unknown ("${vendor}")` : undefined);
+  if (vendor) evidence.push(`CPUID 0x40000000 vendor "${vendor}"`);
+  const hvFlag = flags.includes('hypervisor');
+  if (hvFlag) evidence.push('CPUID hypervisor bit (/proc/cpuinfo flag "hypervisor")');
+  // QEMU names its emulated CPU models so: "QEMU TCG CPU version …" (-cpu max under TCG),
+  // "QEMU Virtual CPU version …" (qemu64/qemu32, under TCG or KVM).
+  const tcgModel = model !== undefined && /QEMU TCG CPU/i.test(model);
+  if (model && /QEMU (TCG|Virtual) CPU/i.test(model)) evidence.push(`CPU model "${model}"`);
+  const xen = src.sysHypervisorType?.trim();
+  if (xen) { evidence.push(`/sys/hypervisor/type "${xen}"`); hypervisor ??= xen === 'xen' ? 'Xen' : xen; }
+  const dmi = src.dmiVendor?.trim();
+  const dmiMatch = dmi ? DMI_VENDORS.find(([re]) => re.test(dmi)) : undefined;
+  const hyperVDmi = dmi === 'Microsoft Corporation' && src.dmiProduct?.trim() === 'Virtual Machine';
+  if (dmiMatch || hyperVDmi) {
+    evidence.push(`DMI system vendor "${dmi}"${src.dmiProduct ? ` (${src.dmiProduct.trim()})` : ''}`);
+    hypervisor ??= hyperVDmi ? 'Microsoft Hyper-V' : dmiMatch![1];
+  }
+  if (named === 'QEMU TCG' || tcgModel) return { platform: 'emulated', hypervisor: 'QEMU TCG', ...(vendor ? { cpuidVendor: vendor } : {}), evidence };
+  if (evidence.length === 0) return { platform: 'bare-metal', evidence: ['no hypervisor bit, vendor leaf or virtual firmware seen'] };
+  return { platform: 'virtual-machine', ...(hypervisor ? { hypervisor } : {}), ...(vendor ? { cpuidVendor: vendor } : {}), evidence };
+}
+
+function readText(path: string): string | undefined {
+  try { return readFileSync(path, 'utf8'); } catch { return undefined; }
+}
+
+/**
+ * CPUID 0x40000000's vendor signature through the cpuid driver (the file offset is the leaf).
+ * There is no cpuid instruction in JS; the device is usually root-only, so this is a bonus.
+ */
+function readCpuidVendor(): string | undefined {
+  let fd: number | undefined;
+  try {
+    fd = openSync('/dev/cpu/0/cpuid', 'r');
+    const regs = Buffer.alloc(16);
+    if (readSync(fd, regs, 0, 16, 0x40000000) !== 16) return undefined;
+    if (regs.readUInt32LE(0) < 0x40000000) return undefined; // no hypervisor leaves: the bytes are not a vendor
+    return regs.subarray(4, 16).toString('latin1');
+  } catch {
+    return undefined;
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+}
+
+/**
+ * The host's platform underneath KVM, from what an unprivileged process can read.
+ * UNHALT_CPUINFO_PATH stands in for /proc/cpuinfo (tests, like UNHALT_PVM_MODULE_PATH).
+ */
+export function hostVirtualization(): HostVirtualization {
+  const dmi = '/sys/class/dmi/id';
+  return classifyHostVirtualization({
+    cpuinfo: readText(process.env.UNHALT_CPUINFO_PATH ?? '/proc/cpuinfo'),
+    cpuidVendor: readCpuidVendor(),
+    sysHypervisorType: readText('/sys/hypervisor/type'),
+    dmiVendor: readText(`${dmi}/sys_vendor`),
+    dmiProduct: readText(`${dmi}/product_name`),
+  });
+}
+
+/** What the platform means for timings measured here (doctor prints it). */
+export function platformTimingNote(v: HostVirtualization): string {
+  if (v.platform === 'emulated') {
+    return 'the host CPU is emulated in software: KVM here is nested inside an emulator. Guests behave right, '
+      + 'but absolute speed is 10-50x off real hardware (exits, boots and wake-ups); compare only side by side on this host, as ratios';
+  }
+  if (v.platform === 'virtual-machine') {
+    return 'this host is itself a virtual machine: KVM here is nested, so every exit also goes through the outer '
+      + 'hypervisor and absolute timings are slower and noisier than on bare metal; compare side by side, as ratios';
+  }
+  return 'timings here are those of real hardware';
 }
 
 const HALT_POLL_DIR = '/sys/module/kvm/parameters';

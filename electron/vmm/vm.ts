@@ -23,7 +23,7 @@ import { PowerButton, SerialInput, createDeviceState } from './devices/board.ts'
 import { InputQueue } from './devices/input-queue.ts';
 import { buildAcpiTables } from './firmware/acpi.ts';
 import { GuestMemory, HIGH_MEMORY_START, MiB } from './memory/guest-memory.ts';
-import { COMMAND, END, type EndCode, VmControl } from './vcpu/control.ts';
+import { COMMAND, END, type EndCode, VmControl, type VcpuStartTimes } from './vcpu/control.ts';
 import type { VcpuWorkerData, WorkerMessage } from './vcpu/vcpu-worker.ts';
 
 /** Everything needed to start a machine, already validated and resolved (see config/). */
@@ -159,11 +159,14 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
       await vm.launchWorkers();
     } catch (e) {
       vm.draining = false;
+      // Workers already at the start barrier leave it without entering KVM_RUN.
+      vm.control.setCommand(COMMAND.stop);
       await vm.release();
       throw e;
     }
     vm.startedAt = performance.now();
-    vm.setState('running');
+    // A vCPU thread that failed at the start barrier has already begun the teardown.
+    if (vm.state === 'starting') vm.setState('running');
     // Drain from the next macrotask: the caller's `await` continuation attaches its listeners first,
     // so the guest's first bytes (already in the rings) are never emitted to nobody.
     setImmediate(() => {
@@ -246,7 +249,11 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
     }
   }
 
-  /** Hands each worker its vCPU and waits until every one is about to enter KVM_RUN. */
+  /**
+   * Hands each worker its vCPU and waits (asynchronously: this thread never blocks) until every
+   * one has reached the start barrier; the workers themselves hold each other there until the
+   * last one arrives (VmControl.arriveAtStart).
+   */
   private async launchWorkers(): Promise<void> {
     const ready = this.vcpus.map((vcpu, i) => {
       const worker = this.workers[i]!;
@@ -415,6 +422,15 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
   /** KVM binary stats fds of the VM and each vCPU (-1: the host's KVM has no binary stats). */
   statsFds(): { vm: number; vcpus: readonly number[] } {
     return { vm: this.vmStatsFd, vcpus: this.vcpuStatsFds };
+  }
+
+  /**
+   * When each vCPU thread reached the start barrier and when it left it for its first KVM_RUN
+   * (absolute ms, VcpuStartTimes): start-up latency per vCPU, and the evidence that no vCPU ran
+   * before every thread was ready.
+   */
+  startTimeline(): VcpuStartTimes[] {
+    return this.control.startTimeline();
   }
 
   /** Host thread ids of the vCPU workers (0 once a worker has exited). */

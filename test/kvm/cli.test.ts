@@ -96,10 +96,23 @@ describe('unhalt doctor', () => {
     const r = await runCli(['doctor', '--json']);
     const report = JSON.parse(r.stdout);
     expect(report.checks.map((c: { name: string }) => c.name)).toEqual(
-      expect.arrayContaining(['kvm-device', 'kvm-capabilities', 'host-kind', 'halt-polling', 'probe-guest']),
+      expect.arrayContaining(['kvm-device', 'kvm-capabilities', 'host-kind', 'host-platform', 'halt-polling', 'probe-guest']),
     );
     expect(['pvm', 'hardware']).toContain(report.hostKind);
+    expect(['bare-metal', 'virtual-machine', 'emulated']).toContain(report.hostVirtualization.platform);
+    expect(report.hostVirtualization.evidence.length).toBeGreaterThan(0);
     expect(r.code).toBe(report.ok ? 0 : 1);
+  });
+
+  it('recognises an emulated host (QEMU TCG) and says what it means for timings', async () => {
+    const cpuinfo = join(dir, 'cpuinfo-tcg');
+    writeFileSync(cpuinfo, 'processor\t: 0\nmodel name\t: QEMU TCG CPU version 2.5+\nflags\t\t: fpu tsc msr hypervisor svm npt\n');
+    const env = { UNHALT_CPUINFO_PATH: cpuinfo };
+    const json = JSON.parse((await runCli(['doctor', '--json'], { env })).stdout);
+    expect(json.hostVirtualization).toMatchObject({ platform: 'emulated', hypervisor: 'QEMU TCG' });
+    const text = await runCli(['doctor'], { env });
+    expect(text.stdout).toMatch(/ok    host-platform: emulated CPU \(QEMU TCG\): .*QEMU TCG CPU/);
+    expect(text.stdout).toMatch(/-> .*10-50x/);
   });
 
   it('names the fix when the KVM device is unusable', async () => {

@@ -1,6 +1,7 @@
 // The shared control block of one VM: what the main thread asks the vCPU workers to do, how the
-// VM ended, each worker's thread id (for kicks), and per-vCPU exit counters. It lives in a
-// SharedArrayBuffer so a worker blocked in KVM_RUN never has to receive a message to obey it.
+// VM ended, each worker's thread id (for kicks), the start barrier, and per-vCPU exit counters
+// and start-up times. It lives in a SharedArrayBuffer so a worker blocked in KVM_RUN (or waiting
+// at the barrier) never has to receive a message to obey it.
 
 export const COMMAND = { run: 0, pause: 1, stop: 2 } as const;
 
@@ -36,18 +37,36 @@ const END_CODE = 1;
 const END_VCPU = 2;
 const PAUSED = 3;
 const RUNNING = 4;
+/** Start barrier: vCPU threads arrived so far, plus START_ABANDONED once the VM ends before it opens. */
+const START = 5;
 const TID_BASE = 16;
+// Far above any vCPU count, so an abandoned barrier never reads as "everyone arrived".
+const START_ABANDONED = 1 << 30;
+/** Float64 slots per vCPU after the counters: when its thread reached the barrier, when it left it. */
+const TIMES_PER_VCPU = 2;
+
+/**
+ * When one vCPU thread started, as absolute times in ms (performance.timeOrigin + now(), since
+ * each worker has its own time origin). readyAt: the thread reached the start barrier, ready to
+ * enter KVM_RUN; enteredAt: it left the barrier for its first KVM_RUN (0: not yet, or never).
+ */
+export interface VcpuStartTimes {
+  vcpu: number;
+  readyAt: number;
+  enteredAt: number;
+}
 
 export class VmControl {
   readonly sab: SharedArrayBuffer;
   readonly cpus: number;
   private readonly words: Int32Array;
   readonly counters: Float64Array;
+  private readonly startTimes: Float64Array;
 
   constructor(cpusOrSab: number | SharedArrayBuffer, cpus?: number) {
     if (typeof cpusOrSab === 'number') {
       this.cpus = cpusOrSab;
-      this.sab = new SharedArrayBuffer((TID_BASE + this.cpus) * 4 + 8 + this.cpus * COUNTERS_PER_VCPU * 8);
+      this.sab = new SharedArrayBuffer((TID_BASE + this.cpus) * 4 + 8 + this.cpus * (COUNTERS_PER_VCPU + TIMES_PER_VCPU) * 8);
     } else {
       this.sab = cpusOrSab;
       this.cpus = cpus!;
@@ -56,12 +75,14 @@ export class VmControl {
     this.words = new Int32Array(this.sab, 0, TID_BASE + this.cpus);
     const countersAt = Math.ceil(wordBytes / 8) * 8;
     this.counters = new Float64Array(this.sab, countersAt, this.cpus * COUNTERS_PER_VCPU);
+    this.startTimes = new Float64Array(this.sab, countersAt + this.cpus * COUNTERS_PER_VCPU * 8, this.cpus * TIMES_PER_VCPU);
   }
 
   get command(): number { return Atomics.load(this.words, CMD); }
   setCommand(cmd: number): void {
     Atomics.store(this.words, CMD, cmd);
     Atomics.notify(this.words, CMD);
+    if (cmd === COMMAND.stop) this.abandonStart();
   }
   /** Blocks a worker while the VM is paused (and until the command changes). */
   waitWhilePaused(): void {
@@ -76,7 +97,46 @@ export class VmControl {
   end(code: EndCode, vcpu: number): boolean {
     if (Atomics.compareExchange(this.words, END_CODE, END.none, code) !== END.none) return false;
     Atomics.store(this.words, END_VCPU, vcpu);
+    this.abandonStart();
     return true;
+  }
+
+  /**
+   * The start barrier (as QEMU and Firecracker have): a vCPU thread calls this when it is ready to
+   * enter KVM_RUN and blocks until every vCPU thread of the VM is, so that the boot CPU never
+   * sends its SIPIs to an AP whose thread does not exist yet. Only workers wait here; the main
+   * thread never does. The last thread to arrive opens it without waiting (a 1-vCPU VM never
+   * waits). Returns false if the VM was stopped or ended before the barrier opened: the thread
+   * must then leave without entering KVM_RUN.
+   */
+  arriveAtStart(vcpu: number): boolean {
+    this.startTimes[vcpu * TIMES_PER_VCPU] = performance.timeOrigin + performance.now();
+    let seen = Atomics.add(this.words, START, 1) + 1;
+    if (seen === this.cpus) Atomics.notify(this.words, START);
+    // The word changes on every arrival and on abandonment, so no wake-up is lost between the
+    // check and the wait; the bounded wait is only a second line of defence.
+    while (seen < this.cpus) {
+      Atomics.wait(this.words, START, seen, 1000);
+      seen = Atomics.load(this.words, START);
+    }
+    if (seen >= START_ABANDONED) return false;
+    this.startTimes[vcpu * TIMES_PER_VCPU + 1] = performance.timeOrigin + performance.now();
+    return true;
+  }
+
+  /** Releases every thread waiting at the start barrier, telling it not to run. */
+  private abandonStart(): void {
+    Atomics.or(this.words, START, START_ABANDONED);
+    Atomics.notify(this.words, START);
+  }
+
+  /** How each vCPU thread reached and left the start barrier (see VcpuStartTimes). */
+  startTimeline(): VcpuStartTimes[] {
+    return Array.from({ length: this.cpus }, (_, vcpu) => ({
+      vcpu,
+      readyAt: this.startTimes[vcpu * TIMES_PER_VCPU]!,
+      enteredAt: this.startTimes[vcpu * TIMES_PER_VCPU + 1]!,
+    }));
   }
   get endCode(): EndCode { return Atomics.load(this.words, END_CODE) as EndCode; }
   get endVcpu(): number { return Atomics.load(this.words, END_VCPU); }

@@ -141,7 +141,8 @@ try {
   if (data.hostCpu !== undefined) pinCurrentThread(data.hostCpu);
   if (data.testReplaceFirstExit) vcpu.testReplaceNextExit(data.testReplaceFirstExit);
   post({ type: 'ready', vcpu: id, tid: control.tid(id) });
-  loop();
+  // No vCPU runs before every vCPU thread is here (control.ts, arriveAtStart).
+  if (control.arriveAtStart(id)) loop();
 } catch (e) {
   endVm(END.workerError, `vCPU ${id}: ${(e as Error).message}`);
 } finally {

@@ -217,7 +217,7 @@ void acpi_power_button_init(void)
 	/* SMI_CMD 0 (ours): always in ACPI mode.  Otherwise ask the firmware to switch. */
 	if (acpi.smi_cmd && acpi.acpi_enable && acpi.pm1a_cnt && !(inw(acpi.pm1a_cnt) & PM1_SCI_EN)) {
 		outb((u16)acpi.smi_cmd, acpi.acpi_enable);
-		u64 end = tsc_deadline_us(100000);
+		u64 end = slow_host_deadline_us(100000);
 		while (!(inw(acpi.pm1a_cnt) & PM1_SCI_EN) && rdtsc() < end)
 			cpu_relax();
 	}

@@ -45,7 +45,9 @@ void lapic_send_ipi(u32 apic_id, u32 icr_low)
 {
 	lapic_write(LAPIC_ICR_HI, apic_id << 24);
 	lapic_write(LAPIC_ICR_LO, icr_low);
-	for (int i = 0; i < 100000 && (lapic_read(LAPIC_ICR_LO) & ICR_PENDING); i++)
+	if (!(lapic_read(LAPIC_ICR_LO) & ICR_PENDING))
+		return;   /* KVM delivers at once: the usual case */
+	for (u64 end = slow_host_deadline_us(1000); (lapic_read(LAPIC_ICR_LO) & ICR_PENDING) && rdtsc() < end;)
 		cpu_relax();
 }
 

@@ -33,13 +33,14 @@ void probe_main(void)
 	acpi_power_button_init();
 
 	u64 boot_us = (rdtsc() - t_start) * 1000 / tsc_khz;
-	event("boot cpus_found=%u cpus_up=%u tsc_khz=%lu boot_us=%lu smp_us=%lu", ncpus_found, ncpus_up, tsc_khz,
-	      boot_us, smp_us);
+	event("boot cpus_found=%u cpus_up=%u tsc_khz=%lu boot_us=%lu smp_us=%lu exit_ns=%lu slowness=%u", ncpus_found,
+	      ncpus_up, tsc_khz, boot_us, smp_us, exit_ns, host_slowness);
 	con_printf("Unhalt probe guest: %u of %u CPUs up\n", ncpus_up, ncpus_found);
 	con_printf("tsc %lu kHz (%s), lapic timer %lu kHz%s, acpi %s, pm1a_cnt 0x%x%s, slp_typ %u%s%s\n", tsc_khz,
 	           tsc_source, lapic_khz, tsc_deadline_timer ? " (tsc-deadline)" : "", acpi.found ? "yes" : "no",
 	           acpi.pm1a_cnt, acpi.hw_reduced ? " (hw-reduced)" : "", acpi.slp_typ,
 	           acpi.power_button ? ", power button" : "", host_pvm ? ", PVM host" : "");
+	con_printf("host: a VM exit costs %lu ns, waits stretched %ux\n", exit_ns, host_slowness);
 
 	char scenario[32] = "echo";
 	cmdline_get("scenario", scenario, sizeof scenario);

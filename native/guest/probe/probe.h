@@ -228,7 +228,11 @@ extern u64 lapic_khz;       /* LAPIC timer input clock (divide by 1) */
 extern const char *tsc_source;
 void timer_calibrate(void);
 void tsc_delay_us(u64 us);
-u64 tsc_deadline_us(u64 us);
+u64 tsc_deadline_us(u64 us);          /* TSC value `us` from now (TSC rate not known yet: assumes a fast TSC) */
+/* A bound on waiting for the host or another vCPU: `us` at hardware speed, times host_slowness. */
+u64 slow_host_deadline_us(u64 us);
+extern u32 host_slowness;             /* measured VM exit cost / its cost on hardware, 1..100 */
+extern u64 exit_ns;                   /* measured cost of one userspace I/O exit */
 void sleep_until(u64 tsc);   /* IF=0: HLT with one-shot LAPIC timers until the TSC passes tsc */
 static inline u64 tsc_to_ns(u64 cycles) { return cycles * 1000000 / tsc_khz; }
 

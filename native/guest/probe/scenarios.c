@@ -35,7 +35,7 @@ static NORETURN void scenario_hello(void)
 	for (u32 i = 1; i < MAX_CPUS; i++)
 		if (smp_call(i, ap_answer, NULL))
 			asked++;
-	u64 end = tsc_deadline_us(host_pvm ? 2000000 : 1000000);
+	u64 end = slow_host_deadline_us(1000000);
 	while (answered < asked && rdtsc() < end)
 		cpu_relax();
 	event("hello cpus_up=%u cpus_answered=%u", ncpus_up, answered + 1);

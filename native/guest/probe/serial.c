@@ -74,8 +74,9 @@ static void uart_putc(struct tx *t, char c)
 {
 	if (!t->room) {
 		/* Bounded wait: a missing UART reads 0xFF (THRE set) anyway. */
-		for (int i = 0; i < 100000 && !(inb(t->base + UART_LSR) & LSR_THRE); i++)
-			cpu_relax();
+		if (!(inb(t->base + UART_LSR) & LSR_THRE))
+			for (u64 end = slow_host_deadline_us(10000); !(inb(t->base + UART_LSR) & LSR_THRE) && rdtsc() < end;)
+				cpu_relax();
 		t->room = t->burst;
 	}
 	outb(t->base + UART_THR, (u8)c);
@@ -138,7 +139,7 @@ void serial_write_raw(u16 base, const char *s, size_t n)
 void serial_panic_write(u16 base, const char *s)
 {
 	bool locked = false;
-	for (int i = 0; i < 1000000 && !(locked = spin_trylock(&tx_lock)); i++)
+	for (u64 end = slow_host_deadline_us(100000); !(locked = spin_trylock(&tx_lock)) && rdtsc() < end;)
 		cpu_relax();
 	uart_write(base, s, strlen(s), base == COM1);
 	if (locked)

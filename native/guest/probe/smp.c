@@ -4,6 +4,11 @@
  * The real-mode trampoline (boot.S) is copied to a free RAM page below
  * 1 MiB; each AP named by the MADT gets INIT, SIPI (and a second SIPI if it
  * has not arrived after 10 ms), one at a time, with a generous timeout.
+ * Both bounds are hardware figures stretched by the measured host slowness
+ * (timer.c): a KVM nested in QEMU TCG takes ten times as long for the same
+ * bring-up.  While it waits, the BSP halts rather than spins, so that on a
+ * host with fewer CPUs than vCPUs the AP's thread gets the CPU; the AP's
+ * arrival IPI wakes it at once.
  * An AP finds its stack in ap_stack_tops[initial APIC ID], enters ap_main,
  * reports itself and parks: cpu_wait() until a VEC_WAKE IPI, then runs
  * whatever its mailbox holds.
@@ -47,15 +52,32 @@ static u64 trampoline_page(const struct hvm_start_info *si)
 	return 0;
 }
 
+/* Spin this long (at hardware speed) before halting: on hardware an AP is usually up by then. */
+#define SPIN_BEFORE_HALT_US 200
+#define HALT_SLICE_US 1000
+
+/* Set while the BSP halts in wait_up: only then does an arriving AP send it a wake IPI (scenarios get no stray ones). */
+static volatile u32 bsp_halting;
+
+/* Call with IF=0.  Wakes on the AP's arrival IPI (VEC_WAKE) or a timer slice. */
 static bool wait_up(struct cpu *c, u64 us)
 {
-	u64 end = tsc_deadline_us(us);
-	while (!c->up)
-		if (rdtsc() > end)
-			return false;
-		else
-			cpu_relax();
-	return true;
+	u64 end = slow_host_deadline_us(us);
+	u64 spin_end = slow_host_deadline_us(SPIN_BEFORE_HALT_US);
+	while (!c->up && rdtsc() < spin_end)
+		cpu_relax();
+	__atomic_store_n(&bsp_halting, 1, __ATOMIC_SEQ_CST);
+	while (!c->up) {
+		u64 now = rdtsc();
+		if (now > end)
+			break;
+		u64 slice = now + HALT_SLICE_US * tsc_khz / 1000;
+		lapic_timer_oneshot(slice < end ? slice : end);
+		cpu_wait();   /* an IPI sent after the check above stays pending and ends the hlt at once */
+	}
+	__atomic_store_n(&bsp_halting, 0, __ATOMIC_SEQ_CST);
+	lapic_timer_stop();
+	return c->up;
 }
 
 void smp_boot(const struct hvm_start_info *si)
@@ -71,7 +93,7 @@ void smp_boot(const struct hvm_start_info *si)
 	}
 	memcpy((void *)page, trampoline_start, (size_t)(trampoline_end - trampoline_start));
 	u32 sipi = 0x4600 | (u32)(page >> 12);   /* start-up, assert, vector = page */
-	u64 timeout_us = host_pvm ? 2000000 : 1000000;
+	u64 timeout_us = 1000000;   /* at hardware speed; wait_up stretches it */
 	u64 t0 = rdtsc();
 	u32 idx = 1;
 	for (u32 i = 0; i < acpi.ncpus && idx < MAX_CPUS; i++) {
@@ -114,6 +136,9 @@ void ap_main(void)
 	lapic_init();
 	__atomic_add_fetch(&ncpus_up, 1, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&c->up, 1, __ATOMIC_RELEASE);
+	/* A wake missed in the race with the BSP's flag costs it one halt slice, no more. */
+	if (__atomic_load_n(&bsp_halting, __ATOMIC_SEQ_CST))
+		lapic_send_ipi(cpus[0].apic_id, 0x4000 | VEC_WAKE);
 	for (;;) {
 		/* Interrupts are off here: a wake IPI sent after this check stays
 		 * pending and ends the sti;hlt in cpu_wait at once. */
