@@ -98,6 +98,7 @@ export class OutputStream {
   private readonly regular: boolean;
   private readonly what: string;
   private firstError?: string;
+  private begun = false;
   private ended?: Promise<void>;
   private errorListener?: (message: string) => void;
 
@@ -127,6 +128,7 @@ export class OutputStream {
 
   /** The run really starts: a regular file starts empty (devices and FIFOs have nothing to empty). */
   async begin(): Promise<void> {
+    this.begun = true;
     try {
       if (this.regular) await this.handle.truncate(0);
     } catch (e) {
@@ -151,8 +153,9 @@ export class OutputStream {
     this.ended ??= new Promise<void>((resolve) => {
       if (this.stream.closed || this.stream.destroyed) { resolve(); return; }
       this.stream.once('close', () => resolve());
-      this.stream.uncork(); // a run that never began (failed start) has nothing corked anyway
-      if (!this.stream.writableEnded) this.stream.end();
+      // A run that never began (a failed start) writes nothing: the file stays as it was.
+      if (!this.begun) this.stream.destroy();
+      else if (!this.stream.writableEnded) this.stream.end();
     }).then(() => this.handle.close().catch(() => undefined));
     return this.ended;
   }
