@@ -39,7 +39,8 @@ async function dispatch(argv: string[]): Promise<number> {
   }
   const command = Object.hasOwn(COMMANDS, name) ? COMMANDS[name]! : undefined;
   if (!command) {
-    say(`unknown command "${name.slice(0, 40)}" (unhalt --help lists the commands)`);
+    say(`unknown command "${name.slice(0, 40)}"`);
+    process.stderr.write(OVERVIEW);
     return EXIT_CODES.badInput;
   }
   const loaded = await command.load();

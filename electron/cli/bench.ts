@@ -38,7 +38,6 @@ export async function benchCommand(argv: string[]): Promise<number> {
     const runs = integer(values.runs, '--runs', 1, MAX_RUNS);
     // Refused now, not after minutes of runs: an output path that can never be written.
     if (values.output) checkOutputPath(values.output, 'the bench output');
-    makeDirs(homeLayout(unhaltHome()).experiments, 0o700);
     const configs = (values.config ?? []).map((c) => {
       const eq = c.indexOf('=');
       if (eq <= 0) throw new UsageError(`--config must be NAME='key=value,...', got "${c.slice(0, 40)}"`);
@@ -49,6 +48,8 @@ export async function benchCommand(argv: string[]): Promise<number> {
     if (values['vs-qemu']) spec.vsQemu = true;
     if (values.bare) spec.bare = true;
     prepareExperiment(spec);
+    // Where the record will be kept must exist before minutes of runs (and ends under /proc).
+    makeDirs(homeLayout(unhaltHome()).experiments, 0o700);
     const tty = process.stderr.isTTY === true;
     const result = await runExperiment(spec, (p) => {
       const line = `unhalt bench: ${p.done}/${p.total}${p.current ? ` ${p.current}` : ' done'}`;

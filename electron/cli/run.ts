@@ -40,8 +40,14 @@ export async function runCommand(argv: string[]): Promise<number> {
   try {
     const { values } = parse(argv, RUN_OPTIONS);
     if (values.timeout !== undefined) {
-      timeoutS = decimal(values.timeout, '--timeout (seconds)', 0, MAX_TIMEOUT_S);
-      if (timeoutS <= 0) throw new UsageError(`--timeout must be more than 0 seconds, got "${values.timeout}"`);
+      const bad = `--timeout must be a positive number of seconds, got "${values.timeout.slice(0, 40)}"`;
+      try {
+        timeoutS = decimal(values.timeout, '--timeout', 0, Number.MAX_SAFE_INTEGER);
+      } catch {
+        throw new UsageError(bad);
+      }
+      if (timeoutS <= 0) throw new UsageError(bad);
+      if (timeoutS > MAX_TIMEOUT_S) throw new UsageError(`--timeout must be at most ${MAX_TIMEOUT_S} seconds (a year), got ${timeoutS}`);
     }
     let guestNote: string | undefined;
     if (values.guest === undefined && values.kernel === undefined) {

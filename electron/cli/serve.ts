@@ -21,7 +21,7 @@ export async function serveCommand(argv: string[]): Promise<number> {
     const { values } = parse(argv, SERVE_OPTIONS);
     demo = values.demo === true;
     // 0 picks a free port.
-    if (values.port !== undefined) port = integer(values.port, '--port', 0, 65535);
+    if (values.port !== undefined) port = integer(values.port, '--port (0 picks a free one)', 0, 65535);
     open = !values['no-open'];
   } catch (e) {
     say((e as Error).message);

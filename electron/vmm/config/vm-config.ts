@@ -64,7 +64,7 @@ const DECIMAL_NUMBER = /^\s*[-+]?\d{1,16}(?:\.\d{1,9})?\s*$/;
 export function integer(value: unknown, field: string, min: number, max: number): number {
   const n = typeof value === 'string' && DECIMAL_INTEGER.test(value) ? Number(value) : value;
   if (typeof n !== 'number' || !Number.isSafeInteger(n)) {
-    throw new ConfigError(`${field} must be a whole number (decimal digits), got ${JSON.stringify(value)?.slice(0, 40)}`);
+    throw new ConfigError(`${field} must be a whole number, got ${JSON.stringify(value)?.slice(0, 40)}`);
   }
   if (n < min || n > max) throw new ConfigError(`${field} must be between ${min} and ${max}, got ${n}`);
   return n;
@@ -73,7 +73,7 @@ export function integer(value: unknown, field: string, min: number, max: number)
 /** Like integer(), with a decimal fraction allowed (seconds). */
 export function decimal(value: string, field: string, min: number, max: number): number {
   const n = DECIMAL_NUMBER.test(value) ? Number(value) : NaN;
-  if (!Number.isFinite(n)) throw new ConfigError(`${field} must be a number (decimal digits, e.g. 2.5), got ${JSON.stringify(value).slice(0, 40)}`);
+  if (!Number.isFinite(n)) throw new ConfigError(`${field} must be a number, got ${JSON.stringify(value).slice(0, 40)}`);
   if (n < min || n > max) throw new ConfigError(`${field} must be between ${min} and ${max}, got ${n}`);
   return n;
 }
