@@ -1,49 +1,64 @@
-// `unhalt` command line: run, doctor. Exit codes (DESIGN.md): 0 the guest shut down, 1 bad input
-// or configuration (nothing started), 2 the VM failed, 124 --timeout expired.
-// stdout carries ttyS0 only; every message goes to stderr.
+// `unhalt` command line: run, bench, serve, doctor, machines. Exit codes (DESIGN.md, README): 0
+// the guest shut down, 1 bad input or configuration, 2 the VM failed, 124 --timeout expired,
+// 130/143 stopped by SIGINT/SIGTERM. stdout carries ttyS0 only; every message goes to stderr.
 // Commands are imported lazily: `unhalt run` should not pay for loading the service, host mode
 // and the experiment runner (about 100 ms of module loading at every start).
-import { EXIT_CODES } from './cli/args.ts';
+import { EXIT_CODES, UsageError, parse, say, wantsHelp } from './cli/args.ts';
+import { flushStdout, guardStdout, stdoutProblem, stdoutProblemReported } from './cli/stdout.ts';
+import { BENCH_USAGE, DOCTOR_USAGE, MACHINES_USAGE, OVERVIEW, RUN_USAGE, SERVE_USAGE } from './cli/usage.ts';
 
-const USAGE = `usage: unhalt <command> [options]
+interface Command {
+  usage: string;
+  load(): Promise<{ options: Parameters<typeof parse>[1]; run(argv: string[]): Promise<number> }>;
+}
 
-commands:
-  run       boot a VM with ttyS0 on this terminal (Ctrl-A x quits)
-  doctor    check this host: /dev/kvm, KVM capabilities, halt polling, built guests
-  machines  list machine types and their default properties
-  serve     host mode: the app in a browser, on 127.0.0.1 with a token in the URL
-  bench     A/B experiment: one workload under two or more configurations
-
-unhalt run [--guest probe|linux|custom] [--kernel F] [--initrd F] [--append S] [--cpus N]
-           [--memory MiB] [--name NAME] [--machine TYPE] [--cpu host,FEATURE=on|off,...]
-           [--overcommit cpu-pm=on|off,mem-lock=on|off] [--halt-poll-ns N] [--pin CPU,...]
-           [--pvm-profile on|off] [--agent-log F] [--stats F] [--stats-interval MS]
-           [--timeout S] [--dry-run]
-unhalt bench --workload NAME --config A='cpus=2,cpu-pm=off' --config B='cpus=2,cpu-pm=on'
-             [--guest probe|linux] [--workload-args S] [--runs N] [--vs-qemu] [--bare]
-             [--deadline S] [--format md|json|csv] [--output F]
-unhalt doctor [--json]
-unhalt serve [--port N] [--no-open] [--demo]
-`;
+const COMMANDS: Record<string, Command> = {
+  run: { usage: RUN_USAGE, load: async () => { const m = await import('./cli/run.ts'); return { options: m.RUN_OPTIONS, run: m.runCommand }; } },
+  bench: { usage: BENCH_USAGE, load: async () => { const m = await import('./cli/bench.ts'); return { options: m.BENCH_OPTIONS, run: m.benchCommand }; } },
+  doctor: { usage: DOCTOR_USAGE, load: async () => { const m = await import('./cli/doctor.ts'); return { options: m.DOCTOR_OPTIONS, run: m.doctorCommand }; } },
+  serve: { usage: SERVE_USAGE, load: async () => { const m = await import('./cli/serve.ts'); return { options: m.SERVE_OPTIONS, run: m.serveCommand }; } },
+  machines: { usage: MACHINES_USAGE, load: async () => ({ options: {}, run: machinesCommand }) },
+};
 
 export async function main(argv: string[]): Promise<number> {
-  const [command, ...rest] = argv;
-  switch (command) {
-    case 'run': return (await import('./cli/run.ts')).runCommand(rest);
-    case 'doctor': return (await import('./cli/doctor.ts')).doctorCommand(rest);
-    case 'serve': return (await import('./cli/serve.ts')).serveCommand(rest);
-    case 'bench': return (await import('./cli/bench.ts')).benchCommand(rest);
-    case 'machines':
-      process.stdout.write((await import('./cli/describe.ts')).describeMachines());
-      return EXIT_CODES.ok;
-    case undefined:
-    case '-h':
-    case '--help':
-    case 'help':
-      process.stdout.write(USAGE);
-      return command === undefined ? EXIT_CODES.badInput : EXIT_CODES.ok;
-    default:
-      process.stderr.write(`unhalt: unknown command "${command}"\n${USAGE}`);
-      return EXIT_CODES.badInput;
+  guardStdout();
+  const code = await dispatch(argv);
+  await flushStdout();
+  const problem = stdoutProblem();
+  if (!problem) return code;
+  if (!stdoutProblemReported()) say(problem);
+  return code === EXIT_CODES.ok ? EXIT_CODES.badInput : code;
+}
+
+async function dispatch(argv: string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  // Bare `unhalt` is a request for the overview, not a mistake: usage on stdout, exit 0.
+  if (name === undefined || name === '-h' || name === '--help' || name === 'help') {
+    process.stdout.write(OVERVIEW);
+    return EXIT_CODES.ok;
   }
+  const command = Object.hasOwn(COMMANDS, name) ? COMMANDS[name]! : undefined;
+  if (!command) {
+    say(`unknown command "${name.slice(0, 40)}"`);
+    process.stderr.write(OVERVIEW);
+    return EXIT_CODES.badInput;
+  }
+  const loaded = await command.load();
+  if (wantsHelp(rest, loaded.options)) {
+    process.stdout.write(command.usage);
+    return EXIT_CODES.ok;
+  }
+  return loaded.run(rest);
+}
+
+async function machinesCommand(argv: string[]): Promise<number> {
+  try {
+    parse(argv, {});
+  } catch (e) {
+    if (!(e instanceof UsageError)) throw e;
+    say(e.message);
+    return EXIT_CODES.badInput;
+  }
+  process.stdout.write((await import('./cli/describe.ts')).describeMachines());
+  return EXIT_CODES.ok;
 }

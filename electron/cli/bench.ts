@@ -1,19 +1,24 @@
 // `unhalt bench`: an A/B experiment from the command line; results kept under UNHALT_HOME.
-// Exit codes (README): 0 every run gave a result; 1 bad input, nothing ran; 2 one or more runs
-// failed (the VM or its guest did not deliver: "the VM failed"), each named on stderr in one
-// line and in the output, whose table marks them (partial results are still printed).
-import { mkdirSync } from 'node:fs';
+// Exit codes (README): 0 every run gave a result; 1 bad input, nothing ran (or the results could
+// not be written); 2 one or more runs failed (the VM or its guest did not deliver: "the VM
+// failed"), each named on stderr in one line and in the output, whose table marks them
+// (partial results are still printed).
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { writeFileAtomic } from '../service/atomic-file.ts';
+import { describeIoError } from '../service/io-errors.ts';
+import { OutputError, checkOutputPath, writeOutputFile } from '../service/output-file.ts';
+import { ConfigError, integer } from '../vmm/config/vm-config.ts';
 import { homeLayout, unhaltHome } from '../service/paths.ts';
 import { failureLines, formatCsv, formatMarkdown, statusLine } from '../vmm/experiments/format.ts';
 import { ExperimentError, LINUX_ON_PVM, MAX_DEADLINE_S, MAX_RUNS, prepareExperiment, runExperiment } from '../vmm/experiments/runner.ts';
 import { hostKind } from '../vmm/host.ts';
 import type { ExperimentSpec } from '../vmm/experiments/types.ts';
 import { EXIT_CODES, UsageError, parse, say } from './args.ts';
+import { flushStdout, stdoutProblem } from './stdout.ts';
+import { MakeDirError, makeDirs } from '../service/make-dir.ts';
 
-const OPTIONS = {
+export const BENCH_OPTIONS = {
   guest: { type: 'string', default: 'probe' },
   workload: { type: 'string' },
   'workload-args': { type: 'string' },
@@ -29,14 +34,15 @@ const OPTIONS = {
 export async function benchCommand(argv: string[]): Promise<number> {
   let spec: ExperimentSpec;
   try {
-    const { values } = parse(argv, OPTIONS);
+    const { values } = parse(argv, BENCH_OPTIONS);
     if (values.guest !== 'probe' && values.guest !== 'linux') throw new UsageError(`--guest must be probe or linux, got "${values.guest.slice(0, 20)}"`);
     // Before anything else: on PVM the Linux guest cannot boot, whatever the other options say.
     if (values.guest === 'linux' && hostKind() === 'pvm') throw new ExperimentError(LINUX_ON_PVM);
     if (!values.workload) throw new UsageError('--workload NAME is required (probe workloads: ipi, timer, spinlock, pio, idle; linux workloads: pipe, messaging, ctx)');
     if (!['md', 'json', 'csv'].includes(values.format)) throw new UsageError(`--format must be md, json or csv, got "${values.format}"`);
-    const runs = Number(values.runs);
-    if (!Number.isInteger(runs) || runs < 1 || runs > MAX_RUNS) throw new UsageError(`--runs must be a whole number from 1 to ${MAX_RUNS}`);
+    const runs = integer(values.runs, '--runs', 1, MAX_RUNS);
+    // Refused now, not after minutes of runs: an output path that can never be written.
+    if (values.output) checkOutputPath(values.output, 'the bench output');
     const configs = (values.config ?? []).map((c) => {
       const eq = c.indexOf('=');
       if (eq <= 0) throw new UsageError(`--config must be NAME='key=value,...', got "${c.slice(0, 40)}"`);
@@ -52,6 +58,8 @@ export async function benchCommand(argv: string[]): Promise<number> {
     if (values['vs-qemu']) spec.vsQemu = true;
     if (values.bare) spec.bare = true;
     prepareExperiment(spec);
+    // Where the record will be kept must exist before minutes of runs (and ends under /proc).
+    makeDirs(homeLayout(unhaltHome()).experiments, 0o700);
     const tty = process.stderr.isTTY === true;
     const result = await runExperiment(spec, (p) => {
       const line = `unhalt bench: ${p.done}/${p.total}${p.current ? ` ${p.current}` : ' done'}`;
@@ -59,21 +67,47 @@ export async function benchCommand(argv: string[]): Promise<number> {
     });
     if (tty) process.stderr.write('\n');
     const id = `${new Date().toISOString().replace(/[:.]/g, '-')}-${randomUUID().slice(0, 8)}`;
-    const dir = homeLayout(unhaltHome()).experiments;
-    mkdirSync(dir, { recursive: true });
-    const file = join(dir, `${id}.json`);
     const record = { id, createdAt: Date.now(), ...result };
-    writeFileAtomic(file, `${JSON.stringify(record, null, 2)}\n`);
     const out = values.format === 'json' ? `${JSON.stringify(record, null, 2)}\n` : values.format === 'csv' ? formatCsv(result) : formatMarkdown(result);
-    if (values.output) writeFileAtomic(values.output, out, 0o644);
-    else process.stdout.write(out);
-    say(`experiment saved: ${file}`);
+    // The results are shown (or written) even if keeping them fails, and each failure is said.
+    let ok = true;
+    if (values.output) {
+      try {
+        writeOutputFile(values.output, out, 'the bench output');
+      } catch (e) {
+        if (!(e instanceof OutputError)) throw e;
+        say(e.message);
+        ok = false;
+      }
+    } else {
+      process.stdout.write(out);
+      await flushStdout();
+      if (stdoutProblem()) ok = false; // main says it
+    }
+    const saved = saveExperiment(id, record);
+    if (saved.ok) say(`experiment saved: ${saved.file}`);
+    else { say(saved.message); ok = false; }
     const status = statusLine(result);
-    if (!status) return EXIT_CODES.ok;
-    for (const line of [...failureLines(result.failures), status]) say(line);
-    return EXIT_CODES.vmFailed;
+    if (status) {
+      for (const line of [...failureLines(result.failures), status]) say(line);
+      return EXIT_CODES.vmFailed;
+    }
+    return ok ? EXIT_CODES.ok : EXIT_CODES.badInput;
   } catch (e) {
-    say(e instanceof UsageError || e instanceof ExperimentError ? e.message : `bench failed: ${(e as Error).message}`);
+    say(e instanceof UsageError || e instanceof ExperimentError || e instanceof OutputError || e instanceof ConfigError || e instanceof MakeDirError ? e.message : `bench failed: ${(e as Error).message}`);
     return EXIT_CODES.badInput;
+  }
+}
+
+/** Keeps the record under UNHALT_HOME/experiments (a folder of ours: plain atomic writes). */
+function saveExperiment(id: string, record: object): { ok: true; file: string } | { ok: false; message: string } {
+  const dir = homeLayout(unhaltHome()).experiments;
+  const file = join(dir, `${id}.json`);
+  try {
+    makeDirs(dir, 0o700);
+    writeFileAtomic(file, `${JSON.stringify(record, null, 2)}\n`);
+    return { ok: true, file };
+  } catch (e) {
+    return { ok: false, message: `the experiment was not saved in ${dir}: ${describeIoError(e)}` };
   }
 }

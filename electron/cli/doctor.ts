@@ -2,10 +2,12 @@
 import { runDoctor } from '../vmm/doctor.ts';
 import { EXIT_CODES, UsageError, parse, say } from './args.ts';
 
+export const DOCTOR_OPTIONS = { json: { type: 'boolean' } } as const;
+
 export async function doctorCommand(argv: string[]): Promise<number> {
   let values: { json?: boolean };
   try {
-    ({ values } = parse(argv, { json: { type: 'boolean' } }));
+    ({ values } = parse(argv, DOCTOR_OPTIONS));
   } catch (e) {
     if (!(e instanceof UsageError)) throw e;
     say(e.message);

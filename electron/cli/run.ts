@@ -1,18 +1,21 @@
 // `unhalt run`: boot one VM with ttyS0 on stdin/stdout.
-import { createWriteStream, existsSync, rmSync, type WriteStream } from 'node:fs';
+import { existsSync, rmSync } from 'node:fs';
 import { VM_OPTIONS, configFromOptions } from '../vmm/config/cli-args.ts';
 import { resolveMachine, type ResolvedMachine } from '../vmm/config/resolve.ts';
-import { ConfigError, type VmConfig } from '../vmm/config/vm-config.ts';
+import { ConfigError, decimal, integer, type VmConfig } from '../vmm/config/vm-config.ts';
 import { probeHost } from '../vmm/machine/host-caps.ts';
 import { defaultGuest } from '../vmm/guests-select.ts';
 import { hostKind } from '../vmm/host.ts';
 import { isCleanExit, VirtualMachine, type VmExit } from '../vmm/vm.ts';
 import { NdjsonStatsWriter } from '../vmm/telemetry/ndjson.ts';
 import { DEFAULT_INTERVAL_MS, Sampler } from '../vmm/telemetry/sampler.ts';
-import { EXIT_CODES, UsageError, parse, say } from './args.ts';
+import { OutputError, OutputStream } from '../service/output-file.ts';
+import { EXIT_CODES, SIGNAL_EXIT_CODES, UsageError, parse, say } from './args.ts';
 import { describeResolution } from './describe.ts';
+import { setLongTimeout } from './long-timer.ts';
+import { flushStdout, markStdoutProblemReported, onStdoutError, stdoutProblem } from './stdout.ts';
 
-const OPTIONS = {
+export const RUN_OPTIONS = {
   ...VM_OPTIONS,
   'agent-log': { type: 'string' },
   stats: { type: 'string' },
@@ -21,20 +24,30 @@ const OPTIONS = {
   'dry-run': { type: 'boolean' },
 } as const;
 
+/** A year: longer is surely a typo, and says so instead of running "forever". */
+export const MAX_TIMEOUT_S = 365 * 24 * 3600;
+
 const CTRL_A = 0x01;
+type StopSignal = keyof typeof SIGNAL_EXIT_CODES;
 
 export async function runCommand(argv: string[]): Promise<number> {
   let vm: VirtualMachine;
   let timeoutS: number | undefined;
-  let agentLog: WriteStream | undefined;
-  let statsWriter: NdjsonStatsWriter | undefined;
+  let agentLog: OutputStream | undefined;
+  let statsOut: OutputStream | undefined;
   let statsIntervalMs = DEFAULT_INTERVAL_MS;
   const created: string[] = [];
   try {
-    const { values } = parse(argv, OPTIONS);
+    const { values } = parse(argv, RUN_OPTIONS);
     if (values.timeout !== undefined) {
-      timeoutS = Number(values.timeout);
-      if (!Number.isFinite(timeoutS) || timeoutS <= 0) throw new UsageError(`--timeout must be a positive number of seconds, got "${values.timeout}"`);
+      const bad = `--timeout must be a positive number of seconds, got "${values.timeout.slice(0, 40)}"`;
+      try {
+        timeoutS = decimal(values.timeout, '--timeout', 0, Number.MAX_SAFE_INTEGER);
+      } catch {
+        throw new UsageError(bad);
+      }
+      if (timeoutS <= 0) throw new UsageError(bad);
+      if (timeoutS > MAX_TIMEOUT_S) throw new UsageError(`--timeout must be at most ${MAX_TIMEOUT_S} seconds (a year), got ${timeoutS}`);
     }
     let guestNote: string | undefined;
     if (values.guest === undefined && values.kernel === undefined) {
@@ -48,82 +61,96 @@ export async function runCommand(argv: string[]): Promise<number> {
       process.stdout.write(describeResolution(config, resolved));
       return EXIT_CODES.ok;
     }
-    if (values['stats-interval'] !== undefined) {
-      statsIntervalMs = Number(values['stats-interval']);
-      if (!Number.isInteger(statsIntervalMs) || statsIntervalMs < 10 || statsIntervalMs > 60_000) {
-        throw new UsageError(`--stats-interval must be a whole number of ms between 10 and 60000, got "${values['stats-interval']}"`);
-      }
-    }
+    if (values['stats-interval'] !== undefined) statsIntervalMs = integer(values['stats-interval'], '--stats-interval (ms)', 10, 60_000);
+    // Opened now (so a path that cannot be written is refused before anything starts) but
+    // emptied only once the VM runs: a failed start leaves an existing file as it was.
     if (values['agent-log']) {
       if (!existsSync(values['agent-log'])) created.push(values['agent-log']);
-      agentLog = await openLog(values['agent-log']);
+      agentLog = await OutputStream.open(values['agent-log'], 'the agent log');
     }
     if (values.stats) {
       if (!existsSync(values.stats)) created.push(values.stats);
-      try {
-        statsWriter = await NdjsonStatsWriter.open(values.stats);
-      } catch (e) {
-        throw new UsageError(`cannot write the stats file ${values.stats}: ${(e as Error).message}`);
-      }
+      statsOut = await OutputStream.open(values.stats, 'the stats file');
     }
     vm = await VirtualMachine.start(resolved.spec);
     if (guestNote) say(`note: ${guestNote}`);
     for (const w of resolved.resolution.warnings) say(`warning: ${w}`);
   } catch (e) {
-    say(e instanceof UsageError || e instanceof ConfigError ? e.message : `cannot start the VM: ${(e as Error).message}`);
-    if (agentLog) await new Promise<void>((r) => agentLog!.end(r));
-    await statsWriter?.close();
+    const known = e instanceof UsageError || e instanceof ConfigError || e instanceof OutputError;
+    say(known ? e.message : `cannot start the VM: ${(e as Error).message}`);
+    await agentLog?.close();
+    await statsOut?.close();
     // Nothing started: leave no log or stats file behind that this run created.
     for (const f of created) rmSync(f, { force: true });
     return EXIT_CODES.badInput;
   }
 
+  // Listeners first (the guest's first bytes are emitted from the next macrotask), then empty
+  // the files; their streams hold writes back until then.
   vm.on('console', (bytes) => process.stdout.write(bytes));
-  // A closed stdout (`unhalt run | head`) ends the run like a signal would, not with a crash.
-  const onStdoutError = () => void vm.stop();
-  process.stdout.on('error', onStdoutError);
-  if (agentLog) vm.on('agent-bytes', (bytes) => agentLog!.write(bytes));
-  if (statsWriter) {
+  // A closed stdout (`unhalt run | head`) ends the run like Ctrl-A x; a full disk ends it too,
+  // and is reported: console output is being lost.
+  const offStdout = onStdoutError(() => void vm.stop());
+  let outputFailed = false;
+  const onOutputError = () => { outputFailed = true; void vm.stop(); };
+  if (agentLog) {
+    vm.on('agent-bytes', (bytes) => agentLog!.stream.write(bytes));
+    agentLog.onError(onOutputError);
+  }
+  let statsWriter: NdjsonStatsWriter | undefined;
+  if (statsOut) {
+    statsWriter = new NdjsonStatsWriter(statsOut.stream);
+    statsOut.onError(onOutputError);
     const sampler = Sampler.forVm(vm, { intervalMs: statsIntervalMs });
     if (!sampler.kvmStats.available) say(`note: ${sampler.kvmStats.reason}; writing the VMM's own counters only`);
     statsWriter.attach(sampler);
   }
+  await agentLog?.begin();
+  await statsOut?.begin();
   const detachInput = attachInput(vm);
 
   let timedOut = false;
-  const timer = timeoutS === undefined ? undefined : setTimeout(() => { timedOut = true; void vm.stop(); }, timeoutS * 1000);
-  const onSignal = () => void vm.stop();
+  const cancelTimer = timeoutS === undefined ? undefined : setLongTimeout(() => { timedOut = true; void vm.stop(); }, timeoutS * 1000);
+  let stoppedBy: StopSignal | undefined;
+  const onSignal = (signal: StopSignal) => { stoppedBy ??= signal; void vm.stop(); };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
 
   const exit: VmExit = await vm.exited;
-  clearTimeout(timer);
+  cancelTimer?.();
   process.off('SIGINT', onSignal);
   process.off('SIGTERM', onSignal);
   detachInput();
-  if (agentLog) await new Promise<void>((r) => agentLog!.end(r));
   await statsWriter?.close();
-  if (process.stdout.writable) await new Promise<void>((r) => process.stdout.write('', () => r()));
-  process.stdout.off('error', onStdoutError);
+  await agentLog?.close();
+  await statsOut?.close();
+  await flushStdout();
+  offStdout();
 
-  if (timedOut) {
-    say(`timeout: stopped the VM after ${timeoutS} s`);
+  const problems = [stdoutProblem(), agentLog?.failure(), statsOut?.failure()].filter((p): p is string => p !== undefined);
+  for (const p of problems) say(p);
+  if (stdoutProblem()) markStdoutProblemReported();
+  return exitCode(exit, { stoppedBy, timedOut, timeoutS, outputFailed: outputFailed || problems.length > 0 });
+}
+
+/** Which ending wins: what the user asked (a signal, --timeout), then the VM's own end, then lost output. */
+function exitCode(exit: VmExit, how: { stoppedBy?: StopSignal; timedOut: boolean; timeoutS?: number; outputFailed: boolean }): number {
+  if (how.stoppedBy) {
+    say(`${how.stoppedBy}: stopped the VM`);
+    return SIGNAL_EXIT_CODES[how.stoppedBy];
+  }
+  if (how.timedOut) {
+    say(`timeout: stopped the VM after ${how.timeoutS} s`);
     return EXIT_CODES.timeout;
   }
-  if (isCleanExit(exit.kind) || exit.kind === 'stopped') return EXIT_CODES.ok;
-  say(`the VM failed: ${exit.message}`);
-  return EXIT_CODES.vmFailed;
+  if (!isCleanExit(exit.kind) && exit.kind !== 'stopped') {
+    say(`the VM failed: ${exit.message}`);
+    return EXIT_CODES.vmFailed;
+  }
+  return how.outputFailed ? EXIT_CODES.badInput : EXIT_CODES.ok;
 }
 
 export type { VmConfig, ResolvedMachine };
-
-function openLog(path: string): Promise<WriteStream> {
-  return new Promise((resolve, reject) => {
-    const s = createWriteStream(path);
-    s.once('open', () => resolve(s));
-    s.once('error', (e) => reject(new UsageError(`cannot write the agent log ${path}: ${e.message}`)));
-  });
-}
 
 /** stdin -> ttyS0. On a TTY: raw mode, and Ctrl-A x quits (Ctrl-A Ctrl-A sends one Ctrl-A), as in QEMU. */
 function attachInput(vm: VirtualMachine): () => void {

@@ -1,24 +1,27 @@
 // `unhalt serve [--port N] [--no-open]`: host mode. Serves the UI and the API on 127.0.0.1 and
 // prints the URL (with its token) on stdout. Ctrl-C / SIGTERM stop the VMs and the server.
 import { spawn } from 'node:child_process';
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startHostServer, type HostServer } from '../service/host-server.ts';
+import { describeIoError } from '../service/io-errors.ts';
 import { unhaltHome } from '../service/paths.ts';
 import { createService, type UnhaltService } from '../service/service.ts';
-import { EXIT_CODES, UsageError, parse, say } from './args.ts';
+import { integer } from '../vmm/config/vm-config.ts';
+import { EXIT_CODES, SIGNAL_EXIT_CODES, parse, say } from './args.ts';
+import { MakeDirError, makeDirs } from '../service/make-dir.ts';
+
+export const SERVE_OPTIONS = { port: { type: 'string' }, 'no-open': { type: 'boolean' }, demo: { type: 'boolean' } } as const;
 
 export async function serveCommand(argv: string[]): Promise<number> {
   let port = 0;
   let open = true;
   let demo = false;
   try {
-    const { values } = parse(argv, { port: { type: 'string' }, 'no-open': { type: 'boolean' }, demo: { type: 'boolean' } });
+    const { values } = parse(argv, SERVE_OPTIONS);
     demo = values.demo === true;
-    if (values.port !== undefined) {
-      port = Number(values.port);
-      if (!/^\d{1,5}$/.test(values.port) || port > 65535) throw new UsageError(`--port must be a TCP port number (0-65535; 0 picks a free one), got "${values.port}"`);
-    }
+    // 0 picks a free port.
+    if (values.port !== undefined) port = integer(values.port, '--port (0 picks a free one)', 0, 65535);
     open = !values['no-open'];
   } catch (e) {
     say((e as Error).message);
@@ -31,7 +34,7 @@ export async function serveCommand(argv: string[]): Promise<number> {
   try {
     service = await createService({ home });
   } catch (e) {
-    say(`cannot open the VM library in ${home}: ${(e as Error).message}`);
+    say(e instanceof MakeDirError ? e.message : `cannot open the VM library in ${home}: ${describeIoError(e)}`);
     return EXIT_CODES.badInput;
   }
   try {
@@ -53,7 +56,7 @@ export async function serveCommand(argv: string[]): Promise<number> {
     const onSignal = (signal: NodeJS.Signals) => {
       if (stopping) {
         say(`${signal} again: exiting without waiting for the VMs`);
-        process.exit(130);
+        process.exit(SIGNAL_EXIT_CODES[signal as keyof typeof SIGNAL_EXIT_CODES] ?? 130);
       }
       stopping = true;
       const running = service.runningVmIds().length;
@@ -90,7 +93,7 @@ function openBrowser(home: string, server: HostServer): string | undefined {
   if (!process.env.DISPLAY && !process.env.WAYLAND_DISPLAY) return undefined;
   try {
     const dir = join(home, 'run');
-    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    makeDirs(dir, 0o700);
     const file = join(dir, `open-${server.port}.html`);
     const url = server.url.replace(/&/g, '&amp;').replace(/"/g, '&quot;');
     writeFileSync(file, `<!doctype html><meta charset="utf-8"><meta http-equiv="refresh" content="0;url=${url}"><title>Unhalt</title><a href="${url}">Open Unhalt</a>\n`, { mode: 0o600 });

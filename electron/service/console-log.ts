@@ -3,8 +3,9 @@
 // so one VM never takes more than twice the limit. Writes are batched on a short timer, and what
 // is waiting is bounded too: a guest flooding its console loses log bytes (counted), the VMM
 // never buffers without limit.
-import { appendFileSync, closeSync, fstatSync, mkdirSync, openSync, readSync, renameSync, rmSync, statSync } from 'node:fs';
+import { appendFileSync, closeSync, fstatSync, openSync, readSync, renameSync, rmSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { makeDirs } from './make-dir.ts';
 
 export const DEFAULT_LOG_BYTES = 1024 * 1024;
 const FLUSH_MS = 250;
@@ -52,7 +53,7 @@ export class ConsoleLogFile {
     this.pendingBytes = 0;
     try {
       if (this.size < 0) {
-        mkdirSync(dirname(this.path), { recursive: true, mode: 0o700 });
+        makeDirs(dirname(this.path), 0o700);
         this.size = fileSize(this.path);
       }
       if (data.length > this.maxBytes) {

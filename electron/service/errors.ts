@@ -4,6 +4,7 @@
 import type { ApiErrorCode, ApiErrorDto } from './api.ts';
 import { ConfigError } from '../vmm/config/vm-config.ts';
 import { RunnabilityError } from '../vmm/config/resolve.ts';
+import { isDiskFull } from './io-errors.ts';
 
 export class ApiError extends Error {
   override name = 'ApiError';
@@ -25,6 +26,8 @@ export function toApiError(e: unknown, fallback: ApiErrorCode = 'internal'): Api
   // RunnabilityError is a ConfigError: the host, not the input, is what cannot do it.
   if (e instanceof RunnabilityError) return new ApiError('host', e.message);
   if (e instanceof ConfigError) return new ApiError('invalid', e.message);
+  // A full disk is the host's condition, and the user can fix it: say so, not "internal".
+  if (isDiskFull(e)) return new ApiError('host', `disk full: ${(e as Error).message}`);
   if (e instanceof Error) return new ApiError(fallback, e.message);
   return new ApiError(fallback, String(e));
 }

@@ -3,7 +3,7 @@
 // result as UNHALT_HOME/experiments/<id>.json. One experiment runs at a time: two at once on the
 // same host CPUs would measure each other.
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { extname, join } from 'node:path';
 import type { ExperimentDetail, ExperimentSpec, ExperimentSummary } from './api.ts';
 import { parseConfigString } from '../vmm/config/config-string.ts';
@@ -11,6 +11,7 @@ import { ConfigError } from '../vmm/config/vm-config.ts';
 import { writeFileAtomic } from './atomic-file.ts';
 import { ApiError } from './errors.ts';
 import { describe, textArg } from './validate.ts';
+import { makeDirs } from './make-dir.ts';
 
 /** Ids of saved experiments: ours ("exp-…") and `unhalt bench`'s (an ISO time and a uuid part). */
 export const EXPERIMENT_ID = /^[A-Za-z0-9][A-Za-z0-9_-]{0,79}$/;
@@ -134,7 +135,7 @@ export class Experiments {
     const detail: StoredExperiment = {
       id, createdAt: Date.now(), spec, state: 'running', progress: { done: 0, total }, rows: [], environment: {},
     };
-    mkdirSync(this.dir, { recursive: true, mode: 0o700 });
+    makeDirs(this.dir, 0o700);
     this.save(detail);
     const abort = new AbortController();
     let lastEvent = 0;

@@ -88,8 +88,9 @@ export class FileLock {
 
 function createExclusive(path: string, token: string): boolean {
   const tmp = `${path}.${process.pid}-${randomBytes(4).toString('hex')}`;
-  writeFileSync(tmp, token, { mode: 0o600 });
   try {
+    // Inside the try: a write that fails (a full disk) has already created the file.
+    writeFileSync(tmp, token, { mode: 0o600 });
     linkSync(tmp, path);
     return true;
   } catch (e) {

@@ -7,12 +7,13 @@
 // the file (another process — the Electron app next to host mode — may have changed it), the
 // change, and an atomic write. Reads need no lock: a rename is atomic, so they see old or new.
 // A file that cannot be read as a library is moved aside (never overwritten) and reported.
-import { copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, statSync } from 'node:fs';
+import { copyFileSync, existsSync, readFileSync, renameSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { FileLock, type LockOptions } from './file-lock.ts';
 import { fsyncDir, removeStaleTemps, writeFileAtomic } from './atomic-file.ts';
 import { LIBRARY_SCHEMA, LibraryFileError, parseLibrary, serializeLibrary, type LibraryRecord } from './library-schema.ts';
 import { homeLayout } from './paths.ts';
+import { makeDirs } from './make-dir.ts';
 
 export interface LibraryNotice {
   severity: 'error' | 'info';
@@ -46,7 +47,7 @@ export class LibraryStore {
 
   /** Opens (creating UNHALT_HOME if needed) and loads the library. */
   static async open(home: string, options: LibraryStoreOptions = {}): Promise<LibraryStore> {
-    mkdirSync(home, { recursive: true, mode: 0o700 });
+    makeDirs(home, 0o700);
     const store = new LibraryStore(home, options);
     if (!store.tryLoadUnlocked()) await store.withLock(() => store.loadLocked());
     return store;

@@ -8,7 +8,7 @@ import type {
 } from './api.ts';
 import { commandLine } from '../vmm/config/cli-args.ts';
 import { resolveMachine, type ResolvedMachine } from '../vmm/config/resolve.ts';
-import { MAX_HALT_POLL_NS, MAX_NAME_LENGTH, validateConfig, type VmConfig } from '../vmm/config/vm-config.ts';
+import { MAX_HALT_POLL_NS, MAX_NAME_LENGTH, normalizeVmName, sameVmName, validateConfig, type VmConfig } from '../vmm/config/vm-config.ts';
 import { probeHost, type HostCapabilities } from '../vmm/machine/host-caps.ts';
 import { checkBootFiles, checkHostLimits } from './config-checks.ts';
 import { ConsoleLogFile, consoleLogPath } from './console-log.ts';
@@ -198,7 +198,7 @@ export class ServiceCore {
 
   async cloneVm(rawId: unknown, rawName: unknown): Promise<VmRecord> {
     const source = this.record(rawId);
-    const wanted = rawName === undefined || rawName === null ? undefined : textArg(rawName, 'name', MAX_NAME_LENGTH * 4);
+    const wanted = rawName === undefined || rawName === null ? undefined : textArg(rawName, 'name');
     const copy = await this.mutate((vms) => {
       const name = wanted ?? freeName(vms, source.config.name);
       const config = this.config({ ...source.config, name });
@@ -329,17 +329,16 @@ export class ServiceCore {
 }
 
 function assertUniqueName(vms: LibraryRecord[], name: string, exceptId?: string): void {
-  const clash = vms.find((v) => v.id !== exceptId && v.config.name.toLowerCase() === name.toLowerCase());
+  const clash = vms.find((v) => v.id !== exceptId && sameVmName(v.config.name, name));
   if (clash) throw new ApiError('conflict', `a VM named "${clash.config.name}" already exists; choose another name`);
 }
 
 /** "name-copy", "name-copy-2", ... within the name length limit. */
 function freeName(vms: LibraryRecord[], name: string): string {
-  const taken = new Set(vms.map((v) => v.config.name.toLowerCase()));
   for (let i = 1; ; i++) {
     const suffix = i === 1 ? '-copy' : `-copy-${i}`;
-    const candidate = `${name.slice(0, MAX_NAME_LENGTH - suffix.length)}${suffix}`;
-    if (!taken.has(candidate.toLowerCase())) return candidate;
+    const candidate = `${normalizeVmName(name).slice(0, MAX_NAME_LENGTH - suffix.length)}${suffix}`;
+    if (!vms.some((v) => sameVmName(v.config.name, candidate))) return candidate;
   }
 }
 

@@ -69,7 +69,8 @@ export interface VmTestHooks {
 
 export type VmState = 'starting' | 'running' | 'paused' | 'stopping' | 'stopped';
 
-export type ExitKind = 'poweroff' | 'reset' | 'triple-fault' | 'internal-error' | 'fail-entry' | 'crash' | 'stopped';
+/** 'guest-fault': the guest reported an unhandled exception on ttyS1 (`@u1 fault ...`), then shut down. */
+export type ExitKind = 'poweroff' | 'reset' | 'guest-fault' | 'triple-fault' | 'internal-error' | 'fail-entry' | 'crash' | 'stopped';
 
 export interface VmExit {
   kind: ExitKind;
@@ -92,6 +93,23 @@ const END_KIND: Record<EndCode, ExitKind> = {
 /** Guest exits that mean "the guest shut itself down" (exit code 0). */
 export function isCleanExit(kind: ExitKind): boolean {
   return kind === 'poweroff' || kind === 'reset';
+}
+
+const EXCEPTION_NAMES: Record<number, string> = {
+  0: '#DE divide error', 1: '#DB debug', 3: '#BP breakpoint', 4: '#OF overflow', 5: '#BR bound range', 6: '#UD invalid opcode',
+  7: '#NM device not available', 8: '#DF double fault', 10: '#TS invalid TSS', 11: '#NP segment not present',
+  12: '#SS stack fault', 13: '#GP general protection', 14: '#PF page fault', 16: '#MF x87 error', 17: '#AC alignment check',
+  18: '#MC machine check', 19: '#XM SIMD error',
+};
+
+/** One line for a `@u1 fault vector=N error_code=N rip=N cpu=N` event. */
+export function describeGuestFault(f: Record<string, number>): string {
+  const vector = f.vector;
+  const name = vector === undefined ? 'an exception' : `${EXCEPTION_NAMES[vector] ?? 'exception'} (vector ${vector})`;
+  const rip = f.rip === undefined ? '' : ` at rip 0x${BigInt.asUintN(64, BigInt(f.rip)).toString(16)}`;
+  const code = f.error_code ? `, error code 0x${f.error_code.toString(16)}` : '';
+  const cpu = f.cpu === undefined ? '' : ` on CPU ${f.cpu}`;
+  return `the guest reported an unhandled ${name}${rip}${code}${cpu}`;
 }
 
 export { MIN_MEMORY_MIB } from './vm-limits.ts';
@@ -138,6 +156,8 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
   /** ttyS1 input (sendAgent), paced and bounded like the console's. */
   private draining = true;
   private endMessage?: string;
+  /** The first unhandled exception the guest reported (docs/guest-contract.md): its power-off after that is a failure. */
+  private guestFault?: Record<string, number>;
   private tearingDown?: Promise<VmExit>;
 
   private constructor(spec: MachineSpec) {
@@ -145,7 +165,10 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
     this.spec = spec;
     this.control = new VmControl(spec.cpus);
     this.deviceSab = createDeviceState();
-    this.agentReader = new AgentLineReader((e) => this.emit('agent', e));
+    this.agentReader = new AgentLineReader((e) => {
+      if (e.event === 'fault') this.guestFault ??= e.fields;
+      this.emit('agent', e);
+    });
     this.exited = new Promise((r) => { this.resolveExited = r; });
   }
 
@@ -381,9 +404,10 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
       this.draining = false;
       this.flushRings();
       const code = this.control.endCode;
+      const faulted = this.guestFault !== undefined && isCleanExit(END_KIND[code]);
       const exit: VmExit = {
-        kind: END_KIND[code],
-        message: this.endMessage ?? (code === END.stopped ? 'stopped by the user' : 'the VM stopped'),
+        kind: faulted ? 'guest-fault' : END_KIND[code],
+        message: faulted ? describeGuestFault(this.guestFault!) : this.endMessage ?? (code === END.stopped ? 'stopped by the user' : 'the VM stopped'),
         ...(this.control.endVcpu >= 0 && code !== END.stopped ? { vcpu: this.control.endVcpu } : {}),
       };
       await this.release();

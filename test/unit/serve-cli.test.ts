@@ -38,7 +38,7 @@ describe('unhalt serve', () => {
     const r = spawnSync(process.execPath, [BIN, 'serve', '--port', '99999', '--no-open'], { env: env(tempHome('cli')), encoding: 'utf8' });
     expect(r.status).toBe(1);
     expect(r.stdout).toBe('');
-    expect(r.stderr.trim()).toBe('unhalt: --port must be a TCP port number (0-65535; 0 picks a free one), got "99999"');
+    expect(r.stderr.trim()).toBe('unhalt: --port (0 picks a free one) must be between 0 and 65535, got 99999');
     const host = spawnSync(process.execPath, [BIN, 'serve', '--host', '0.0.0.0'], { env: env(tempHome('cli')), encoding: 'utf8' });
     expect(host.status).toBe(1);
     expect(host.stderr).toMatch(/Unknown option '--host'/);

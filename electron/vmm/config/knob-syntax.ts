@@ -1,7 +1,7 @@
 // QEMU-style option syntax shared by the CLI and config strings: `--cpu host,kvm-pv-unhalt=on`,
 // `--overcommit cpu-pm=on,mem-lock=off`, pin lists `0,1` / `0+1` / `0-3`.
 import { FEATURE_NAMES } from '../machine/features.ts';
-import { ConfigError, unknownFeature } from './vm-config.ts';
+import { ConfigError, MAX_PIN_ENTRIES, unknownFeature } from './vm-config.ts';
 
 export function onOff(value: string, what: string): boolean {
   if (value === 'on' || value === 'true' || value === 'yes') return true;
@@ -59,7 +59,8 @@ export function parseCpuList(spec: string, what = 'pin'): number[] {
     const a = Number(m[1]);
     const b = m[2] === undefined ? a : Number(m[2]);
     if (b < a) throw new ConfigError(`${what}: range ${part} runs backwards`);
-    if (b - a > 4096) throw new ConfigError(`${what}: range ${part} is too long`);
+    // The same limit the schema enforces, named here before a long range is expanded.
+    if (out.length + (b - a + 1) > MAX_PIN_ENTRIES) throw new ConfigError(`${what}: at most ${MAX_PIN_ENTRIES} host CPUs may be listed`);
     for (let c = a; c <= b; c++) out.push(c);
   }
   return out;

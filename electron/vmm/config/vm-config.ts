@@ -44,6 +44,8 @@ export const MAX_NAME_LENGTH = 64;
 export const MAX_APPEND_LENGTH = 4095;
 export const MAX_PATH_LENGTH = 4096;
 export const MAX_HALT_POLL_NS = 1_000_000_000;
+export const MAX_PIN_ENTRIES = 1024;
+export const MAX_HOST_CPU = 4095;
 
 /** A user-caused configuration error: one line, names the field and what would work. */
 export class ConfigError extends Error {
@@ -53,13 +55,40 @@ export class ConfigError extends Error {
 const FIELDS = new Set(['version', 'name', 'guest', 'kernel', 'initrd', 'append', 'cpus', 'memoryMiB', 'machine',
   'cpuFeatures', 'cpuPm', 'memLock', 'haltPollNs', 'pin', 'pvmProfile']);
 
+// The one number syntax of every option, config string and API field: decimal digits, an optional
+// sign (so a negative value gets a range message, not a syntax one), no hex, no exponents —
+// `0x10` or `1e3` would mean different things to different readers.
+const DECIMAL_INTEGER = /^\s*[-+]?\d{1,16}\s*$/;
+const DECIMAL_NUMBER = /^\s*[-+]?\d{1,16}(?:\.\d{1,9})?\s*$/;
+
 export function integer(value: unknown, field: string, min: number, max: number): number {
-  const n = typeof value === 'string' && /^\s*-?\d{1,16}\s*$/.test(value) ? Number(value) : value;
+  const n = typeof value === 'string' && DECIMAL_INTEGER.test(value) ? Number(value) : value;
   if (typeof n !== 'number' || !Number.isSafeInteger(n)) {
     throw new ConfigError(`${field} must be a whole number, got ${JSON.stringify(value)?.slice(0, 40)}`);
   }
   if (n < min || n > max) throw new ConfigError(`${field} must be between ${min} and ${max}, got ${n}`);
   return n;
+}
+
+/** Like integer(), with a decimal fraction allowed (seconds). */
+export function decimal(value: string, field: string, min: number, max: number): number {
+  const n = DECIMAL_NUMBER.test(value) ? Number(value) : NaN;
+  if (!Number.isFinite(n)) throw new ConfigError(`${field} must be a number, got ${JSON.stringify(value).slice(0, 40)}`);
+  if (n < min || n > max) throw new ConfigError(`${field} must be between ${min} and ${max}, got ${n}`);
+  return n;
+}
+
+/**
+ * VM names as the library compares and stores them: surrounding space dropped and inner runs of
+ * space made one, so "dup" and "dup " can never be two VMs that look the same in a list.
+ */
+export function normalizeVmName(name: string): string {
+  return name.trim().replace(/\s+/g, ' ');
+}
+
+/** Whether two names denote the same VM (case does not make a different name). */
+export function sameVmName(a: string, b: string): boolean {
+  return normalizeVmName(a).toLowerCase() === normalizeVmName(b).toLowerCase();
 }
 
 function text(value: unknown, field: string, max: number): string {
@@ -92,9 +121,11 @@ export function validateConfig(raw: unknown): VmConfig {
   if (r.version !== undefined && r.version !== CONFIG_VERSION) {
     throw new ConfigError(`configuration version ${JSON.stringify(r.version)?.slice(0, 20)} is not supported (this Unhalt reads version ${CONFIG_VERSION})`);
   }
-  const name = r.name === undefined ? DEFAULTS.name : text(r.name, 'name', MAX_NAME_LENGTH);
+  // The limit applies to the name as stored, after normalising; the raw text only has to be sane.
+  const name = r.name === undefined ? DEFAULTS.name : normalizeVmName(text(r.name, 'name', Number.MAX_SAFE_INTEGER));
+  if (name.length > MAX_NAME_LENGTH) throw new ConfigError(`name is ${name.length} characters long; at most ${MAX_NAME_LENGTH} are allowed`);
   if (!/^[A-Za-z0-9][A-Za-z0-9 ._-]*$/.test(name)) {
-    throw new ConfigError(`name "${name}" may use letters, digits, space, dot, dash and underscore, and must start with a letter or digit`);
+    throw new ConfigError(`name "${name.slice(0, 40)}" may use letters, digits, space, dot, dash and underscore, and must start with a letter or digit`);
   }
   const kernel = r.kernel === undefined ? undefined : path(r.kernel, 'kernel');
   const guest = r.guest === undefined ? (kernel ? 'custom' : 'probe') : r.guest;
@@ -136,8 +167,9 @@ export function validateConfig(raw: unknown): VmConfig {
   if (r.append !== undefined) config.append = text(r.append, 'append', MAX_APPEND_LENGTH);
   if (r.haltPollNs !== undefined) config.haltPollNs = integer(r.haltPollNs, 'halt-poll-ns', 0, MAX_HALT_POLL_NS);
   if (r.pin !== undefined) {
-    if (!Array.isArray(r.pin) || r.pin.length === 0 || r.pin.length > 1024) throw new ConfigError('pin must be a non-empty list of host CPU numbers');
-    config.pin = r.pin.map((c) => integer(c, 'pin', 0, 4095));
+    if (!Array.isArray(r.pin) || r.pin.length === 0) throw new ConfigError('pin must be a non-empty list of host CPU numbers');
+    if (r.pin.length > MAX_PIN_ENTRIES) throw new ConfigError(`pin lists ${r.pin.length} host CPUs; at most ${MAX_PIN_ENTRIES} are allowed`);
+    config.pin = r.pin.map((c) => integer(c, 'pin', 0, MAX_HOST_CPU));
   }
   return config;
 }

@@ -1,7 +1,6 @@
 // NDJSON output of a sampler (`unhalt run --stats FILE`): one JSON object per vCPU per sample,
 // {"t":…,"vcpu":…,"interval_ms":…, counters under their KVM names, rates with _per_s …}, and one
 // {"t":…,"marker":"label"} line per marker (no `vcpu`: readers of samples skip them by that).
-import { createWriteStream } from 'node:fs';
 import type { Writable } from 'node:stream';
 import type { SampleRecord, TelemetryEvent, TelemetryMarker } from './fields.ts';
 import type { Sampler } from './sampler.ts';
@@ -26,15 +25,6 @@ export class NdjsonStatsWriter {
 
   constructor(out: Writable) {
     this.out = out;
-  }
-
-  /** Creates (truncates) the file; rejects with a readable message if it cannot be written. */
-  static open(path: string): Promise<NdjsonStatsWriter> {
-    return new Promise((resolve, reject) => {
-      const s = createWriteStream(path);
-      s.once('open', () => resolve(new NdjsonStatsWriter(s)));
-      s.once('error', (e) => reject(new Error(`cannot write the stats file ${path}: ${e.message}`)));
-    });
   }
 
   /** Writes what the sampler has stored, then every new sample and marker until close(). */

@@ -1,0 +1,47 @@
+// stdout for every command: a reader that goes away (`unhalt doctor | head -c1`) or a full disk
+// (`> /dev/full`) arrives as an 'error' event on process.stdout, which — unhandled — is a stack
+// trace. Here it is handled once: EPIPE means the reader had enough (not an error of ours);
+// anything else loses output and must end the command non-zero with a message.
+import { describeIoError, errnoCode } from '../service/io-errors.ts';
+
+let failure: unknown;
+let reported = false;
+const listeners = new Set<(e: unknown) => void>();
+
+export function guardStdout(): void {
+  process.stdout.on('error', (e) => {
+    failure ??= e;
+    for (const l of listeners) l(e);
+  });
+}
+
+/** Calls `listener` on a stdout error (the run command stops its VM); returns the unsubscribe. */
+export function onStdoutError(listener: (e: unknown) => void): () => void {
+  listeners.add(listener);
+  return () => { listeners.delete(listener); };
+}
+
+export function readerClosed(e: unknown): boolean {
+  return errnoCode(e) === 'EPIPE';
+}
+
+/** The one line for a stdout failure that lost output (undefined if none, or if the reader left). */
+export function stdoutProblem(): string | undefined {
+  if (failure === undefined || readerClosed(failure)) return undefined;
+  return `cannot write to stdout: ${describeIoError(failure)}; output was lost`;
+}
+
+/** The command has said it already (so main does not say it twice). */
+export function markStdoutProblemReported(): void {
+  reported = true;
+}
+
+export function stdoutProblemReported(): boolean {
+  return reported;
+}
+
+/** Resolves once what was written so far has reached stdout's file, pipe or terminal (or failed). */
+export function flushStdout(): Promise<void> {
+  if (process.stdout.destroyed || !process.stdout.writable) return Promise.resolve();
+  return new Promise((resolve) => process.stdout.write('', () => resolve()));
+}

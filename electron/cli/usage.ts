@@ -1,0 +1,42 @@
+// Usage texts, one per command (printed on stdout by `unhalt COMMAND --help`) and the overview.
+
+export const RUN_USAGE = `usage: unhalt run [--guest probe|linux|custom] [--kernel F] [--initrd F] [--append S] [--cpus N]
+                  [--memory MiB] [--name NAME] [--machine TYPE] [--cpu host,FEATURE=on|off,...]
+                  [--overcommit cpu-pm=on|off,mem-lock=on|off] [--halt-poll-ns N] [--pin CPU,...]
+                  [--pvm-profile on|off] [--agent-log F] [--stats F] [--stats-interval MS]
+                  [--timeout S] [--dry-run]
+Boots one VM with ttyS0 on this terminal (Ctrl-A x quits).
+Exit codes: 0 the guest shut down, 1 bad input or an output that could not be written, 2 the VM
+failed (or the guest reported an unhandled exception), 124 --timeout expired, 130/143 stopped by
+SIGINT/SIGTERM.
+`;
+
+export const BENCH_USAGE = `usage: unhalt bench --workload NAME --config A='cpus=2,cpu-pm=off' --config B='cpus=2,cpu-pm=on'
+                    [--guest probe|linux] [--workload-args S] [--runs N] [--vs-qemu] [--bare]
+                    [--deadline S] [--format md|json|csv] [--output F]
+An A/B experiment: one workload under two or more configurations; kept under UNHALT_HOME.
+`;
+
+export const DOCTOR_USAGE = `usage: unhalt doctor [--json]
+Checks this host: /dev/kvm, KVM capabilities, halt polling, PVM, built guests.
+`;
+
+export const SERVE_USAGE = `usage: unhalt serve [--port N] [--no-open] [--demo]
+Host mode: the app in a browser, on 127.0.0.1 with a token in the URL.
+`;
+
+export const MACHINES_USAGE = `usage: unhalt machines
+Lists the machine types and their default properties.
+`;
+
+export const OVERVIEW = `usage: unhalt <command> [options]      (unhalt <command> --help for one command)
+
+commands:
+  run       boot a VM with ttyS0 on this terminal (Ctrl-A x quits)
+  doctor    check this host: /dev/kvm, KVM capabilities, halt polling, built guests
+  machines  list machine types and their default properties
+  serve     host mode: the app in a browser, on 127.0.0.1 with a token in the URL
+  bench     A/B experiment: one workload under two or more configurations
+
+${[RUN_USAGE, BENCH_USAGE, DOCTOR_USAGE, SERVE_USAGE].map((u) => u.split('\n')[0]!.replace(/^usage: /, '')).join('\n')}
+`;
