@@ -145,10 +145,10 @@ describe('leaf 0xD is consistent with the XSAVE state offered', () => {
     expect(g.need(7).edx & AMX).toBe(AMX);
   });
 
-  it('XSAVE not offered: sub-leaves 0 and 1 all zero and no others (this PVM host)', () => {
+  it('XSAVE not offered: no 0xD entry, so KVM answers the whole leaf with zeros (this PVM host\'s supported list)', () => {
     const g = guest(host({ leaf1Ecx: 0x81202000 }));
-    expect(g.subleaves(0xd)).toEqual([0, 1]);
-    for (const i of [0, 1]) expect(g.need(0xd, i)).toMatchObject({ eax: 0, ebx: 0, ecx: 0, edx: 0, flags: 1 });
+    expect(g.subleaves(0xd)).toEqual([]);
+    expect(g.need(0).eax).toBeGreaterThanOrEqual(0xd); // below the maximum basic leaf: zeros, not another leaf's values
   });
 });
 

@@ -10,7 +10,11 @@
 // - sub-leaf 1: the XSAVE instruction variants KVM supports, EBX = compacted size of XCR0|XSS
 //   (also rewritten by KVM at run time when XSAVEC/XSAVES is offered), ECX/EDX = the XSS mask;
 // - one sub-leaf per offered component, none for the others;
-// - no XSAVE in CPUID.01H:ECX[26]: sub-leaves 0 and 1 all zero and nothing else.
+// - no XSAVE in CPUID.01H:ECX[26]: no 0xD entry at all, as in QEMU's table. A hardware-semantics
+//   KVM answers a missing leaf below the maximum with zeros; PVM (this machine's KVM) reports no
+//   XSAVE in KVM_GET_SUPPORTED_CPUID yet gives its guests the hardware's XSAVE features in leaves
+//   1 and 7 whatever the table says, and answers leaf 0xD itself, consistently, only when the table
+//   has none (zero entries there would leave it XCR0 0x2e7 with empty component sub-leaves).
 import { CPUID_FLAG_SIGNIFICANT_INDEX, type CpuidEntry } from '../../../native/kvm/abi.ts';
 
 export const XSAVE_LEAF = 0xd;
@@ -122,11 +126,10 @@ export function rebuildXsaveLeaf(entries: CpuidEntry[]): void {
   const hostSub = (i: number) => host.find((e) => e.index === i);
   const zero = (index: number): CpuidEntry =>
     ({ function: XSAVE_LEAF, index, flags: CPUID_FLAG_SIGNIFICANT_INDEX, eax: 0, ebx: 0, ecx: 0, edx: 0 });
-  if (!host.length) return;
+  if (!host.length || !hostSub(0) || !featureOffered(find, XSAVE_FEATURE)) return;
   const leaf0 = zero(0);
   const leaf1 = zero(1);
   entries.push(leaf0, leaf1);
-  if (!featureOffered(find, XSAVE_FEATURE) || !hostSub(0)) return;
 
   const hostXcr0 = hostSub(0)!.eax; // bits 32-63 (EDX): no component defined there is offered
   const variants = (hostSub(1)?.eax ?? 0) & XSAVE_VARIANTS_MASK;
