@@ -248,11 +248,12 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
     const host = hostKvmFeatures(supported);
     const kvmFeatures = spec.kvmFeatures ?? host.features;
     const kvmHints = spec.kvmHints ?? host.hints;
+    const tscDeadline = kvm.checkExtension(CAP.TSC_DEADLINE_TIMER) > 0;
     for (let i = 0; i < spec.cpus; i++) {
       const vcpu = vm.createVcpu(i);
       this.vcpus.push(vcpu);
       this.vcpuStatsFds.push(statsEnabled ? vcpu.statsFd() : -1);
-      vcpu.setCpuid2(buildCpuid(supported, { vcpuId: i, cpus: spec.cpus, kvmFeatures, kvmHints, mwait: spec.mwait ?? false }));
+      vcpu.setCpuid2(buildCpuid(supported, { vcpuId: i, cpus: spec.cpus, kvmFeatures, kvmHints, tscDeadline, mwait: spec.mwait ?? false }));
       setBootMsrs(vcpu);
       setLapicLints(vcpu);
       if (i === 0) setBootCpuState(vcpu, mem, plan);

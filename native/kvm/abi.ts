@@ -75,6 +75,8 @@ export const CAP = {
   IMMEDIATE_EXIT: 136,
   MAX_VCPUS: 66,
   GET_TSC_KHZ: 61,
+  /** The in-kernel LAPIC has the TSC-deadline timer mode (CPUID.01H:ECX[24] is userspace's to set). */
+  TSC_DEADLINE_TIMER: 72,
   X86_DISABLE_EXITS: 143,
   HALT_POLL: 182,
   BINARY_STATS_FD: 203,

@@ -7,110 +7,13 @@
 //   offered in CPUID but the MSR cannot be set, so it is turned off (harmless elsewhere).
 // - microvm creates one ISA UART only; a second `-serial` is silently unused, so ttyS1 is an explicit
 //   isa-serial device at 0x2f8/IRQ 3.
-import { spawn, spawnSync } from 'node:child_process';
-import { accessSync, constants, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { spawnSync } from 'node:child_process';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { type AgentEvent, parseAgentLine } from '../../electron/vmm/agent/line-protocol.ts';
+import type { AgentEvent } from '../../electron/vmm/agent/line-protocol.ts';
+import { qemuSkipReason, root, type Run, runQemu, startQemu } from '../support/qemu-probe.ts';
 
-const root = fileURLToPath(new URL('../../', import.meta.url));
-const elfPath = `${root}assets/guests/probe.elf`;
-const QEMU = 'qemu-system-x86_64';
-const RUN_TIMEOUT_MS = 25_000;
-
-function skipReason(): string | undefined {
-  if (!existsSync('/dev/kvm')) return '/dev/kvm is absent';
-  try {
-    accessSync('/dev/kvm', constants.R_OK | constants.W_OK);
-  } catch {
-    return 'no read/write access to /dev/kvm';
-  }
-  if (spawnSync(QEMU, ['--version']).error) return `${QEMU} is not on PATH`;
-  return undefined;
-}
-const skip = skipReason();
+const skip = qemuSkipReason();
 if (skip) console.warn(`skipping the QEMU probe-guest tests: ${skip}`);
-
-interface Run {
-  status: number | null;
-  signal: NodeJS.Signals | null;
-  ttyS0: string;
-  events: AgentEvent[];
-  stderr: string;
-  firstOutputMs: number;
-  totalMs: number;
-}
-
-interface Qemu {
-  output(): string;
-  waitForOutput(text: string, timeoutMs?: number): Promise<void>;
-  send(text: string): void;
-  done: Promise<Run>;
-}
-
-function startQemu(smp: number, append: string): Qemu {
-  const dir = mkdtempSync(join(tmpdir(), 'unhalt-probe-qemu-'));
-  const ttyS1 = join(dir, 'ttyS1.txt');
-  const args = [
-    '-machine', 'microvm', '-accel', 'kvm', '-cpu', 'host,-arch-capabilities',
-    '-smp', String(smp), '-m', '128',
-    '-display', 'none', '-monitor', 'none', '-no-reboot',
-    '-device', 'isa-debug-exit,iobase=0xf4,iosize=4',
-    '-kernel', elfPath, '-append', append,
-    '-serial', 'stdio',
-    '-chardev', `file,id=ttyS1,path=${ttyS1}`, '-device', 'isa-serial,chardev=ttyS1,iobase=0x2f8,irq=3',
-  ];
-  const t0 = performance.now();
-  const proc = spawn(QEMU, args, { stdio: ['pipe', 'pipe', 'pipe'] });
-  let out = '';
-  let err = '';
-  let firstOutputMs = -1;
-  const waiters = new Set<() => void>();
-  proc.stdout.on('data', (b: Buffer) => {
-    if (firstOutputMs < 0) firstOutputMs = performance.now() - t0;
-    out += b.toString('latin1');
-    for (const w of [...waiters]) w();
-  });
-  proc.stderr.on('data', (b: Buffer) => { err += b.toString('latin1'); });
-  proc.stdin.on('error', () => {}); // QEMU may exit while we still write
-  const killer = setTimeout(() => proc.kill('SIGKILL'), RUN_TIMEOUT_MS);
-  const done = new Promise<Run>((resolve, reject) => {
-    proc.on('error', reject);
-    proc.on('close', (status, signal) => {
-      clearTimeout(killer);
-      for (const w of [...waiters]) w();
-      let raw = '';
-      try {
-        raw = readFileSync(ttyS1, 'latin1');
-      } finally {
-        rmSync(dir, { recursive: true, force: true });
-      }
-      const events = raw.split('\n').map(parseAgentLine).filter((e): e is AgentEvent => typeof e === 'object');
-      resolve({ status, signal, ttyS0: out, events, stderr: err, firstOutputMs, totalMs: performance.now() - t0 });
-    });
-  });
-  return {
-    output: () => out,
-    send: (text) => { proc.stdin.write(text); },
-    waitForOutput: (text, timeoutMs = 20_000) => new Promise<void>((resolve, reject) => {
-      const check = () => {
-        if (out.includes(text)) { cleanup(); resolve(); } else if (proc.exitCode !== null || proc.signalCode !== null) {
-          cleanup();
-          reject(new Error(`QEMU exited before ${JSON.stringify(text)}; ttyS0: ${JSON.stringify(out.slice(-400))}`));
-        }
-      };
-      const timer = setTimeout(() => { cleanup(); reject(new Error(`timed out waiting for ${JSON.stringify(text)}`)); }, timeoutMs);
-      const cleanup = () => { clearTimeout(timer); waiters.delete(check); };
-      waiters.add(check);
-      check();
-    }),
-    done,
-  };
-}
-
-const runQemu = (smp: number, append: string) => startQemu(smp, append).done;
 
 function find(run: Run, event: string): AgentEvent {
   const e = run.events.find((x) => x.event === event);

@@ -16,6 +16,7 @@ export function simulatedHost(over: Partial<HostCapabilities> = {}): HostCapabil
     kvmHints: 0x1,
     disableExits: 0x2 | 0x4 | 0x8, // HLT, PAUSE, CSTATE (no MWAIT)
     haltPoll: true,
+    tscDeadline: true,
     binaryStats: true,
     maxVcpus: 710,
     hostCpus: [0, 1, 2, 3],

@@ -19,7 +19,7 @@ const GOLDEN: Record<string, { eax: number; edx: number }> = {
 function guestCpuid(machine: string, cpus: number, vcpuId: number, extra: Record<string, unknown> = {}) {
   const host = simulatedHost();
   const r = resolveKnobs(validateConfig({ machine, cpus, ...extra }), host);
-  const entries = buildCpuid(host.supportedCpuid, { vcpuId, cpus, kvmFeatures: r.kvmFeatures, kvmHints: r.kvmHints, mwait: r.mwait });
+  const entries = buildCpuid(host.supportedCpuid, { vcpuId, cpus, kvmFeatures: r.kvmFeatures, kvmHints: r.kvmHints, tscDeadline: host.tscDeadline, mwait: r.mwait });
   const get = (fn: number, i = 0) => entries.find((e) => e.function === fn && e.index === i)!;
   return { get, r };
 }
@@ -69,7 +69,7 @@ describe('machine types', () => {
     const r = resolveKnobs(validateConfig({ cpuPm: true }), host);
     expect(r.disableExits).toBe(0xf);
     expect(r.mwait).toBe(true);
-    const e = buildCpuid(host.supportedCpuid, { vcpuId: 0, cpus: 1, kvmFeatures: r.kvmFeatures, kvmHints: r.kvmHints, mwait: r.mwait });
+    const e = buildCpuid(host.supportedCpuid, { vcpuId: 0, cpus: 1, kvmFeatures: r.kvmFeatures, kvmHints: r.kvmHints, tscDeadline: host.tscDeadline, mwait: r.mwait });
     expect((e.find((x) => x.function === 1)!.ecx >>> 3) & 1).toBe(1);
   });
 });

@@ -1,12 +1,23 @@
-// The CPUID a vCPU sees: the host's KVM_GET_SUPPORTED_CPUID, with this vCPU's APIC ID and the
-// VM's topology (one thread per core, all cores in one package), the hypervisor bit, and the
-// KVM signature leaves with the paravirt features the VM's configuration chose.
+// The CPUID a vCPU sees, built the way QEMU builds it for KVM: KVM_GET_SUPPORTED_CPUID is a
+// ceiling, not a CPU model. On top of it go what only userspace may set (the TSC-deadline timer
+// when KVM_CAP_TSC_DEADLINE_TIMER says the in-kernel LAPIC has it, x2APIC with that LAPIC, the
+// hypervisor bit), leaf 0xD recomputed from the XSAVE state actually offered (xsave-leaf.ts), the
+// topology leaves from the vCPU count (topology-leaves.ts: one thread per core, one package), and
+// the KVM signature leaves with the paravirt features the VM's configuration chose.
 import type { CpuidEntry } from '../../../native/kvm/abi.ts';
+import { rebuildXsaveLeaf } from './xsave-leaf.ts';
+import {
+  extendedTopology, isIntel, type Topology, topologyLeaf1, topologyLeaf4, topologyLeaf80000001, topologyLeaf80000008,
+  topologyLeaf8000001e,
+} from './topology-leaves.ts';
 
 export const KVM_CPUID_SIGNATURE = 0x40000000;
 export const KVM_CPUID_FEATURES = 0x40000001;
 /** "KVMKVMKVM\0\0\0" as EBX, ECX, EDX. */
 export const KVM_SIGNATURE = { ebx: 0x4b4d564b, ecx: 0x564b4d56, edx: 0x4d } as const;
+
+/** CPUID.01H:ECX bits userspace decides. */
+export const LEAF1_ECX = { monitor: 1 << 3, x2apic: 1 << 21, tscDeadline: 1 << 24, hypervisor: 1 << 31 } as const;
 
 export interface CpuidOptions {
   vcpuId: number;
@@ -14,40 +25,43 @@ export interface CpuidOptions {
   /** CPUID 0x40000001 EAX (paravirt features) and EDX (hints). */
   kvmFeatures: number;
   kvmHints: number;
+  /** KVM_CHECK_EXTENSION(KVM_CAP_TSC_DEADLINE_TIMER): KVM_GET_SUPPORTED_CPUID never reports the bit itself. */
+  tscDeadline: boolean;
   /** Advertise MONITOR/MWAIT (CPUID.1:ECX bit 3): only when the VM runs MWAIT without exits. */
   mwait?: boolean;
 }
 
-const bitsFor = (n: number): number => (n <= 1 ? 0 : Math.ceil(Math.log2(n)));
+const setBit = (v: number, mask: number, on: boolean): number => (on ? (v | mask) >>> 0 : (v & ~mask) >>> 0);
 
 export function buildCpuid(supported: readonly CpuidEntry[], o: CpuidOptions): CpuidEntry[] {
-  const apicId = o.vcpuId;
+  const topo: Topology = { apicId: o.vcpuId, cpus: o.cpus };
+  const intel = isIntel(supported);
+  const maxBasic = supported.find((e) => e.function === 0)?.eax ?? 0;
+  // 0xB and 0x1F are generated whole below: KVM may list only some of their sub-leaves.
+  const generated = [0xb, 0x1f].filter((fn) => maxBasic >= fn);
   const out: CpuidEntry[] = [];
   for (const src of supported) {
+    if (generated.includes(src.function)) continue;
     const e = { ...src };
     switch (e.function) {
       case 0x1:
-        // EBX[31:24] initial APIC ID, [23:16] logical processors per package, [15:8] CLFLUSH size.
-        e.ebx = ((apicId & 0xff) << 24) | ((Math.min(o.cpus, 255) & 0xff) << 16) | (e.ebx & 0xffff);
-        e.ecx = (e.ecx | (1 << 31)) >>> 0; // hypervisor present
-        e.ecx = o.mwait ? (e.ecx | (1 << 3)) >>> 0 : (e.ecx & ~(1 << 3)) >>> 0;
-        e.edx = o.cpus > 1 ? (e.edx | (1 << 28)) >>> 0 : (e.edx & ~(1 << 28)) >>> 0; // HTT
+        topologyLeaf1(e, topo);
+        // The in-kernel LAPIC (always created) emulates x2APIC and, when KVM says so, TSC-deadline.
+        e.ecx = setBit(e.ecx, LEAF1_ECX.hypervisor | LEAF1_ECX.x2apic, true);
+        e.ecx = setBit(e.ecx, LEAF1_ECX.tscDeadline, o.tscDeadline);
+        e.ecx = setBit(e.ecx, LEAF1_ECX.monitor, o.mwait ?? false);
         break;
-      case 0x4: // deterministic cache parameters: cores per package - 1 in EAX[31:26], one thread per cache
-        if ((e.eax & 0x1f) !== 0) e.eax = ((e.eax & 0x3fff) | (((o.cpus - 1) & 0x3f) << 26)) >>> 0;
+      case 0x4:
+        topologyLeaf4(e, topo);
         break;
-      case 0xb:
-      case 0x1f: {
-        // Extended topology: level 0 = SMT (1 thread), level 1 = core (all vCPUs), then invalid.
-        const level = e.index;
-        if (level === 0) { e.eax = 0; e.ebx = 1; e.ecx = (1 << 8) | level; }
-        else if (level === 1) { e.eax = bitsFor(o.cpus); e.ebx = o.cpus; e.ecx = (2 << 8) | level; }
-        else { e.eax = 0; e.ebx = 0; e.ecx = level; }
-        e.edx = apicId;
+      case 0x80000001:
+        topologyLeaf80000001(e, topo, intel);
         break;
-      }
-      case 0x80000008: // AMD: number of cores - 1 and APIC ID size
-        e.ecx = ((e.ecx & ~0xf0ff) | ((o.cpus - 1) & 0xff) | (bitsFor(o.cpus) << 12)) >>> 0;
+      case 0x80000008:
+        topologyLeaf80000008(e, topo);
+        break;
+      case 0x8000001e:
+        topologyLeaf8000001e(e, topo);
         break;
       case KVM_CPUID_SIGNATURE:
         e.eax = KVM_CPUID_FEATURES;
@@ -63,11 +77,13 @@ export function buildCpuid(supported: readonly CpuidEntry[], o: CpuidOptions): C
     }
     out.push(e);
   }
+  for (const fn of generated) out.push(...extendedTopology(fn, topo));
+  rebuildXsaveLeaf(out);
   if (!out.some((e) => e.function === KVM_CPUID_SIGNATURE)) {
     out.push({ function: KVM_CPUID_SIGNATURE, index: 0, flags: 0, eax: KVM_CPUID_FEATURES, ...KVM_SIGNATURE });
     out.push({ function: KVM_CPUID_FEATURES, index: 0, flags: 0, eax: o.kvmFeatures >>> 0, ebx: 0, ecx: 0, edx: o.kvmHints >>> 0 });
   }
-  return out;
+  return out.sort((a, b) => a.function - b.function || a.index - b.index);
 }
 
 /** The paravirt features and hints this host's KVM can offer (CPUID 0x40000001 EAX, EDX). */

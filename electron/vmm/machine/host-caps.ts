@@ -17,6 +17,8 @@ export interface HostCapabilities {
   /** Mask of exits KVM lets a VM disable (0: capability absent). */
   disableExits: number;
   haltPoll: boolean;
+  /** KVM_CAP_TSC_DEADLINE_TIMER: the guest may be offered CPUID.01H:ECX[24]. */
+  tscDeadline: boolean;
   binaryStats: boolean;
   maxVcpus: number;
   hostCpus: number[];
@@ -40,6 +42,7 @@ export function probeHost(): HostCapabilities {
       kvmHints: hints,
       disableExits: kvm.checkExtension(CAP.X86_DISABLE_EXITS),
       haltPoll: kvm.checkExtension(CAP.HALT_POLL) > 0,
+      tscDeadline: kvm.checkExtension(CAP.TSC_DEADLINE_TIMER) > 0,
       binaryStats: kvm.checkExtension(CAP.BINARY_STATS_FD) > 0,
       maxVcpus: kvm.maxVcpus(),
       hostCpus: allowedHostCpus(),

@@ -271,6 +271,7 @@ NORETURN void scenario_ipi(void);        /* latency.c */
 NORETURN void scenario_timer(void);      /* latency.c */
 NORETURN void scenario_spinlock(void);   /* spinlock.c */
 NORETURN void scenario_flood(void);      /* flood.c */
+NORETURN void scenario_cpuid(void);      /* cpuid_dump.c */
 u32 start_on_aps(void (*fn)(void *), void *arg);   /* smp_call on every AP that is up; returns how many */
 
 /* ---- main.c ---- */

@@ -225,6 +225,8 @@ NORETURN void run_scenario(const char *name)
 		scenario_hypercall();
 	if (!memcmp(name, "flood", 6))
 		scenario_flood();
+	if (!memcmp(name, "cpuid", 6))
+		scenario_cpuid();
 	con_printf("probe: unknown scenario '%s'\n", name);
 	event("unknown_scenario");
 	power_off();
