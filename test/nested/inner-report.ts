@@ -13,12 +13,13 @@ export const NESTED_FILES = [
   'test/kvm/probe-scenarios.test.ts',
   'test/kvm/faults.test.ts',
   'test/kvm/stats.test.ts',
-  'test/kvm/lifecycle.test.ts',
   'test/kvm/send-agent.test.ts',
-  'test/kvm/cpuid-qemu.test.ts',
+  'test/qemu/cpuid-vs-qemu.test.ts',
   'test/kvm/service.test.ts',
   'test/kvm/cli.test.ts',
+  'test/kvm/smp-start.test.ts',
   'test/linux/linux-boot.test.ts',
+  'test/linux/linux-hw.test.ts',
 ];
 
 export function innerSelection(env = process.env): { files: string[]; lanes: string[]; append: string } {
@@ -40,12 +41,12 @@ export interface InnerReport {
 }
 
 /** One row per check with its result and time in L1; failures and skips named. */
-export function summarizeInner(json: VitestJson): InnerReport {
+export function summarizeInner(reports: VitestJson[]): InnerReport {
   const totals = { passed: 0, failed: 0, skipped: 0 };
   const failures: string[] = [];
   const skips: string[] = [];
   const rows: string[] = ['| file | check | result | s |', '| --- | --- | --- | ---: |'];
-  for (const file of json.testResults) {
+  for (const file of reports.flatMap((r) => r.testResults)) {
     const short = file.name.replace(/^.*?\/(test\/)/, '$1');
     for (const t of file.assertionResults) {
       const name = `${short}: ${t.fullName}`;
