@@ -42,13 +42,18 @@ interface Stage {
   pattern: RegExp;
 }
 
+/**
+ * In order. `x86/fpu:` is the furthest point a stock kernel reaches on PVM; on hardware
+ * semantics the kernel goes on to user space, which the agent's readiness line proves (and the
+ * FPU lines come earlier there, or, in the nested lane, give way to a warning: docs/nested.md).
+ */
 function requiredStages(cmdline: string): Stage[] {
   const escaped = cmdline.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
   return [
     { name: 'Linux version', pattern: /Linux version \d+\.\d+\S*/ },
     { name: 'Command line:', pattern: new RegExp(`Command line: ${escaped}\\s*\\r?\\n`) },
     { name: 'smpboot: Allowing 2 CPUs', pattern: /smpboot: Allowing 2 CPUs/ },
-    { name: 'x86/fpu:', pattern: /x86\/fpu: [^\n]*\n/ },
+    ...(hardwareKvm() ? [] : [{ name: 'x86/fpu:', pattern: /x86\/fpu: [^\n]*\n/ }]),
   ];
 }
 
@@ -141,9 +146,9 @@ describe.skipIf(!kvmAvailable || !kitReady)('Debian cloud kernel on our VMM', ()
   it.each([
     ['bzImage', LINUX_BZIMAGE, PVM_DEADLINE_MS.bzImage],
     ['vmlinux (PVH)', LINUX_VMLINUX, PVM_DEADLINE_MS.vmlinux],
-  ])('boots the %s to x86/fpu with 2 vCPUs and ACPI SMP', { timeout: PVM_DEADLINE_MS.bzImage + 60_000 }, async (label, kernel, deadlineMs) => {
+  ])('boots the %s with 2 vCPUs and ACPI SMP (to x86/fpu on PVM, to the agent and poweroff on hardware semantics)', { timeout: PVM_DEADLINE_MS.bzImage + 60_000 }, async (label, kernel, deadlineMs) => {
     const { g, times } = await boot(label, spec(kernel), deadlineMs);
-    expect(Object.keys(times)).toEqual(['Linux version', 'Command line:', 'smpboot: Allowing 2 CPUs', 'x86/fpu:']);
+    expect(Object.keys(times)).toEqual(['Linux version', 'Command line:', 'smpboot: Allowing 2 CPUs', ...(hardwareKvm() ? [] : ['x86/fpu:'])]);
     if (hardwareKvm()) await agentAndPoweroff(label, g);
     else await reportRest(label, g, times['x86/fpu:']!);
   });
