@@ -48,3 +48,11 @@ function isNotice(v: unknown): v is LibraryNotice {
   return typeof n === 'object' && n !== null && (n.severity === 'error' || n.severity === 'info')
     && typeof n.message === 'string' && typeof n.at === 'number' && (n.movedTo === undefined || typeof n.movedTo === 'string');
 }
+
+/** The notices as doctor checks (the service's host info and `unhalt doctor` alike). */
+export function noticeChecks(notices: readonly LibraryNotice[]): { name: string; ok: boolean; detail: string; fix?: string }[] {
+  return notices.map((n) => ({
+    name: 'library', ok: n.severity !== 'error', detail: n.message,
+    ...(n.movedTo ? { fix: `what was set aside is in ${n.movedTo}: repair and re-create those VMs, or delete that file; then dismiss the notice in the library view` } : {}),
+  }));
+}

@@ -18,6 +18,7 @@ import { Experiments } from './experiments.ts';
 import { LockBusyError } from './file-lock.ts';
 import { buildHostInfo, type ExtraCheck } from './host-info.ts';
 import { MAX_VMS, type LibraryRecord } from './library-schema.ts';
+import { noticeChecks } from './library-notices.ts';
 import { LibraryFullError, LibraryStore, type LibraryNotice } from './library-store.ts';
 import { MAX_ALLOWED_FOLDERS, readSettings, writeSettings } from './settings.ts';
 import { homeLayout, unhaltHome, type HomeLayout } from './paths.ts';
@@ -200,10 +201,7 @@ export class ServiceCore {
 
   private libraryChecks(notices: LibraryNotice[]): ExtraCheck[] {
     if (notices.length === 0) return [{ name: 'library', ok: true, detail: `${this.store.list().length} VMs in ${this.store.path}` }];
-    return notices.map((n) => ({
-      name: 'library', ok: n.severity !== 'error', detail: n.message,
-      ...(n.movedTo ? { fix: libraryNoticeFix(n.movedTo) } : {}),
-    }));
+    return noticeChecks(notices);
   }
 
   listVms(): VmRecord[] {
@@ -376,11 +374,6 @@ export class ServiceCore {
     await Promise.all([this.experiments.abort(), ...[...this.runtimes.values()].map((r) => r.dispose(grace))]);
     for (const s of [...this.sessions]) s.close();
   }
-}
-
-/** What to do about a notice's set-aside file (doctor's "fix" line). */
-export function libraryNoticeFix(movedTo: string): string {
-  return `what was set aside is in ${movedTo}: repair and re-create those VMs, or delete that file; dismiss the notice in the library view`;
 }
 
 function assertUniqueName(vms: LibraryRecord[], name: string, exceptId?: string): void {

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { MAX_VMS } from '../../electron/service/library-schema.ts';
 import { createService } from '../../electron/service/service.ts';
+import { runCli } from '../support/cli.ts';
 import { removeTempHomes, tempHome } from '../support/temp-home.ts';
 
 afterAll(removeTempHomes);
@@ -80,7 +81,13 @@ describe('a record this version refuses, through the service', () => {
     expect(n).toMatchObject({ severity: 'error', message: expect.stringMatching(/^1 VM record in .*vms\.json could not be loaded \(VM #2 \(from-the-future\): unknown machine type "unhalt-9\.0".*\) and was kept aside in .*vms\.json\.quarantine-.*; the other 2 VMs loaded$/) });
     expect(JSON.parse(readFileSync(n!.movedTo!, 'utf8')).records[0].record.config.name).toBe('future');
     expect(doctor.find((d) => d.name === 'library')).toMatchObject({ ok: false, fix: expect.stringContaining(n!.movedTo!) });
+    // `unhalt doctor` says it too, from the notice on disk.
+    const cli = await runCli(['doctor'], { env: { UNHALT_HOME: home } });
+    expect(cli.stdout).toContain(`FAIL  library: ${n!.message}`);
+    expect(cli.stdout).toContain(`-> what was set aside is in ${n!.movedTo}`);
+    expect(cli.code).toBe(1);
     await later.dismissLibraryNotices();
+    expect((await runCli(['doctor'], { env: { UNHALT_HOME: home } })).stdout).not.toContain('library:');
     expect((await later.host()).library.notices).toEqual([]);
     expect((await later.listVms()).map((v) => v.config.name)).toEqual(['kept-1', 'kept-2']);
     await later.shutdown();
