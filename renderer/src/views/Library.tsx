@@ -1,6 +1,6 @@
 import { useState } from 'react';
 import type { HostInfo, VmRecord } from '../../../electron/service/api.ts';
-import { useApp, navigate, vmAction, createVm, errorMessage } from '../state/app.ts';
+import { useApp, navigate, vmAction, createVm, errorMessage, dismissLibraryNotices } from '../state/app.ts';
 import { keyKnobs, guestLabel } from '../lib/config.ts';
 import { Sparkline } from '../charts/Sparkline.tsx';
 import { StateBadge } from './StateBadge.tsx';
@@ -17,6 +17,7 @@ export function Library() {
           <button type="button" className="btn primary" onClick={() => navigate({ view: 'new' })}>New VM…</button>
         </div>
       </div>
+      <LibraryNotices host={host} />
       {!loaded ? <p className="muted">Loading the library…</p>
         : vms.length === 0 ? <EmptyLibrary host={host} />
           : (
@@ -26,6 +27,23 @@ export function Library() {
           )}
       {loaded && vms.length > 0 && <QuickCreate host={host} compact />}
     </section>
+  );
+}
+
+/** What the library repaired (a damaged file moved aside, records kept out): stored on disk until dismissed. */
+function LibraryNotices({ host }: { host: HostInfo | null }) {
+  const notices = host?.library?.notices ?? [];
+  if (notices.length === 0) return null;
+  return (
+    <div className="banner banner-error library-notices" role="alert">
+      {notices.map((n) => (
+        <p key={`${n.at}-${n.message}`}>
+          {n.message}
+          {n.movedTo && <> — kept in <code>{n.movedTo}</code></>}
+        </p>
+      ))}
+      <button type="button" className="btn" onClick={() => void dismissLibraryNotices()}>Dismiss</button>
+    </div>
   );
 }
 
