@@ -91,6 +91,7 @@ export class LibraryStore {
       // Our own last write, untouched since (every write renames a new inode into place): no
       // need to read and validate the whole library again — at 1,000 VMs that was most of a save.
       if (this.changedOnDisk()) this.loadLocked();
+      else this.removeDebrisLocked();
       const draft = this.records.map(clone);
       const result = change(draft);
       // Only growth is refused: a library loaded at the limit can still be edited and shrunk.
@@ -160,8 +161,7 @@ export class LibraryStore {
 
   /** Loads with the lock held: migrates and writes back, or moves a bad file aside. */
   private loadLocked(): void {
-    removeStaleTemps(this.path);
-    FileLock.removeDebris(this.lockPath);
+    this.removeDebrisLocked();
     const text = this.readText();
     if (text === undefined) {
       this.records = [];
@@ -206,6 +206,12 @@ export class LibraryStore {
         + `and ${records.length === 1 ? 'was' : 'were'} kept aside in ${movedTo}; the other ${kept} VM${kept === 1 ? '' : 's'} loaded`,
       movedTo, at: Date.now(),
     });
+  }
+
+  /** What writers killed mid-save left behind (temp files, lock files); only with the lock held. */
+  private removeDebrisLocked(): void {
+    removeStaleTemps(this.path);
+    FileLock.removeDebris(this.lockPath);
   }
 
   private write(vms: LibraryRecord[]): void {
