@@ -12,7 +12,7 @@ import type { ServerMessage } from './api.ts';
 import { securityHeaders } from '../csp.ts';
 import { handleCall, requestId } from './dispatch.ts';
 import { ApiError } from './errors.ts';
-import { DEFAULT_OUTGOING_LIMITS, TOO_FAR_BEHIND, outgoingVerdict, type OutgoingLimits } from './outgoing-budget.ts';
+import { DEFAULT_OUTGOING_LIMITS, Outbox, TOO_FAR_BEHIND, type OutboxCounters, type OutgoingLimits } from './outgoing-budget.ts';
 import type { ServiceSession, UnhaltService } from './service.ts';
 import { NOT_BUILT_PAGE, RENDERER_DIST, readStatic, rendererBuilt, resolveStatic } from './static-files.ts';
 
@@ -54,9 +54,8 @@ export async function startHostServer(options: HostServerOptions): Promise<HostS
   const root = options.rendererDir ?? RENDERER_DIST;
   const maxPayload = options.maxMessageBytes ?? MAX_MESSAGE_BYTES;
   let port = 0;
-  let dropped = 0;
   let droppedClients = 0;
-  let peakQueued = 0;
+  const counters: OutboxCounters = { skippedEvents: 0, peakWaitingBytes: 0 };
   const limits = options.outgoingLimits ?? DEFAULT_OUTGOING_LIMITS;
   const allowedHosts = () => new Set([`${LOOPBACK}:${port}`, `localhost:${port}`]);
   const allowedOrigins = () => new Set([`http://${LOOPBACK}:${port}`, `http://localhost:${port}`]);
@@ -123,33 +122,22 @@ export async function startHostServer(options: HostServerOptions): Promise<HostS
   });
 
   function connected(ws: WebSocket): void {
-    // Every message to this client passes here, so one budget bounds all of them.
-    const sendMessage = (m: ServerMessage) => {
-      if (ws.readyState !== ws.OPEN) return;
-      const text = JSON.stringify(m);
-      const size = Buffer.byteLength(text);
-      const verdict = outgoingVerdict(ws.bufferedAmount, size, 'event' in m ? m.event : undefined, limits);
-      if (verdict === 'skip') {
-        dropped++;
-        return;
-      }
-      if (verdict === 'drop-client') {
-        droppedClients++;
-        session?.close();
-        ws.close(TOO_FAR_BEHIND.code, TOO_FAR_BEHIND.reason);
-        setTimeout(() => ws.terminate(), CLOSE_GRACE_MS).unref();
-        return;
-      }
-      ws.send(text);
-      peakQueued = Math.max(peakQueued, ws.bufferedAmount);
-    };
     let session: ServiceSession | undefined;
+    // Every message to this client passes its outbox, so one budget bounds all of them.
+    const outbox = new Outbox(ws, limits, counters, () => {
+      droppedClients++;
+      session?.close();
+      ws.close(TOO_FAR_BEHIND.code, TOO_FAR_BEHIND.reason);
+      // A client that does not read will not read the close frame either.
+      setTimeout(() => ws.terminate(), CLOSE_GRACE_MS).unref();
+    });
     try {
-      session = options.service.connect((event) => sendMessage({ event }));
+      session = options.service.connect((event) => outbox.event(event));
     } catch {
       ws.close(1013, 'shutting down');
       return;
     }
+    const api = session;
     ws.on('message', (data, isBinary) => {
       if (isBinary) {
         ws.close(1003, 'text frames only');
@@ -159,12 +147,12 @@ export async function startHostServer(options: HostServerOptions): Promise<HostS
       try {
         raw = JSON.parse(data.toString());
       } catch {
-        sendMessage({ id: -1, error: new ApiError('invalid', 'a request must be JSON').toDto() });
+        outbox.answer({ id: -1, error: new ApiError('invalid', 'a request must be JSON').toDto() });
         return;
       }
-      handleCall(session!, raw).then(sendMessage, () => sendMessage({ id: requestId(raw), error: { code: 'internal', message: 'internal error' } }));
+      outbox.call(() => handleCall(api, raw).catch((): ServerMessage => ({ id: requestId(raw), error: { code: 'internal', message: 'internal error' } })));
     });
-    ws.on('close', () => session?.close());
+    ws.on('close', () => api.close());
     ws.on('error', () => ws.terminate());
   }
 
@@ -186,9 +174,9 @@ export async function startHostServer(options: HostServerOptions): Promise<HostS
     origin,
     port,
     token,
-    get droppedEvents() { return dropped; },
+    get droppedEvents() { return counters.skippedEvents; },
     get droppedClients() { return droppedClients; },
-    get peakQueuedBytes() { return peakQueued; },
+    get peakQueuedBytes() { return counters.peakWaitingBytes; },
     async close() {
       for (const c of wss.clients) c.close(1001, 'server shutting down');
       await new Promise<void>((resolve) => {

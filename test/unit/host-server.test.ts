@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import type { ServerMessage } from '../../electron/service/api.ts';
 import { startHostServer, type HostServer } from '../../electron/service/host-server.ts';
+import { MAX_CALLS_IN_FLIGHT } from '../../electron/service/outgoing-budget.ts';
 import { createService, type UnhaltService } from '../../electron/service/service.ts';
 import { removeTempHomes, tempHome } from '../support/temp-home.ts';
 
@@ -235,6 +236,7 @@ describe('host mode with a client that stops reading', () => {
         await tick();
       }
       expect(server.droppedClients).toBe(1);
+      const dropMs = Date.now() - started;
       // More updates after the drop queue nothing more for anyone.
       for (let i = 0; i < 50; i++) {
         await svc.updateVm(first!.id, { ...first!.config, append: `scenario=echo after=${i}` });
@@ -260,8 +262,27 @@ describe('host mode with a client that stops reading', () => {
       again.send(JSON.stringify({ id: 1, method: 'listVms', params: [] }));
       expect(((await r2) as { result: unknown[] }).result).toHaveLength(100);
       again.close();
+
+      // Answers are bounded by backpressure, not by dropping: a client that sends 400 requests
+      // (~55 KiB answers each, 21 MiB in all) without reading is simply not read from meanwhile.
+      const piper = await openWs(url, server.origin);
+      const peakBefore = server.peakQueuedBytes;
+      piper.pause();
+      for (let i = 0; i < 400; i++) piper.send(JSON.stringify({ id: 1000 + i, method: 'listVms', params: [] }));
+      await new Promise((r) => setTimeout(r, 1500));
+      const answered = new Set<number>();
+      const all = new Promise<void>((resolve) => piper.on('message', (d: Buffer) => {
+        const m = JSON.parse(d.toString()) as ServerMessage;
+        if ('id' in m) answered.add(m.id);
+        if (answered.size === 400) resolve();
+      }));
+      piper.resume();
+      await all;
+      expect(server.droppedClients).toBe(1);
+      expect(Math.max(peakBefore, server.peakQueuedBytes)).toBeLessThanOrEqual(limits.clientBytes + (MAX_CALLS_IN_FLIGHT + 1) * 64 * 1024);
+      piper.close();
       healthy.close();
-      process.stdout.write(`slow client: dropped after ${updates} library updates of ~${Math.round(JSON.stringify(await svc.listVms()).length / 1024)} KiB in ${Date.now() - started} ms; peak queued ${Math.round(server.peakQueuedBytes / 1024)} KiB; RSS ${rssGrowthMiB >= 0 ? '+' : ''}${rssGrowthMiB.toFixed(1)} MiB\n`);
+      process.stdout.write(`slow client: dropped after ${updates} library updates of ~${Math.round(JSON.stringify(await svc.listVms()).length / 1024)} KiB in ${dropMs} ms; peak queued ${Math.round(server.peakQueuedBytes / 1024)} KiB (400 unread answers included); RSS ${rssGrowthMiB >= 0 ? '+' : ''}${rssGrowthMiB.toFixed(1)} MiB\n`);
     } finally {
       await server.close();
       await svc.shutdown();
