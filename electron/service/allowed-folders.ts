@@ -20,7 +20,10 @@ export function allowedFolders(home: string, fromSettings: readonly string[]): A
     ...fromSettings.map((path) => ({ path, source: 'settings' as const })),
   ];
   // A home folder of "/" (system users) would allow everything: it never counts.
-  return out.filter((f) => resolved(f.path) !== undefined && resolved(f.path) !== sep);
+  return out.filter((f) => {
+    const real = resolved(f.path);
+    return real !== undefined && real !== sep;
+  });
 }
 
 /** Refuses a file outside every allowed folder, naming them. `path` must exist. */

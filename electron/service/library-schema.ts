@@ -66,8 +66,12 @@ export function parseLibrary(text: string): ParsedLibrary {
     throw new LibraryFileError('unknown-version',
       `it was written by a newer Unhalt (library schema ${version}; this one reads up to ${LIBRARY_SCHEMA})`);
   }
-  const current = version === 0 ? migrateV0(obj) : obj;
-  return { ...validateV1(current), ...(version < LIBRARY_SCHEMA ? { migratedFrom: version } : {}) };
+  const migrated = version === 0 ? migrateV0(obj) : { obj, quarantined: [] };
+  const v1 = validateV1(migrated.obj);
+  return {
+    file: v1.file, quarantined: [...migrated.quarantined, ...v1.quarantined],
+    ...(version < LIBRARY_SCHEMA ? { migratedFrom: version } : {}),
+  };
 }
 
 export function serializeLibrary(file: LibraryFile): string {
@@ -125,30 +129,41 @@ function timestamp(v: unknown, where: string): number {
  *                      "haltPollNs"?, "pin"?, "created"? } } }
  * Machine types did not exist yet: those VMs ran with PV spinlocks off, which is unhalt-1.0.
  */
-export function migrateV0(obj: Record<string, unknown>): Record<string, unknown> {
+export function migrateV0(obj: Record<string, unknown>): { obj: Record<string, unknown>; quarantined: QuarantinedRecord[] } {
   const vms = obj.vms;
   if (typeof vms !== 'object' || vms === null || Array.isArray(vms)) throw new LibraryFileError('corrupt', 'schema 0: "vms" is not an object keyed by id');
-  const out = Object.entries(vms as Record<string, unknown>).map(([id, v]) => {
-    if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new LibraryFileError('corrupt', `schema 0: VM ${id.slice(0, 40)} is not an object`);
-    const old = v as Record<string, unknown>;
-    const over = (typeof old.overcommit === 'object' && old.overcommit !== null ? old.overcommit : {}) as Record<string, unknown>;
-    const config: Record<string, unknown> = {
-      version: 1,
-      name: old.name,
-      cpus: old.cpus,
-      memoryMiB: memoryMiB(old.memory, id),
-      machine: old.machine ?? 'unhalt-1.0',
-      cpuFeatures: old.features ?? {},
-      cpuPm: over.cpuPm ?? false,
-      memLock: over.memLock ?? false,
-    };
-    for (const k of ['guest', 'kernel', 'initrd', 'haltPollNs', 'pin'] as const) if (old[k] !== undefined) config[k] = old[k];
-    if (old.cmdline !== undefined) config.append = old.cmdline;
-    const created = typeof old.created === 'string' ? Date.parse(old.created) : NaN;
-    const at = Number.isFinite(created) && created >= 0 ? created : 0;
-    return { id, config, createdAt: at, updatedAt: at };
+  const quarantined: QuarantinedRecord[] = [];
+  const out = Object.entries(vms as Record<string, unknown>).flatMap(([id, v]) => {
+    try {
+      return [migrateV0Record(id, v)];
+    } catch (e) {
+      if (!(e instanceof LibraryFileError)) throw e;
+      quarantined.push({ record: { [id]: v }, reason: e.message });
+      return [];
+    }
   });
-  return { schema: 1, vms: out };
+  return { obj: { schema: 1, vms: out }, quarantined };
+}
+
+function migrateV0Record(id: string, v: unknown): Record<string, unknown> {
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new LibraryFileError('corrupt', `schema 0: VM ${id.slice(0, 40)} is not an object`);
+  const old = v as Record<string, unknown>;
+  const over = (typeof old.overcommit === 'object' && old.overcommit !== null ? old.overcommit : {}) as Record<string, unknown>;
+  const config: Record<string, unknown> = {
+    version: 1,
+    name: old.name,
+    cpus: old.cpus,
+    memoryMiB: memoryMiB(old.memory, id),
+    machine: old.machine ?? 'unhalt-1.0',
+    cpuFeatures: old.features ?? {},
+    cpuPm: over.cpuPm ?? false,
+    memLock: over.memLock ?? false,
+  };
+  for (const k of ['guest', 'kernel', 'initrd', 'haltPollNs', 'pin'] as const) if (old[k] !== undefined) config[k] = old[k];
+  if (old.cmdline !== undefined) config.append = old.cmdline;
+  const created = typeof old.created === 'string' ? Date.parse(old.created) : NaN;
+  const at = Number.isFinite(created) && created >= 0 ? created : 0;
+  return { id, config, createdAt: at, updatedAt: at };
 }
 
 function memoryMiB(v: unknown, id: string): unknown {

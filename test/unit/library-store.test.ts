@@ -152,9 +152,11 @@ describe('library store', () => {
     expect(JSON.parse(readFileSync(join(home, backup), 'utf8'))).toEqual(v0);
   });
 
-  it('a bad schema-0 file is corrupt, with the reason', () => {
-    expect(() => parseLibrary(JSON.stringify({ vms: { x: { name: 'a', cpus: 1, memory: 'lots' } } }))).toThrow(LibraryFileError);
-    expect(() => parseLibrary(JSON.stringify({ vms: { x: { name: 'a', cpus: 1, memory: 'lots' } } }))).toThrow(/memory "lots", not like 512M/);
+  it('a bad schema-0 file is corrupt, with the reason; a bad schema-0 record only is kept aside', () => {
+    const v0 = parseLibrary(JSON.stringify({ vms: { x: { name: 'a', cpus: 1, memory: 'lots' }, y: { name: 'b', cpus: 1, memory: '64M' } } }));
+    expect(v0.file.vms.map((r) => r.id)).toEqual(['y']);
+    expect(v0.quarantined).toEqual([{ record: { x: { name: 'a', cpus: 1, memory: 'lots' } }, reason: expect.stringMatching(/memory "lots", not like 512M/) }]);
+    expect(() => parseLibrary(JSON.stringify({ vms: [] }))).toThrow(LibraryFileError);
     expect(() => parseLibrary('[]')).toThrow(/top level is not an object/);
     expect(() => parseLibrary(JSON.stringify({ schema: 1, vms: [], extra: 1 }))).toThrow(/unknown top-level field "extra"/);
     // Record-level problems quarantine that record only.

@@ -49,11 +49,11 @@ export async function readKernelImage(path: string, memoryMiB?: number): Promise
       want = Math.min(fileSize, await elfExtent(fh, head));
     } else if (isBzImage(head)) {
       // A bzImage is loaded whole (its compressed kernel unpacks itself inside the guest).
-      if (memoryMiB !== undefined) refuseUnfit('kernel', path, fileSize, memoryMiB * MiB);
       want = fileSize;
     } else {
       return { bytes: head, fileSize };
     }
+    // Before reading past the head: a size that cannot fit is refused from fstat alone.
     if (memoryMiB !== undefined) refuseUnfit('kernel', path, want, memoryMiB * MiB);
     const bytes = want <= head.length ? head.subarray(0, want) : await readRange(fh, 0, want);
     return { bytes, fileSize };
