@@ -34,6 +34,13 @@ export function confineToAllowedFolders(path: string, what: string, folders: rea
     + 'move it into one of them or add its folder in Settings');
 }
 
+/**
+ * System folders no API call may allow, nor any folder inside or above them: adding folders is
+ * itself an API call, so whoever holds the host-mode token could otherwise allow /etc and read
+ * /etc/shadow after all. (A user who really wants one can still edit settings.json by hand.)
+ */
+const SYSTEM_FOLDERS = ['/etc', '/proc', '/sys', '/dev', '/boot', '/run', '/var', '/usr', '/bin', '/sbin', '/lib', '/lib64'];
+
 /** A folder a user may add: absolute, an existing directory, stored by its real path. */
 export function checkFolderToAdd(path: string): string {
   if (!isAbsolute(path)) throw new ApiError('invalid', `a folder must be an absolute path, got "${clip(path, 200)}"`);
@@ -45,6 +52,8 @@ export function checkFolderToAdd(path: string): string {
     throw new ApiError('invalid', `${clip(path, 200)} is not an existing folder`);
   }
   if (real === sep) throw new ApiError('invalid', 'the root folder "/" cannot be allowed: it would let a guest read every file');
+  const system = SYSTEM_FOLDERS.find((f) => real === f || isInside(real, f) || isInside(f, real));
+  if (system) throw new ApiError('invalid', `${clip(path, 200)} cannot be allowed: it is or holds the system folder ${system}; copy the files you need into a folder of your own`);
   return real;
 }
 

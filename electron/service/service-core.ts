@@ -1,7 +1,7 @@
 // The service's shared state and logic behind every session: the VM library, the VMs this
 // process runs (one VmRuntime each), experiments, and the events all sessions get. Inputs arrive
 // as `unknown` and are validated here; errors are ApiErrors (sessions map anything else).
-import { watch, type FSWatcher } from 'node:fs';
+import { realpathSync, watch, type FSWatcher } from 'node:fs';
 import { basename } from 'node:path';
 import type {
   AllowedFolder, ApiEvent, ExperimentDetail, ExperimentSummary, HostInfo, ResolvedDto, Subscription, VmRecord, VmStatus,
@@ -190,10 +190,12 @@ export class ServiceCore {
   }
 
   removeAllowedFolder(rawPath: unknown): AllowedFolder[] {
-    const path = textArg(rawPath, 'folder', 4096);
+    const given = textArg(rawPath, 'folder', 4096);
     const settings = readSettings(this.layout.home);
+    // Folders are stored by real path; the caller may name one by the path it was added with.
+    const path = settings.allowedFolders.includes(given) ? given : realPathOr(given);
     if (!settings.allowedFolders.includes(path)) {
-      throw new ApiError('not-found', `${path.slice(0, 200)} is not a folder added in the settings (the library's folder, the guest kits and your home folder are always allowed)`);
+      throw new ApiError('not-found', `${given.slice(0, 200)} is not a folder added in the settings (the library's folder, the guest kits and your home folder are always allowed)`);
     }
     writeSettings(this.layout.home, { ...settings, allowedFolders: settings.allowedFolders.filter((f) => f !== path) });
     return this.allowedFolders();
@@ -374,6 +376,10 @@ export class ServiceCore {
     await Promise.all([this.experiments.abort(), ...[...this.runtimes.values()].map((r) => r.dispose(grace))]);
     for (const s of [...this.sessions]) s.close();
   }
+}
+
+function realPathOr(path: string): string {
+  try { return realpathSync(path); } catch { return path; }
 }
 
 function assertUniqueName(vms: LibraryRecord[], name: string, exceptId?: string): void {

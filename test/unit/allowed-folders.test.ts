@@ -52,6 +52,9 @@ describe('boot files come only from allowed folders', () => {
       expect((await rejection(svc.startVm(created.id))).message).toMatch(/^kernel .*probe\.elf is outside the folders/);
 
       expect((await rejection(svc.addAllowedFolder('/'))).message).toMatch(/root folder "\/" cannot be allowed/);
+      // Adding folders is an API call too: a token holder cannot allow /etc (or what holds it) either.
+      expect((await rejection(svc.addAllowedFolder('/etc'))).message).toBe('/etc cannot be allowed: it is or holds the system folder /etc; copy the files you need into a folder of your own');
+      expect((await rejection(svc.addAllowedFolder('/etc/ssh'))).message).toMatch(/system folder \/etc/);
       expect((await rejection(svc.addAllowedFolder('relative/dir'))).message).toMatch(/must be an absolute path/);
       expect((await rejection(svc.addAllowedFolder(join(outside, 'missing')))).message).toMatch(/is not an existing folder/);
       expect((await rejection(svc.removeAllowedFolder(home))).code).toBe('not-found');
