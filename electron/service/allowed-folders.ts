@@ -31,7 +31,7 @@ export function confineToAllowedFolders(path: string, what: string, folders: rea
   const real = resolved(path);
   if (real !== undefined && folders.some((f) => isInside(real, resolved(f.path)))) return;
   throw new ApiError('invalid', `${what} ${clip(path, 200)} is outside the folders Unhalt may give to a guest (${folders.map((f) => f.path).join(', ')}); `
-    + 'move it into one of them or add its folder in Settings');
+    + 'move it into one of them or allow its folder (library view: Folders for boot files)');
 }
 
 /**

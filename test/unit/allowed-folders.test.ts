@@ -30,7 +30,7 @@ describe('boot files come only from allowed folders', () => {
       const shadow = await rejection(svc.createVm(vm({ initrd: '/etc/shadow' })));
       expect(shadow.code).toBe('invalid');
       expect(shadow.message).toBe(`initrd /etc/shadow is outside the folders Unhalt may give to a guest (${home}, ${join(PROBE_KERNEL, '..')}, ${homedir()}); `
-        + 'move it into one of them or add its folder in Settings');
+        + 'move it into one of them or allow its folder (library view: Folders for boot files)');
 
       // A symlink inside the library's folder that points outside it stays outside.
       symlinkSync('/etc/passwd', join(home, 'innocent.cpio'));

@@ -3,6 +3,7 @@ import type { HostInfo, VmRecord } from '../../../electron/service/api.ts';
 import { useApp, navigate, vmAction, createVm, errorMessage, dismissLibraryNotices } from '../state/app.ts';
 import { keyKnobs, guestLabel } from '../lib/config.ts';
 import { Sparkline } from '../charts/Sparkline.tsx';
+import { AllowedFolders } from './AllowedFolders.tsx';
 import { StateBadge } from './StateBadge.tsx';
 
 export function Library() {
@@ -26,6 +27,7 @@ export function Library() {
             </ul>
           )}
       {loaded && vms.length > 0 && <QuickCreate host={host} compact />}
+      <AllowedFolders />
     </section>
   );
 }
