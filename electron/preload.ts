@@ -16,6 +16,7 @@ const METHODS = [
   'host', 'listVms', 'getVm', 'createVm', 'updateVm', 'cloneVm', 'deleteVm', 'describeConfig',
   'startVm', 'stopVm', 'forceStopVm', 'pauseVm', 'resumeVm', 'status', 'setHaltPollNs', 'setPin',
   'sendConsole', 'subscribe', 'unsubscribe', 'startExperiment', 'listExperiments', 'getExperiment',
+  'dismissLibraryNotices', 'listAllowedFolders', 'addAllowedFolder', 'removeAllowedFolder',
 ] as const satisfies readonly ApiMethod[];
 // Compile-time: every API method is listed (the `satisfies` above: nothing that is not one).
 const allListed: [Exclude<ApiMethod, (typeof METHODS)[number]>] extends [never] ? true : false = true;

@@ -69,6 +69,30 @@ export interface HostInfo {
   defaultGuest: { kind: 'probe' | 'linux'; reason: string };
   telemetry: { binaryStats: boolean; note?: string };
   doctor: { name: string; ok: boolean; detail: string; fix?: string }[];
+  /** The VM library: where it is, how full, and what it had to repair (shown until dismissed). */
+  library: LibraryInfo;
+}
+
+export interface LibraryInfo {
+  path: string;
+  vms: number;
+  maxVms: number;
+  notices: LibraryNoticeDto[];
+}
+
+/** A repair the library made: a damaged file moved aside, records kept out, a migration. */
+export interface LibraryNoticeDto {
+  severity: 'error' | 'info';
+  message: string;
+  /** The file that holds what was set aside (errors). */
+  movedTo?: string;
+  at: number;
+}
+
+/** A folder that kernels, initrds and disk images may come from, and why it is allowed. */
+export interface AllowedFolder {
+  path: string;
+  source: 'library' | 'guests' | 'home' | 'settings';
 }
 
 /** One telemetry sample of one vCPU (cumulative counters under KVM names, rates with _per_s). */
@@ -157,12 +181,20 @@ export interface UnhaltApi {
   startExperiment(spec: ExperimentSpec): Promise<ExperimentSummary>;
   listExperiments(): Promise<ExperimentSummary[]>;
   getExperiment(id: string): Promise<ExperimentDetail>;
+
+  /** The user has seen the library's notices (HostInfo.library.notices). */
+  dismissLibraryNotices(): Promise<void>;
+  /** Where boot files may come from; only 'settings' entries can be added or removed. */
+  listAllowedFolders(): Promise<AllowedFolder[]>;
+  addAllowedFolder(path: string): Promise<AllowedFolder[]>;
+  removeAllowedFolder(path: string): Promise<AllowedFolder[]>;
 }
 
 export const API_METHODS = [
   'host', 'listVms', 'getVm', 'createVm', 'updateVm', 'cloneVm', 'deleteVm', 'describeConfig',
   'startVm', 'stopVm', 'forceStopVm', 'pauseVm', 'resumeVm', 'status', 'setHaltPollNs', 'setPin',
   'sendConsole', 'subscribe', 'unsubscribe', 'startExperiment', 'listExperiments', 'getExperiment',
+  'dismissLibraryNotices', 'listAllowedFolders', 'addAllowedFolder', 'removeAllowedFolder',
 ] as const satisfies readonly (keyof UnhaltApi)[];
 
 export type ApiMethod = (typeof API_METHODS)[number];

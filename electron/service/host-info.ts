@@ -19,7 +19,10 @@ export interface ExtraCheck {
 }
 
 /** `probe` is the real host probe; tests pass simulated hosts. */
-export function buildHostInfo(extraChecks: ExtraCheck[] = [], probe: () => HostCapabilities = probeHost): HostInfo {
+/** Everything but the library, which the service adds (it owns the store). */
+export type HostFacts = Omit<HostInfo, 'library'>;
+
+export function buildHostInfo(extraChecks: ExtraCheck[] = [], probe: () => HostCapabilities = probeHost): HostFacts {
   let host: HostCapabilities | undefined;
   let probeError = '';
   try {
@@ -32,7 +35,7 @@ export function buildHostInfo(extraChecks: ExtraCheck[] = [], probe: () => HostC
   const offered = { features: host?.kvmFeatures ?? 0, hints: host?.kvmHints ?? 0 };
   const linuxBuilt = linuxKitBuilt();
 
-  const info: HostInfo = {
+  const info: HostFacts = {
     kind,
     cpuModel: hostCpuModel(),
     hostCpus: host?.hostCpus ?? [],

@@ -8,19 +8,19 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
-import type { ApiEvent, ServerMessage } from './api.ts';
+import type { ServerMessage } from './api.ts';
 import { securityHeaders } from '../csp.ts';
 import { handleCall, requestId } from './dispatch.ts';
 import { ApiError } from './errors.ts';
+import { DEFAULT_OUTGOING_LIMITS, Outbox, TOO_FAR_BEHIND, type OutboxCounters, type OutgoingLimits } from './outgoing-budget.ts';
 import type { ServiceSession, UnhaltService } from './service.ts';
 import { NOT_BUILT_PAGE, RENDERER_DIST, readStatic, rendererBuilt, resolveStatic } from './static-files.ts';
 
 export const LOOPBACK = '127.0.0.1';
 export const MAX_MESSAGE_BYTES = 1024 * 1024;
-/** Streamed events are dropped for a client this far behind (it re-subscribes to catch up). */
-const MAX_BUFFERED_BYTES = 8 * 1024 * 1024;
 const MAX_CLIENTS = 16;
-const STREAM_EVENTS = new Set<ApiEvent['type']>(['console', 'telemetry', 'guest-metric']);
+/** A dropped client that does not read its close frame is cut off after this. */
+const CLOSE_GRACE_MS = 1000;
 
 export interface HostServerOptions {
   service: UnhaltService;
@@ -30,6 +30,8 @@ export interface HostServerOptions {
   /** Tests only; normally a fresh random token. */
   token?: string;
   maxMessageBytes?: number;
+  /** What one client may have queued (outgoing-budget.ts); tests use small ones. */
+  outgoingLimits?: OutgoingLimits;
 }
 
 export interface HostServer {
@@ -37,8 +39,12 @@ export interface HostServer {
   origin: string;
   port: number;
   token: string;
-  /** Streamed events dropped for slow clients so far. */
+  /** Streamed events skipped for slow clients so far. */
   readonly droppedEvents: number;
+  /** Clients dropped for falling too far behind. */
+  readonly droppedClients: number;
+  /** The most bytes ever queued for one client (what the outgoing limits bound). */
+  readonly peakQueuedBytes: number;
   close(): Promise<void>;
 }
 
@@ -48,7 +54,9 @@ export async function startHostServer(options: HostServerOptions): Promise<HostS
   const root = options.rendererDir ?? RENDERER_DIST;
   const maxPayload = options.maxMessageBytes ?? MAX_MESSAGE_BYTES;
   let port = 0;
-  let dropped = 0;
+  let droppedClients = 0;
+  const counters: OutboxCounters = { skippedEvents: 0, peakWaitingBytes: 0 };
+  const limits = options.outgoingLimits ?? DEFAULT_OUTGOING_LIMITS;
   const allowedHosts = () => new Set([`${LOOPBACK}:${port}`, `localhost:${port}`]);
   const allowedOrigins = () => new Set([`http://${LOOPBACK}:${port}`, `http://localhost:${port}`]);
   const headers = () => securityHeaders({ connect: `ws://${LOOPBACK}:${port} ws://localhost:${port}` });
@@ -114,22 +122,22 @@ export async function startHostServer(options: HostServerOptions): Promise<HostS
   });
 
   function connected(ws: WebSocket): void {
-    const sendMessage = (m: ServerMessage) => {
-      if (ws.readyState === ws.OPEN) ws.send(JSON.stringify(m));
-    };
-    let session: ServiceSession;
+    let session: ServiceSession | undefined;
+    // Every message to this client passes its outbox, so one budget bounds all of them.
+    const outbox = new Outbox(ws, limits, counters, () => {
+      droppedClients++;
+      session?.close();
+      ws.close(TOO_FAR_BEHIND.code, TOO_FAR_BEHIND.reason);
+      // A client that does not read will not read the close frame either.
+      setTimeout(() => ws.terminate(), CLOSE_GRACE_MS).unref();
+    });
     try {
-      session = options.service.connect((event) => {
-        if (STREAM_EVENTS.has(event.type) && ws.bufferedAmount > MAX_BUFFERED_BYTES) {
-          dropped++;
-          return;
-        }
-        sendMessage({ event });
-      });
+      session = options.service.connect((event) => outbox.event(event));
     } catch {
       ws.close(1013, 'shutting down');
       return;
     }
+    const api = session;
     ws.on('message', (data, isBinary) => {
       if (isBinary) {
         ws.close(1003, 'text frames only');
@@ -139,12 +147,12 @@ export async function startHostServer(options: HostServerOptions): Promise<HostS
       try {
         raw = JSON.parse(data.toString());
       } catch {
-        sendMessage({ id: -1, error: new ApiError('invalid', 'a request must be JSON').toDto() });
+        outbox.answer({ id: -1, error: new ApiError('invalid', 'a request must be JSON').toDto() });
         return;
       }
-      handleCall(session, raw).then(sendMessage, () => sendMessage({ id: requestId(raw), error: { code: 'internal', message: 'internal error' } }));
+      outbox.call(() => handleCall(api, raw).catch((): ServerMessage => ({ id: requestId(raw), error: { code: 'internal', message: 'internal error' } })));
     });
-    ws.on('close', () => session.close());
+    ws.on('close', () => api.close());
     ws.on('error', () => ws.terminate());
   }
 
@@ -166,7 +174,9 @@ export async function startHostServer(options: HostServerOptions): Promise<HostS
     origin,
     port,
     token,
-    get droppedEvents() { return dropped; },
+    get droppedEvents() { return counters.skippedEvents; },
+    get droppedClients() { return droppedClients; },
+    get peakQueuedBytes() { return counters.peakWaitingBytes; },
     async close() {
       for (const c of wss.clients) c.close(1001, 'server shutting down');
       await new Promise<void>((resolve) => {

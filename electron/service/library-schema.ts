@@ -1,11 +1,15 @@
 // The VM library file, versioned: { schema: 1, vms: [{ id, config, createdAt, updatedAt }] }.
 // Every load validates the whole file; older schemas are migrated step by step; a file that is
-// not valid JSON, breaks the schema, or comes from a newer Unhalt is a LibraryFileError (the store
-// then moves it aside instead of overwriting it).
+// not valid JSON, whose top level breaks the schema, or that comes from a newer Unhalt is a
+// LibraryFileError (the store then moves it aside instead of overwriting it). One record this
+// version cannot accept (an unknown machine type, a bad field, one VM past the limit) is not a
+// reason to lose the others: it comes back in `quarantined`, with the reason, and the rest load.
 import { ConfigError, validateConfig, type VmConfig } from '../vmm/config/vm-config.ts';
 
 export const LIBRARY_SCHEMA = 1;
+/** The one VM-count limit: creates refuse past it, loads keep the excess aside. */
 export const MAX_VMS = 1000;
+export const LIBRARY_FULL_MESSAGE = `the library holds at most ${MAX_VMS} VMs; delete some before adding more`;
 /** VM ids: what randomUUID() produces, and nothing a path could be built from. */
 export const VM_ID = /^[a-z0-9][a-z0-9-]{0,63}$/;
 
@@ -22,6 +26,18 @@ export interface LibraryFile {
   vms: LibraryRecord[];
 }
 
+/** A record kept out of the library, exactly as it was in the file, and why. */
+export interface QuarantinedRecord {
+  record: unknown;
+  reason: string;
+}
+
+export interface ParsedLibrary {
+  file: LibraryFile;
+  migratedFrom?: number;
+  quarantined: QuarantinedRecord[];
+}
+
 export class LibraryFileError extends Error {
   override name = 'LibraryFileError';
   readonly kind: 'corrupt' | 'unknown-version';
@@ -33,7 +49,7 @@ export class LibraryFileError extends Error {
 }
 
 /** Parses and validates a library file's text, migrating older schemas. */
-export function parseLibrary(text: string): { file: LibraryFile; migratedFrom?: number } {
+export function parseLibrary(text: string): ParsedLibrary {
   let raw: unknown;
   try {
     raw = JSON.parse(text);
@@ -50,38 +66,53 @@ export function parseLibrary(text: string): { file: LibraryFile; migratedFrom?: 
     throw new LibraryFileError('unknown-version',
       `it was written by a newer Unhalt (library schema ${version}; this one reads up to ${LIBRARY_SCHEMA})`);
   }
-  const current = version === 0 ? migrateV0(obj) : obj;
-  return { file: validateV1(current), ...(version < LIBRARY_SCHEMA ? { migratedFrom: version } : {}) };
+  const migrated = version === 0 ? migrateV0(obj) : { obj, quarantined: [] };
+  const v1 = validateV1(migrated.obj);
+  return {
+    file: v1.file, quarantined: [...migrated.quarantined, ...v1.quarantined],
+    ...(version < LIBRARY_SCHEMA ? { migratedFrom: version } : {}),
+  };
 }
 
 export function serializeLibrary(file: LibraryFile): string {
   return `${JSON.stringify(file, null, 2)}\n`;
 }
 
-function validateV1(obj: Record<string, unknown>): LibraryFile {
+function validateV1(obj: Record<string, unknown>): { file: LibraryFile; quarantined: QuarantinedRecord[] } {
   for (const key of Object.keys(obj)) {
     if (key !== 'schema' && key !== 'vms') throw new LibraryFileError('corrupt', `unknown top-level field "${key.slice(0, 40)}"`);
   }
   if (!Array.isArray(obj.vms)) throw new LibraryFileError('corrupt', '"vms" is not a list');
-  if (obj.vms.length > MAX_VMS) throw new LibraryFileError('corrupt', `it lists ${obj.vms.length} VMs (at most ${MAX_VMS})`);
   const seen = new Set<string>();
-  const vms = obj.vms.map((v, i): LibraryRecord => {
-    const where = `VM #${i + 1}`;
-    if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new LibraryFileError('corrupt', `${where} is not an object`);
-    const r = v as Record<string, unknown>;
-    if (typeof r.id !== 'string' || !VM_ID.test(r.id)) throw new LibraryFileError('corrupt', `${where} has no valid id`);
-    if (seen.has(r.id)) throw new LibraryFileError('corrupt', `${where} repeats the id ${r.id}`);
-    seen.add(r.id);
-    let config: VmConfig;
+  const vms: LibraryRecord[] = [];
+  const quarantined: QuarantinedRecord[] = [];
+  obj.vms.forEach((v: unknown, i) => {
     try {
-      config = validateConfig(r.config);
+      if (vms.length >= MAX_VMS) throw new LibraryFileError('corrupt', `VM #${i + 1} is past the limit: ${LIBRARY_FULL_MESSAGE}`);
+      const r = validateRecord(v, `VM #${i + 1}`, seen);
+      seen.add(r.id);
+      vms.push(r);
     } catch (e) {
-      if (e instanceof ConfigError) throw new LibraryFileError('corrupt', `${where} (${r.id}): ${e.message}`);
-      throw e;
+      if (!(e instanceof LibraryFileError)) throw e;
+      quarantined.push({ record: v, reason: e.message });
     }
-    return { id: r.id, config, createdAt: timestamp(r.createdAt, where), updatedAt: timestamp(r.updatedAt, where) };
   });
-  return { schema: LIBRARY_SCHEMA, vms };
+  return { file: { schema: LIBRARY_SCHEMA, vms }, quarantined };
+}
+
+function validateRecord(v: unknown, where: string, seen: ReadonlySet<string>): LibraryRecord {
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new LibraryFileError('corrupt', `${where} is not an object`);
+  const r = v as Record<string, unknown>;
+  if (typeof r.id !== 'string' || !VM_ID.test(r.id)) throw new LibraryFileError('corrupt', `${where} has no valid id`);
+  if (seen.has(r.id)) throw new LibraryFileError('corrupt', `${where} repeats the id ${r.id}`);
+  let config: VmConfig;
+  try {
+    config = validateConfig(r.config);
+  } catch (e) {
+    if (e instanceof ConfigError) throw new LibraryFileError('corrupt', `${where} (${r.id}): ${e.message}`);
+    throw e;
+  }
+  return { id: r.id, config, createdAt: timestamp(r.createdAt, where), updatedAt: timestamp(r.updatedAt, where) };
 }
 
 function timestamp(v: unknown, where: string): number {
@@ -98,30 +129,41 @@ function timestamp(v: unknown, where: string): number {
  *                      "haltPollNs"?, "pin"?, "created"? } } }
  * Machine types did not exist yet: those VMs ran with PV spinlocks off, which is unhalt-1.0.
  */
-export function migrateV0(obj: Record<string, unknown>): Record<string, unknown> {
+export function migrateV0(obj: Record<string, unknown>): { obj: Record<string, unknown>; quarantined: QuarantinedRecord[] } {
   const vms = obj.vms;
   if (typeof vms !== 'object' || vms === null || Array.isArray(vms)) throw new LibraryFileError('corrupt', 'schema 0: "vms" is not an object keyed by id');
-  const out = Object.entries(vms as Record<string, unknown>).map(([id, v]) => {
-    if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new LibraryFileError('corrupt', `schema 0: VM ${id.slice(0, 40)} is not an object`);
-    const old = v as Record<string, unknown>;
-    const over = (typeof old.overcommit === 'object' && old.overcommit !== null ? old.overcommit : {}) as Record<string, unknown>;
-    const config: Record<string, unknown> = {
-      version: 1,
-      name: old.name,
-      cpus: old.cpus,
-      memoryMiB: memoryMiB(old.memory, id),
-      machine: old.machine ?? 'unhalt-1.0',
-      cpuFeatures: old.features ?? {},
-      cpuPm: over.cpuPm ?? false,
-      memLock: over.memLock ?? false,
-    };
-    for (const k of ['guest', 'kernel', 'initrd', 'haltPollNs', 'pin'] as const) if (old[k] !== undefined) config[k] = old[k];
-    if (old.cmdline !== undefined) config.append = old.cmdline;
-    const created = typeof old.created === 'string' ? Date.parse(old.created) : NaN;
-    const at = Number.isFinite(created) && created >= 0 ? created : 0;
-    return { id, config, createdAt: at, updatedAt: at };
+  const quarantined: QuarantinedRecord[] = [];
+  const out = Object.entries(vms as Record<string, unknown>).flatMap(([id, v]) => {
+    try {
+      return [migrateV0Record(id, v)];
+    } catch (e) {
+      if (!(e instanceof LibraryFileError)) throw e;
+      quarantined.push({ record: { [id]: v }, reason: e.message });
+      return [];
+    }
   });
-  return { schema: 1, vms: out };
+  return { obj: { schema: 1, vms: out }, quarantined };
+}
+
+function migrateV0Record(id: string, v: unknown): Record<string, unknown> {
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new LibraryFileError('corrupt', `schema 0: VM ${id.slice(0, 40)} is not an object`);
+  const old = v as Record<string, unknown>;
+  const over = (typeof old.overcommit === 'object' && old.overcommit !== null ? old.overcommit : {}) as Record<string, unknown>;
+  const config: Record<string, unknown> = {
+    version: 1,
+    name: old.name,
+    cpus: old.cpus,
+    memoryMiB: memoryMiB(old.memory, id),
+    machine: old.machine ?? 'unhalt-1.0',
+    cpuFeatures: old.features ?? {},
+    cpuPm: over.cpuPm ?? false,
+    memLock: over.memLock ?? false,
+  };
+  for (const k of ['guest', 'kernel', 'initrd', 'haltPollNs', 'pin'] as const) if (old[k] !== undefined) config[k] = old[k];
+  if (old.cmdline !== undefined) config.append = old.cmdline;
+  const created = typeof old.created === 'string' ? Date.parse(old.created) : NaN;
+  const at = Number.isFinite(created) && created >= 0 ? created : 0;
+  return { id, config, createdAt: at, updatedAt: at };
 }
 
 function memoryMiB(v: unknown, id: string): unknown {

@@ -6,21 +6,28 @@
 // Changes go through mutate(): an in-process queue, then the cross-process lock, then a re-read of
 // the file (another process — the Electron app next to host mode — may have changed it), the
 // change, and an atomic write. Reads need no lock: a rename is atomic, so they see old or new.
-// A file that cannot be read as a library is moved aside (never overwritten) and reported.
+// A file that cannot be read as a library is moved aside (never overwritten) and reported; records
+// it holds that this version refuses are kept aside in a quarantine file and the rest load. Both
+// leave a notice on disk (library-notices.ts) that outlives the process. The VM-count limit is
+// checked here, where every change passes, so no caller can save a library that would not load.
 import { copyFileSync, existsSync, readFileSync, renameSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { FileLock, type LockOptions } from './file-lock.ts';
 import { fsyncDir, removeStaleTemps, writeFileAtomic } from './atomic-file.ts';
-import { LIBRARY_SCHEMA, LibraryFileError, parseLibrary, serializeLibrary, type LibraryRecord } from './library-schema.ts';
+import { appendLibraryNotice, clearLibraryNotices, readLibraryNotices, type LibraryNotice } from './library-notices.ts';
+import {
+  LIBRARY_FULL_MESSAGE, LIBRARY_SCHEMA, LibraryFileError, MAX_VMS, parseLibrary, serializeLibrary,
+  type LibraryRecord, type QuarantinedRecord,
+} from './library-schema.ts';
 import { homeLayout } from './paths.ts';
 import { makeDirs } from './make-dir.ts';
 
-export interface LibraryNotice {
-  severity: 'error' | 'info';
-  message: string;
-  /** Where the unreadable file was moved (errors only). */
-  movedTo?: string;
-  at: number;
+export type { LibraryNotice };
+
+/** A change would take the library past MAX_VMS; nothing was written. */
+export class LibraryFullError extends Error {
+  override name = 'LibraryFullError';
+  constructor() { super(LIBRARY_FULL_MESSAGE); }
 }
 
 export interface LibraryStoreOptions {
@@ -30,9 +37,9 @@ export interface LibraryStoreOptions {
 }
 
 export class LibraryStore {
+  readonly home: string;
   readonly path: string;
   readonly lockPath: string;
-  readonly notices: LibraryNotice[] = [];
   private records: LibraryRecord[] = [];
   private stamp = '';
   private queue: Promise<unknown> = Promise.resolve();
@@ -40,6 +47,7 @@ export class LibraryStore {
 
   private constructor(home: string, options: LibraryStoreOptions) {
     const layout = homeLayout(home);
+    this.home = home;
     this.path = layout.library;
     this.lockPath = layout.lock;
     this.options = options;
@@ -59,6 +67,16 @@ export class LibraryStore {
     return this.records.map(clone);
   }
 
+  /** What the library had to repair, oldest first, as stored on disk (any process's). */
+  get notices(): LibraryNotice[] {
+    return readLibraryNotices(this.home);
+  }
+
+  /** The user has read the notices (the files they name stay where they are). */
+  dismissNotices(): void {
+    clearLibraryNotices(this.home);
+  }
+
   get(id: string): LibraryRecord | undefined {
     this.refresh();
     const r = this.records.find((v) => v.id === id);
@@ -71,9 +89,14 @@ export class LibraryStore {
    */
   mutate<T>(change: (vms: LibraryRecord[]) => T): Promise<T> {
     const run = () => this.withLock(() => {
-      this.loadLocked();
+      // Our own last write, untouched since (every write renames a new inode into place): no
+      // need to read and validate the whole library again — at 1,000 VMs that was most of a save.
+      if (this.changedOnDisk()) this.loadLocked();
+      else this.removeDebrisLocked();
       const draft = this.records.map(clone);
       const result = change(draft);
+      // Only growth is refused: a library loaded at the limit can still be edited and shrunk.
+      if (draft.length > MAX_VMS && draft.length > this.records.length) throw new LibraryFullError();
       this.write(draft);
       return result;
     });
@@ -126,8 +149,8 @@ export class LibraryStore {
       return true;
     }
     try {
-      const { file, migratedFrom } = parseLibrary(text);
-      if (migratedFrom !== undefined) return false;
+      const { file, migratedFrom, quarantined } = parseLibrary(text);
+      if (migratedFrom !== undefined || quarantined.length > 0) return false;
       this.records = file.vms;
       this.stamp = stamp;
       return true;
@@ -139,8 +162,7 @@ export class LibraryStore {
 
   /** Loads with the lock held: migrates and writes back, or moves a bad file aside. */
   private loadLocked(): void {
-    removeStaleTemps(this.path);
-    FileLock.removeDebris(this.lockPath);
+    this.removeDebrisLocked();
     const text = this.readText();
     if (text === undefined) {
       this.records = [];
@@ -148,16 +170,16 @@ export class LibraryStore {
       return;
     }
     try {
-      const { file, migratedFrom } = parseLibrary(text);
+      const { file, migratedFrom, quarantined } = parseLibrary(text);
       this.records = file.vms;
       if (migratedFrom !== undefined) {
         const backup = this.asidePath(`schema${migratedFrom}`);
         copyFileSync(this.path, backup);
-        this.write(file.vms);
         this.notice({ severity: 'info', message: `the VM library was migrated from schema ${migratedFrom} to ${LIBRARY_SCHEMA}; the original is kept as ${backup}`, at: Date.now() });
-      } else {
-        this.stamp = this.fileStamp();
       }
+      if (quarantined.length > 0) this.quarantine(quarantined, file.vms.length);
+      if (migratedFrom !== undefined || quarantined.length > 0) this.write(file.vms);
+      else this.stamp = this.fileStamp();
     } catch (e) {
       if (!(e instanceof LibraryFileError)) throw e;
       const movedTo = this.asidePath('corrupt');
@@ -168,6 +190,29 @@ export class LibraryStore {
       const what = e.kind === 'unknown-version' ? 'could not be read' : 'is damaged';
       this.notice({ severity: 'error', message: `the VM library ${this.path} ${what}: ${e.message}. It was moved to ${movedTo} and a new, empty library started`, movedTo, at: Date.now() });
     }
+  }
+
+  /**
+   * Keeps refused records in a file of their own, verbatim and with their reasons, before the
+   * library is rewritten without them: the user can repair and re-import them, nothing is lost.
+   */
+  private quarantine(records: QuarantinedRecord[], kept: number): void {
+    const movedTo = this.asidePath('quarantine');
+    writeFileAtomic(movedTo, `${JSON.stringify({ library: this.path, at: new Date().toISOString(), records }, null, 2)}\n`);
+    const reasons = records.slice(0, 3).map((q) => q.reason).join('; ');
+    const more = records.length > 3 ? `; and ${records.length - 3} more` : '';
+    this.notice({
+      severity: 'error',
+      message: `${records.length} VM record${records.length === 1 ? '' : 's'} in ${this.path} could not be loaded (${reasons}${more}) `
+        + `and ${records.length === 1 ? 'was' : 'were'} kept aside in ${movedTo}; the other ${kept} VM${kept === 1 ? '' : 's'} loaded`,
+      movedTo, at: Date.now(),
+    });
+  }
+
+  /** What writers killed mid-save left behind (temp files, lock files); only with the lock held. */
+  private removeDebrisLocked(): void {
+    removeStaleTemps(this.path);
+    FileLock.removeDebris(this.lockPath);
   }
 
   private write(vms: LibraryRecord[]): void {
@@ -202,11 +247,19 @@ export class LibraryStore {
   }
 
   private notice(n: LibraryNotice): void {
-    this.notices.push(n);
+    appendLibraryNotice(this.home, n);
     this.options.onNotice?.(n);
   }
 }
 
-function clone(r: LibraryRecord): LibraryRecord {
-  return structuredClone(r);
+/**
+ * Records are plain JSON data (validated on load), so a recursive copy does; structuredClone
+ * was most of the CPU time of a save at 1,000 VMs (every change and every list copies them all).
+ */
+function clone<T>(v: T): T {
+  if (Array.isArray(v)) return v.map(clone) as T;
+  if (typeof v !== 'object' || v === null) return v;
+  const out: Record<string, unknown> = {};
+  for (const [k, x] of Object.entries(v)) out[k] = clone(x);
+  return out as T;
 }

@@ -14,6 +14,10 @@ export interface HomeLayout {
   home: string;
   library: string;
   lock: string;
+  /** Notices about repairs of the library (library-notices.ts). */
+  libraryNotices: string;
+  /** User settings of the service (settings.ts). */
+  settings: string;
   logs: string;
   experiments: string;
 }
@@ -23,6 +27,8 @@ export function homeLayout(home: string): HomeLayout {
     home,
     library: join(home, 'vms.json'),
     lock: join(home, 'vms.json.lock'),
+    libraryNotices: join(home, 'library-notices.json'),
+    settings: join(home, 'settings.json'),
     logs: join(home, 'logs'),
     experiments: join(home, 'experiments'),
   };

@@ -1,23 +1,26 @@
 // The service's shared state and logic behind every session: the VM library, the VMs this
 // process runs (one VmRuntime each), experiments, and the events all sessions get. Inputs arrive
 // as `unknown` and are validated here; errors are ApiErrors (sessions map anything else).
-import { watch, type FSWatcher } from 'node:fs';
+import { realpathSync, watch, type FSWatcher } from 'node:fs';
 import { basename } from 'node:path';
 import type {
-  ApiEvent, ExperimentDetail, ExperimentSummary, HostInfo, ResolvedDto, Subscription, VmRecord, VmStatus,
+  AllowedFolder, ApiEvent, ExperimentDetail, ExperimentSummary, HostInfo, ResolvedDto, Subscription, VmRecord, VmStatus,
 } from './api.ts';
 import { commandLine } from '../vmm/config/cli-args.ts';
 import { resolveMachine, type ResolvedMachine } from '../vmm/config/resolve.ts';
 import { MAX_HALT_POLL_NS, MAX_NAME_LENGTH, normalizeVmName, sameVmName, validateConfig, type VmConfig } from '../vmm/config/vm-config.ts';
 import { probeHost, type HostCapabilities } from '../vmm/machine/host-caps.ts';
+import { allowedFolders, checkFolderToAdd } from './allowed-folders.ts';
 import { checkBootFiles, checkHostLimits } from './config-checks.ts';
 import { ConsoleLogFile, consoleLogPath } from './console-log.ts';
 import { ApiError, toApiError } from './errors.ts';
 import { Experiments } from './experiments.ts';
 import { LockBusyError } from './file-lock.ts';
 import { buildHostInfo, type ExtraCheck } from './host-info.ts';
-import type { LibraryRecord } from './library-schema.ts';
-import { LibraryStore, type LibraryNotice } from './library-store.ts';
+import { MAX_VMS, type LibraryRecord } from './library-schema.ts';
+import { noticeChecks } from './library-notices.ts';
+import { LibraryFullError, LibraryStore, type LibraryNotice } from './library-store.ts';
+import { MAX_ALLOWED_FOLDERS, readSettings, writeSettings } from './settings.ts';
 import { homeLayout, unhaltHome, type HomeLayout } from './paths.ts';
 import { intArg, intListArg, textArg, vmIdArg } from './validate.ts';
 import { VmRuntime, toResolvedDto, type EventSink } from './vm-runtime.ts';
@@ -111,8 +114,8 @@ export class ServiceCore {
     }
   }
 
-  /** A validated configuration that this host could hold, with its files checked. */
-  private config(raw: unknown): VmConfig {
+  /** A validated configuration that this host could hold (files not checked: see config()). */
+  private shape(raw: unknown): VmConfig {
     let c: VmConfig;
     try {
       c = validateConfig(raw);
@@ -122,8 +125,18 @@ export class ServiceCore {
     let maxVcpus: number | undefined;
     try { maxVcpus = probeHost().maxVcpus; } catch { /* no KVM: the start will say so */ }
     checkHostLimits(c, maxVcpus);
-    checkBootFiles(c);
     return c;
+  }
+
+  /** A validated configuration that this host could hold, with its files checked. */
+  private async config(raw: unknown): Promise<VmConfig> {
+    const c = this.shape(raw);
+    await checkBootFiles(c, this.allowedFolders());
+    return c;
+  }
+
+  private allowedFolders(): AllowedFolder[] {
+    return allowedFolders(this.layout.home, readSettings(this.layout.home).allowedFolders);
   }
 
   private resolve(c: VmConfig): ResolvedMachine {
@@ -139,6 +152,7 @@ export class ServiceCore {
     try {
       return await this.store.mutate(change);
     } catch (e) {
+      if (e instanceof LibraryFullError) throw new ApiError('conflict', e.message);
       if (e instanceof LockBusyError) {
         throw new ApiError('conflict', `the VM library is being changed by ${e.holderPid ? `another Unhalt process (pid ${e.holderPid})` : 'another process'}; try again`);
       }
@@ -149,16 +163,47 @@ export class ServiceCore {
   // ---- API ----
 
   host(): HostInfo {
-    return buildHostInfo(this.libraryChecks());
+    const notices = this.store.notices;
+    return {
+      ...buildHostInfo(this.libraryChecks(notices)),
+      library: { path: this.store.path, vms: this.store.list().length, maxVms: MAX_VMS, notices },
+    };
   }
 
-  private libraryChecks(): ExtraCheck[] {
-    const notices: LibraryNotice[] = this.store.notices;
+  dismissLibraryNotices(): void {
+    this.store.dismissNotices();
+    this.broadcastLibrary();
+  }
+
+  listAllowedFolders(): AllowedFolder[] {
+    return this.allowedFolders();
+  }
+
+  addAllowedFolder(rawPath: unknown): AllowedFolder[] {
+    const path = checkFolderToAdd(textArg(rawPath, 'folder', 4096));
+    const settings = readSettings(this.layout.home);
+    if (!settings.allowedFolders.includes(path)) {
+      if (settings.allowedFolders.length >= MAX_ALLOWED_FOLDERS) throw new ApiError('conflict', `at most ${MAX_ALLOWED_FOLDERS} folders can be added`);
+      writeSettings(this.layout.home, { ...settings, allowedFolders: [...settings.allowedFolders, path] });
+    }
+    return this.allowedFolders();
+  }
+
+  removeAllowedFolder(rawPath: unknown): AllowedFolder[] {
+    const given = textArg(rawPath, 'folder', 4096);
+    const settings = readSettings(this.layout.home);
+    // Folders are stored by real path; the caller may name one by the path it was added with.
+    const path = settings.allowedFolders.includes(given) ? given : realPathOr(given);
+    if (!settings.allowedFolders.includes(path)) {
+      throw new ApiError('not-found', `${given.slice(0, 200)} is not a folder added in the settings (the library's folder, the guest kits and your home folder are always allowed)`);
+    }
+    writeSettings(this.layout.home, { ...settings, allowedFolders: settings.allowedFolders.filter((f) => f !== path) });
+    return this.allowedFolders();
+  }
+
+  private libraryChecks(notices: LibraryNotice[]): ExtraCheck[] {
     if (notices.length === 0) return [{ name: 'library', ok: true, detail: `${this.store.list().length} VMs in ${this.store.path}` }];
-    return notices.map((n) => ({
-      name: 'library', ok: n.severity !== 'error', detail: n.message,
-      ...(n.movedTo ? { fix: `your VM definitions may still be in ${n.movedTo}: restore them by hand, or delete that file` } : {}),
-    }));
+    return noticeChecks(notices);
   }
 
   listVms(): VmRecord[] {
@@ -170,7 +215,7 @@ export class ServiceCore {
   }
 
   async createVm(raw: unknown): Promise<VmRecord> {
-    const config = this.config(raw);
+    const config = await this.config(raw);
     const now = Date.now();
     const rec: LibraryRecord = { id: crypto.randomUUID(), config, createdAt: now, updatedAt: now };
     await this.mutate((vms) => {
@@ -183,7 +228,7 @@ export class ServiceCore {
 
   async updateVm(rawId: unknown, raw: unknown): Promise<VmRecord> {
     const id = this.record(rawId).id;
-    const config = this.config(raw);
+    const config = await this.config(raw);
     const updated = await this.mutate((vms) => {
       const r = vms.find((v) => v.id === id);
       if (!r) throw new ApiError('not-found', `there is no VM with the id "${id}"`);
@@ -199,9 +244,11 @@ export class ServiceCore {
   async cloneVm(rawId: unknown, rawName: unknown): Promise<VmRecord> {
     const source = this.record(rawId);
     const wanted = rawName === undefined || rawName === null ? undefined : textArg(rawName, 'name');
+    // The copy has the source's files: check them once, before the library's lock is taken.
+    await this.config(source.config);
     const copy = await this.mutate((vms) => {
       const name = wanted ?? freeName(vms, source.config.name);
-      const config = this.config({ ...source.config, name });
+      const config = this.shape({ ...source.config, name });
       assertUniqueName(vms, config.name);
       const now = Date.now();
       const rec: LibraryRecord = { id: crypto.randomUUID(), config, createdAt: now, updatedAt: now };
@@ -227,8 +274,8 @@ export class ServiceCore {
     this.broadcastLibrary();
   }
 
-  describeConfig(raw: unknown): ResolvedDto {
-    const c = this.config(raw);
+  async describeConfig(raw: unknown): Promise<ResolvedDto> {
+    const c = await this.config(raw);
     return toResolvedDto(this.resolve(c), commandLine(c));
   }
 
@@ -237,7 +284,10 @@ export class ServiceCore {
     const rec = this.record(rawId);
     const rt = this.runtime(rec.id);
     if (rt.running) throw new ApiError('conflict', `${rec.config.name} is already ${rt.status().state}`);
-    checkBootFiles(rec.config);
+    await checkBootFiles(rec.config, this.allowedFolders());
+    // The check read files asynchronously: the VM may have been deleted or started meanwhile.
+    this.record(rec.id);
+    if (rt.running) throw new ApiError('conflict', `${rec.config.name} is already ${rt.status().state}`);
     const resolved = this.resolve(rec.config);
     return rt.start({ name: rec.config.name, resolved, commandLine: commandLine(rec.config) });
   }
@@ -326,6 +376,10 @@ export class ServiceCore {
     await Promise.all([this.experiments.abort(), ...[...this.runtimes.values()].map((r) => r.dispose(grace))]);
     for (const s of [...this.sessions]) s.close();
   }
+}
+
+function realPathOr(path: string): string {
+  try { return realpathSync(path); } catch { return path; }
 }
 
 function assertUniqueName(vms: LibraryRecord[], name: string, exceptId?: string): void {

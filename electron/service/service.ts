@@ -7,7 +7,7 @@
 // Every input arrives as `unknown`; every rejection is an ApiError with a code and one readable line.
 import { EventEmitter } from 'node:events';
 import type {
-  ApiEvent, ExperimentDetail, ExperimentSpec, ExperimentSummary, HostInfo, ResolvedDto, Subscription, UnhaltApi, VmRecord, VmStatus,
+  AllowedFolder, ApiEvent, ExperimentDetail, ExperimentSpec, ExperimentSummary, HostInfo, ResolvedDto, Subscription, UnhaltApi, VmRecord, VmStatus,
 } from './api.ts';
 import { ApiError, toApiError } from './errors.ts';
 import { DEFAULT_STOP_GRACE_MS, ServiceCore, type ServiceOptions } from './service-core.ts';
@@ -89,6 +89,10 @@ class Session implements ServiceSession {
   startExperiment(spec: unknown): Promise<ExperimentSummary> { return guard(() => this.core.startExperiment(spec as ExperimentSpec)); }
   listExperiments(): Promise<ExperimentSummary[]> { return guard(() => this.core.listExperiments()); }
   getExperiment(id: unknown): Promise<ExperimentDetail> { return guard(() => this.core.getExperiment(id)); }
+  dismissLibraryNotices(): Promise<void> { return guard(() => this.core.dismissLibraryNotices()); }
+  listAllowedFolders(): Promise<AllowedFolder[]> { return guard(() => this.core.listAllowedFolders()); }
+  addAllowedFolder(path: unknown): Promise<AllowedFolder[]> { return guard(() => this.core.addAllowedFolder(path)); }
+  removeAllowedFolder(path: unknown): Promise<AllowedFolder[]> { return guard(() => this.core.removeAllowedFolder(path)); }
 }
 
 /** The service: a session of its own (events via on('event')) that opens sessions for transports. */

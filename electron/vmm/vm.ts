@@ -1,7 +1,6 @@
 // One running virtual machine: builds it (memory, firmware tables, kernel, vCPUs), runs one
 // worker thread per vCPU, drains console output, and tears everything down however it ends.
 import { EventEmitter } from 'node:events';
-import { readFileSync } from 'node:fs';
 import type { Worker } from 'node:worker_threads';
 import { takeVcpuWorker } from './vcpu/worker-pool.ts';
 import { CAP } from '../../native/kvm/abi.ts';
@@ -15,6 +14,7 @@ import { describeUnknownKernel, detectKernelFormat } from './boot/kernel-format.
 import { E820_RAM, E820_RESERVED, type E820Entry, LAYOUT } from './boot/layout.ts';
 import { loadBzImage, parseSetupHeader } from './boot/bzimage.ts';
 import { loadPvh } from './boot/pvh.ts';
+import { readBootFiles, type BootFiles } from './boot/boot-files.ts';
 import { checkInitrd } from './boot/initrd.ts';
 import { buildCpuid, hostKvmFeatures } from './cpu/cpuid.ts';
 import { setBootCpuState, setBootMsrs, setLapicLints } from './cpu/boot-state.ts';
@@ -178,7 +178,9 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
     // Workers load their modules (tens of ms) while this thread builds the machine.
     vm.spawnWorkers();
     try {
-      vm.build();
+      // Read asynchronously: this thread also answers the service's clients.
+      const files = await readBootFiles(spec);
+      vm.build(files);
       await vm.launchWorkers();
     } catch (e) {
       vm.draining = false;
@@ -204,14 +206,14 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
     this.emit('state', s);
   }
 
-  private build(): void {
+  private build(files: BootFiles): void {
     const spec = this.spec;
-    const kernel = readKernel(spec.kernelPath);
-    const initrd = spec.initrdPath ? readFile(spec.initrdPath, 'initrd') : undefined;
+    const kernel = files.kernel.bytes;
+    const initrd = files.initrd;
     if (initrd) checkInitrd(initrd, spec.initrdPath!);
     const format = detectKernelFormat(kernel);
     if (format === 'bzimage') parseSetupHeader(kernel, spec.kernelPath); // refuse a bad bzImage before KVM is touched
-    if (format === 'unknown') throw new Error(`${spec.kernelPath}: ${describeUnknownKernel(kernel)}`);
+    if (format === 'unknown') throw new Error(`${spec.kernelPath}: ${describeUnknownKernel(kernel, files.kernel.fileSize)}`);
 
     const kvm = this.kvm = Kvm.open();
     for (const [cap, name] of [[CAP.IRQCHIP, 'in-kernel irqchip'], [CAP.USER_MEMORY, 'user memory'],
@@ -487,22 +489,6 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
     }
   }
 
-}
-
-function readFile(path: string, what: string): Uint8Array {
-  try {
-    return readFileSync(path);
-  } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT') throw new Error(`${what} not found: ${path}`);
-    if (code === 'EISDIR') throw new Error(`${what} is a directory, not a file: ${path}`);
-    if (code === 'EACCES') throw new Error(`${what} is not readable: ${path}`);
-    throw new Error(`cannot read ${what} ${path}: ${(e as Error).message}`);
-  }
-}
-
-function readKernel(path: string): Uint8Array {
-  return readFile(path, 'kernel');
 }
 
 /** The guest's physical memory map (E820 / PVH memmap). */

@@ -184,6 +184,7 @@ const CASES: Case[] = [
   // The service API (temporary UNHALT_HOME)
   { area: 'service', what: 'createVm(null)', call: (s) => s.createVm(null), message: /^a VM configuration must be an object$/ },
   { area: 'service', what: 'createVm with a traversal name', call: (s) => s.createVm({ name: '../../etc/passwd' }), message: /^name "\.\.\/\.\.\/etc\/passwd" may use letters/ },
+  { area: 'service', what: 'createVm with /etc/shadow as initrd', call: (s) => s.createVm({ guest: 'custom', kernel: PROBE_ELF, initrd: '/etc/shadow' }), message: /^initrd \/etc\/shadow is outside the folders Unhalt may give to a guest \(.*\); move it into one of them or allow its folder \(library view: Folders for boot files\)$/ },
   { area: 'service', what: 'createVm with a missing kernel', call: (s) => s.createVm({ guest: 'custom', kernel: F.missing }), message: /^kernel not found: / },
   { area: 'service', what: 'createVm with a relative kernel path', call: (s) => s.createVm({ guest: 'custom', kernel: '../../boot/vmlinuz' }), message: /^kernel must be an absolute path, got "\.\.\/\.\.\/boot\/vmlinuz"$/ },
   { area: 'service', what: 'createVm with a junk kernel', call: (s) => s.createVm({ guest: 'custom', kernel: F.junkKernel }), message: /^kernel .*junk\.bin is neither a PVH ELF nor a Linux bzImage$/ },
@@ -228,6 +229,8 @@ describe('bad inputs everywhere', () => {
     process.env.UNHALT_HOME = home;
     const { createService } = await import('../../electron/service/service.ts');
     service = await createService();
+    // The fixtures live in a temp folder, outside the folders boot files may come from.
+    await service.addAllowedFolder(files);
     vmId = (await service.createVm({ name: 'bad-inputs', guest: 'probe', cpus: 1, memoryMiB: 64 })).id;
     homeBefore = snapshot(home);
   });

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import type { ServerMessage } from '../../electron/service/api.ts';
 import { startHostServer, type HostServer } from '../../electron/service/host-server.ts';
+import { MAX_CALLS_IN_FLIGHT } from '../../electron/service/outgoing-budget.ts';
 import { createService, type UnhaltService } from '../../electron/service/service.ts';
 import { removeTempHomes, tempHome } from '../support/temp-home.ts';
 
@@ -205,4 +206,86 @@ describe('host mode without a built renderer', () => {
     await server.close();
     await svc.shutdown();
   });
+});
+
+describe('host mode with a client that stops reading', () => {
+  it('bounds what is queued for it, drops it with a reason, and keeps serving a healthy client', async () => {
+    const svc = await createService({ home: tempHome('slow') });
+    const limits = { streamBytes: 256 * 1024, clientBytes: 1024 * 1024 };
+    const server = await startHostServer({ service: svc, rendererDir: tempHome('slow-dist'), outgoingLimits: limits });
+    const url = `ws://127.0.0.1:${server.port}/api?token=${server.token}`;
+    try {
+      // ~100 VMs make every library update ~40 KB.
+      for (let i = 0; i < 100; i++) await svc.createVm({ name: `vm-${i}`, guest: 'probe', memoryMiB: 64, append: `scenario=echo pad=${'p'.repeat(200)}` });
+      const [first] = await svc.listVms();
+      const slow = await openWs(url, server.origin);
+      const healthy = await openWs(url, server.origin);
+      let healthyEvents = 0;
+      healthy.on('message', () => { healthyEvents++; });
+      const slowClosed = new Promise<{ code: number; reason: string }>((resolve) => slow.once('close', (code, reason) => resolve({ code, reason: reason.toString() })));
+      let slowCloseSeen = false;
+      void slowClosed.then(() => { slowCloseSeen = true; });
+      slow.pause(); // stops reading its socket: the kernel's buffers fill, then the server's
+      const rssBefore = process.memoryUsage().rss;
+      let updates = 0;
+      const started = Date.now();
+      // The healthy client reads in this same process: let its socket be read between updates.
+      const tick = () => new Promise((r) => setTimeout(r, 1));
+      while (server.droppedClients === 0 && Date.now() - started < 60_000) {
+        await svc.updateVm(first!.id, { ...first!.config, append: `scenario=echo n=${updates++}` });
+        await tick();
+      }
+      expect(server.droppedClients).toBe(1);
+      const dropMs = Date.now() - started;
+      // More updates after the drop queue nothing more for anyone.
+      for (let i = 0; i < 50; i++) {
+        await svc.updateVm(first!.id, { ...first!.config, append: `scenario=echo after=${i}` });
+        await tick();
+      }
+      expect(server.droppedClients).toBe(1);
+      const rssGrowthMiB = (process.memoryUsage().rss - rssBefore) / 1048576;
+      expect(server.peakQueuedBytes).toBeLessThanOrEqual(limits.clientBytes + 64 * 1024);
+      // The healthy client got every update and still answers.
+      const reply = nextMessage(healthy, (m) => 'id' in m && m.id === 7);
+      healthy.send(JSON.stringify({ id: 7, method: 'listVms', params: [] }));
+      expect(((await reply) as { result: unknown[] }).result).toHaveLength(100);
+      expect(healthyEvents).toBeGreaterThanOrEqual(updates);
+      // Once it reads again, the slow client learns why it was dropped (or was cut off when it did not).
+      slow.resume();
+      const close = await slowClosed;
+      expect(slowCloseSeen).toBe(true);
+      expect([4008, 1006]).toContain(close.code);
+      if (close.code === 4008) expect(close.reason).toBe('too far behind: reconnect and subscribe again');
+      // Reconnecting works.
+      const again = await openWs(url, server.origin);
+      const r2 = nextMessage(again, (m) => 'id' in m && m.id === 1);
+      again.send(JSON.stringify({ id: 1, method: 'listVms', params: [] }));
+      expect(((await r2) as { result: unknown[] }).result).toHaveLength(100);
+      again.close();
+
+      // Answers are bounded by backpressure, not by dropping: a client that sends 400 requests
+      // (~55 KiB answers each, 21 MiB in all) without reading is simply not read from meanwhile.
+      const piper = await openWs(url, server.origin);
+      const peakBefore = server.peakQueuedBytes;
+      piper.pause();
+      for (let i = 0; i < 400; i++) piper.send(JSON.stringify({ id: 1000 + i, method: 'listVms', params: [] }));
+      await new Promise((r) => setTimeout(r, 1500));
+      const answered = new Set<number>();
+      const all = new Promise<void>((resolve) => piper.on('message', (d: Buffer) => {
+        const m = JSON.parse(d.toString()) as ServerMessage;
+        if ('id' in m) answered.add(m.id);
+        if (answered.size === 400) resolve();
+      }));
+      piper.resume();
+      await all;
+      expect(server.droppedClients).toBe(1);
+      expect(Math.max(peakBefore, server.peakQueuedBytes)).toBeLessThanOrEqual(limits.clientBytes + (MAX_CALLS_IN_FLIGHT + 1) * 64 * 1024);
+      piper.close();
+      healthy.close();
+      process.stdout.write(`slow client: dropped after ${updates} library updates of ~${Math.round(JSON.stringify(await svc.listVms()).length / 1024)} KiB in ${dropMs} ms; peak queued ${Math.round(server.peakQueuedBytes / 1024)} KiB (400 unread answers included); RSS ${rssGrowthMiB >= 0 ? '+' : ''}${rssGrowthMiB.toFixed(1)} MiB\n`);
+    } finally {
+      await server.close();
+      await svc.shutdown();
+    }
+  }, 120_000);
 });

@@ -5,7 +5,7 @@ import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from '
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { FileLock, LockBusyError } from '../../electron/service/file-lock.ts';
-import { parseLibrary, LibraryFileError, type LibraryRecord } from '../../electron/service/library-schema.ts';
+import { MAX_VMS, parseLibrary, LibraryFileError, type LibraryRecord } from '../../electron/service/library-schema.ts';
 import { LibraryStore } from '../../electron/service/library-store.ts';
 import { validateConfig } from '../../electron/vmm/config/vm-config.ts';
 import { removeTempHomes, tempHome } from '../support/temp-home.ts';
@@ -74,12 +74,54 @@ describe('library store', () => {
     expect(readdirSync(home).filter((f) => f.includes('corrupt'))).toHaveLength(1);
   });
 
-  it('a file with an invalid VM is corrupt as a whole (saving would drop that VM)', async () => {
+  it('one invalid VM is kept aside in a quarantine file; the others load and the notice stays on disk', async () => {
     const home = tempHome();
-    writeFileSync(join(home, 'vms.json'), JSON.stringify({ schema: 1, vms: [{ id: 'a', config: { cpus: 'lots' }, createdAt: 1, updatedAt: 1 }] }));
+    const bad = { id: 'a', config: { cpus: 'lots' }, createdAt: 1, updatedAt: 1 };
+    const future = { ...rec('future'), config: { ...rec('future').config, machine: 'unhalt-9.9' } };
+    writeFileSync(join(home, 'vms.json'), JSON.stringify({ schema: 1, vms: [bad, rec('good'), future, rec('also-good')] }));
     const s = await LibraryStore.open(home);
-    expect(s.notices[0]!.message).toMatch(/VM #1 \(a\): cpus must be a whole number/);
-    expect(existsSync(join(home, 'vms.json'))).toBe(false);
+    expect(s.list().map((r) => r.config.name)).toEqual(['good', 'also-good']);
+    const [n] = s.notices;
+    expect(n!.severity).toBe('error');
+    expect(n!.message).toMatch(/^2 VM records in .*vms\.json could not be loaded \(VM #1 \(a\): cpus must be a whole number.*; VM #3 \(id-future\): unknown machine type "unhalt-9\.9".*\) and were kept aside in .*vms\.json\.quarantine-.*; the other 2 VMs loaded$/);
+    const q = JSON.parse(readFileSync(n!.movedTo!, 'utf8'));
+    expect(q.records.map((r: { record: unknown }) => r.record)).toEqual([bad, future]);
+    // The library on disk now holds the good ones; a restart loads them quietly and still says what happened.
+    const again = await LibraryStore.open(home);
+    expect(again.list().map((r) => r.config.name)).toEqual(['good', 'also-good']);
+    expect(again.notices).toHaveLength(1);
+    expect(readdirSync(home).filter((f) => f.includes('quarantine'))).toHaveLength(1);
+    again.dismissNotices();
+    expect((await LibraryStore.open(home)).notices).toEqual([]);
+  });
+
+  it('a damaged file\'s notice survives a restart', async () => {
+    const home = tempHome();
+    writeFileSync(join(home, 'vms.json'), '{"schema": 1, "vms": [');
+    await LibraryStore.open(home);
+    const later = await LibraryStore.open(home);
+    expect(later.notices).toHaveLength(1);
+    expect(later.notices[0]!.message).toMatch(/is damaged: not valid JSON .*moved to .*vms\.json\.corrupt-/);
+  });
+
+  it('refuses to grow past MAX_VMS (nothing written) and keeps the excess of an over-full file aside', async () => {
+    const home = tempHome();
+    const s = await LibraryStore.open(home);
+    await s.mutate((vms) => { for (let i = 0; i < MAX_VMS; i++) vms.push(rec(`vm${i}`)); });
+    const before = readFileSync(join(home, 'vms.json'), 'utf8');
+    await expect(s.mutate((vms) => { vms.push(rec('one-too-many')); })).rejects.toThrow(`the library holds at most ${MAX_VMS} VMs; delete some before adding more`);
+    expect(readFileSync(join(home, 'vms.json'), 'utf8')).toBe(before);
+    expect(s.list()).toHaveLength(MAX_VMS);
+    expect(s.notices).toEqual([]);
+    // An over-full file (an older Unhalt had no limit on creates): the first MAX_VMS load, the rest wait aside.
+    const over = JSON.parse(before);
+    over.vms.push(rec('extra-1'), rec('extra-2'));
+    writeFileSync(join(home, 'vms.json'), JSON.stringify(over));
+    const t = await LibraryStore.open(home);
+    expect(t.list()).toHaveLength(MAX_VMS);
+    expect(t.notices[0]!.message).toMatch(/^2 VM records .*VM #1001 is past the limit: the library holds at most 1000 VMs/);
+    const q = JSON.parse(readFileSync(t.notices[0]!.movedTo!, 'utf8'));
+    expect(q.records.map((r: { record: LibraryRecord }) => r.record.config.name)).toEqual(['extra-1', 'extra-2']);
   });
 
   it('a library from a newer Unhalt is kept aside, not read wrongly', async () => {
@@ -110,13 +152,16 @@ describe('library store', () => {
     expect(JSON.parse(readFileSync(join(home, backup), 'utf8'))).toEqual(v0);
   });
 
-  it('a bad schema-0 file is corrupt, with the reason', () => {
-    expect(() => parseLibrary(JSON.stringify({ vms: { x: { name: 'a', cpus: 1, memory: 'lots' } } }))).toThrow(LibraryFileError);
-    expect(() => parseLibrary(JSON.stringify({ vms: { x: { name: 'a', cpus: 1, memory: 'lots' } } }))).toThrow(/memory "lots", not like 512M/);
+  it('a bad schema-0 file is corrupt, with the reason; a bad schema-0 record only is kept aside', () => {
+    const v0 = parseLibrary(JSON.stringify({ vms: { x: { name: 'a', cpus: 1, memory: 'lots' }, y: { name: 'b', cpus: 1, memory: '64M' } } }));
+    expect(v0.file.vms.map((r) => r.id)).toEqual(['y']);
+    expect(v0.quarantined).toEqual([{ record: { x: { name: 'a', cpus: 1, memory: 'lots' } }, reason: expect.stringMatching(/memory "lots", not like 512M/) }]);
+    expect(() => parseLibrary(JSON.stringify({ vms: [] }))).toThrow(LibraryFileError);
     expect(() => parseLibrary('[]')).toThrow(/top level is not an object/);
     expect(() => parseLibrary(JSON.stringify({ schema: 1, vms: [], extra: 1 }))).toThrow(/unknown top-level field "extra"/);
-    expect(() => parseLibrary(JSON.stringify({ schema: 1, vms: [rec('a', 'same'), rec('b', 'same')] }))).toThrow(/repeats the id same/);
-    expect(() => parseLibrary(JSON.stringify({ schema: 1, vms: [rec('a', '../../etc')] }))).toThrow(/no valid id/);
+    // Record-level problems quarantine that record only.
+    expect(parseLibrary(JSON.stringify({ schema: 1, vms: [rec('a', 'same'), rec('b', 'same')] })).quarantined.map((q) => q.reason)).toEqual(['VM #2 repeats the id same']);
+    expect(parseLibrary(JSON.stringify({ schema: 1, vms: [rec('a', '../../etc')] })).quarantined.map((q) => q.reason)).toEqual(['VM #1 has no valid id']);
   });
 });
 

@@ -18,10 +18,11 @@ export function detectKernelFormat(bytes: Uint8Array): KernelFormat {
   return 'unknown';
 }
 
-export function describeUnknownKernel(bytes: Uint8Array): string {
-  if (bytes.length === 0) return 'the kernel file is empty';
+/** `bytes` may be only the file's head; `fileSize` is what the message reports. */
+export function describeUnknownKernel(bytes: Uint8Array, fileSize = bytes.length): string {
+  if (fileSize === 0) return 'the kernel file is empty';
   const head = Array.from(bytes.subarray(0, 8), (b) => b.toString(16).padStart(2, '0')).join(' ');
   const text = /^[\x09\x0a\x0d\x20-\x7e]+$/.test(new TextDecoder().decode(bytes.subarray(0, 64)));
-  return `the kernel file is neither a PVH ELF nor a Linux bzImage (${bytes.length} bytes, starts with `
+  return `the kernel file is neither a PVH ELF nor a Linux bzImage (${fileSize} bytes, starts with `
     + `${text ? 'text' : head})`;
 }

@@ -148,6 +148,14 @@ export function vmById(id: string): VmRecord | undefined {
   return store.get().vms.find((v) => v.id === id);
 }
 
+/** The user has read the library's notices: forget them on disk, then show the host info without them. */
+export async function dismissLibraryNotices(): Promise<void> {
+  await attempt('dismiss the library notices', async () => {
+    await api.dismissLibraryNotices();
+    store.set({ host: await api.host() });
+  });
+}
+
 export async function refresh(): Promise<void> {
   const [host, vms, experiments] = await Promise.allSettled([api.host(), api.listVms(), api.listExperiments()]);
   if (host.status === 'fulfilled') store.set({ host: host.value, hostError: undefined });

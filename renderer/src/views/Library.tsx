@@ -1,8 +1,9 @@
 import { useState } from 'react';
 import type { HostInfo, VmRecord } from '../../../electron/service/api.ts';
-import { useApp, navigate, vmAction, createVm, errorMessage } from '../state/app.ts';
+import { useApp, navigate, vmAction, createVm, errorMessage, dismissLibraryNotices } from '../state/app.ts';
 import { keyKnobs, guestLabel } from '../lib/config.ts';
 import { Sparkline } from '../charts/Sparkline.tsx';
+import { AllowedFolders } from './AllowedFolders.tsx';
 import { StateBadge } from './StateBadge.tsx';
 
 export function Library() {
@@ -17,6 +18,7 @@ export function Library() {
           <button type="button" className="btn primary" onClick={() => navigate({ view: 'new' })}>New VM…</button>
         </div>
       </div>
+      <LibraryNotices host={host} />
       {!loaded ? <p className="muted">Loading the library…</p>
         : vms.length === 0 ? <EmptyLibrary host={host} />
           : (
@@ -25,7 +27,25 @@ export function Library() {
             </ul>
           )}
       {loaded && vms.length > 0 && <QuickCreate host={host} compact />}
+      <AllowedFolders />
     </section>
+  );
+}
+
+/** What the library repaired (a damaged file moved aside, records kept out): stored on disk until dismissed. */
+function LibraryNotices({ host }: { host: HostInfo | null }) {
+  const notices = host?.library?.notices ?? [];
+  if (notices.length === 0) return null;
+  return (
+    <div className="banner banner-error library-notices" role="alert">
+      {notices.map((n) => (
+        <p key={`${n.at}-${n.message}`}>
+          {n.message}
+          {n.movedTo && <> — kept in <code>{n.movedTo}</code></>}
+        </p>
+      ))}
+      <button type="button" className="btn" onClick={() => void dismissLibraryNotices()}>Dismiss</button>
+    </div>
   );
 }
 

@@ -1,0 +1,72 @@
+// The one rule for which files the service hands to a guest as kernel, initrd or disk image: only
+// files inside folders the user allowed. Anyone holding the host-mode token (or a compromised
+// renderer) could otherwise boot /etc/shadow as an initrd and read it from inside the guest.
+// Allowed: UNHALT_HOME (the library's own folder), Unhalt's built guest kits, the user's home
+// folder, and folders added in the settings. Paths are compared after realpath, so a symlink
+// inside an allowed folder that points outside it does not get out.
+import { realpathSync, statSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { isAbsolute, relative, sep } from 'node:path';
+import type { AllowedFolder } from './api.ts';
+import { GUEST_DIR } from '../vmm/guests.ts';
+import { ApiError } from './errors.ts';
+import { clip } from './validate.ts';
+
+export function allowedFolders(home: string, fromSettings: readonly string[]): AllowedFolder[] {
+  const out: AllowedFolder[] = [
+    { path: home, source: 'library' },
+    { path: GUEST_DIR.replace(/\/$/, ''), source: 'guests' },
+    { path: homedir(), source: 'home' },
+    ...fromSettings.map((path) => ({ path, source: 'settings' as const })),
+  ];
+  // A home folder of "/" (system users) would allow everything: it never counts.
+  return out.filter((f) => {
+    const real = resolved(f.path);
+    return real !== undefined && real !== sep;
+  });
+}
+
+/** Refuses a file outside every allowed folder, naming them. `path` must exist. */
+export function confineToAllowedFolders(path: string, what: string, folders: readonly AllowedFolder[]): void {
+  const real = resolved(path);
+  if (real !== undefined && folders.some((f) => isInside(real, resolved(f.path)))) return;
+  throw new ApiError('invalid', `${what} ${clip(path, 200)} is outside the folders Unhalt may give to a guest (${folders.map((f) => f.path).join(', ')}); `
+    + 'move it into one of them or allow its folder (library view: Folders for boot files)');
+}
+
+/**
+ * System folders no API call may allow, nor any folder inside or above them: adding folders is
+ * itself an API call, so whoever holds the host-mode token could otherwise allow /etc and read
+ * /etc/shadow after all. (A user who really wants one can still edit settings.json by hand.)
+ */
+const SYSTEM_FOLDERS = ['/etc', '/proc', '/sys', '/dev', '/boot', '/run', '/var', '/usr', '/bin', '/sbin', '/lib', '/lib64'];
+
+/** A folder a user may add: absolute, an existing directory, stored by its real path. */
+export function checkFolderToAdd(path: string): string {
+  if (!isAbsolute(path)) throw new ApiError('invalid', `a folder must be an absolute path, got "${clip(path, 200)}"`);
+  let real: string;
+  try {
+    real = realpathSync(path);
+    if (!statSync(real).isDirectory()) throw new Error('not a directory');
+  } catch {
+    throw new ApiError('invalid', `${clip(path, 200)} is not an existing folder`);
+  }
+  if (real === sep) throw new ApiError('invalid', 'the root folder "/" cannot be allowed: it would let a guest read every file');
+  const system = SYSTEM_FOLDERS.find((f) => real === f || isInside(real, f) || isInside(f, real));
+  if (system) throw new ApiError('invalid', `${clip(path, 200)} cannot be allowed: it is or holds the system folder ${system}; copy the files you need into a folder of your own`);
+  return real;
+}
+
+function resolved(path: string): string | undefined {
+  try {
+    return realpathSync(path);
+  } catch {
+    return undefined;
+  }
+}
+
+function isInside(file: string, folder: string | undefined): boolean {
+  if (folder === undefined) return false;
+  const rel = relative(folder, file);
+  return rel !== '' && !rel.startsWith(`..${sep}`) && rel !== '..' && !isAbsolute(rel);
+}

@@ -1,0 +1,68 @@
+// Boot files only from allowed folders (issue 13, finding 10): with the host-mode token, any file
+// the service can read used to be accepted as a kernel or initrd (say /etc/shadow) and handed to
+// a guest. Now only files inside UNHALT_HOME, the guest kits, the user's home and folders added
+// in the settings are, compared by real path (symlinks cannot lead out).
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { homedir, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { createService } from '../../electron/service/service.ts';
+import { PROBE_KERNEL } from '../../electron/vmm/guests.ts';
+import { removeTempHomes, tempHome } from '../support/temp-home.ts';
+
+afterAll(removeTempHomes);
+
+async function rejection(p: Promise<unknown>): Promise<{ code: string; message: string }> {
+  try { await p; } catch (e) { return e as { code: string; message: string }; }
+  throw new Error('expected a rejection');
+}
+
+describe('boot files come only from allowed folders', () => {
+  it('refuses /etc/shadow, a symlink out of the library and a foreign folder, until that folder is added', async () => {
+    const home = tempHome('allowed');
+    const outside = mkdtempSync(join(tmpdir(), 'unhalt-outside-'));
+    const svc = await createService({ home });
+    try {
+      const kernel = join(home, 'probe.elf');
+      copyFileSync(PROBE_KERNEL, kernel);
+      const vm = (over: object) => ({ name: 'c', guest: 'custom', kernel, memoryMiB: 64, ...over });
+
+      const shadow = await rejection(svc.createVm(vm({ initrd: '/etc/shadow' })));
+      expect(shadow.code).toBe('invalid');
+      expect(shadow.message).toBe(`initrd /etc/shadow is outside the folders Unhalt may give to a guest (${home}, ${join(PROBE_KERNEL, '..')}, ${homedir()}); `
+        + 'move it into one of them or allow its folder (library view: Folders for boot files)');
+
+      // A symlink inside the library's folder that points outside it stays outside.
+      symlinkSync('/etc/passwd', join(home, 'innocent.cpio'));
+      expect((await rejection(svc.createVm(vm({ initrd: join(home, 'innocent.cpio') })))).message).toMatch(/^initrd .*innocent\.cpio is outside the folders/);
+
+      const foreign = join(outside, 'probe.elf');
+      copyFileSync(PROBE_KERNEL, foreign);
+      expect((await rejection(svc.createVm(vm({ kernel: foreign })))).message).toMatch(/^kernel .*probe\.elf is outside the folders/);
+
+      const folders = await svc.addAllowedFolder(outside);
+      expect(folders.map((f) => f.source)).toEqual(['library', 'guests', 'home', 'settings']);
+      expect(JSON.parse(readFileSync(join(home, 'settings.json'), 'utf8')).allowedFolders).toHaveLength(1);
+      const created = await svc.createVm(vm({ kernel: foreign }));
+      expect(created.config.kernel).toBe(foreign);
+      expect(await svc.listAllowedFolders()).toEqual(folders);
+
+      // Removing the folder again: the saved VM's start is refused before anything is read.
+      await svc.removeAllowedFolder(folders[3]!.path);
+      expect((await rejection(svc.startVm(created.id))).message).toMatch(/^kernel .*probe\.elf is outside the folders/);
+
+      expect((await rejection(svc.addAllowedFolder('/'))).message).toMatch(/root folder "\/" cannot be allowed/);
+      // Adding folders is an API call too: a token holder cannot allow /etc (or what holds it) either.
+      expect((await rejection(svc.addAllowedFolder('/etc'))).message).toBe('/etc cannot be allowed: it is or holds the system folder /etc; copy the files you need into a folder of your own');
+      expect((await rejection(svc.addAllowedFolder('/etc/ssh'))).message).toMatch(/system folder \/etc/);
+      expect((await rejection(svc.addAllowedFolder('relative/dir'))).message).toMatch(/must be an absolute path/);
+      expect((await rejection(svc.addAllowedFolder(join(outside, 'missing')))).message).toMatch(/is not an existing folder/);
+      expect((await rejection(svc.removeAllowedFolder(home))).code).toBe('not-found');
+      // The built-in guests need no folder at all.
+      expect((await svc.createVm({ name: 'builtin', guest: 'probe', memoryMiB: 64 })).config.guest).toBe('probe');
+    } finally {
+      await svc.shutdown();
+      rmSync(outside, { recursive: true, force: true });
+    }
+  });
+});
