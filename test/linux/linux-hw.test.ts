@@ -130,4 +130,23 @@ describe.skipIf(!hw)('the Linux guest on hardware-semantics KVM', () => {
     expect(counts.off).toBe(0);
     expect(counts.on).toBeGreaterThan(0);
   }, 5 * STEP_MS);
+
+  it('unhalt bench --guest linux: pv-unhalt off/on and cpu-pm off/on, with the mechanism in the counters', async () => {
+    const { runExperiment } = await import('../../electron/vmm/experiments/runner.ts');
+    const r = await runExperiment({
+      guest: 'linux', workload: 'messaging', workloadArgs: 'groups=2 loops=20', runs: 1,
+      configs: [
+        { name: 'pv-off', config: 'cpus=2,kvm-pv-unhalt=off' },
+        { name: 'pv-on', config: 'cpus=2,kvm-pv-unhalt=on' },
+        { name: 'pm-on', config: 'cpus=2,cpu-pm=on' },
+      ],
+    });
+    console.log(`linux-hw bench: ${r.rows.map((x) => `${x.config} ${x.median.toFixed(1)} ${x.unit}, halt exits ${x.haltExits}, hypercalls ${x.hypercalls}`).join('; ')}`);
+    expect(r.failures).toEqual([]);
+    expect(r.status).toBe('ok');
+    const row = (name: string) => r.rows.find((x) => x.config === name)!;
+    expect(row('pm-on').haltExits, 'cpu-pm=on: no halt exits').toBe(0);
+    expect(row('pv-off').haltExits).toBeGreaterThan(0);
+    expect(row('pv-on').hypercalls, 'pv-unhalt kicks are hypercalls').toBeGreaterThanOrEqual(row('pv-off').hypercalls ?? 0);
+  }, 8 * STEP_MS);
 });
