@@ -6,7 +6,9 @@
 import { app, BrowserWindow, dialog, ipcMain, Menu, protocol, session, type IpcMainInvokeEvent, type MenuItemConstructorOptions, type WebContents } from 'electron';
 import { fileURLToPath } from 'node:url';
 import { securityHeaders } from './csp.ts';
-import { handleCall } from './service/dispatch.ts';
+import type { ServerMessage } from './service/api.ts';
+import { handleCall, requestId } from './service/dispatch.ts';
+import { toApiError } from './service/errors.ts';
 import { unhaltHome } from './service/paths.ts';
 import { createService, type ServiceSession, type UnhaltService } from './service/service.ts';
 import { NOT_BUILT_PAGE, RENDERER_DIST, readStatic, rendererBuilt, resolveStatic } from './service/static-files.ts';
@@ -111,15 +113,23 @@ app.on('will-quit', (e) => {
   void shutdownService().finally(() => app.quit());
 });
 
-/** IPC calls: only from the app's own main frame; one service session per web contents. */
-function onCall(event: IpcMainInvokeEvent, message: unknown) {
+/**
+ * IPC calls: only from the app's own main frame; one service session per web contents. Always
+ * answers with a ServerMessage, never throws: a thrown error would reach the page as a string
+ * ("Error invoking remote method ..."), and errors cross as { code, message } only.
+ */
+function onCall(event: IpcMainInvokeEvent, message: unknown): ServerMessage | Promise<ServerMessage> {
   const frame = event.senderFrame;
   if (!service || shutDown) return { id: -1, error: { code: 'conflict', message: 'Unhalt is shutting down' } };
   // The main frame (no parent) showing our own page; never a subframe or another origin.
   if (!frame || frame.parent !== null || !isAppUrl(frame.url)) {
     return { id: -1, error: { code: 'unauthorized', message: 'calls are accepted from the Unhalt window only' } };
   }
-  return handleCall(sessionFor(event.sender), message);
+  try {
+    return handleCall(sessionFor(event.sender), message);
+  } catch (e) {
+    return { id: requestId(message), error: toApiError(e).toDto() };
+  }
 }
 
 function sessionFor(contents: WebContents): ServiceSession {

@@ -1,6 +1,6 @@
 // The app's one typed API, transport-neutral: the Electron IPC bridge and host mode's WebSocket
-// both carry exactly these calls and events. Types only (plus the method list): the renderer
-// imports this file and nothing else from electron/.
+// both carry exactly these calls and events. Types and plain data only (the method table, the
+// error codes), no Node: the renderer imports this file and nothing else from electron/.
 //
 // Every call's input is untrusted; the service validates it and rejects with an ApiError whose
 // `code` says what kind of problem it is and whose message is one line a user can read.
@@ -190,18 +190,93 @@ export interface UnhaltApi {
   removeAllowedFolder(path: string): Promise<AllowedFolder[]>;
 }
 
-export const API_METHODS = [
-  'host', 'listVms', 'getVm', 'createVm', 'updateVm', 'cloneVm', 'deleteVm', 'describeConfig',
-  'startVm', 'stopVm', 'forceStopVm', 'pauseVm', 'resumeVm', 'status', 'setHaltPollNs', 'setPin',
-  'sendConsole', 'subscribe', 'unsubscribe', 'startExperiment', 'listExperiments', 'getExperiment',
-  'dismissLibraryNotices', 'listAllowedFolders', 'addAllowedFolder', 'removeAllowedFolder',
-] as const satisfies readonly (keyof UnhaltApi)[];
+/**
+ * The method table: every API method once, with how it is served and how many parameters it
+ * takes. Everything else is derived from it or checked against it at compile time: the
+ * service's forwarders (service.ts), the dispatch that refuses what is not listed
+ * (dispatch.ts), the renderer's client (renderer/src/api/client.ts) and the preload's literal
+ * copy (electron/preload.ts, which cannot import it). The `satisfies` clause keeps it equal to
+ * UnhaltApi: a method missing from either side, an extra one or a wrong count does not compile.
+ *
+ * - 'call': answered by the service core alone, the same for every client;
+ * - 'subscription': also changes which events this client's session receives, so the session
+ *   serves it itself.
+ */
+export const API_METHODS = {
+  host: { kind: 'call', params: 0 },
+  listVms: { kind: 'call', params: 0 },
+  getVm: { kind: 'call', params: 1 },
+  createVm: { kind: 'call', params: 1 },
+  updateVm: { kind: 'call', params: 2 },
+  cloneVm: { kind: 'call', params: 2 },
+  deleteVm: { kind: 'call', params: 1 },
+  describeConfig: { kind: 'call', params: 1 },
+  startVm: { kind: 'call', params: 1 },
+  stopVm: { kind: 'call', params: 2 },
+  forceStopVm: { kind: 'call', params: 1 },
+  pauseVm: { kind: 'call', params: 1 },
+  resumeVm: { kind: 'call', params: 1 },
+  status: { kind: 'call', params: 1 },
+  setHaltPollNs: { kind: 'call', params: 2 },
+  setPin: { kind: 'call', params: 2 },
+  sendConsole: { kind: 'call', params: 2 },
+  subscribe: { kind: 'subscription', params: 1 },
+  unsubscribe: { kind: 'subscription', params: 1 },
+  startExperiment: { kind: 'call', params: 1 },
+  listExperiments: { kind: 'call', params: 0 },
+  getExperiment: { kind: 'call', params: 1 },
+  dismissLibraryNotices: { kind: 'call', params: 0 },
+  listAllowedFolders: { kind: 'call', params: 0 },
+  addAllowedFolder: { kind: 'call', params: 1 },
+  removeAllowedFolder: { kind: 'call', params: 1 },
+} as const satisfies { [M in keyof UnhaltApi]: { kind: ApiMethodKind; params: ParamCount<UnhaltApi[M]> } };
 
-export type ApiMethod = (typeof API_METHODS)[number];
+export type ApiMethodKind = 'call' | 'subscription';
 
-export type ApiErrorCode = 'invalid' | 'not-found' | 'conflict' | 'host' | 'internal' | 'unauthorized' | 'too-large';
+/** The most parameters a method takes, optional ones included. */
+type ParamCount<F> = F extends (...params: infer P) => unknown ? Required<P>['length'] : never;
 
-/** How errors cross a transport: plain data. */
+export type ApiMethod = keyof typeof API_METHODS;
+
+/** The table's names, in its order. */
+export const API_METHOD_NAMES: readonly ApiMethod[] = Object.keys(API_METHODS) as ApiMethod[];
+
+type MethodsOfKind<K extends ApiMethodKind> = { [M in ApiMethod]: (typeof API_METHODS)[M]['kind'] extends K ? M : never }[ApiMethod];
+export type CallMethod = MethodsOfKind<'call'>;
+export type SubscriptionMethod = MethodsOfKind<'subscription'>;
+
+/** What a method resolves with. */
+export type ApiResult<M extends ApiMethod> = Awaited<ReturnType<UnhaltApi[M]>>;
+
+/**
+ * What serves the calls on the service side (ServiceCore implements it): each 'call' of the
+ * table under its own name, every parameter untrusted input (`unknown`), answered at once or
+ * asynchronously.
+ */
+export type ApiCallHandlers = {
+  [M in CallMethod]: (...params: Untrusted<Parameters<UnhaltApi[M]>>) => ApiResult<M> | Promise<ApiResult<M>>;
+};
+
+/** The same parameter list, every entry `unknown` (optional ones stay optional). */
+type Untrusted<P extends readonly unknown[]> = { [I in keyof P]: unknown };
+
+/**
+ * A literal copy of the method names, for code that cannot import the table (the sandboxed
+ * preload): it type-checks only when it names every method of the table and nothing else.
+ */
+export type ApiMethodList<L extends readonly ApiMethod[]> = [Exclude<ApiMethod, L[number]>] extends [never]
+  ? L
+  : { missing: Exclude<ApiMethod, L[number]> };
+
+/** Every code an ApiError can carry (the renderer checks what arrives against it). */
+export const API_ERROR_CODES = ['invalid', 'not-found', 'conflict', 'host', 'internal', 'unauthorized', 'too-large'] as const;
+
+export type ApiErrorCode = (typeof API_ERROR_CODES)[number];
+
+/**
+ * How errors cross every transport (WebSocket and IPC alike): plain data, never a string to
+ * parse. Clients show `message` and branch on `code`.
+ */
 export interface ApiErrorDto {
   code: ApiErrorCode;
   message: string;

@@ -1,12 +1,11 @@
 // The transport-neutral half of every transport: one ClientMessage in, one ServerMessage out.
 // The WebSocket server and the Electron IPC handler both call this, so both accept exactly the
-// methods of api.ts and frame results and errors the same way.
-import { API_METHODS, type ApiMethod, type ServerMessage, type UnhaltApi } from './api.ts';
+// methods of api.ts's table, with at most the parameters it lists, and frame results and errors
+// the same way: an error is always { code, message }.
+import { API_METHOD_NAMES, API_METHODS, type ApiMethod, type ServerMessage, type UnhaltApi } from './api.ts';
 import { ApiError, toApiError } from './errors.ts';
 
-const METHODS: ReadonlySet<string> = new Set(API_METHODS);
-/** No API method takes more than two parameters; a little slack, but no unbounded lists. */
-const MAX_PARAMS = 4;
+const METHODS: ReadonlySet<string> = new Set(API_METHOD_NAMES);
 
 export interface ParsedCall {
   id: number;
@@ -25,8 +24,10 @@ export function parseCall(raw: unknown): ParsedCall {
   }
   const params = m.params === undefined ? [] : m.params;
   if (!Array.isArray(params)) throw new ApiError('invalid', 'params must be a list');
-  if (params.length > MAX_PARAMS) throw new ApiError('invalid', `too many params (${params.length})`);
-  return { id: m.id, method: m.method as ApiMethod, params };
+  const method = m.method as ApiMethod;
+  const most = API_METHODS[method].params;
+  if (params.length > most) throw new ApiError('invalid', `too many params for ${method} (${params.length}; it takes at most ${most})`);
+  return { id: m.id, method, params };
 }
 
 /** The id to answer with when a request could not even be parsed. */

@@ -4,7 +4,7 @@
 import { realpathSync, watch, type FSWatcher } from 'node:fs';
 import { basename } from 'node:path';
 import type {
-  AllowedFolder, ApiEvent, ExperimentDetail, ExperimentSummary, HostInfo, ResolvedDto, Subscription, VmRecord, VmStatus,
+  AllowedFolder, ApiCallHandlers, ApiEvent, ExperimentDetail, ExperimentSummary, HostInfo, ResolvedDto, Subscription, VmRecord, VmStatus,
 } from './api.ts';
 import { commandLine } from '../vmm/config/cli-args.ts';
 import { resolveMachine, type ResolvedMachine } from '../vmm/config/resolve.ts';
@@ -40,7 +40,8 @@ export interface ServiceOptions {
   loadExperimentRunner?: ConstructorParameters<typeof Experiments>[2];
 }
 
-export class ServiceCore {
+/** Serves every 'call' of the API table (api.ts); sessions forward to it by name. */
+export class ServiceCore implements ApiCallHandlers {
   readonly layout: HomeLayout;
   readonly options: ServiceOptions;
   store!: LibraryStore;

@@ -6,9 +6,7 @@
 //
 // Every input arrives as `unknown`; every rejection is an ApiError with a code and one readable line.
 import { EventEmitter } from 'node:events';
-import type {
-  AllowedFolder, ApiEvent, ExperimentDetail, ExperimentSpec, ExperimentSummary, HostInfo, ResolvedDto, Subscription, UnhaltApi, VmRecord, VmStatus,
-} from './api.ts';
+import { API_METHOD_NAMES, API_METHODS, type ApiCallHandlers, type ApiEvent, type CallMethod, type Subscription, type UnhaltApi } from './api.ts';
 import { ApiError, toApiError } from './errors.ts';
 import { DEFAULT_STOP_GRACE_MS, ServiceCore, type ServiceOptions } from './service-core.ts';
 import type { EventSink } from './vm-runtime.ts';
@@ -26,7 +24,16 @@ export async function createService(options: ServiceOptions = {}): Promise<Unhal
   return new UnhaltService(core);
 }
 
-/** One client's view of the service: the API, with its own subscriptions and event sink. */
+// The call methods are installed from the table (the static block below); this says they exist.
+// eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging
+interface Session extends Pick<UnhaltApi, CallMethod> {}
+
+/**
+ * One client's view of the service: the API, with its own subscriptions and event sink. It
+ * serves the table's 'subscription' methods itself (`implements` fails if one is missing) and
+ * forwards its 'call' methods to the core.
+ */
+// eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging
 class Session implements ServiceSession {
   protected readonly core: ServiceCore;
   private readonly sink: EventSink;
@@ -52,24 +59,6 @@ class Session implements ServiceSession {
     this.core.sessions.delete(this);
   }
 
-  host(): Promise<HostInfo> { return guard(() => this.core.host()); }
-  listVms(): Promise<VmRecord[]> { return guard(() => this.core.listVms()); }
-  getVm(id: unknown): Promise<VmRecord> { return guard(() => this.core.getVm(id)); }
-  createVm(config: unknown): Promise<VmRecord> { return guard(() => this.core.createVm(config)); }
-  updateVm(id: unknown, config: unknown): Promise<VmRecord> { return guard(() => this.core.updateVm(id, config)); }
-  cloneVm(id: unknown, name?: unknown): Promise<VmRecord> { return guard(() => this.core.cloneVm(id, name)); }
-  deleteVm(id: unknown): Promise<void> { return guard(() => this.core.deleteVm(id)); }
-  describeConfig(config: unknown): Promise<ResolvedDto> { return guard(() => this.core.describeConfig(config)); }
-  startVm(id: unknown): Promise<VmStatus> { return guard(() => this.core.startVm(id)); }
-  stopVm(id: unknown, graceMs?: unknown): Promise<VmStatus> { return guard(() => this.core.stopVm(id, graceMs)); }
-  forceStopVm(id: unknown): Promise<VmStatus> { return guard(() => this.core.forceStopVm(id)); }
-  pauseVm(id: unknown): Promise<VmStatus> { return guard(() => this.core.pauseVm(id)); }
-  resumeVm(id: unknown): Promise<VmStatus> { return guard(() => this.core.resumeVm(id)); }
-  status(id: unknown): Promise<VmStatus> { return guard(() => this.core.status(id)); }
-  setHaltPollNs(id: unknown, ns: unknown): Promise<VmStatus> { return guard(() => this.core.setHaltPollNs(id, ns)); }
-  setPin(id: unknown, hostCpus: unknown): Promise<VmStatus> { return guard(() => this.core.setPin(id, hostCpus)); }
-  sendConsole(id: unknown, data: unknown): Promise<void> { return guard(() => this.core.sendConsole(id, data)); }
-
   subscribe(id: unknown): Promise<Subscription> {
     return guard(() => {
       if (this.closed) throw new ApiError('conflict', 'this connection is closed');
@@ -86,13 +75,22 @@ class Session implements ServiceSession {
     });
   }
 
-  startExperiment(spec: unknown): Promise<ExperimentSummary> { return guard(() => this.core.startExperiment(spec as ExperimentSpec)); }
-  listExperiments(): Promise<ExperimentSummary[]> { return guard(() => this.core.listExperiments()); }
-  getExperiment(id: unknown): Promise<ExperimentDetail> { return guard(() => this.core.getExperiment(id)); }
-  dismissLibraryNotices(): Promise<void> { return guard(() => this.core.dismissLibraryNotices()); }
-  listAllowedFolders(): Promise<AllowedFolder[]> { return guard(() => this.core.listAllowedFolders()); }
-  addAllowedFolder(path: unknown): Promise<AllowedFolder[]> { return guard(() => this.core.addAllowedFolder(path)); }
-  removeAllowedFolder(path: unknown): Promise<AllowedFolder[]> { return guard(() => this.core.removeAllowedFolder(path)); }
+  // The table's 'call' methods, one forwarder each: the core serves them under the same name
+  // (ServiceCore implements ApiCallHandlers, so a call the core lacks does not compile).
+  static {
+    for (const method of API_METHOD_NAMES) {
+      if (API_METHODS[method].kind !== 'call') continue;
+      const call = method as CallMethod;
+      Object.defineProperty(Session.prototype, call, {
+        value(this: Session, ...params: unknown[]): Promise<unknown> {
+          const core: ApiCallHandlers = this.core;
+          return guard(() => (core[call] as (...p: unknown[]) => unknown).apply(core, params));
+        },
+        writable: true,
+        configurable: true,
+      });
+    }
+  }
 }
 
 /** The service: a session of its own (events via on('event')) that opens sessions for transports. */

@@ -5,7 +5,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { API_METHODS } from '../../electron/service/api.ts';
+import { API_METHOD_NAMES } from '../../electron/service/api.ts';
 import { contentSecurityPolicy } from '../../electron/csp.ts';
 import {
   ALLOWED_PERMISSIONS, APP_ENTRY, IPC_CALL, IPC_EVENT, WEB_PREFERENCES, WINDOW_OPTIONS, isAppUrl,
@@ -86,7 +86,7 @@ describe('Electron hardening', () => {
     const preload = read('electron/preload.ts');
     const list = /const METHODS = \[([^\]]*)\]/.exec(preload)![1]!;
     const methods = [...list.matchAll(/'([A-Za-z]+)'/g)].map((m) => m[1]);
-    expect(methods).toEqual([...API_METHODS]);
+    expect(methods).toEqual([...API_METHOD_NAMES]);
     expect(preload).toContain(`const IPC_CALL = '${IPC_CALL}'`);
     expect(preload).toContain(`const IPC_EVENT = '${IPC_EVENT}'`);
     // One exposure, named unhalt; the page never gets ipcRenderer or the IPC event object.

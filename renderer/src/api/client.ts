@@ -2,10 +2,11 @@
 // - Electron: the preload's `window.unhalt = { call(method, ...params), onEvent(listener) }`;
 // - host mode: a WebSocket to the page's own origin at /api?token=... (token from the page URL),
 //   with request ids, event dispatch, queued calls while (re)connecting and automatic reconnect.
-// Only types (and API_METHODS) come from electron/service/api.ts.
-import { API_METHODS } from '../../../electron/service/api.ts';
+// The methods are installed from api.ts's method table; only types and that plain data come
+// from electron/service/api.ts. Errors arrive as { code, message } over both transports.
+import { API_ERROR_CODES, API_METHOD_NAMES } from '../../../electron/service/api.ts';
 import type {
-  ApiErrorCode, ApiEvent, ApiMethod, ClientMessage, ServerMessage, UnhaltApi,
+  ApiErrorCode, ApiErrorDto, ApiEvent, ApiMethod, ClientMessage, ServerMessage, UnhaltApi,
 } from '../../../electron/service/api.ts';
 
 export type ConnectionState = 'connecting' | 'open' | 'closed';
@@ -40,21 +41,20 @@ interface Transport {
 type EventListener = (event: ApiEvent) => void;
 type ConnectionListener = (state: ConnectionState, error?: string) => void;
 
-function toApiError(e: unknown): ApiError {
-  if (e instanceof ApiError) return e;
-  if (e && typeof e === 'object' && 'code' in e && 'message' in e) {
-    const { code, message } = e as { code: unknown; message: unknown };
-    if (typeof code === 'string' && typeof message === 'string') return new ApiError(code as ApiErrorCode, stripIpcPrefix(message));
-  }
-  const message = e instanceof Error ? e.message : String(e);
-  // Electron's ipcRenderer.invoke wraps errors as "Error invoking remote method 'x': ApiError[code]: msg".
-  const m = /\[(invalid|not-found|conflict|host|internal|unauthorized|too-large)\]:?\s*(.*)$/s.exec(message);
-  if (m) return new ApiError(m[1] as ApiErrorCode, m[2]!);
-  return new ApiError('internal', stripIpcPrefix(message));
+const ERROR_CODES: ReadonlySet<string> = new Set(API_ERROR_CODES);
+
+function isApiErrorDto(e: unknown): e is ApiErrorDto {
+  if (typeof e !== 'object' || e === null) return false;
+  const { code, message } = e as { code?: unknown; message?: unknown };
+  return typeof code === 'string' && ERROR_CODES.has(code) && typeof message === 'string';
 }
 
-function stripIpcPrefix(message: string): string {
-  return message.replace(/^Error invoking remote method '[^']*': (\w*Error: )?/, '');
+/** A rejection as an ApiError: the service's { code, message } as it came, anything else 'internal'. */
+function toApiError(e: unknown): ApiError {
+  if (e instanceof ApiError) return e;
+  if (isApiErrorDto(e)) return new ApiError(e.code, e.message);
+  // Not from the service (a bug in a transport): shown as it is, never parsed.
+  return new ApiError('internal', e instanceof Error ? e.message : String(e));
 }
 
 class BridgeTransport implements Transport {
@@ -199,7 +199,7 @@ export function socketUrl(loc: Location = location): string {
   return `${scheme}//${loc.host}/api?token=${encodeURIComponent(token)}`;
 }
 
-// Every UnhaltApi method exists on ApiClient; the constructor installs them from API_METHODS.
+// Every UnhaltApi method exists on ApiClient; the constructor installs them from the table.
 // eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging
 export interface ApiClient extends UnhaltApi {}
 
@@ -235,7 +235,7 @@ export class ApiClient {
       });
     }
     const self = this as unknown as Record<ApiMethod, (...params: unknown[]) => Promise<unknown>>;
-    for (const m of API_METHODS) self[m] = (...params: unknown[]) => this.transport.call(m, trimUndefined(params));
+    for (const m of API_METHOD_NAMES) self[m] = (...params: unknown[]) => this.transport.call(m, trimUndefined(params));
   }
 
   /** Listens to every ApiEvent; returns the unsubscribe function. */

@@ -5,7 +5,7 @@
 import type {
   ApiEvent, ExperimentSummary, HostInfo, Subscription, TelemetrySample, VmRecord, VmStatus,
 } from '../../../electron/service/api.ts';
-import { ApiClient } from '../api/client.ts';
+import { ApiClient, ApiError } from '../api/client.ts';
 import type { ConnectionState } from '../api/client.ts';
 import { createStore, useStore } from './store.ts';
 import { resetConsole, setConsoleSender, writeConsole, disposeConsole, consoleText } from '../console/terminals.ts';
@@ -190,7 +190,7 @@ export function ensureSubscribed(vmId: string): Promise<void> {
       subscribed.add(vmId);
       applyBackfill(vmId, sub);
     } catch (e) {
-      if (!(e instanceof Error && 'code' in e && (e as { code: string }).code === 'disconnected')) {
+      if (!(e instanceof ApiError && e.code === 'disconnected')) {
         notify('error', `could not follow VM ${vmName(vmId)}: ${errorMessage(e)}`);
       }
     } finally {
