@@ -50,8 +50,9 @@ export interface MachineSpec {
 }
 
 /**
- * Test seams for guest faults (test/kvm/faults.test.ts). Both feed the real exit handling: the
- * vCPU worker's exit switch, the VM's teardown and its exit record.
+ * Test seam for guest faults (test/kvm/faults.test.ts): the host then produces the fault for real
+ * and it goes through the real exit handling, the VM's teardown and its exit record. Exits no
+ * host can be made to produce are unit-tested at the dispatch instead (exit-dispatch.test.ts).
  */
 export interface VmTestHooks {
   /**
@@ -60,11 +61,6 @@ export interface VmTestHooks {
    * instruction emulator lacks) so that the host produces the fault for real.
    */
   beforeFirstRun?(ctx: { vcpus: readonly Vcpu[]; memory: GuestMemory }): void;
-  /**
-   * For exits a host cannot be made to produce: vCPU `vcpu` decodes `record` (the first bytes of
-   * a struct kvm_run) in place of its first real exit (Vcpu.testReplaceNextExit).
-   */
-  replaceFirstExit?: { vcpu: number; record: Uint8Array };
 }
 
 export type VmState = 'starting' | 'running' | 'paused' | 'stopping' | 'stopped';
@@ -288,8 +284,6 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
         deviceSab: this.deviceSab, consoleRingSab: this.consoleRingSab, agentRingSab: this.agentRingSab,
         hostCpu: this.spec.pin?.[vcpu.id],
       };
-      const replace = this.spec.testHooks?.replaceFirstExit;
-      if (replace && replace.vcpu === vcpu.id) data.testReplaceFirstExit = replace.record;
       const started = new Promise<void>((resolve, reject) => {
         const onError = (e: Error) => reject(new Error(`vCPU ${i} thread failed to start: ${e.message}`));
         worker.once('error', onError);
