@@ -302,7 +302,7 @@ export class ServiceCore {
     return this.runtime(this.record(rawId).id).forceStop();
   }
 
-  pauseVm(rawId: unknown): VmStatus {
+  pauseVm(rawId: unknown): Promise<VmStatus> {
     return this.runtime(this.record(rawId).id).pause();
   }
 

@@ -110,6 +110,8 @@ export function describeGuestFault(f: Record<string, number>): string {
 
 export { MIN_MEMORY_MIB } from './vm-limits.ts';
 const WORKER_EXIT_DEADLINE_MS = 5000;
+/** How long pause() waits for the vCPU threads to acknowledge before it kicks them again. */
+const PAUSE_REKICK_MS = 50;
 /** Console input waiting for a guest that does not read it: at most this much is kept. */
 export const MAX_PENDING_INPUT = 1024 * 1024;
 
@@ -155,6 +157,8 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
   /** The first unhandled exception the guest reported (docs/guest-contract.md): its power-off after that is a failure. */
   private guestFault?: Record<string, number>;
   private tearingDown?: Promise<VmExit>;
+  /** The pending pause's acknowledgement (see pause()), until resume(). */
+  private pausing?: Promise<void>;
 
   private constructor(spec: MachineSpec) {
     super();
@@ -357,15 +361,34 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
     this.spec.pin = hostCpus.length ? this.vcpus.map((_, i) => hostCpus[i % hostCpus.length]!) : undefined;
   }
 
-  pause(): void {
-    if (this.state !== 'running') return;
+  /**
+   * Pauses every vCPU. The state reads 'paused' at once; the promise resolves only when every
+   * vCPU thread has acknowledged it out of KVM_RUN (VmControl.waitWhilePaused), so from then on
+   * the guest makes no progress: no exits, no console bytes. It also resolves if resume() or the
+   * VM's end comes first.
+   */
+  pause(): Promise<void> {
+    if (this.state === 'paused') return this.pausing ?? Promise.resolve();
+    if (this.state !== 'running') return Promise.resolve();
     this.control.setCommand(COMMAND.pause);
     this.kickAll();
     this.setState('paused');
+    this.pausing = this.pauseAcknowledged();
+    return this.pausing;
+  }
+
+  private async pauseAcknowledged(): Promise<void> {
+    while (this.control.command === COMMAND.pause && !this.control.allWorkersPaused) {
+      await this.control.pausedCountChange(PAUSE_REKICK_MS);
+      // A signal that lands while its thread is between KVM_RUNs is lost; immediate_exit catches
+      // most of those, and kicking again until every thread answers catches the rest.
+      if (this.control.command === COMMAND.pause && !this.control.allWorkersPaused) this.kickAll();
+    }
   }
 
   resume(): void {
     if (this.state !== 'paused') return;
+    this.pausing = undefined;
     this.control.setCommand(COMMAND.run);
     this.setState('running');
   }
