@@ -303,7 +303,7 @@ export class ServiceCore implements ApiCallHandlers {
     return this.runtime(this.record(rawId).id).forceStop();
   }
 
-  pauseVm(rawId: unknown): VmStatus {
+  pauseVm(rawId: unknown): Promise<VmStatus> {
     return this.runtime(this.record(rawId).id).pause();
   }
 

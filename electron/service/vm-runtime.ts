@@ -218,9 +218,10 @@ export class VmRuntime {
     return this.status();
   }
 
-  pause(): VmStatus {
+  /** Answers once every vCPU is out of KVM_RUN (VirtualMachine.pause). */
+  async pause(): Promise<VmStatus> {
     const vm = this.need('pause');
-    if (this.state === 'running') vm.pause();
+    if (this.state === 'running' || this.state === 'paused') await vm.pause();
     return this.status();
   }
 

@@ -50,8 +50,9 @@ export interface MachineSpec {
 }
 
 /**
- * Test seams for guest faults (test/kvm/faults.test.ts). Both feed the real exit handling: the
- * vCPU worker's exit switch, the VM's teardown and its exit record.
+ * Test seam for guest faults (test/kvm/faults.test.ts): the host then produces the fault for real
+ * and it goes through the real exit handling, the VM's teardown and its exit record. Exits no
+ * host can be made to produce are unit-tested at the dispatch instead (exit-dispatch.test.ts).
  */
 export interface VmTestHooks {
   /**
@@ -60,11 +61,6 @@ export interface VmTestHooks {
    * instruction emulator lacks) so that the host produces the fault for real.
    */
   beforeFirstRun?(ctx: { vcpus: readonly Vcpu[]; memory: GuestMemory }): void;
-  /**
-   * For exits a host cannot be made to produce: vCPU `vcpu` decodes `record` (the first bytes of
-   * a struct kvm_run) in place of its first real exit (Vcpu.testReplaceNextExit).
-   */
-  replaceFirstExit?: { vcpu: number; record: Uint8Array };
 }
 
 export type VmState = 'starting' | 'running' | 'paused' | 'stopping' | 'stopped';
@@ -114,6 +110,8 @@ export function describeGuestFault(f: Record<string, number>): string {
 
 export { MIN_MEMORY_MIB } from './vm-limits.ts';
 const WORKER_EXIT_DEADLINE_MS = 5000;
+/** How long pause() waits for the vCPU threads to acknowledge before it kicks them again. */
+const PAUSE_REKICK_MS = 50;
 /** Console input waiting for a guest that does not read it: at most this much is kept. */
 export const MAX_PENDING_INPUT = 1024 * 1024;
 
@@ -159,6 +157,8 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
   /** The first unhandled exception the guest reported (docs/guest-contract.md): its power-off after that is a failure. */
   private guestFault?: Record<string, number>;
   private tearingDown?: Promise<VmExit>;
+  /** The pending pause's acknowledgement (see pause()), until resume(). */
+  private pausing?: Promise<void>;
 
   private constructor(spec: MachineSpec) {
     super();
@@ -288,8 +288,6 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
         deviceSab: this.deviceSab, consoleRingSab: this.consoleRingSab, agentRingSab: this.agentRingSab,
         hostCpu: this.spec.pin?.[vcpu.id],
       };
-      const replace = this.spec.testHooks?.replaceFirstExit;
-      if (replace && replace.vcpu === vcpu.id) data.testReplaceFirstExit = replace.record;
       const started = new Promise<void>((resolve, reject) => {
         const onError = (e: Error) => reject(new Error(`vCPU ${i} thread failed to start: ${e.message}`));
         worker.once('error', onError);
@@ -363,15 +361,34 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
     this.spec.pin = hostCpus.length ? this.vcpus.map((_, i) => hostCpus[i % hostCpus.length]!) : undefined;
   }
 
-  pause(): void {
-    if (this.state !== 'running') return;
+  /**
+   * Pauses every vCPU. The state reads 'paused' at once; the promise resolves only when every
+   * vCPU thread has acknowledged it out of KVM_RUN (VmControl.waitWhilePaused), so from then on
+   * the guest makes no progress: no exits, no console bytes. It also resolves if resume() or the
+   * VM's end comes first.
+   */
+  pause(): Promise<void> {
+    if (this.state === 'paused') return this.pausing ?? Promise.resolve();
+    if (this.state !== 'running') return Promise.resolve();
     this.control.setCommand(COMMAND.pause);
     this.kickAll();
     this.setState('paused');
+    this.pausing = this.pauseAcknowledged();
+    return this.pausing;
+  }
+
+  private async pauseAcknowledged(): Promise<void> {
+    while (this.control.command === COMMAND.pause && !this.control.allWorkersPaused) {
+      await this.control.pausedCountChange(PAUSE_REKICK_MS);
+      // A signal that lands while its thread is between KVM_RUNs is lost; immediate_exit catches
+      // most of those, and kicking again until every thread answers catches the rest.
+      if (this.control.command === COMMAND.pause && !this.control.allWorkersPaused) this.kickAll();
+    }
   }
 
   resume(): void {
     if (this.state !== 'paused') return;
+    this.pausing = undefined;
     this.control.setCommand(COMMAND.run);
     this.setState('running');
   }

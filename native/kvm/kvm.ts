@@ -1,7 +1,7 @@
 // Typed KVM handles in the shape of rust-vmm's kvm-ioctls: Kvm (the /dev/kvm fd) -> Vm -> Vcpu.
 // Every failing ioctl throws a KvmError naming the ioctl and the errno.
 import {
-  CAP, EXIT, IOCTL, KVM_EXIT_IO_IN, KVM_PIT_SPEAKER_DUMMY, RUN, SIZEOF,
+  CAP, IOCTL, KVM_PIT_SPEAKER_DUMMY, RUN, SIZEOF,
   decodeCpuid2, decodeMsrs, decodeRegs, decodeSregs, encodeCpuid2, encodeMsrs, encodeRegs, encodeSregs,
   type CpuidEntry, type IoctlName, type MsrEntry, type Regs, type Sregs,
 } from './abi.ts';
@@ -9,6 +9,9 @@ import {
   EAGAIN, EINTR, MAP_FAILED, MAP_SHARED, O_CLOEXEC, O_RDWR, PROT_READ, PROT_WRITE, OsError, addressOf, describeErrno,
   errno, libc,
 } from './libc.ts';
+import { createExitRecord, decodeExit, markInterrupted, type VcpuExit } from './exit-record.ts';
+
+export type { VcpuExit, VcpuExitKind } from './exit-record.ts';
 
 export class KvmError extends OsError {
   readonly ioctl: string;
@@ -226,30 +229,6 @@ export interface VcpuHandle {
   runSize: number;
 }
 
-export type ExitKind =
-  | 'io-in' | 'io-out' | 'mmio-read' | 'mmio-write' | 'hlt' | 'shutdown' | 'fail-entry'
-  | 'internal-error' | 'system-event' | 'intr' | 'other';
-
-/**
- * One exit record, reused across run() calls so the exit path allocates nothing. For io-in and
- * mmio-read the handler fills `data[0..dataLength)`; the next run() hands it back to KVM
- * (kvm-ioctls' `&mut data`).
- */
-export interface VcpuExit {
-  kind: ExitKind;
-  reason: number;
-  port: number;
-  size: number;
-  count: number;
-  address: number;
-  data: Uint8Array;
-  dataLength: number;
-  /** fail-entry: hardware reason; internal-error: suberror; system-event: type. */
-  code: number;
-  /** internal-error / system-event extra data words. */
-  extra: bigint[];
-}
-
 export class Vcpu {
   readonly fd: number;
   readonly id: number;
@@ -266,8 +245,6 @@ export class Vcpu {
   private readonly sregsBuf = Buffer.alloc(SIZEOF.sregs);
   /** Where the pending in-data must be written back before the next KVM_RUN (0 = none). */
   private pendingInAddress = 0;
-  /** Test seam (testReplaceNextExit): a kvm_run header decoded in place of the next real one. */
-  private replacementHeader?: Uint8Array;
   readonly exit: VcpuExit;
 
   constructor(handle: VcpuHandle, owner = false) {
@@ -278,10 +255,7 @@ export class Vcpu {
     this.owner = owner;
     this.headerAddress = addressOf(this.header);
     this.dataAddress = addressOf(this.dataBuffer);
-    this.exit = {
-      kind: 'other', reason: 0, port: 0, size: 0, count: 0, address: 0,
-      data: new Uint8Array(this.dataBuffer), dataLength: 0, code: 0, extra: [],
-    };
+    this.exit = createExitRecord(new Uint8Array(this.dataBuffer));
   }
 
   handle(): VcpuHandle {
@@ -375,18 +349,7 @@ export class Vcpu {
   }
 
   /**
-   * Test seam, for exits a host cannot be made to produce (e.g. KVM_EXIT_FAIL_ENTRY where KVM
-   * emulates invalid guest state instead of failing the entry): after the next real KVM_RUN
-   * returns, `record` (the first bytes of a struct kvm_run, as KVM would have written them) is
-   * decoded instead of what KVM wrote. Decoding and everything after it are the real code.
-   */
-  testReplaceNextExit(record: Uint8Array): void {
-    if (record.length < 16 || record.length > RUN.headerBytes) throw new RangeError(`a kvm_run record is 16..${RUN.headerBytes} bytes`);
-    this.replacementHeader = record;
-  }
-
-  /**
-   * Enters the guest until the next userspace exit and decodes it into `this.exit`.
+   * Enters the guest until the next userspace exit and decodes it into `this.exit` (decodeExit).
    * A signal (kick) makes it return kind 'intr' rather than throwing.
    */
   run(): VcpuExit {
@@ -400,79 +363,17 @@ export class Vcpu {
       const err = errno();
       // EINTR: a kick. EAGAIN: an AP still waiting for its SIPI woke up; just enter again.
       if (err === EINTR || err === EAGAIN) {
-        exit.kind = 'intr';
-        exit.reason = EXIT.INTR;
+        markInterrupted(exit);
         return exit;
       }
       throw new KvmError('KVM_RUN', err);
     }
     libc.copy(this.headerAddress, this.runAddress, RUN.headerBytes);
-    if (this.replacementHeader) {
-      const bytes = new Uint8Array(this.header);
-      bytes.fill(0);
-      bytes.set(this.replacementHeader);
-      this.replacementHeader = undefined;
-    }
-    const h = this.headerView;
-    const reason = h.getUint32(RUN.exitReason, true);
-    exit.reason = reason;
-    switch (reason) {
-      case EXIT.IO: {
-        const size = h.getUint8(RUN.ioSize);
-        const count = h.getUint32(RUN.ioCount, true);
-        // Two 32-bit reads: a BigInt per exit would allocate on the hot path.
-        const dataAddr = this.runAddress + h.getUint32(RUN.ioDataOffset, true) + h.getUint32(RUN.ioDataOffset + 4, true) * 2 ** 32;
-        exit.port = h.getUint16(RUN.ioPort, true);
-        exit.size = size;
-        exit.count = count;
-        exit.dataLength = Math.min(size * count, 4096);
-        if (h.getUint8(RUN.ioDirection) === KVM_EXIT_IO_IN) {
-          exit.kind = 'io-in';
-          this.pendingInAddress = dataAddr;
-        } else {
-          exit.kind = 'io-out';
-          libc.copy(this.dataAddress, dataAddr, exit.dataLength);
-        }
-        break;
-      }
-      case EXIT.MMIO: {
-        exit.address = Number(h.getBigUint64(RUN.mmioPhysAddr, true));
-        exit.dataLength = Math.min(h.getUint32(RUN.mmioLen, true), 8);
-        exit.size = exit.dataLength;
-        const data = new Uint8Array(this.dataBuffer);
-        if (h.getUint8(RUN.mmioIsWrite)) {
-          exit.kind = 'mmio-write';
-          for (let i = 0; i < exit.dataLength; i++) data[i] = h.getUint8(RUN.mmioData + i);
-        } else {
-          exit.kind = 'mmio-read';
-          this.pendingInAddress = this.runAddress + RUN.mmioData;
-        }
-        break;
-      }
-      case EXIT.HLT: exit.kind = 'hlt'; break;
-      case EXIT.SHUTDOWN: exit.kind = 'shutdown'; break;
-      case EXIT.INTR: exit.kind = 'intr'; break;
-      case EXIT.FAIL_ENTRY:
-        exit.kind = 'fail-entry';
-        exit.code = Number(h.getBigUint64(RUN.failReason, true));
-        exit.extra = [BigInt(h.getUint32(RUN.failCpu, true))];
-        break;
-      case EXIT.INTERNAL_ERROR: {
-        exit.kind = 'internal-error';
-        exit.code = h.getUint32(RUN.internalSuberror, true);
-        const n = Math.min(h.getUint32(RUN.internalNdata, true), 16);
-        exit.extra = Array.from({ length: n }, (_, i) => h.getBigUint64(RUN.internalData + i * 8, true));
-        break;
-      }
-      case EXIT.SYSTEM_EVENT: {
-        exit.kind = 'system-event';
-        exit.code = h.getUint32(RUN.systemEventType, true);
-        const n = Math.min(h.getUint32(RUN.systemEventNdata, true), 16);
-        exit.extra = Array.from({ length: n }, (_, i) => h.getBigUint64(RUN.internalData + i * 8, true));
-        break;
-      }
-      default: exit.kind = 'other';
-    }
+    decodeExit(this.headerView, exit);
+    // PIO data lives outside the header, in the mapping: copy it in now, or back before the next entry.
+    const kind = exit.kind;
+    if (kind === 'io-out') libc.copy(this.dataAddress, this.runAddress + exit.dataOffset, exit.dataLength);
+    else if (kind === 'io-in' || kind === 'mmio-read') this.pendingInAddress = this.runAddress + exit.dataOffset;
     return exit;
   }
 

@@ -49,7 +49,7 @@ describe.skipIf(!kvmAvailable)('probe guest on real KVM', () => {
   it('pauses and resumes a running guest', async () => {
     const g = await startProbe({ append: 'scenario=echo' });
     await g.waitForConsole('probe> ');
-    g.vm.pause();
+    await g.vm.pause();
     expect(g.vm.state).toBe('paused');
     g.vm.resume();
     g.vm.sendConsole('cpus\r');

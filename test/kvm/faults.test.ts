@@ -12,16 +12,14 @@
 //   - a vCPU worker that throws: /dev/null is dup2'ed over the vCPU fd of a running guest, so
 //     the worker's next KVM_RUN fails with ENOTTY and the KvmError propagates out of its loop.
 // Exits a host cannot be made to produce (KVM_EXIT_FAIL_ENTRY here; internal errors on hardware
-// hosts) are also driven through the real handling code with a real kvm_run record, via the
-// test seam MachineSpec.testHooks.replaceFirstExit (Vcpu.testReplaceNextExit decodes the record
-// in place of the vCPU's first real exit; decoding, the worker's exit switch, teardown and the
-// exit record are the production code).
+// hosts) are tested at the exit dispatch instead, decoded from real kvm_run record bytes
+// (test/unit/exit-dispatch.test.ts); the VM's teardown and exit record after such an exit are
+// the same code the real faults above go through.
 import { existsSync } from 'node:fs';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import koffi from 'koffi';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EXIT, RUN } from '../../native/kvm/abi.ts';
 import { validateConfig } from '../../electron/vmm/config/vm-config.ts';
 import { resolveMachine } from '../../electron/vmm/config/resolve.ts';
 import { probeHost } from '../../electron/vmm/machine/host-caps.ts';
@@ -62,15 +60,6 @@ async function exitWithin(g: Watched, ms = 30_000): Promise<VmExit> {
   } finally {
     clearTimeout(timer);
   }
-}
-
-/** A kvm_run header as KVM writes it: exit_reason at 8, the exit's union at 32. */
-function kvmRunRecord(reason: number, fill: (v: DataView) => void): Uint8Array {
-  const b = new Uint8Array(RUN.headerBytes);
-  const v = new DataView(b.buffer);
-  v.setUint32(RUN.exitReason, reason, true);
-  fill(v);
-  return b;
 }
 
 const results: { fault: string; kind: string; message: string }[] = [];
@@ -155,20 +144,6 @@ describe.skipIf(!kvmAvailable)('guest faults end only their own VM', () => {
     await checkContainedAndReleased(ram());
   });
 
-  it('KVM_EXIT_INTERNAL_ERROR through the real handling with a real exit record', async () => {
-    const record_ = kvmRunRecord(EXIT.INTERNAL_ERROR, (v) => {
-      v.setUint32(RUN.internalSuberror, 1, true); // KVM_INTERNAL_ERROR_EMULATION
-      v.setUint32(RUN.internalNdata, 2, true);
-      v.setBigUint64(RUN.internalData, 0xdeadn, true);
-      v.setBigUint64(RUN.internalData + 8, 0xbeefn, true);
-    });
-    const { g, ram } = await startFaulty('scenario=echo', { replaceFirstExit: { vcpu: 0, record: record_ } });
-    const exit = await exitWithin(g);
-    record('internal error (injected record)', exit);
-    expect(exit).toEqual({ kind: 'internal-error', message: 'vCPU 0: KVM internal error: emulation failure [0xdead 0xbeef]', vcpu: 0 });
-    await checkContainedAndReleased(ram());
-  });
-
   it('invalid guest state through KVM_SET_SREGS: the VM ends with whatever reason the host gives', async () => {
     const { g, ram } = await startFaulty('scenario=echo', {
       beforeFirstRun: ({ vcpus }) => {
@@ -183,18 +158,6 @@ describe.skipIf(!kvmAvailable)('guest faults end only their own VM', () => {
     expect(['fail-entry', 'internal-error', 'triple-fault']).toContain(exit.kind);
     expect(exit.message).toMatch(/^vCPU 0: /);
     expect(exit.vcpu).toBe(0);
-    await checkContainedAndReleased(ram());
-  });
-
-  it('KVM_EXIT_FAIL_ENTRY through the real handling with a real exit record', async () => {
-    const record_ = kvmRunRecord(EXIT.FAIL_ENTRY, (v) => {
-      v.setBigUint64(RUN.failReason, 0x80000021n, true); // VMX: VM-entry failure, invalid guest state
-      v.setUint32(RUN.failCpu, 1, true);
-    });
-    const { g, ram } = await startFaulty('scenario=echo', { replaceFirstExit: { vcpu: 0, record: record_ } });
-    const exit = await exitWithin(g);
-    record('fail entry (injected record)', exit);
-    expect(exit).toEqual({ kind: 'fail-entry', message: 'vCPU 0: KVM could not enter the guest (hardware reason 0x80000021)', vcpu: 0 });
     await checkContainedAndReleased(ram());
   });
 

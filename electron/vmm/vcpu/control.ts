@@ -5,6 +5,11 @@
 
 export const COMMAND = { run: 0, pause: 1, stop: 2 } as const;
 
+// Atomics.waitAsync (Node 16+) is typed only from lib es2024, above this project's es2023.
+const waitAsync = (Atomics as unknown as {
+  waitAsync(ta: Int32Array, index: number, value: number, timeoutMs: number): { async: boolean; value: Promise<string> | string };
+}).waitAsync;
+
 /** Why a VM ended; the first writer wins. */
 export const END = {
   none: 0,
@@ -84,14 +89,33 @@ export class VmControl {
     Atomics.notify(this.words, CMD);
     if (cmd === COMMAND.stop) this.abandonStart();
   }
-  /** Blocks a worker while the VM is paused (and until the command changes). */
+  /**
+   * Blocks a worker while the VM is paused (and until the command changes). A worker calls it
+   * only out of KVM_RUN, so the count it raises is its acknowledgement of the pause.
+   */
   waitWhilePaused(): void {
     Atomics.add(this.words, PAUSED, 1);
     Atomics.notify(this.words, PAUSED);
     while (Atomics.load(this.words, CMD) === COMMAND.pause) Atomics.wait(this.words, CMD, COMMAND.pause, 1000);
     Atomics.sub(this.words, PAUSED, 1);
+    Atomics.notify(this.words, PAUSED);
   }
   get pausedWorkers(): number { return Atomics.load(this.words, PAUSED); }
+
+  /** Every live worker has acknowledged the pause: none of them is in KVM_RUN. */
+  get allWorkersPaused(): boolean {
+    return Atomics.load(this.words, PAUSED) >= Atomics.load(this.words, RUNNING);
+  }
+
+  /**
+   * Main thread: resolves when the paused-worker count changes or after `timeoutMs`, whichever is
+   * first. It never blocks (Atomics.waitAsync), so the main thread keeps dispatching meanwhile.
+   */
+  async pausedCountChange(timeoutMs: number): Promise<void> {
+    const seen = Atomics.load(this.words, PAUSED);
+    const r = waitAsync(this.words, PAUSED, seen, timeoutMs);
+    if (r.async) await r.value;
+  }
 
   /** Records how the VM ended; returns false if another vCPU already did. */
   end(code: EndCode, vcpu: number): boolean {

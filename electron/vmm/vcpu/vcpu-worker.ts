@@ -1,15 +1,16 @@
 // One vCPU thread: loops on KVM_RUN and handles port and MMIO exits right here, without a round
-// trip to the main thread (a round trip costs more than the exit). Device state is shared with
-// the other vCPUs through SharedArrayBuffers; console bytes go to shared rings that the main
-// thread drains, so nothing waits for a later exit to be seen.
+// trip to the main thread (a round trip costs more than the exit); what each exit means is
+// exit-dispatch.ts's to say. Device state is shared with the other vCPUs through
+// SharedArrayBuffers; console bytes go to shared rings that the main thread drains, so nothing
+// waits for a later exit to be seen.
 import { parentPort } from 'node:worker_threads';
-import { INTERNAL_ERROR_NAMES, SYSTEM_EVENT_NAMES } from '../../../native/kvm/abi.ts';
 import { IrqLine, Vcpu, type VcpuHandle } from '../../../native/kvm/kvm.ts';
 import { libc } from '../../../native/kvm/libc.ts';
 import { pinCurrentThread } from '../../../native/kvm/affinity.ts';
 import { attachDevices } from '../devices/board.ts';
 import { ByteRing } from '../devices/byte-ring.ts';
 import { COMMAND, COUNTER, END, VmControl, type EndCode } from './control.ts';
+import { NO_COUNTER, UNMAPPED_MMIO, dispatchExit, type ExitDevices } from './exit-dispatch.ts';
 
 export interface VcpuWorkerData {
   vcpu: VcpuHandle;
@@ -21,8 +22,6 @@ export interface VcpuWorkerData {
   agentRingSab: SharedArrayBuffer;
   /** Host CPU to pin this thread to, if any. */
   hostCpu?: number;
-  /** Test seam (MachineSpec.testHooks.replaceFirstExit): decode this kvm_run record for the first exit. */
-  testReplaceFirstExit?: Uint8Array;
 }
 
 export type WorkerMessage =
@@ -55,10 +54,10 @@ const bus = attachDevices(data.deviceSab, {
   onReset: () => endVm(END.reset, 'the guest reset the machine'),
 });
 
-function hex(n: number | bigint): string {
-  return `0x${n.toString(16)}`;
-}
+const devices: ExitDevices = { pio: bus, mmio: UNMAPPED_MMIO };
 
+// run -> decode (Vcpu.run) -> dispatch (exit-dispatch.ts) -> act. Device output has already gone
+// to the shared rings when dispatch returns, so nothing waits for a later exit to be seen.
 function loop(): void {
   const exit = vcpu.exit;
   for (;;) {
@@ -69,68 +68,14 @@ function loop(): void {
       continue;
     }
     vcpu.run();
+    const action = dispatchExit(exit, devices, id);
     counters[cbase + COUNTER.exits]!++;
-    switch (exit.kind) {
-      case 'io-out': {
-        counters[cbase + COUNTER.io]!++;
-        const d = exit.data;
-        const size = exit.size;
-        for (let i = 0, o = 0; i < exit.count; i++, o += size) {
-          const v = size === 1 ? d[o]! : size === 2 ? d[o]! | (d[o + 1]! << 8)
-            : (d[o]! | (d[o + 1]! << 8) | (d[o + 2]! << 16) | (d[o + 3]! << 24)) >>> 0;
-          bus.write(exit.port, size, v);
-        }
-        break;
-      }
-      case 'io-in': {
-        counters[cbase + COUNTER.io]!++;
-        const d = exit.data;
-        const size = exit.size;
-        for (let i = 0, o = 0; i < exit.count; i++, o += size) {
-          const v = bus.read(exit.port, size);
-          d[o] = v & 0xff;
-          if (size > 1) d[o + 1] = (v >>> 8) & 0xff;
-          if (size > 2) { d[o + 2] = (v >>> 16) & 0xff; d[o + 3] = (v >>> 24) & 0xff; }
-        }
-        break;
-      }
-      case 'mmio-read':
-        // Nothing is mapped outside RAM but the in-kernel LAPIC/IOAPIC: unmapped reads float high.
-        counters[cbase + COUNTER.mmio]!++;
-        exit.data.fill(0xff, 0, exit.dataLength);
-        break;
-      case 'mmio-write':
-        counters[cbase + COUNTER.mmio]!++;
-        break;
-      case 'intr':
-        counters[cbase + COUNTER.intr]!++;
-        vcpu.setImmediateExit(false);
-        break;
-      case 'hlt':
-        // Only without an in-kernel LAPIC does HLT reach userspace; treat it as idle.
-        counters[cbase + COUNTER.hlt]!++;
-        break;
-      case 'shutdown':
-        endVm(END.tripleFault, `vCPU ${id}: triple fault (KVM_EXIT_SHUTDOWN)`);
-        return;
-      case 'internal-error':
-        endVm(END.internalError, `vCPU ${id}: KVM internal error: ${INTERNAL_ERROR_NAMES[exit.code] ?? `suberror ${exit.code}`}`
-          + (exit.extra.length ? ` [${exit.extra.map(hex).join(' ')}]` : ''));
-        return;
-      case 'fail-entry':
-        endVm(END.failEntry, `vCPU ${id}: KVM could not enter the guest (hardware reason ${hex(exit.code)})`);
-        return;
-      case 'system-event': {
-        const name = SYSTEM_EVENT_NAMES[exit.code] ?? `event ${exit.code}`;
-        if (exit.code === 2) endVm(END.reset, `vCPU ${id}: the guest reset the machine`);
-        else if (exit.code === 1) endVm(END.powerOff, `vCPU ${id}: the guest powered off`);
-        else endVm(END.internalError, `vCPU ${id}: system event: ${name}`);
-        return;
-      }
-      default:
-        counters[cbase + COUNTER.other]!++;
-        endVm(END.internalError, `vCPU ${id}: unexpected KVM exit reason ${exit.reason}`);
-        return;
+    if (action.counter !== NO_COUNTER) counters[cbase + action.counter]!++;
+    if (action.type === 'kicked') {
+      vcpu.setImmediateExit(false);
+    } else if (action.type === 'end') {
+      endVm(action.code, action.message);
+      return;
     }
   }
 }
@@ -139,7 +84,6 @@ control.setTid(id, libc.gettid());
 control.markRunning(1);
 try {
   if (data.hostCpu !== undefined) pinCurrentThread(data.hostCpu);
-  if (data.testReplaceFirstExit) vcpu.testReplaceNextExit(data.testReplaceFirstExit);
   post({ type: 'ready', vcpu: id, tid: control.tid(id) });
   // No vCPU runs before every vCPU thread is here (control.ts, arriveAtStart).
   if (control.arriveAtStart(id)) loop();
