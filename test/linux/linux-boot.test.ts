@@ -13,6 +13,7 @@ import {
   LINUX_BZIMAGE, LINUX_DEFAULT_CMDLINE, LINUX_INITRD, LINUX_KIT_BUILD_HINT, LINUX_VMLINUX, linuxCmdline, linuxKitBuilt,
 } from '../../electron/vmm/guests-linux.ts';
 import { hostKind } from '../../electron/vmm/host.ts';
+import { Sampler } from '../../electron/vmm/telemetry/sampler.ts';
 import { type MachineSpec, VirtualMachine, type VmExit } from '../../electron/vmm/vm.ts';
 import { hardwareKvm, NEEDS_HARDWARE } from '../support/kvm-semantics.ts';
 import { scaled } from '../support/time-scale.ts';
@@ -185,61 +186,58 @@ describe.skipIf(!hw)('what the kernel makes of the paravirt features (hardware-b
     try { return hostKvmFeatures(kvm.supportedCpuid()); } finally { kvm.close(); }
   };
 
-  async function spinlockLine(extra: Partial<MachineSpec>): Promise<string> {
+  /**
+   * PV_SEND_IPI and PV_SCHED_YIELD also make hypercalls: without them, every hypercall a guest
+   * makes is a PV spinlock kick (KVM_HC_KICK_CPU).
+   */
+  const OTHER_HYPERCALL_FEATURES = (1 << 11) | (1 << 13);
+
+  /** Boots, reads what the kernel said of PV spinlocks, runs a contended workload counting hypercalls; then `end`. */
+  async function paravirtBoot(extra: Partial<MachineSpec>, end: 'stop' | 'reboot' = 'stop'): Promise<{ line: string; hypercalls: number }> {
     const vm = running = await VirtualMachine.start(spec(LINUX_BZIMAGE, extra));
     const g = watch(vm);
+    const sampler = Sampler.forVm(vm, { intervalMs: 500 });
     await g.waitForConsole(/kvm-guest: PV spinlocks [^\n]*\n/, HW_DEADLINE_MS);
     const line = /kvm-guest: (PV spinlocks [^\n]*)/.exec(g.console())![1]!.trim();
     const ready = await g.waitForEvent('ready', HW_DEADLINE_MS);
-    console.log(`paravirt: ${JSON.stringify(extra)} -> "${line}", agent ${JSON.stringify(ready.fields)}`);
-    await vm.stop();
-    return line;
+    const atReady = hypercallTotal(sampler);
+    vm.sendAgent('run messaging groups=2 loops=50\n');
+    await g.waitForEvent('messaging', HW_DEADLINE_MS);
+    const hypercalls = hypercallTotal(sampler) - atReady;
+    console.log(`paravirt: ${JSON.stringify(extra)} -> "${line}", ${hypercalls} hypercalls during messaging, agent ${JSON.stringify(ready.fields)}`);
+    if (end === 'reboot') {
+      await g.waitForConsole('unhalt:~# ', HW_DEADLINE_MS);
+      vm.sendConsole('reboot\r');
+      const exit = await vm.exited;
+      expect(exit.kind, 'a guest reboot ends the VM with a reset (unhalt run: exit 0)').toBe('reset');
+    } else {
+      await vm.stop();
+    }
+    return { line, hypercalls };
   }
 
-  it('PV spinlocks are enabled with PV_UNHALT and 2 vCPUs, and not without', async () => {
+  it('PV spinlocks are enabled with PV_UNHALT and 2 vCPUs, and not without; their kicks are hypercalls', async () => {
     const { features } = hostFeatures();
     expect(features & PV_UNHALT, 'this host KVM offers PV_UNHALT').toBe(PV_UNHALT);
-    expect(await spinlockLine({ kvmFeatures: features, kvmHints: 0 })).toBe('PV spinlocks enabled');
-    expect(await spinlockLine({ kvmFeatures: features & ~PV_UNHALT, kvmHints: 0 })).toBe('PV spinlocks disabled, no host support');
-  }, 3 * HW_DEADLINE_MS);
+    const on = await paravirtBoot({ kvmFeatures: features & ~OTHER_HYPERCALL_FEATURES, kvmHints: 0 });
+    const off = await paravirtBoot({ kvmFeatures: features & ~PV_UNHALT & ~OTHER_HYPERCALL_FEATURES, kvmHints: 0 });
+    expect(on.line).toBe('PV spinlocks enabled');
+    expect(off.line).toBe('PV spinlocks disabled, no host support');
+    expect(off.hypercalls, 'no PV feature that makes hypercalls: none').toBe(0);
+    expect(on.hypercalls, 'contended PV spinlocks kick with KVM_HC_KICK_CPU').toBeGreaterThan(0);
+  }, 5 * HW_DEADLINE_MS);
 
-  it('the realtime hint turns PV spinlocks off', async () => {
+  it('the realtime hint turns PV spinlocks off; a guest reboot ends the VM with a reset', async () => {
     const { features } = hostFeatures();
-    expect(await spinlockLine({ kvmFeatures: features | PV_UNHALT, kvmHints: KVM_HINTS_REALTIME }))
-      .toBe('PV spinlocks disabled with KVM_HINTS_REALTIME hints');
-  }, 2 * HW_DEADLINE_MS);
-});
-
-describe.skipIf(!hw)('the Linux workloads in the guest (hardware-backed KVM)', () => {
-  it('the agent runs them on ttyS1 commands, with the live probe alongside', async () => {
-    const vm = running = await VirtualMachine.start(spec(LINUX_BZIMAGE));
-    const g = watch(vm);
-    await g.waitForEvent('ready', HW_DEADLINE_MS);
-    vm.sendAgent('probe on interval_ms=100 rounds=20\nrun pipe loops=20000\nrun ctx procs=2 loops=2000\nrun messaging groups=1 loops=10\n');
-    const pipe = await g.waitForEvent('pipe', HW_DEADLINE_MS);
-    const ctx = await g.waitForEvent('ctx', HW_DEADLINE_MS);
-    const messaging = await g.waitForEvent('messaging', HW_DEADLINE_MS);
-    const probe = await g.waitForEvent('ctxprobe', scaled(10_000));
-    console.log(`workloads in the guest: pipe ${pipe.fields.per_op_ns} ns/op, ctx ${ctx.fields.per_switch_ns} ns/switch, `
-      + `messaging ${messaging.fields.total_ns} ns, ctxprobe p50 ${probe.fields.p50_ns} ns`);
-    expect(pipe.fields.per_op_ns).toBeGreaterThan(100);
-    expect(pipe.fields.per_op_ns).toBeLessThan(10_000_000);
-    expect(ctx.fields.raw_per_switch_ns).toBeGreaterThan(0);
-    expect(messaging.fields.total_ns).toBeGreaterThan(0);
-    expect(probe.fields.p50_ns).toBeLessThanOrEqual(probe.fields.p99_ns!);
-    expect(g.events.filter((e) => e.event === 'done').map((e) => e.fields.status)).toEqual([0, 0, 0]);
-    await vm.stop();
+    const rt = await paravirtBoot({ kvmFeatures: features | PV_UNHALT, kvmHints: KVM_HINTS_REALTIME }, 'reboot');
+    expect(rt.line).toBe('PV spinlocks disabled with KVM_HINTS_REALTIME hints');
   }, 3 * HW_DEADLINE_MS);
-
-  it('unhalt bench --guest linux --bare: two configs and the bare reference', async () => {
-    const { runExperiment } = await import('../../electron/vmm/experiments/runner.ts');
-    const r = await runExperiment({
-      guest: 'linux', workload: 'pipe', workloadArgs: 'loops=20000', runs: 1, bare: true,
-      configs: [{ name: 'base', config: 'cpus=2' }, { name: 'nopoll', config: 'cpus=2,halt-poll-ns=0' }],
-    });
-    expect(r.raw.filter((x) => x.error)).toEqual([]);
-    expect(r.rows.map((x) => `${x.config}/${x.runner}`)).toEqual(['base/unhalt', 'nopoll/unhalt', 'bare/bare']);
-    expect(r.rows[0]!.ratioToReference).toBeGreaterThan(0);
-    console.log(`bench --guest linux: ${r.rows.map((x) => `${x.config} ${x.median.toFixed(1)} ms`).join(', ')}`);
-  }, 4 * HW_DEADLINE_MS);
 });
+
+/** Sum over vCPUs of KVM's hypercalls counter, sampled now. */
+function hypercallTotal(s: Sampler): number {
+  return s.sampleNow().reduce((a, r) => a + Number((r as unknown as Record<string, unknown>).hypercalls ?? 0), 0);
+}
+
+// The shell, the agent's workloads, cpu-pm, live halt polling and `unhalt bench --guest linux`:
+// test/linux/linux-hw.test.ts.
