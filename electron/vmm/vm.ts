@@ -291,7 +291,13 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
       const started = new Promise<void>((resolve, reject) => {
         const onError = (e: Error) => reject(new Error(`vCPU ${i} thread failed to start: ${e.message}`));
         worker.once('error', onError);
-        worker.once('message', () => { worker.off('error', onError); resolve(); });
+        const onMessage = (m: WorkerMessage) => {
+          if (m.type === 'loaded') return; // its modules are in; 'ready' (or 'ended') follows
+          worker.off('message', onMessage);
+          worker.off('error', onError);
+          resolve();
+        };
+        worker.on('message', onMessage);
       });
       worker.postMessage(data);
       return started;

@@ -139,6 +139,18 @@ describe('the command line a user meets first', () => {
     }
   }
 
+  it('a refusal right at start exits 1 every time, never 134 from a half-loaded vCPU thread', async () => {
+    // `unhalt run` starts vCPU 0's thread at once; a process that ended while that thread was
+    // still loading koffi's addon died in koffi's initialisation (seen: 1 in ~10 runs).
+    const codes: (number | null)[] = [];
+    for (let i = 0; i < 15; i++) {
+      const r = await runCli(['run', '--cpus', '-1'], { env });
+      codes.push(r.code);
+      expect(r.stderr).not.toMatch(/FATAL ERROR|napi_throw/);
+    }
+    expect(codes).toEqual(Array(15).fill(1));
+  });
+
   it('bare `unhalt` prints the overview on stdout and exits 0', async () => {
     const r = await runCli([], { env });
     expect(r.code).toBe(0);

@@ -25,10 +25,15 @@ export interface VcpuWorkerData {
 }
 
 export type WorkerMessage =
+  | { type: 'loaded' }
   | { type: 'ready'; vcpu: number; tid: number }
   | { type: 'ended'; vcpu: number; code: EndCode; message: string }
   | { type: 'exited'; vcpu: number };
 
+// Every module (koffi's native addon among them) is loaded by now. Until this message a spare
+// worker keeps the process alive (worker-pool.ts): a process that ends while a thread is still
+// loading koffi can die in koffi's initialisation (a fatal napi_throw, exit 134).
+parentPort!.postMessage({ type: 'loaded' } satisfies WorkerMessage);
 // The worker is spawned before its vCPU exists (module loading overlaps VM construction), so its
 // vCPU arrives in the first message.
 const data = await new Promise<VcpuWorkerData>((resolve) => parentPort!.once('message', resolve));
