@@ -2,7 +2,7 @@
 // worker thread per vCPU, drains console output, and tears everything down however it ends.
 import { EventEmitter } from 'node:events';
 import type { Worker } from 'node:worker_threads';
-import { takeVcpuWorker } from './vcpu/worker-pool.ts';
+import { takeVcpuWorker, whenLoaded } from './vcpu/worker-pool.ts';
 import { CAP } from '../../native/kvm/abi.ts';
 import { IrqLine, Kvm, type Vcpu, type Vm } from '../../native/kvm/kvm.ts';
 import { installKickHandler, kickThread } from '../../native/kvm/kick.ts';
@@ -110,6 +110,8 @@ export function describeGuestFault(f: Record<string, number>): string {
 
 export { MIN_MEMORY_MIB } from './vm-limits.ts';
 const WORKER_EXIT_DEADLINE_MS = 5000;
+/** How long a release waits for workers still loading their modules (seconds under emulation). */
+const WORKER_LOAD_WAIT_MS = 30_000;
 /** How long pause() waits for the vCPU threads to acknowledge before it kicks them again. */
 const PAUSE_REKICK_MS = 50;
 /** Console input waiting for a guest that does not read it: at most this much is kept. */
@@ -448,6 +450,11 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
   private async release(): Promise<void> {
     this.consoleQueue.close();
     this.agentQueue.close();
+    // Never terminate a worker still loading its modules (whenLoaded says why); bounded, as a
+    // worker that cannot load ends by itself.
+    let loadWait: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([Promise.all(this.workers.map(whenLoaded)), new Promise((r) => { loadWait = setTimeout(r, WORKER_LOAD_WAIT_MS); })]);
+    clearTimeout(loadWait);
     for (const w of this.workers) await w.terminate();
     for (const fd of [...this.vcpuStatsFds, this.vmStatsFd]) if (fd >= 0) closeFd(fd);
     this.vcpuStatsFds = [];

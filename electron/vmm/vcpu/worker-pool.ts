@@ -8,18 +8,37 @@ import { Worker } from 'node:worker_threads';
 export const VCPU_WORKER_URL = new URL(`./vcpu-worker${extname(new URL(import.meta.url).pathname)}`, import.meta.url);
 
 const spares: Worker[] = [];
+const loadedSignals = new WeakMap<Worker, Promise<void>>();
+
+/** A vCPU worker, with a signal for when its modules (koffi's addon among them) are loaded. */
+function newVcpuWorker(name: string): Worker {
+  const w = new Worker(VCPU_WORKER_URL, { name });
+  loadedSignals.set(w, new Promise((resolve) => {
+    const done = () => { w.off('message', onMessage); w.off('exit', done); w.off('error', done); resolve(); };
+    const onMessage = (m: { type?: string }) => { if (m?.type === 'loaded') done(); };
+    w.on('message', onMessage);
+    w.once('exit', done);
+    w.once('error', done);
+  }));
+  return w;
+}
+
+/**
+ * Resolves once the worker has loaded its modules (or ended). Terminating a worker while it
+ * is still loading koffi's addon can kill the whole process in koffi's initialisation (a fatal
+ * napi_throw), so every terminate waits for this first.
+ */
+export function whenLoaded(worker: Worker): Promise<void> {
+  return loadedSignals.get(worker) ?? Promise.resolve();
+}
 
 export function prewarmVcpuWorkers(count: number): void {
   for (let i = 0; i < count; i++) {
     // Named for the vCPU it will most likely drive (spares are taken in order).
-    const w = new Worker(VCPU_WORKER_URL, { name: `vcpu-${i}` });
+    const w = newVcpuWorker(`vcpu-${i}`);
     // Unref'd only once its modules are loaded: a process that ended while this thread was still
     // loading koffi's addon could die in koffi's initialisation (exit 134 instead of its own code).
-    w.on('message', function loaded(m: { type?: string }) {
-      if (m?.type !== 'loaded') return;
-      w.off('message', loaded);
-      if (spares.includes(w)) w.unref();
-    });
+    void whenLoaded(w).then(() => { if (spares.includes(w)) w.unref(); });
     // A spare that fails to load is simply dropped; the VM then starts a fresh worker.
     const drop = () => { const at = spares.indexOf(w); if (at >= 0) spares.splice(at, 1); };
     w.once('error', drop);
@@ -37,5 +56,5 @@ export function takeVcpuWorker(name: string): Worker {
     spare.ref();
     return spare;
   }
-  return new Worker(VCPU_WORKER_URL, { name });
+  return newVcpuWorker(name);
 }
