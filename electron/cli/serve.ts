@@ -49,19 +49,21 @@ export async function serveCommand(argv: string[]): Promise<number> {
     return EXIT_CODES.badInput;
   }
 
-  service.announceAddress(server.origin);
-  if (demo) await startDemo(service);
-  process.stdout.write(`${server.url}\n`);
-  say(`host mode on ${server.origin} (loopback only; the token in the URL is the key). Ctrl-C stops the server and its VMs.`);
-  const opener = open ? openBrowser(home, server) : undefined;
-
-  await new Promise<void>((resolve) => {
+  // Before the URL is printed: whoever reads it may send SIGTERM at once, and must get exit 0.
+  const stopRequested = new Promise<void>((resolve) => {
     onStopSignals(() => {
       const running = service.runningVmIds().length;
       say(`stopping${running ? ` ${running} VM${running > 1 ? 's' : ''} and` : ''} the server… (again to exit at once)`);
       resolve();
     }, 'exiting without waiting for the VMs');
   });
+  service.announceAddress(server.origin);
+  if (demo) await startDemo(service);
+  process.stdout.write(`${server.url}\n`);
+  say(`host mode on ${server.origin} (loopback only; the token in the URL is the key). Ctrl-C stops the server and its VMs.`);
+  const opener = open ? openBrowser(home, server) : undefined;
+
+  await stopRequested;
   if (opener) rmSync(opener, { force: true });
   await server.close();
   await service.shutdown();
