@@ -9,6 +9,7 @@ import { securityHeaders } from './csp.ts';
 import type { ServerMessage } from './service/api.ts';
 import { handleCall, requestId } from './service/dispatch.ts';
 import { toApiError } from './service/errors.ts';
+import { HomeBusyError } from './service/home-owner.ts';
 import { unhaltHome } from './service/paths.ts';
 import { createService, type ServiceSession, type UnhaltService } from './service/service.ts';
 import { NOT_BUILT_PAGE, RENDERER_DIST, readStatic, rendererBuilt, resolveStatic } from './service/static-files.ts';
@@ -46,9 +47,10 @@ async function start(): Promise<void> {
 
   const home = unhaltHome();
   try {
-    service = await createService({ home });
+    service = await createService({ home, ownerCommand: 'the Unhalt app' });
   } catch (e) {
-    return fail(new Error(`cannot open the VM library in ${home}: ${(e as Error).message}`));
+    // A second app or `unhalt serve` on this home: its message names the owner (home-owner.ts).
+    return fail(e instanceof HomeBusyError ? e : new Error(`cannot open the VM library in ${home}: ${(e as Error).message}`));
   }
   ipcMain.handle(IPC_CALL, (event, message: unknown) => onCall(event, message));
   Menu.setApplicationMenu(Menu.buildFromTemplate(menu()));

@@ -13,6 +13,7 @@ import { OutputError, OutputStream } from '../service/output-file.ts';
 import { EXIT_CODES, SIGNAL_EXIT_CODES, UsageError, parse, say } from './args.ts';
 import { describeResolution } from './describe.ts';
 import { setLongTimeout } from './long-timer.ts';
+import { onStopSignals, type StopSignal } from './stop-signals.ts';
 import { flushStdout, markStdoutProblemReported, onStdoutError, stdoutProblem } from './stdout.ts';
 
 export const RUN_OPTIONS = {
@@ -28,7 +29,6 @@ export const RUN_OPTIONS = {
 export const MAX_TIMEOUT_S = 365 * 24 * 3600;
 
 const CTRL_A = 0x01;
-type StopSignal = keyof typeof SIGNAL_EXIT_CODES;
 
 export async function runCommand(argv: string[]): Promise<number> {
   let vm: VirtualMachine;
@@ -112,14 +112,11 @@ export async function runCommand(argv: string[]): Promise<number> {
   let timedOut = false;
   const cancelTimer = timeoutS === undefined ? undefined : setLongTimeout(() => { timedOut = true; void vm.stop(); }, timeoutS * 1000);
   let stoppedBy: StopSignal | undefined;
-  const onSignal = (signal: StopSignal) => { stoppedBy ??= signal; void vm.stop(); };
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
+  const offSignals = onStopSignals((signal) => { stoppedBy = signal; void vm.stop(); });
 
   const exit: VmExit = await vm.exited;
   cancelTimer?.();
-  process.off('SIGINT', onSignal);
-  process.off('SIGTERM', onSignal);
+  offSignals();
   detachInput();
   await statsWriter?.close();
   await agentLog?.close();

@@ -4,11 +4,13 @@ import { spawn } from 'node:child_process';
 import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startHostServer, type HostServer } from '../service/host-server.ts';
+import { HomeBusyError } from '../service/home-owner.ts';
 import { describeIoError } from '../service/io-errors.ts';
 import { unhaltHome } from '../service/paths.ts';
 import { createService, type UnhaltService } from '../service/service.ts';
 import { integer } from '../vmm/config/vm-config.ts';
-import { EXIT_CODES, SIGNAL_EXIT_CODES, parse, say } from './args.ts';
+import { EXIT_CODES, parse, say } from './args.ts';
+import { onStopSignals } from './stop-signals.ts';
 import { MakeDirError, makeDirs } from '../service/make-dir.ts';
 
 export const SERVE_OPTIONS = { port: { type: 'string' }, 'no-open': { type: 'boolean' }, demo: { type: 'boolean' } } as const;
@@ -32,9 +34,10 @@ export async function serveCommand(argv: string[]): Promise<number> {
   let service: UnhaltService;
   let server: HostServer;
   try {
-    service = await createService({ home });
+    service = await createService({ home, ownerCommand: 'unhalt serve' });
   } catch (e) {
-    say(e instanceof MakeDirError ? e.message : `cannot open the VM library in ${home}: ${describeIoError(e)}`);
+    const known = e instanceof MakeDirError || e instanceof HomeBusyError;
+    say(known ? e.message : `cannot open the VM library in ${home}: ${describeIoError(e)}`);
     return EXIT_CODES.badInput;
   }
   try {
@@ -46,26 +49,21 @@ export async function serveCommand(argv: string[]): Promise<number> {
     return EXIT_CODES.badInput;
   }
 
+  // Before the URL is printed: whoever reads it may send SIGTERM at once, and must get exit 0.
+  const stopRequested = new Promise<void>((resolve) => {
+    onStopSignals(() => {
+      const running = service.runningVmIds().length;
+      say(`stopping${running ? ` ${running} VM${running > 1 ? 's' : ''} and` : ''} the server… (again to exit at once)`);
+      resolve();
+    }, 'exiting without waiting for the VMs');
+  });
+  service.announceAddress(server.origin);
   if (demo) await startDemo(service);
   process.stdout.write(`${server.url}\n`);
   say(`host mode on ${server.origin} (loopback only; the token in the URL is the key). Ctrl-C stops the server and its VMs.`);
   const opener = open ? openBrowser(home, server) : undefined;
 
-  await new Promise<void>((resolve) => {
-    let stopping = false;
-    const onSignal = (signal: NodeJS.Signals) => {
-      if (stopping) {
-        say(`${signal} again: exiting without waiting for the VMs`);
-        process.exit(SIGNAL_EXIT_CODES[signal as keyof typeof SIGNAL_EXIT_CODES] ?? 130);
-      }
-      stopping = true;
-      const running = service.runningVmIds().length;
-      say(`stopping${running ? ` ${running} VM${running > 1 ? 's' : ''} and` : ''} the server…`);
-      resolve();
-    };
-    process.on('SIGINT', onSignal);
-    process.on('SIGTERM', onSignal);
-  });
+  await stopRequested;
   if (opener) rmSync(opener, { force: true });
   await server.close();
   await service.shutdown();

@@ -22,6 +22,8 @@ import { noticeChecks } from './library-notices.ts';
 import { LibraryFullError, LibraryStore, type LibraryNotice } from './library-store.ts';
 import { MAX_ALLOWED_FOLDERS, readSettings, writeSettings } from './settings.ts';
 import { homeLayout, unhaltHome, type HomeLayout } from './paths.ts';
+import { HomeOwnership } from './home-owner.ts';
+import { makeDirs } from './make-dir.ts';
 import { intArg, intListArg, textArg, vmIdArg } from './validate.ts';
 import { VmRuntime, toResolvedDto, type EventSink } from './vm-runtime.ts';
 
@@ -36,6 +38,8 @@ export interface ServiceOptions {
   lockTimeoutMs?: number;
   /** Grace period of the ACPI stop when the service shuts down (default 2000 ms). */
   shutdownGraceMs?: number;
+  /** Who this process is, as a second process refused the same UNHALT_HOME is told (home-owner.ts). */
+  ownerCommand?: string;
   /** Tests: where the experiment runner comes from. */
   loadExperimentRunner?: ConstructorParameters<typeof Experiments>[2];
 }
@@ -49,6 +53,7 @@ export class ServiceCore implements ApiCallHandlers {
   private readonly runtimes = new Map<string, VmRuntime>();
   /** Every connected client, the service's own session included. */
   readonly sessions = new Set<{ deliver(e: ApiEvent): void; close(): void }>();
+  private ownership?: HomeOwnership;
   private watcher?: FSWatcher;
   private watchTimer?: NodeJS.Timeout;
   closed = false;
@@ -61,10 +66,18 @@ export class ServiceCore implements ApiCallHandlers {
   }
 
   async open(): Promise<void> {
-    this.store = await LibraryStore.open(this.layout.home, {
-      lock: { timeoutMs: this.options.lockTimeoutMs ?? 5000 },
-      onNotice: () => { if (this.store) this.broadcastLibrary(); },
-    });
+    // Before the library: a second process on this home must not touch it (not even migrate it).
+    makeDirs(this.layout.home, 0o700);
+    this.ownership = await HomeOwnership.claim(this.layout.home, this.options.ownerCommand ?? defaultOwnerCommand());
+    try {
+      this.store = await LibraryStore.open(this.layout.home, {
+        lock: { timeoutMs: this.options.lockTimeoutMs ?? 5000 },
+        onNotice: () => { if (this.store) this.broadcastLibrary(); },
+      });
+    } catch (e) {
+      this.ownership.release();
+      throw e;
+    }
     // Another process (the Electron app next to host mode) may change the library: follow it.
     try {
       this.watcher = watch(this.layout.home, { persistent: false }, (_event, file) => {
@@ -262,17 +275,24 @@ export class ServiceCore implements ApiCallHandlers {
 
   async deleteVm(rawId: unknown): Promise<void> {
     const id = this.record(rawId).id;
-    const rt = this.runtimes.get(id);
-    if (rt?.running) throw new ApiError('conflict', 'the VM is running: stop it before deleting it');
+    this.assertNotRunning(id);
     await this.mutate((vms) => {
+      // Checked again inside the change: the first check was before the wait for the library's
+      // lock, and a start may have claimed the VM meanwhile (see startVm).
+      this.assertNotRunning(id);
       const i = vms.findIndex((v) => v.id === id);
       if (i < 0) throw new ApiError('not-found', `there is no VM with the id "${id}"`);
       vms.splice(i, 1);
     });
+    const rt = this.runtimes.get(id);
     if (rt) rt.removeLogs();
     else new ConsoleLogFile(consoleLogPath(this.layout.logs, id)).remove();
     this.runtimes.delete(id);
     this.broadcastLibrary();
+  }
+
+  private assertNotRunning(id: string): void {
+    if (this.runtimes.get(id)?.running) throw new ApiError('conflict', 'the VM is running: stop it before deleting it');
   }
 
   async describeConfig(raw: unknown): Promise<ResolvedDto> {
@@ -282,12 +302,24 @@ export class ServiceCore implements ApiCallHandlers {
 
   async startVm(rawId: unknown): Promise<VmStatus> {
     this.open_();
-    const rec = this.record(rawId);
+    const first = this.record(rawId);
+    if (this.runtimes.get(first.id)?.running) throw new ApiError('conflict', `${first.config.name} is already ${this.runtimes.get(first.id)!.status().state}`);
+    await checkBootFiles(first.config, this.allowedFolders());
+    return this.claimAndStart(first.id);
+  }
+
+  /**
+   * The start's critical section, with no await from the checks to the claim: the VM is claimed
+   * (its runtime leaves 'stopped' synchronously inside rt.start) in the same turn of the event
+   * loop as its record and the shutdown flag are checked. A delete checks "not running" and
+   * removes the record in one synchronous step too (in its library change), so either the
+   * delete sees the VM claimed and refuses, or this start finds no record: a VM that runs always
+   * has a record, and a VM started after close() began cannot escape its stop.
+   */
+  private claimAndStart(id: string): Promise<VmStatus> {
+    this.open_();
+    const rec = this.record(id);
     const rt = this.runtime(rec.id);
-    if (rt.running) throw new ApiError('conflict', `${rec.config.name} is already ${rt.status().state}`);
-    await checkBootFiles(rec.config, this.allowedFolders());
-    // The check read files asynchronously: the VM may have been deleted or started meanwhile.
-    this.record(rec.id);
     if (rt.running) throw new ApiError('conflict', `${rec.config.name} is already ${rt.status().state}`);
     const resolved = this.resolve(rec.config);
     return rt.start({ name: rec.config.name, resolved, commandLine: commandLine(rec.config) });
@@ -376,7 +408,18 @@ export class ServiceCore implements ApiCallHandlers {
     const grace = this.options.shutdownGraceMs ?? 2000;
     await Promise.all([this.experiments.abort(), ...[...this.runtimes.values()].map((r) => r.dispose(grace))]);
     for (const s of [...this.sessions]) s.close();
+    // Last: until every VM has stopped, this process still owns them.
+    this.ownership?.release();
   }
+
+  /** Host mode listens at `address`: a refused second process is told where. */
+  announceAddress(address: string): void {
+    this.ownership?.announce(address);
+  }
+}
+
+function defaultOwnerCommand(): string {
+  return process.argv.slice(1).map((a) => basename(a)).join(' ').slice(0, 200) || basename(process.execPath);
 }
 
 function realPathOr(path: string): string {

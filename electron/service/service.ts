@@ -122,6 +122,11 @@ export class UnhaltService extends Session {
     return this.core.runningVmIds();
   }
 
+  /** Host mode's origin (no token), for the owner lock's "who owns this home" (home-owner.ts). */
+  announceAddress(address: string): void {
+    this.core.announceAddress(address);
+  }
+
   /** Stops every VM (ACPI, then force), ends running experiments, writes out the logs. */
   async shutdown(): Promise<void> {
     await this.core.close();

@@ -32,6 +32,9 @@ export const libc = {
   /** Raw memory copy between two addresses (used to read and write the mmap'd kvm_run page). */
   copy: lib.func('memcpy', 'uint64', ['uint64', 'uint64', 'size_t']),
   strerror: lib.func('const char *strerror(int errnum)'),
+  flock: lib.func('int flock(int fd, int operation)'),
+  /** Ends the process at once: no exit handlers, no waiting for threads (a vCPU stuck in KVM_RUN). */
+  _exit: lib.func('void _exit(int status)'),
 };
 
 export const O_RDWR = 2;
@@ -44,6 +47,8 @@ export const MADV_HUGEPAGE = 14;
 export const EFD_CLOEXEC = 0x80000;
 export const EINTR = 4;
 export const EAGAIN = 11;
+export const LOCK_EX = 2;
+export const LOCK_NB = 4;
 
 export const CLOCK_THREAD_CPUTIME_ID = 3;
 

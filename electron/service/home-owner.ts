@@ -1,0 +1,113 @@
+// One owner per UNHALT_HOME (DESIGN.md "Processes"): the process that owns the VM library and runs
+// its VMs (the Electron app's service, `unhalt serve`) holds an flock(2) on UNHALT_HOME/owner.lock
+// for its whole life. The kernel drops an flock when its process dies, however it dies (SIGKILL
+// included), so there is never a stale owner to judge — unlike vms.json.lock (file-lock.ts), which
+// is held for the milliseconds of one write. The file says who holds it (pid, command, start time,
+// the host-mode address once there is one) so a second process can name the owner when refused.
+// The file is never removed: unlinking a lock file lets a late opener lock the old inode while a
+// newcomer locks a new one, and both would own the home.
+import { closeSync, constants, ftruncateSync, openSync, readFileSync, writeSync } from 'node:fs';
+import { join } from 'node:path';
+import { EAGAIN, LOCK_EX, LOCK_NB, errno, libc, describeErrno } from '../../native/kvm/libc.ts';
+
+export interface HomeOwner {
+  pid: number;
+  command: string;
+  startedAt: string;
+  /** Host mode's origin (never the token), once the server listens. */
+  address?: string;
+}
+
+/** Another live process owns this UNHALT_HOME. */
+export class HomeBusyError extends Error {
+  override name = 'HomeBusyError';
+  readonly owner: HomeOwner | undefined;
+
+  constructor(home: string, owner: HomeOwner | undefined) {
+    super(`${home} is in use by another Unhalt process (${describeOwner(owner)}): one process owns the VMs of an UNHALT_HOME. `
+      + `Use that one${owner?.address ? ` (open ${owner.address} with the URL it printed)` : ''}, stop it first, or set UNHALT_HOME to another folder`);
+    this.owner = owner;
+  }
+}
+
+export function ownerLockPath(home: string): string {
+  return join(home, 'owner.lock');
+}
+
+/** How long a refused process waits for the owner to write who it is (it locks, then writes). */
+const OWNER_INFO_WAIT_MS = 1000;
+
+export class HomeOwnership {
+  private fd: number | undefined;
+  private info: HomeOwner;
+
+  private constructor(fd: number, info: HomeOwner) {
+    this.fd = fd;
+    this.info = info;
+    this.write();
+  }
+
+  /** Takes ownership of `home` (which must exist), or throws HomeBusyError naming the owner. */
+  static async claim(home: string, command: string): Promise<HomeOwnership> {
+    const path = ownerLockPath(home);
+    // O_CLOEXEC (Node's default): children such as xdg-open do not inherit the lock.
+    const fd = openSync(path, constants.O_RDWR | constants.O_CREAT, 0o600);
+    if (libc.flock(fd, LOCK_EX | LOCK_NB) === 0) {
+      return new HomeOwnership(fd, { pid: process.pid, command, startedAt: new Date().toISOString() });
+    }
+    const err = errno();
+    closeSync(fd);
+    if (err !== EAGAIN) throw new Error(`cannot lock ${path}: ${describeErrno(err)}`);
+    throw new HomeBusyError(home, await readOwner(path));
+  }
+
+  /** Adds host mode's address to what a refused process is told. */
+  announce(address: string): void {
+    this.info = { ...this.info, address };
+    this.write();
+  }
+
+  /** Gives the home up (the process's exit does the same). */
+  release(): void {
+    if (this.fd === undefined) return;
+    try { ftruncateSync(this.fd, 0); } catch { /* the lock is what counts, not the text */ }
+    closeSync(this.fd);
+    this.fd = undefined;
+  }
+
+  private write(): void {
+    if (this.fd === undefined) return;
+    const text = `${JSON.stringify(this.info)}\n`;
+    ftruncateSync(this.fd, 0);
+    writeSync(this.fd, text, 0);
+  }
+}
+
+/** The owner as its lock file says, waiting briefly for a new owner to write it. */
+async function readOwner(path: string): Promise<HomeOwner | undefined> {
+  const deadline = performance.now() + OWNER_INFO_WAIT_MS;
+  for (;;) {
+    const owner = parseOwner(readText(path));
+    if (owner || performance.now() > deadline) return owner;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+function readText(path: string): string {
+  try { return readFileSync(path, 'utf8'); } catch { return ''; }
+}
+
+function parseOwner(text: string): HomeOwner | undefined {
+  try {
+    const o = JSON.parse(text) as Partial<HomeOwner>;
+    if (typeof o.pid !== 'number' || typeof o.command !== 'string' || typeof o.startedAt !== 'string') return undefined;
+    return { pid: o.pid, command: o.command.slice(0, 200), startedAt: o.startedAt, ...(typeof o.address === 'string' ? { address: o.address.slice(0, 200) } : {}) };
+  } catch {
+    return undefined;
+  }
+}
+
+export function describeOwner(owner: HomeOwner | undefined): string {
+  if (!owner) return 'it has not said who it is';
+  return `pid ${owner.pid}, ${owner.command}, since ${owner.startedAt}${owner.address ? `, host mode at ${owner.address}` : ''}`;
+}
