@@ -182,6 +182,7 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
     try {
       // Read asynchronously: this thread also answers the service's clients.
       const files = await readBootFiles(spec);
+      if (files.initrd) await checkInitrd(files.initrd, spec.initrdPath!);
       vm.build(files);
       await vm.launchWorkers();
     } catch (e) {
@@ -212,7 +213,6 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
     const spec = this.spec;
     const kernel = files.kernel.bytes;
     const initrd = files.initrd;
-    if (initrd) checkInitrd(initrd, spec.initrdPath!);
     const format = detectKernelFormat(kernel);
     if (format === 'bzimage') parseSetupHeader(kernel, spec.kernelPath); // refuse a bad bzImage before KVM is touched
     if (format === 'unknown') throw new Error(`${spec.kernelPath}: ${describeUnknownKernel(kernel, files.kernel.fileSize)}`);

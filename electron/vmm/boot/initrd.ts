@@ -3,7 +3,11 @@
 // kernel would otherwise boot and fail late ("Initramfs unpacking failed", or no /init) with
 // nothing pointing at the file. Formats this cannot verify cheaply (xz, zstd, lz4, bzip2,
 // legacy ramdisk images) pass unchecked; the kernel judges those.
-import { gunzipSync } from 'node:zlib';
+import { promisify } from 'node:util';
+import { gunzip } from 'node:zlib';
+
+// Inflated on libuv's thread pool: the thread that starts VMs also answers the service's clients.
+const gunzipAsync = promisify(gunzip);
 
 const CPIO_HEADER = 110;
 const TRAILER = 'TRAILER!!!';
@@ -11,16 +15,16 @@ const TRAILER = 'TRAILER!!!';
 // Inflating a gzip initrd costs tens of ms; repeated boots of the same file (benchmarks) pay once.
 const verified = new Set<string>();
 
-export function checkInitrd(bytes: Uint8Array, path: string): void {
+export async function checkInitrd(bytes: Uint8Array, path: string): Promise<void> {
   if (bytes.length === 0) throw new Error(`initrd is empty: ${path}`);
   const key = `${path}\0${bytes.length}\0${Buffer.from(bytes.subarray(0, 32)).toString('hex')}${Buffer.from(bytes.subarray(-32)).toString('hex')}`;
   if (verified.has(key)) return;
-  check(bytes, path);
+  await check(bytes, path);
   if (verified.size >= 16) verified.clear();
   verified.add(key);
 }
 
-function check(bytes: Uint8Array, path: string): void {
+async function check(bytes: Uint8Array, path: string): Promise<void> {
   let pos = 0;
   // Linux unpacks a sequence of archives (e.g. microcode cpio + compressed main cpio), with
   // zero padding between them.
@@ -32,7 +36,7 @@ function check(bytes: Uint8Array, path: string): void {
       if (end < 0) throw new Error(`initrd ${path} is truncated: its cpio archive stops at byte ${bytes.length} before the ${TRAILER} entry`);
       pos = end;
     } else if (bytes[pos] === 0x1f && bytes[pos + 1] === 0x8b) {
-      checkGzip(bytes.subarray(pos), path);
+      await checkGzip(bytes.subarray(pos), path);
       return; // a gzip member runs to its own end; what follows is the kernel's to judge
     } else {
       return;
@@ -84,10 +88,10 @@ function walkCpio(b: Uint8Array, at: number): number {
   }
 }
 
-function checkGzip(b: Uint8Array, path: string): void {
+async function checkGzip(b: Uint8Array, path: string): Promise<void> {
   let out: Buffer;
   try {
-    out = gunzipSync(b);
+    out = await gunzipAsync(b);
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     if (code === 'Z_BUF_ERROR') throw new Error(`initrd ${path} is truncated: its gzip stream ends early`);
