@@ -4,6 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runCli } from '../support/cli.ts';
+import { linuxKitBuilt } from '../../electron/vmm/guests-linux.ts';
+import { hardwareKvm } from '../support/kvm-semantics.ts';
 import { kvmAvailable } from '../support/probe.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'unhalt-cli-'));
@@ -32,7 +34,13 @@ describe.skipIf(!kvmAvailable)('unhalt run', () => {
     expect(last0.halt_exits).toBeGreaterThan(100);
   });
 
-  it('names why it picked the probe guest when no guest is given', async () => {
+  it('with no guest named: the Linux kit on hardware semantics, else the probe guest and why', async () => {
+    if (hardwareKvm() && linuxKitBuilt()) {
+      const r = await runCli(['run', '--dry-run']);
+      expect(r.code).toBe(0);
+      expect(r.stdout).toMatch(/^guest: +linux/m);
+      return;
+    }
     const r = await runCli(['run', '--append', 'scenario=hello']);
     expect(r.code).toBe(0);
     const note = r.stderr.trim();
@@ -40,7 +48,7 @@ describe.skipIf(!kvmAvailable)('unhalt run', () => {
   });
 
   it('feeds stdin to the echo shell; `poweroff` exits 0', async () => {
-    const r = await runCli(['run'], { input: 'cpus\rpoweroff\r', inputAfter: 'probe> ' });
+    const r = await runCli(['run', '--guest', 'probe'], { input: 'cpus\rpoweroff\r', inputAfter: 'probe> ' });
     expect(r.code).toBe(0);
     expect(r.stdout).toContain('cpus up: 1');
   });
