@@ -7,7 +7,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 const ALL = ['unit', 'kvm', 'e2e', 'linux', 'nested'];
-const lanes = process.argv.slice(2).length ? process.argv.slice(2) : ALL;
+// The nested lane (hardware-semantics KVM under QEMU TCG) runs on request only, for now: QEMU's
+// emulated SVM corrupts L1's memory under our Linux guests (docs/nested.md), so it cannot yet be
+// a required lane that passes every time.
+const DEFAULT = ['unit', 'kvm', 'e2e', 'linux'];
+const lanes = process.argv.slice(2).length ? process.argv.slice(2) : DEFAULT;
 for (const lane of lanes) {
   if (!ALL.includes(lane)) {
     console.error(`unknown test lane "${lane}"; lanes: ${ALL.join(', ')}`);
