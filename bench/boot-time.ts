@@ -1,6 +1,6 @@
 // Boot of the probe guest (`scenario=hello`, 1 vCPU, 128 MiB) to its first ttyS0 line, measured
 // from process start (just before spawn) to the first '\n' on the child's stdout, and to the
-// process's exit: `unhalt run` vs QEMU microvm with the command line of DESIGN.md, alternating in
+// process's exit: `unhalt run` vs QEMU microvm with the command line of bench/lib.ts qemuArgs, alternating in
 // one run. Unhalt's module compile cache (NODE_COMPILE_CACHE, which bin/unhalt.mjs sets) lives in
 // a fresh directory of this run: the first Unhalt run starts with it empty (cold), the others
 // reuse it (warm). QEMU's first run is reported apart too. Then a breakdown of Unhalt's warm

@@ -1,6 +1,6 @@
 // Shared helpers of the side-by-side benchmarks: option parsing, child processes timed from the
 // parent (with whole-process CPU time through wait4 rusage, as GNU time reports it), the QEMU
-// command line of DESIGN.md, summaries and markdown tables. Nothing here asserts speed.
+// microvm command line (qemuArgs), summaries and markdown tables. Nothing here asserts speed.
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync, mkdirSync } from 'node:fs';
 import { loadavg, tmpdir, cpus as hostCpus, release } from 'node:os';
@@ -17,7 +17,7 @@ export const QEMU = process.env.QEMU ?? 'qemu-system-x86_64';
 export const BUILD_DIR = join(ROOT, 'build/bench');
 const GNU_TIME = '/usr/bin/time';
 
-/** PVM host (DESIGN.md, Host kind): the probe guest then needs `unhalt.pvm=1` under QEMU. */
+/** PVM host (README, "Where it runs"): the probe guest then needs `unhalt.pvm=1` under QEMU. */
 export const isPvmHost = (): boolean => existsSync('/sys/module/kvm_pvm');
 
 export interface CommonOptions {
@@ -128,7 +128,7 @@ export function findEvent(events: readonly AgentEvent[], name: string, context: 
   return e;
 }
 
-/** The QEMU command line of DESIGN.md for the probe guest, ttyS0 on stdio, ttyS1 to a file if asked. */
+/** The QEMU microvm command line for the probe guest, ttyS0 on stdio, ttyS1 to a file if asked. */
 export function qemuArgs(o: { smp: number; memoryMiB: number; append: string; ttyS1File?: string; threadNames?: boolean }): string[] {
   const append = isPvmHost() ? `${o.append} unhalt.pvm=1` : o.append;
   return [

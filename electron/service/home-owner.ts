@@ -1,4 +1,4 @@
-// One owner per UNHALT_HOME (DESIGN.md "Processes"): the process that owns the VM library and runs
+// One owner per UNHALT_HOME (docs/architecture.md, "Processes"): the process that owns the VM library and runs
 // its VMs (the Electron app's service, `unhalt serve`) holds an flock(2) on UNHALT_HOME/owner.lock
 // for its whole life. The kernel drops an flock when its process dies, however it dies (SIGKILL
 // included), so there is never a stale owner to judge — unlike vms.json.lock (file-lock.ts), which

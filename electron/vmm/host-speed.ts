@@ -2,7 +2,7 @@
 // guest-side deadline of an experiment is scaled by.
 //
 // Why a measured clock and not fixed deadlines: the same guest takes under a second to boot on
-// a real VMX/SVM machine and 15-20 s in a KVM nested under QEMU TCG (NESTED.md: 10-50x slower),
+// a real VMX/SVM machine and 15-20 s in a KVM nested under QEMU TCG (docs/nested.md: 10-50x slower),
 // and a loaded CI box is somewhere in between. A fixed 120 s is far too long on the first (a hung
 // guest is noticed late) and too short on the second (a healthy guest is killed). A CPU-bound
 // loop in this process slows down by about the same factor as the guest does, because both run

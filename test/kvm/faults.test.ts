@@ -4,7 +4,7 @@
 // Each fault is provoked for real where this host allows it:
 //   - triple fault: the probe's `scenario=fault` (empty IDT, ud2);
 //   - KVM_EXIT_INTERNAL_ERROR: an `int3` placed at the guest's entry point; the PVM host's
-//     instruction emulator lacks it (DESIGN.md) and fails with an emulation-failure record.
+//     instruction emulator lacks it (README, "Where it runs") and fails with an emulation-failure record.
 //     Hardware-backed KVM delivers the breakpoint instead, which with no IDT is a triple fault;
 //   - invalid guest state through KVM_SET_SREGS (SS.DPL 3 under a ring-0 CS) before the first
 //     KVM_RUN: VMX fails the entry (KVM_EXIT_FAIL_ENTRY) or emulates it into an internal error;

@@ -1,7 +1,8 @@
-// Test support: the probe guest under QEMU microvm (the side-by-side reference VMM), as
-// DESIGN.md runs it: ttyS0 on stdio, ttyS1 in a file (microvm creates one ISA UART only, so ttyS1
-// is an explicit isa-serial device at 0x2f8/IRQ 3). A clean power-off makes QEMU exit with status 1
-// (isa-debug-exit, value 0); a reported exception with status 3 (value 1).
+// Test support: the probe guest under QEMU microvm (the side-by-side reference VMM), with the
+// command line of bench/lib.ts qemuArgs: ttyS0 on stdio, ttyS1 in a file (microvm creates one
+// ISA UART only, so ttyS1 is an explicit isa-serial device at 0x2f8/IRQ 3). A clean power-off
+// makes QEMU exit with status 1 (isa-debug-exit, value 0); a reported exception with status 3
+// (value 1).
 //
 // `-cpu host` aborts on PVM hosts with QEMU 7.2 ("failed to set MSR 0x10a"): ARCH_CAPABILITIES is
 // offered in CPUID but the MSR cannot be set, so it is turned off (harmless elsewhere).

@@ -1,6 +1,6 @@
-// buildCpuid on simulated hosts: the guest CPUID as QEMU builds it for KVM (DESIGN.md, "CPUID as
-// QEMU builds it"): TSC-deadline from the capability, leaf 0xD consistent with the XSAVE state
-// offered, topology leaves from the vCPU count.
+// buildCpuid on simulated hosts: the guest CPUID as QEMU builds it for KVM: TSC-deadline from
+// the capability, leaf 0xD consistent with the XSAVE state offered, topology leaves from the
+// vCPU count.
 import { describe, expect, it } from 'vitest';
 import type { CpuidEntry } from '../../native/kvm/abi.ts';
 import { buildCpuid, type CpuidOptions } from '../../electron/vmm/cpu/cpuid.ts';

@@ -1,4 +1,4 @@
-// The ttyS1 line protocol shared by the probe guest and the Linux agent (DESIGN.md):
+// The ttyS1 line protocol shared by the probe guest and the Linux agent (docs/guest-contract.md):
 //
 //   @u1 EVENT key=value key=value ...
 //

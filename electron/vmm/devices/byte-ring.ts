@@ -1,7 +1,7 @@
 // A bounded byte ring in a SharedArrayBuffer: vCPU workers write guest serial output, the
 // main thread drains it. A guest that prints and then halts leaves its worker blocked in
 // KVM_RUN, so output must reach the main thread without waiting for another exit: the ring
-// is that path (DESIGN.md, "Threads").
+// is that path (docs/architecture.md, "Threads").
 //
 // One consumer. Producers are one thread at a time: several vCPU workers may write, but only
 // while holding the device bus lock (UART transmit happens under it).

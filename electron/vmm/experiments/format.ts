@@ -1,4 +1,4 @@
-// Experiment results as a table shaped like DESIGN.md's reference ones, or CSV. A failed run is
+// Experiment results as a table shaped like docs/experiments.md's, or CSV. A failed run is
 // never left out silently: a config with no value gets a row marked "failed", every failed run a
 // line with its reason, and an experiment where nothing gave a value says so instead of a table.
 import type { Sizing } from './pacing.ts';

@@ -29,9 +29,9 @@ export const DEADLINE_MARGIN = 5;
 export const DEADLINE_FLOOR_MS = 30_000;
 /**
  * The Linux kit from VM start to the agent's ready line on real VMX/SVM hardware: well under 1 s
- * (DESIGN.md). Generous on purpose: the host clock times ordinary code, but a nested guest's boot
+ * (as measured there). Generous on purpose: the host clock times ordinary code, but a nested guest's boot
  * also pays for its exits, which slow down more than ordinary code does (in the TCG-nested KVM a
- * PIO exit costs 6x, a boot to the prompt 20-40x; NESTED.md). Only the first boot relies on it.
+ * PIO exit costs 6x, a boot to the prompt 20-40x; docs/nested.md). Only the first boot relies on it.
  */
 export const LINUX_READY_ON_HARDWARE_MS = 4_000;
 /** The first calibration command on hardware (pipe loops=1000 takes ~10 ms; generous). */

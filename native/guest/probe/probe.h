@@ -2,7 +2,7 @@
  * Unhalt probe guest: shared declarations.
  *
  * Freestanding x86-64, no libc. All ring-0 code must stay within what the
- * PVM emulator handles (see DESIGN.md): no SSE (built -mgeneral-regs-only),
+ * PVM emulator handles (README, "Where it runs"): no SSE (built -mgeneral-regs-only),
  * no cmpxchg16b, no xsave, no int3, no 32-bit iret.  vmcall/vmmcall hang the
  * vCPU there: only the hypercall scenario, and spinlock kicks when the command
  * line lacks unhalt.pvm=1, execute them.

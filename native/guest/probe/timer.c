@@ -34,7 +34,7 @@ u32 host_slowness = 1;
 /*
  * A userspace I/O exit round trip on hardware-backed KVM (this VMM or QEMU):
  * a few µs.  Measured: 11-18 µs by this probe on PVM (slowness 3-4), ~47 µs
- * in a KVM nested in QEMU TCG (NESTED.md: ~10).
+ * in a KVM nested in QEMU TCG (docs/nested.md: ~10).
  */
 #define HARDWARE_EXIT_NS 4500ull
 #define MAX_SLOWNESS 100u

@@ -1,4 +1,4 @@
-// unhalt-agent: the Linux guest's side of the ttyS1 line protocol (DESIGN.md).
+// unhalt-agent: the Linux guest's side of the ttyS1 line protocol (docs/guest-contract.md).
 //
 //   unhalt-agent [DEVICE]        (default /dev/ttyS1)
 //   unhalt-agent --stdio         commands on stdin, events on stdout (host tests of the same

@@ -1,4 +1,4 @@
-// Unhalt's Linux workloads: one source, two builds (DESIGN.md, "Telemetry").
+// Unhalt's Linux workloads: one source, two builds.
 //
 //   - inside the guest: linked into the agent (unhalt-agent, static, in the initramfs), which
 //     runs them on `run NAME key=value ...` from ttyS1 and the live probe on `probe on|off`;

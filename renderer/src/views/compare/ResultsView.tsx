@@ -1,4 +1,4 @@
-// An experiment's result: the before/after table (like DESIGN.md's reference tables), a bar
+// An experiment's result: the before/after table (like docs/experiments.md's tables), a bar
 // chart of the ratios, and CSV / JSON / PNG export.
 import { useEffect, useRef } from 'react';
 import type { ExperimentDetail, ExperimentResultRow } from '../../../../electron/service/api.ts';
