@@ -1,7 +1,7 @@
 // Typed KVM handles in the shape of rust-vmm's kvm-ioctls: Kvm (the /dev/kvm fd) -> Vm -> Vcpu.
 // Every failing ioctl throws a KvmError naming the ioctl and the errno.
 import {
-  CAP, IOCTL, KVM_PIT_SPEAKER_DUMMY, RUN, SIZEOF,
+  CAP, IOCTL, KVM_API_VERSION, KVM_PIT_SPEAKER_DUMMY, RUN, SIZEOF,
   decodeCpuid2, decodeMsrs, decodeRegs, decodeSregs, encodeCpuid2, encodeMsrs, encodeRegs, encodeSregs,
   type CpuidEntry, type IoctlName, type MsrEntry, type Regs, type Sregs,
 } from './abi.ts';
@@ -66,9 +66,9 @@ export class Kvm {
       if (e instanceof KvmError) throw new KvmError('KVM_GET_API_VERSION', e.errno, `${path} is not a KVM device`);
       throw e;
     }
-    if (version !== 12) {
+    if (version !== KVM_API_VERSION) {
       kvm.close();
-      throw new Error(`${path}: unsupported KVM API version ${version} (expected 12)`);
+      throw new Error(`${path}: unsupported KVM API version ${version} (expected ${KVM_API_VERSION})`);
     }
     return kvm;
   }

@@ -58,11 +58,6 @@ export class GuestMemory {
     libc.madvise(address + this.base, size, MADV_HUGEPAGE);
   }
 
-  /** Byte offset of the region's start inside the SAB (what workers need to rebuild views). */
-  get sabOffset(): number {
-    return this.base;
-  }
-
   /** Highest guest-physical address + 1 of RAM below the MMIO hole. */
   get lowMemoryEnd(): number {
     return this.regions[0]!.size;

@@ -19,8 +19,6 @@ const VMM_NAMES: Record<keyof typeof COUNTER, string> = {
   hlt: 'vmm_hlt_exits',
   intr: 'vmm_intr_exits',
   other: 'vmm_other_exits',
-  ioConsole: 'vmm_console_io_exits',
-  ioUnhandled: 'vmm_unhandled_io_exits',
 };
 
 export const VMM_COUNTERS: readonly { name: string; index: number }[] =

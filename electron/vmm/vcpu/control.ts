@@ -31,11 +31,9 @@ export const COUNTER = {
   hlt: 3,
   intr: 4,
   other: 5,
-  ioConsole: 6,
-  ioUnhandled: 7,
 } as const;
 export const COUNTER_NAMES = Object.keys(COUNTER) as (keyof typeof COUNTER)[];
-const COUNTERS_PER_VCPU = 8;
+const COUNTERS_PER_VCPU = COUNTER_NAMES.length;
 
 const CMD = 0;
 const END_CODE = 1;

@@ -48,17 +48,6 @@ export function keyKnobs(host: HostInfo | null, c: VmConfigDto): { label: string
   ];
 }
 
-/** A config string (bench syntax) for the knobs of a config. */
-export function configString(c: VmConfigDto): string {
-  const parts = [`cpus=${c.cpus}`, `memory=${c.memoryMiB}`, `machine=${c.machine}`];
-  if (c.cpuPm) parts.push('cpu-pm=on');
-  if (c.memLock) parts.push('mem-lock=on');
-  if (c.haltPollNs !== undefined) parts.push(`halt-poll-ns=${c.haltPollNs}`);
-  if (c.pin?.length) parts.push(`pin=${c.pin.join('+')}`);
-  for (const [k, v] of Object.entries(c.cpuFeatures)) parts.push(`${k}=${v ? 'on' : 'off'}`);
-  return parts.join(',');
-}
-
 /** Parses "0,1" / "0-3" / "0+1" into CPU numbers; null when malformed. */
 export function parseCpuList(s: string): number[] | null {
   const out: number[] = [];
