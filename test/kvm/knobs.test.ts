@@ -7,6 +7,7 @@ import { CAP } from '../../native/kvm/abi.ts';
 import { Kvm } from '../../native/kvm/kvm.ts';
 import { Sampler } from '../../electron/vmm/telemetry/sampler.ts';
 import { runCli } from '../support/cli.ts';
+import { vcpuTotal } from '../support/counters.ts';
 import { hardwareKvm, NEEDS_HARDWARE, onPvm as pvm } from '../support/kvm-semantics.ts';
 import { kvmAvailable, startProbe } from '../support/probe.ts';
 import { scaled } from '../support/time-scale.ts';
@@ -125,7 +126,7 @@ describe.skipIf(!kvmAvailable)('knobs on real KVM', () => {
       const sampler = Sampler.forVm(g.vm, { intervalMs: 100 });
       const result = await g.waitForEvent('spinlock');
       await g.vm.exited;
-      const total = sampler.records().filter((r, _i, all) => r.t === all.at(-1)!.t).reduce((a, r) => a + Number(r.hypercalls ?? 0), 0);
+      const total = vcpuTotal(sampler, 'hypercalls');
       return { total, kicks: result.fields.kicks! };
     };
     const off = await hypercalls(false);

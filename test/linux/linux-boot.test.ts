@@ -15,6 +15,7 @@ import {
 import { hostKind } from '../../electron/vmm/host.ts';
 import { Sampler } from '../../electron/vmm/telemetry/sampler.ts';
 import { type MachineSpec, VirtualMachine, type VmExit } from '../../electron/vmm/vm.ts';
+import { vcpuTotal } from '../support/counters.ts';
 import { hardwareKvm, NEEDS_HARDWARE } from '../support/kvm-semantics.ts';
 import { scaled } from '../support/time-scale.ts';
 import { kvmAvailable, watch, type Watched } from '../support/probe.ts';
@@ -200,10 +201,11 @@ describe.skipIf(!hw)('what the kernel makes of the paravirt features (hardware-b
     await g.waitForConsole(/kvm-guest: PV spinlocks [^\n]*\n/, HW_DEADLINE_MS);
     const line = /kvm-guest: (PV spinlocks [^\n]*)/.exec(g.console())![1]!.trim();
     const ready = await g.waitForEvent('ready', HW_DEADLINE_MS);
-    const atReady = hypercallTotal(sampler);
+    const hypercallsNow = () => { sampler.sampleNow(); return vcpuTotal(sampler, 'hypercalls'); };
+    const atReady = hypercallsNow();
     vm.sendAgent('run messaging groups=2 loops=50\n');
     await g.waitForEvent('messaging', HW_DEADLINE_MS);
-    const hypercalls = hypercallTotal(sampler) - atReady;
+    const hypercalls = hypercallsNow() - atReady;
     console.log(`paravirt: ${JSON.stringify(extra)} -> "${line}", ${hypercalls} hypercalls during messaging, agent ${JSON.stringify(ready.fields)}`);
     if (end === 'reboot') {
       await g.waitForConsole('unhalt:~# ', HW_DEADLINE_MS);
@@ -234,10 +236,6 @@ describe.skipIf(!hw)('what the kernel makes of the paravirt features (hardware-b
   }, 3 * HW_DEADLINE_MS);
 });
 
-/** Sum over vCPUs of KVM's hypercalls counter, sampled now. */
-function hypercallTotal(s: Sampler): number {
-  return s.sampleNow().reduce((a, r) => a + Number((r as unknown as Record<string, unknown>).hypercalls ?? 0), 0);
-}
 
 // The shell, the agent's workloads, cpu-pm, live halt polling and `unhalt bench --guest linux`:
 // test/linux/linux-hw.test.ts.

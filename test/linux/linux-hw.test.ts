@@ -12,6 +12,7 @@ import { linuxKitBuilt } from '../../electron/vmm/guests-linux.ts';
 import { probeHost } from '../../electron/vmm/machine/host-caps.ts';
 import { Sampler } from '../../electron/vmm/telemetry/sampler.ts';
 import { VirtualMachine } from '../../electron/vmm/vm.ts';
+import { vcpuTotal } from '../support/counters.ts';
 import { hardwareKvm, NEEDS_HARDWARE } from '../support/kvm-semantics.ts';
 import { kvmAvailable, watch, type Watched } from '../support/probe.ts';
 import { scaled } from '../support/time-scale.ts';
@@ -54,12 +55,6 @@ async function pollUntil(check: () => boolean, ms: number): Promise<void> {
   while (!check() && performance.now() < end) await new Promise((r) => setTimeout(r, 50));
 }
 
-/** Sum over vCPUs of a counter in each vCPU's newest sample. */
-function total(s: Sampler, field: string): number {
-  const last = new Map<number, Record<string, unknown>>();
-  for (const r of s.records()) last.set(r.vcpu, r as unknown as Record<string, unknown>);
-  return [...last.values()].reduce((a, r) => a + Number(r[field] ?? 0), 0);
-}
 
 describe.skipIf(!hw)('the Linux guest on hardware-semantics KVM', () => {
   it('boots to its shell: line editing, Ctrl-C, 2 CPUs from the MADT, the agent\'s workloads, halt polling changed live, poweroff', async () => {
@@ -101,12 +96,12 @@ describe.skipIf(!hw)('the Linux guest on hardware-semantics KVM', () => {
 
     // Halt polling off so far: no polls; on, changed while running: the poll counters move.
     g.sampler.sampleNow();
-    expect(total(g.sampler, 'halt_exits'), 'the guest halts').toBeGreaterThan(0);
-    expect(total(g.sampler, 'halt_attempted_poll')).toBe(0);
+    expect(vcpuTotal(g.sampler, 'halt_exits'), 'the guest halts').toBeGreaterThan(0);
+    expect(vcpuTotal(g.sampler, 'halt_attempted_poll')).toBe(0);
     g.vm.setHaltPollNs(500_000);
     await new Promise((r) => setTimeout(r, scaled(1500)));
     g.sampler.sampleNow();
-    expect(total(g.sampler, 'halt_attempted_poll')).toBeGreaterThan(0);
+    expect(vcpuTotal(g.sampler, 'halt_attempted_poll')).toBeGreaterThan(0);
 
     g.vm.sendConsole('poweroff\r');
     const exit = await g.vm.exited;
@@ -120,8 +115,8 @@ describe.skipIf(!hw)('the Linux guest on hardware-semantics KVM', () => {
     expect(/kvm-guest: (PV spinlocks [^\n]*)/.exec(g.console())![1]!.trim()).toBe('PV spinlocks disabled, no host support');
     await new Promise((r) => setTimeout(r, scaled(1000))); // idle: every vCPU halts
     g.sampler.sampleNow();
-    expect(total(g.sampler, 'halt_exits')).toBe(0);
-    expect(total(g.sampler, 'exits')).toBeGreaterThan(0);
+    expect(vcpuTotal(g.sampler, 'halt_exits')).toBe(0);
+    expect(vcpuTotal(g.sampler, 'exits')).toBeGreaterThan(0);
   }, 3 * STEP_MS);
 
   it('unhalt bench --guest linux: pv-unhalt off/on and cpu-pm on, the bare reference, the mechanism in the counters', async () => {

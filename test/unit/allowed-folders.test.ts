@@ -8,14 +8,11 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createService } from '../../electron/service/service.ts';
 import { PROBE_KERNEL } from '../../electron/vmm/guests.ts';
+import { rejection } from '../support/api-errors.ts';
 import { removeTempHomes, tempHome } from '../support/temp-home.ts';
 
 afterAll(removeTempHomes);
 
-async function rejection(p: Promise<unknown>): Promise<{ code: string; message: string }> {
-  try { await p; } catch (e) { return e as { code: string; message: string }; }
-  throw new Error('expected a rejection');
-}
 
 describe('boot files come only from allowed folders', () => {
   it('refuses /etc/shadow, a symlink out of the library and a foreign folder, until that folder is added', async () => {

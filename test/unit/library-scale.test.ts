@@ -8,14 +8,11 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { MAX_VMS } from '../../electron/service/library-schema.ts';
 import { createService } from '../../electron/service/service.ts';
 import { runCli } from '../support/cli.ts';
+import { rejection } from '../support/api-errors.ts';
 import { removeTempHomes, tempHome } from '../support/temp-home.ts';
 
 afterAll(removeTempHomes);
 
-async function rejection(p: Promise<unknown>): Promise<{ code: string; message: string }> {
-  try { await p; } catch (e) { return e as { code: string; message: string }; }
-  throw new Error('expected a rejection');
-}
 
 describe('a library of 1,000 VMs', () => {
   it('is created, listed, restarted and loaded; the 1,001st create and a clone are refused with the limit', async () => {

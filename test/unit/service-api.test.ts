@@ -7,6 +7,7 @@ import type { ApiEvent, ExperimentSpec } from '../../electron/service/api.ts';
 import { handleCall } from '../../electron/service/dispatch.ts';
 import { createService, type UnhaltService } from '../../electron/service/service.ts';
 import { hostMemoryBytes } from '../../electron/vmm/host.ts';
+import { rejection } from '../support/api-errors.ts';
 import { removeTempHomes, tempHome } from '../support/temp-home.ts';
 
 afterAll(removeTempHomes);
@@ -14,16 +15,6 @@ afterAll(removeTempHomes);
 const UNKNOWN_ID = '00000000-0000-4000-8000-000000000000';
 const probe = { name: 'probe-vm', guest: 'probe', cpus: 1, memoryMiB: 64, append: 'scenario=echo' };
 
-async function rejection(p: Promise<unknown>): Promise<{ code: string; message: string }> {
-  try {
-    await p;
-  } catch (e) {
-    const err = e as { code: string; message: string; name: string };
-    expect(err.name).toBe('ApiError');
-    return { code: err.code, message: err.message };
-  }
-  throw new Error('expected a rejection');
-}
 
 describe('service API boundary', () => {
   let home: string;
