@@ -1,5 +1,7 @@
 // `unhalt run`: boot one VM with ttyS0 on stdin/stdout.
 import { existsSync, rmSync } from 'node:fs';
+import { resolve as resolvePath } from 'node:path';
+import { checkBootFiles } from '../vmm/boot/boot-file-checks.ts';
 import { VM_OPTIONS, configFromOptions } from '../vmm/config/cli-args.ts';
 import { resolveMachine, type ResolvedMachine } from '../vmm/config/resolve.ts';
 import { ConfigError, decimal, integer, type VmConfig } from '../vmm/config/vm-config.ts';
@@ -53,10 +55,16 @@ export async function runCommand(argv: string[]): Promise<number> {
     if (values.guest === undefined && values.kernel === undefined) {
       const chosen = defaultGuest(hostKind());
       values.guest = chosen.kind;
-      if (chosen.kind === 'probe') guestNote = chosen.reason;
+      if (chosen.kind === 'probe') guestNote = `using the probe guest: ${chosen.reason}`;
+    }
+    // A relative path on the command line means what it means in this shell: resolve it here,
+    // because a configuration only ever holds absolute paths (checkBootPath).
+    for (const key of ['kernel', 'initrd'] as const) {
+      if (values[key] !== undefined && values[key].trim() !== '') values[key] = resolvePath(values[key]);
     }
     const config = configFromOptions(values);
     const resolved = resolveMachine(config, probeHost());
+    await checkBootFiles(config);
     if (values['dry-run']) {
       process.stdout.write(describeResolution(config, resolved));
       return EXIT_CODES.ok;

@@ -6,6 +6,7 @@ import type { HostInfo, OptionAvailability } from './api.ts';
 import { runDoctor } from '../vmm/doctor.ts';
 import { probeBuilt } from '../vmm/guests.ts';
 import { linuxKitBuilt, LINUX_KIT_BUILD_HINT } from '../vmm/guests-linux.ts';
+import { defaultGuest } from '../vmm/guests-select.ts';
 import { hostCpuModel, hostKind, hostMemoryBytes } from '../vmm/host.ts';
 import { PV_FEATURES, hostOffers, type PvFeature } from '../vmm/machine/features.ts';
 import { DISABLE_EXITS, disableExitNames, probeHost, type HostCapabilities } from '../vmm/machine/host-caps.ts';
@@ -60,11 +61,7 @@ export function buildHostInfo(extraChecks: ExtraCheck[] = [], probe: () => HostC
           : kind === 'pvm' ? 'built, but a stock Linux kernel does not finish booting on this PVM host (guest kernel mode is emulated)' : 'built',
       },
     ],
-    defaultGuest: kind === 'hardware' && linuxBuilt
-      ? { kind: 'linux', reason: 'hardware-backed KVM and the Linux guest kit is built' }
-      : { kind: 'probe', reason: kind === 'pvm'
-        ? 'this host is PVM: a stock Linux kernel does not finish booting here, the probe guest does'
-        : 'the Linux guest kit is not built; the probe guest is' },
+    defaultGuest: defaultGuest(kind, linuxBuilt),
     telemetry: host?.binaryStats
       ? { binaryStats: true }
       : { binaryStats: false, note: host ? 'this host\'s KVM has no binary stats (KVM_CAP_BINARY_STATS_FD, Linux 5.14+): charts show the VMM\'s own exit counters only' : `KVM is not usable: ${probeError}` },

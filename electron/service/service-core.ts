@@ -8,7 +8,8 @@ import type {
 } from './api.ts';
 import { commandLine } from '../vmm/config/cli-args.ts';
 import { resolveMachine, type ResolvedMachine } from '../vmm/config/resolve.ts';
-import { MAX_HALT_POLL_NS, MAX_NAME_LENGTH, normalizeVmName, sameVmName, validateConfig, type VmConfig } from '../vmm/config/vm-config.ts';
+import { checkPinFit } from '../vmm/config/rules.ts';
+import { MAX_HALT_POLL_NS, MAX_HOST_CPU, MAX_NAME_LENGTH, MAX_PIN_ENTRIES, normalizeVmName, sameVmName, validateConfig, type VmConfig } from '../vmm/config/vm-config.ts';
 import { probeHost, type HostCapabilities } from '../vmm/machine/host-caps.ts';
 import { allowedFolders, checkFolderToAdd } from './allowed-folders.ts';
 import { checkBootFiles, checkHostLimits } from './config-checks.ts';
@@ -356,10 +357,12 @@ export class ServiceCore implements ApiCallHandlers {
 
   setPin(rawId: unknown, rawCpus: unknown): VmStatus {
     const rec = this.record(rawId);
-    const cpus = intListArg(rawCpus, 'pin', 1024, 0, 4095);
-    const available = this.probe().hostCpus;
-    const bad = cpus.find((c) => !available.includes(c));
-    if (bad !== undefined) throw new ApiError('invalid', `pin: host CPU ${bad} does not exist or is not available to Unhalt (available: ${available.join(',')})`);
+    const cpus = intListArg(rawCpus, 'pin', MAX_PIN_ENTRIES, 0, MAX_HOST_CPU);
+    try {
+      checkPinFit(cpus, this.probe().hostCpus);
+    } catch (e) {
+      throw toApiError(e);
+    }
     return this.runtime(rec.id).setPin(cpus);
   }
 

@@ -22,11 +22,12 @@ export function linuxGuestFiles(c: VmConfig, kind: HostKind): GuestFiles {
   return files;
 }
 
-/** The guest a new VM gets when the user names none, and a one-line reason when it is not Linux. */
-export function defaultGuest(kind: HostKind): { kind: 'probe' | 'linux'; reason: string } {
-  if (kind === 'pvm') {
-    return { kind: 'probe', reason: 'using the probe guest: this host is PVM, where a stock Linux kernel cannot finish booting' };
-  }
-  if (!linuxKitBuilt()) return { kind: 'probe', reason: `using the probe guest: the Linux guest kit is not built (${LINUX_KIT_BUILD_HINT})` };
-  return { kind: 'linux', reason: 'the Linux guest (Debian cloud kernel + busybox + agent)' };
+/**
+ * The guest a new VM gets when the user names none, and why: one answer and one wording for the
+ * command line (`unhalt run`'s note) and the app (HostInfo.defaultGuest).
+ */
+export function defaultGuest(kind: HostKind, linuxBuilt = linuxKitBuilt()): { kind: 'probe' | 'linux'; reason: string } {
+  if (kind === 'pvm') return { kind: 'probe', reason: 'this host is PVM, where a stock Linux kernel cannot finish booting' };
+  if (!linuxBuilt) return { kind: 'probe', reason: `the Linux guest kit is not built (${LINUX_KIT_BUILD_HINT})` };
+  return { kind: 'linux', reason: 'hardware-backed KVM and the Linux guest kit is built' };
 }

@@ -222,8 +222,6 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
       [CAP.SET_TSS_ADDR, 'TSS address'], [CAP.IMMEDIATE_EXIT, 'immediate exit'], [CAP.PIT2, 'in-kernel PIT']] as const) {
       if (!kvm.checkExtension(cap)) throw new Error(`this host's KVM lacks a capability Unhalt needs: ${name} (KVM_CAP ${cap})`);
     }
-    const maxVcpus = kvm.maxVcpus();
-    if (spec.cpus > maxVcpus) throw new Error(`cpus=${spec.cpus} is more than this host's KVM allows (${maxVcpus})`);
     installKickHandler();
 
     const vm = this.vm = kvm.createVm();

@@ -73,7 +73,7 @@ describe('service API boundary', () => {
     writeFileSync(secret, Buffer.from([0xde, 0xad, 0xbe, 0xef, 0x53, 0x45, 0x43, 0x52, 0x45, 0x54]));
     const custom = (over: object) => ({ name: 'custom', guest: 'custom', kernel: secret, ...over });
     const cases: [object, RegExp][] = [
-      [custom({ kernel: 'relative/vmlinux' }), /kernel must be an absolute path, got "relative\/vmlinux"/],
+      [custom({ kernel: 'relative/vmlinux' }), /kernel must be an absolute path \(its full path on the host, starting with \/\), got "relative\/vmlinux"/],
       [custom({ kernel: '/nonexistent/../etc/vmlinuz' }), /kernel not found: \/nonexistent\/..\/etc\/vmlinuz/],
       [custom({ kernel: dir }), /kernel is not a regular file/],
       [custom({}), /is neither a PVH ELF nor a Linux bzImage$/],

@@ -2,28 +2,20 @@
 // with explicit overrides, overcommit rules, and the runnability check. Anything the host cannot
 // give is one specific error naming the feature, why, and the way out; the guest ABI is never
 // changed silently.
-import { existsSync, statSync } from 'node:fs';
-import { resolve as resolvePath } from 'node:path';
+import { existsSync } from 'node:fs';
+import { statBootFile } from '../boot/boot-file-checks.ts';
 import { PROBE_KERNEL } from '../guests.ts';
 import { linuxGuestFiles } from '../guests-select.ts';
 import { DISABLE_EXITS, disableExitNames, type HostCapabilities } from '../machine/host-caps.ts';
-import { PV_FEATURES, encodeFeatures, feature, hostOffers } from '../machine/features.ts';
+import { encodeFeatures, feature, hostOffers } from '../machine/features.ts';
 import { machineType } from '../machine/machine-types.ts';
 import type { MachineSpec } from '../vm.ts';
+import { RunnabilityError, checkHostFit, cpuPmTurnedOffNote, effectiveFeatures, type EffectiveFeature } from './rules.ts';
 import { ConfigError, type VmConfig } from './vm-config.ts';
 
-/** The host cannot run what the configuration asks for. */
-export class RunnabilityError extends ConfigError {
-  override name = 'RunnabilityError';
-}
-
-export type FeatureSource = 'machine-type' | 'explicit' | 'cpu-pm';
-
-export interface ResolvedFeature {
-  name: string;
-  value: boolean;
-  source: FeatureSource;
-}
+export { RunnabilityError };
+export type { FeatureSource } from './rules.ts';
+export type ResolvedFeature = EffectiveFeature;
 
 export interface Resolution {
   machine: string;
@@ -45,26 +37,12 @@ export function resolveKnobs(c: VmConfig, host: HostCapabilities): Resolution {
   if (!mt) throw new ConfigError(`unknown machine type "${c.machine}"`);
   const notes: string[] = [];
   const warnings: string[] = [];
-  const features: ResolvedFeature[] = PV_FEATURES.map((f) => {
-    const explicit = c.cpuFeatures[f.name];
-    return explicit === undefined
-      ? { name: f.name, value: mt.defaults[f.name] ?? false, source: 'machine-type' as const }
-      : { name: f.name, value: explicit, source: 'explicit' as const };
-  });
-  const get = (name: string) => features.find((f) => f.name === name)!;
+  // The cpu-pm / pv-unhalt rule and explicit-over-default live in rules.ts (the wizard uses them too).
+  const features: ResolvedFeature[] = effectiveFeatures(c, mt.defaults);
 
   let disableExits = 0;
   if (c.cpuPm) {
-    const unhalt = get('kvm-pv-unhalt');
-    if (unhalt.value && unhalt.source === 'explicit') {
-      throw new ConfigError('kvm-pv-unhalt=on contradicts cpu-pm=on: with HLT exits disabled the host never sees a '
-        + 'halted vCPU, so it cannot kick it (KVM itself drops PV_UNHALT then); turn one of them off');
-    }
-    if (unhalt.value) {
-      unhalt.value = false;
-      unhalt.source = 'cpu-pm';
-      notes.push(`cpu-pm=on turned kvm-pv-unhalt off (the ${c.machine} default is on; PV spinlocks need HLT exits)`);
-    }
+    if (features.some((f) => f.source === 'cpu-pm')) notes.push(cpuPmTurnedOffNote(c.machine));
     const wanted = DISABLE_EXITS.hlt | DISABLE_EXITS.pause | DISABLE_EXITS.cstate | DISABLE_EXITS.mwait;
     if (!(host.disableExits & DISABLE_EXITS.hlt)) {
       throw new RunnabilityError('cpu-pm=on needs KVM_CAP_X86_DISABLE_EXITS with HLT, which this host\'s KVM does not offer '
@@ -98,16 +76,7 @@ export function resolveKnobs(c: VmConfig, host: HostCapabilities): Resolution {
   if (c.haltPollNs !== undefined && !host.haltPoll) {
     throw new RunnabilityError('halt-poll-ns needs KVM_CAP_HALT_POLL (Linux 5.15+), which this host\'s KVM lacks; leave halt-poll-ns unset');
   }
-  if (c.pin) {
-    for (const cpu of c.pin) {
-      if (!host.hostCpus.includes(cpu)) {
-        throw new ConfigError(`pin: host CPU ${cpu} does not exist or is not available to Unhalt (available: ${formatCpus(host.hostCpus)})`);
-      }
-    }
-  }
-  if (c.cpus > host.maxVcpus) throw new RunnabilityError(`cpus=${c.cpus} is more than this host's KVM allows (${host.maxVcpus})`);
-  const hostMiB = Math.floor(host.memoryBytes / 1048576);
-  if (c.memoryMiB > hostMiB) throw new ConfigError(`memory ${c.memoryMiB} MiB is more than this host has (${hostMiB} MiB)`);
+  checkHostFit(c, { maxVcpus: host.maxVcpus, memoryMiB: Math.floor(host.memoryBytes / 1048576), hostCpus: host.hostCpus });
   if (c.memLock && host.kind === 'pvm') notes.push('mem-lock=on locks guest RAM in host memory');
 
   const values = Object.fromEntries(features.map((f) => [f.name, f.value]));
@@ -118,17 +87,10 @@ export function resolveKnobs(c: VmConfig, host: HostCapabilities): Resolution {
   };
 }
 
-function formatCpus(cpus: number[]): string {
-  return cpus.length > 16 ? `${cpus[0]}-${cpus[cpus.length - 1]}` : cpus.join(',');
-}
-
-function checkFile(path: string, what: string): string {
-  const full = resolvePath(path);
-  if (!existsSync(full)) throw new ConfigError(`${what} not found: ${path}`);
-  const st = statSync(full);
-  if (!st.isFile()) throw new ConfigError(`${what} is not a regular file: ${path}`);
-  if (st.size === 0) throw new ConfigError(`${what} is empty: ${path}`);
-  return full;
+/** The same file rule as every other surface (the schema made the path absolute already). */
+function checkFile(path: string, what: 'kernel' | 'initrd'): string {
+  statBootFile(path, what);
+  return path;
 }
 
 export interface ResolvedMachine {

@@ -111,6 +111,35 @@ function path(value: unknown, field: string): string {
   return p;
 }
 
+// The field rules that validateConfig applies, exported so that a form (the wizard) checks what
+// the user typed with the very same rule and words before anything is sent.
+
+export function checkCpus(value: unknown): number {
+  return integer(value, 'cpus', 1, MAX_CPUS);
+}
+
+export function checkMemoryMiB(value: unknown): number {
+  return integer(value, 'memory (MiB)', MIN_MEMORY_MIB, MAX_MEMORY_MIB);
+}
+
+export function checkHaltPollNs(value: unknown): number {
+  return integer(value, 'halt-poll-ns', 0, MAX_HALT_POLL_NS);
+}
+
+/**
+ * A kernel or initrd path as a configuration stores it: absolute. A stored relative path would
+ * mean something different depending on where the app or `unhalt serve` was started, so the
+ * command line resolves one against its own working directory first (run.ts) and every other
+ * surface asks for the full path.
+ */
+export function checkBootPath(value: unknown, field: 'kernel' | 'initrd'): string {
+  const p = path(value, field);
+  if (!p.startsWith('/')) {
+    throw new ConfigError(`${field} must be an absolute path (its full path on the host, starting with /), got "${p.slice(0, 200)}"`);
+  }
+  return p;
+}
+
 /** Validates untrusted input (CLI, JSON, API, config strings) into a VmConfig; throws ConfigError. */
 export function validateConfig(raw: unknown): VmConfig {
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new ConfigError('a VM configuration must be an object');
@@ -127,7 +156,7 @@ export function validateConfig(raw: unknown): VmConfig {
   if (!/^[A-Za-z0-9][A-Za-z0-9 ._-]*$/.test(name)) {
     throw new ConfigError(`name "${name.slice(0, 40)}" may use letters, digits, space, dot, dash and underscore, and must start with a letter or digit`);
   }
-  const kernel = r.kernel === undefined ? undefined : path(r.kernel, 'kernel');
+  const kernel = r.kernel === undefined ? undefined : checkBootPath(r.kernel, 'kernel');
   const guest = r.guest === undefined ? (kernel ? 'custom' : 'probe') : r.guest;
   if (!GUESTS.includes(guest as GuestKind)) throw new ConfigError(`guest must be one of ${GUESTS.join(', ')}, got ${JSON.stringify(guest)?.slice(0, 40)}`);
   if (guest === 'custom' && !kernel) throw new ConfigError('a custom guest needs a kernel (--kernel FILE)');
@@ -153,9 +182,8 @@ export function validateConfig(raw: unknown): VmConfig {
     version: CONFIG_VERSION,
     name,
     guest: guest as GuestKind,
-    cpus: r.cpus === undefined ? DEFAULTS.cpus : integer(r.cpus, 'cpus', 1, MAX_CPUS),
-    memoryMiB: r.memoryMiB === undefined ? (guest === 'linux' ? 512 : DEFAULTS.memoryMiB)
-      : integer(r.memoryMiB, 'memory (MiB)', MIN_MEMORY_MIB, MAX_MEMORY_MIB),
+    cpus: r.cpus === undefined ? DEFAULTS.cpus : checkCpus(r.cpus),
+    memoryMiB: r.memoryMiB === undefined ? (guest === 'linux' ? 512 : DEFAULTS.memoryMiB) : checkMemoryMiB(r.memoryMiB),
     machine,
     cpuFeatures,
     cpuPm: r.cpuPm === undefined ? false : bool(r.cpuPm, 'cpu-pm'),
@@ -163,9 +191,9 @@ export function validateConfig(raw: unknown): VmConfig {
     pvmProfile: r.pvmProfile === undefined ? true : bool(r.pvmProfile, 'pvm-profile'),
   };
   if (kernel !== undefined) config.kernel = kernel;
-  if (r.initrd !== undefined) config.initrd = path(r.initrd, 'initrd');
+  if (r.initrd !== undefined) config.initrd = checkBootPath(r.initrd, 'initrd');
   if (r.append !== undefined) config.append = text(r.append, 'append', MAX_APPEND_LENGTH);
-  if (r.haltPollNs !== undefined) config.haltPollNs = integer(r.haltPollNs, 'halt-poll-ns', 0, MAX_HALT_POLL_NS);
+  if (r.haltPollNs !== undefined) config.haltPollNs = checkHaltPollNs(r.haltPollNs);
   if (r.pin !== undefined) {
     if (!Array.isArray(r.pin) || r.pin.length === 0) throw new ConfigError('pin must be a non-empty list of host CPU numbers');
     if (r.pin.length > MAX_PIN_ENTRIES) throw new ConfigError(`pin lists ${r.pin.length} host CPUs; at most ${MAX_PIN_ENTRIES} are allowed`);
