@@ -25,6 +25,17 @@ export interface VmStatus {
   resolved?: ResolvedDto;
   /** Console bytes dropped because the host could not keep up (flooding guest). */
   droppedConsoleBytes?: number;
+  /**
+   * Live knob changes of this run (setHaltPollNs, setPin): in effect now, not saved in the VM's
+   * configuration, gone at the next start. Absent until one is made.
+   */
+  live?: LiveKnobs;
+}
+
+export interface LiveKnobs {
+  haltPollNs?: number;
+  /** The host CPUs as given (vCPU i on pin[i % length]); [] = unpinned. */
+  pin?: number[];
 }
 
 export interface ResolvedDto {
@@ -36,6 +47,13 @@ export interface ResolvedDto {
   notes: string[];
   warnings: string[];
   commandLine: string;
+}
+
+/** A VM's boot files as a form holds them (checkBootFiles); memoryMiB for the "does it fit" rule. */
+export interface BootFilesToCheck {
+  kernel?: string;
+  initrd?: string;
+  memoryMiB?: number;
 }
 
 export interface VmRecord {
@@ -161,6 +179,11 @@ export interface UnhaltApi {
   deleteVm(id: string): Promise<void>;
   /** The `unhalt run` command line equivalent to a (possibly unsaved) configuration, and its resolution. */
   describeConfig(config: unknown): Promise<ResolvedDto>;
+  /**
+   * The checks createVm makes of a kernel and initrd, alone (a form asks at the field): rejects
+   * with the very error createVm would give for these files, resolves when they would pass.
+   */
+  checkBootFiles(files: BootFilesToCheck): Promise<void>;
 
   startVm(id: string): Promise<VmStatus>;
   /** ACPI power button, then a forced stop after `graceMs` (default 3000). */
@@ -211,6 +234,7 @@ export const API_METHODS = {
   cloneVm: { kind: 'call', params: 2 },
   deleteVm: { kind: 'call', params: 1 },
   describeConfig: { kind: 'call', params: 1 },
+  checkBootFiles: { kind: 'call', params: 1 },
   startVm: { kind: 'call', params: 1 },
   stopVm: { kind: 'call', params: 2 },
   forceStopVm: { kind: 'call', params: 1 },

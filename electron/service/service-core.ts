@@ -8,7 +8,7 @@ import type {
 } from './api.ts';
 import { commandLine } from '../vmm/config/cli-args.ts';
 import { resolveMachine, type ResolvedMachine } from '../vmm/config/resolve.ts';
-import { checkPinFit } from '../vmm/config/rules.ts';
+import { checkNameFree, checkPinFit } from '../vmm/config/rules.ts';
 import { MAX_HALT_POLL_NS, MAX_HOST_CPU, MAX_NAME_LENGTH, MAX_PIN_ENTRIES, normalizeVmName, sameVmName, validateConfig, type VmConfig } from '../vmm/config/vm-config.ts';
 import { probeHost, type HostCapabilities } from '../vmm/machine/host-caps.ts';
 import { allowedFolders, checkFolderToAdd } from './allowed-folders.ts';
@@ -25,7 +25,7 @@ import { MAX_ALLOWED_FOLDERS, readSettings, writeSettings } from './settings.ts'
 import { homeLayout, unhaltHome, type HomeLayout } from './paths.ts';
 import { HomeOwnership } from './home-owner.ts';
 import { makeDirs } from './make-dir.ts';
-import { intArg, intListArg, textArg, vmIdArg } from './validate.ts';
+import { clip, intArg, intListArg, textArg, vmIdArg } from './validate.ts';
 import { VmRuntime, toResolvedDto, type EventSink } from './vm-runtime.ts';
 
 export const DEFAULT_STOP_GRACE_MS = 3000;
@@ -301,6 +301,20 @@ export class ServiceCore implements ApiCallHandlers {
     return toResolvedDto(this.resolve(c), commandLine(c));
   }
 
+  async checkBootFiles(raw: unknown): Promise<void> {
+    if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new ApiError('invalid', 'the files to check must be an object { kernel, initrd, memoryMiB }');
+    const { kernel, initrd, memoryMiB, ...rest } = raw as Record<string, unknown>;
+    if (Object.keys(rest).length) throw new ApiError('invalid', `unknown field "${clip(Object.keys(rest)[0]!)}" (valid: kernel, initrd, memoryMiB)`);
+    let c: VmConfig;
+    try {
+      // The schema's own path and memory rules first, exactly as createVm applies them.
+      c = validateConfig({ guest: kernel === undefined ? 'probe' : 'custom', kernel, initrd, memoryMiB });
+    } catch (e) {
+      throw toApiError(e);
+    }
+    await checkBootFiles(c, this.allowedFolders());
+  }
+
   async startVm(rawId: unknown): Promise<VmStatus> {
     this.open_();
     const first = this.record(rawId);
@@ -430,8 +444,11 @@ function realPathOr(path: string): string {
 }
 
 function assertUniqueName(vms: LibraryRecord[], name: string, exceptId?: string): void {
-  const clash = vms.find((v) => v.id !== exceptId && sameVmName(v.config.name, name));
-  if (clash) throw new ApiError('conflict', `a VM named "${clash.config.name}" already exists; choose another name`);
+  try {
+    checkNameFree(name, vms.filter((v) => v.id !== exceptId).map((v) => v.config.name));
+  } catch (e) {
+    throw new ApiError('conflict', (e as Error).message);
+  }
 }
 
 /** "name-copy", "name-copy-2", ... within the name length limit. */

@@ -6,7 +6,7 @@
 // Streams are batched per VM: console bytes within ~16 ms, telemetry and guest metrics every
 // 200 ms (two samples at 10 Hz), so a transport sends a few messages per second, not one per exit.
 // Times on the API are epoch milliseconds, so history from several runs shares one time axis.
-import type { ApiEvent, GuestMetric, ResolvedDto, Subscription, TelemetryMarker, TelemetrySample, VmRunState, VmStatus } from './api.ts';
+import type { ApiEvent, GuestMetric, LiveKnobs, ResolvedDto, Subscription, TelemetryMarker, TelemetrySample, VmRunState, VmStatus } from './api.ts';
 import type { AgentEvent } from '../vmm/agent/line-protocol.ts';
 import type { ResolvedMachine } from '../vmm/config/resolve.ts';
 import { disableExitNames } from '../vmm/machine/host-caps.ts';
@@ -50,6 +50,8 @@ export class VmRuntime {
   private startedAt?: number;
   private lastExit?: VmStatus['lastExit'];
   private resolved?: ResolvedDto;
+  /** Knobs changed while this run lasts (VmStatus.live). */
+  private live: LiveKnobs = {};
   private droppedByVm = 0;
   private droppedForSubscribers = 0;
   private starting?: Promise<unknown>;
@@ -87,6 +89,7 @@ export class VmRuntime {
     if (this.resolved && this.state !== 'stopped') s.resolved = this.resolved;
     const dropped = (this.vm?.droppedConsoleBytes ?? this.droppedByVm) + this.droppedForSubscribers + this.log.dropped;
     if (dropped) s.droppedConsoleBytes = dropped;
+    if (this.state !== 'stopped' && Object.keys(this.live).length) s.live = { ...this.live };
     return s;
   }
 
@@ -127,6 +130,7 @@ export class VmRuntime {
     this.epochBase = performance.timeOrigin + vm.startedAt;
     this.metrics = [];
     this.ownMarkers = [];
+    this.live = {};
     this.droppedByVm = 0;
     this.droppedForSubscribers = 0;
     vm.on('console', (b) => this.onConsole(b));
@@ -238,7 +242,9 @@ export class VmRuntime {
     } catch (e) {
       throw new ApiError('host', `halt-poll-ns could not be changed: ${(e as Error).message}`);
     }
+    this.live = { ...this.live, haltPollNs: ns };
     this.mark(`halt-poll-ns=${ns}`);
+    this.emitStatus();
     return this.status();
   }
 
@@ -249,7 +255,9 @@ export class VmRuntime {
     } catch (e) {
       throw new ApiError('host', `the vCPUs could not be pinned: ${(e as Error).message}`);
     }
+    this.live = { ...this.live, pin: [...hostCpus] };
     this.mark(`pin=${hostCpus.length ? hostCpus.join('+') : 'none'}`);
+    this.emitStatus();
     return this.status();
   }
 

@@ -33,7 +33,9 @@ function newestMtime(dir: string): number {
 /** Builds renderer/dist when it is missing or older than the renderer's sources. */
 export function ensureRendererBuilt(): void {
   const sources = Math.max(newestMtime(join(ROOT, 'renderer/src')), statSync(join(ROOT, 'renderer/index.html')).mtimeMs,
-    statSync(join(ROOT, 'electron/service/api.ts')).mtimeMs);
+    statSync(join(ROOT, 'electron/service/api.ts')).mtimeMs,
+    // The pure rule modules the renderer shares with the VMM (the wizard's field checks).
+    newestMtime(join(ROOT, 'electron/vmm/config')), newestMtime(join(ROOT, 'electron/vmm/machine')));
   if (existsSync(RENDERER_DIST) && statSync(RENDERER_DIST).mtimeMs >= sources) return;
   const vite = join(ROOT, 'node_modules/vite/bin/vite.js');
   const r = spawnSync(process.execPath, [vite, 'build', '--config', 'renderer/vite.config.ts', '--logLevel', 'warn'], {

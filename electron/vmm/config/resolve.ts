@@ -10,7 +10,7 @@ import { DISABLE_EXITS, disableExitNames, type HostCapabilities } from '../machi
 import { encodeFeatures, feature, hostOffers } from '../machine/features.ts';
 import { machineType } from '../machine/machine-types.ts';
 import type { MachineSpec } from '../vm.ts';
-import { RunnabilityError, checkHostFit, cpuPmTurnedOffNote, effectiveFeatures, type EffectiveFeature } from './rules.ts';
+import { RunnabilityError, checkHostFit, checkKnobConflicts, cpuPmTurnedOffNote, effectiveFeatures, type EffectiveFeature } from './rules.ts';
 import { ConfigError, type VmConfig } from './vm-config.ts';
 
 export { RunnabilityError };
@@ -38,6 +38,7 @@ export function resolveKnobs(c: VmConfig, host: HostCapabilities): Resolution {
   const notes: string[] = [];
   const warnings: string[] = [];
   // The cpu-pm / pv-unhalt rule and explicit-over-default live in rules.ts (the wizard uses them too).
+  checkKnobConflicts(c);
   const features: ResolvedFeature[] = effectiveFeatures(c, mt.defaults);
 
   let disableExits = 0;

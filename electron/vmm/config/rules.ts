@@ -5,7 +5,7 @@
 // Pure on purpose — no Node, no KVM: the renderer imports this file. Callers pass what they know
 // about the host (HostCapabilities in the VMM, HostInfo in the renderer, both fit HostLimits).
 import { FEATURE_NAMES } from '../machine/features.ts';
-import { ConfigError, type VmConfig } from './vm-config.ts';
+import { ConfigError, sameVmName, type VmConfig } from './vm-config.ts';
 
 /** The host cannot run what the configuration asks for (the input itself is well-formed). */
 export class RunnabilityError extends ConfigError {
@@ -47,6 +47,18 @@ export function checkHostFit(c: Pick<VmConfig, 'cpus' | 'memoryMiB' | 'pin'>, ho
   if (c.pin) checkPinFit(c.pin, host.hostCpus);
 }
 
+/** A VM's name is unique in its library, whatever its case or spacing (sameVmName). */
+export function checkNameFree(name: string, otherNames: Iterable<string>): void {
+  for (const other of otherNames) {
+    if (sameVmName(other, name)) throw new NameTakenError(`a VM named "${other}" already exists; choose another name`);
+  }
+}
+
+/** The library already has the name (the API's 'conflict', not 'invalid'). */
+export class NameTakenError extends ConfigError {
+  override name = 'NameTakenError';
+}
+
 // ---- paravirt features and cpu-pm ----
 
 export type FeatureSource = 'machine-type' | 'explicit' | 'cpu-pm';
@@ -68,10 +80,10 @@ export function checkKnobConflicts(c: Pick<VmConfig, 'cpuPm' | 'cpuFeatures'>): 
 /**
  * The paravirt features the guest gets: explicit settings over the machine type's defaults, and
  * cpu-pm=on turning a *default* kvm-pv-unhalt off (PV spinlocks need HLT exits to be kicked).
- * An explicit kvm-pv-unhalt=on with cpu-pm=on is refused (checkKnobConflicts).
+ * An explicit kvm-pv-unhalt=on with cpu-pm=on is a contradiction: checkKnobConflicts refuses it
+ * (a form still shows it as the user set it, with that message).
  */
 export function effectiveFeatures(c: Pick<VmConfig, 'cpuPm' | 'cpuFeatures'>, machineDefaults: Readonly<Record<string, boolean>>): EffectiveFeature[] {
-  checkKnobConflicts(c);
   return FEATURE_NAMES.map((name) => {
     const explicit = c.cpuFeatures[name];
     if (explicit !== undefined) return { name, value: explicit, source: 'explicit' as const };

@@ -1,14 +1,16 @@
 // Renderer-side helpers for VM configurations: effective paravirt features (machine defaults +
 // explicit choices), the knob line on cards, and config strings for the compare view.
-import type { HostInfo, OptionAvailability, VmConfigDto } from '../../../electron/service/api.ts';
+import type { HostInfo, OptionAvailability, VmConfigDto, VmStatus } from '../../../electron/service/api.ts';
+import { effectiveFeatures } from '../../../electron/vmm/config/rules.ts';
 
 export function machineDefaults(host: HostInfo | null, machine: string): Record<string, boolean> {
   return host?.machineTypes.find((m) => m.name === machine)?.defaults ?? {};
 }
 
-/** The value a feature will have: the explicit choice, else the machine type's default. */
-export function featureValue(host: HostInfo | null, c: Pick<VmConfigDto, 'machine' | 'cpuFeatures'>, name: string): boolean {
-  return c.cpuFeatures[name] ?? machineDefaults(host, c.machine)[name] ?? false;
+/** The value a feature will have and why, by the VMM's own rule (rules.ts: cpu-pm=on turns a default pv-unhalt off). */
+export function featureState(host: HostInfo | null, c: Pick<VmConfigDto, 'machine' | 'cpuFeatures' | 'cpuPm'>, name: string) {
+  return effectiveFeatures(c, machineDefaults(host, c.machine)).find((f) => f.name === name)
+    ?? { name, value: false, source: 'machine-type' as const };
 }
 
 export function option(host: HostInfo | null, name: string): OptionAvailability | undefined {
@@ -36,30 +38,39 @@ export function fmtNs(ns: number): string {
   return `${ns} ns`;
 }
 
-/** Knobs worth a glance on a card, as short label/value pairs. */
-export function keyKnobs(host: HostInfo | null, c: VmConfigDto): { label: string; value: string; title?: string }[] {
-  return [
+/** A live change that differs from the saved configuration (VmStatus.live), or undefined. */
+export function liveHaltPoll(c: VmConfigDto, status?: VmStatus): number | undefined {
+  const ns = status?.live?.haltPollNs;
+  return ns !== undefined && ns !== c.haltPollNs ? ns : undefined;
+}
+
+export function livePin(c: VmConfigDto, status?: VmStatus): number[] | undefined {
+  const pin = status?.live?.pin;
+  return pin !== undefined && pin.join(',') !== (c.pin ?? []).join(',') ? pin : undefined;
+}
+
+const shortNs = (ns: number | undefined) => (ns === undefined ? 'default' : fmtNs(ns).replace(' (off)', ''));
+
+/**
+ * Knobs worth a glance on a card, as short label/value pairs: what the guest gets (resolved by
+ * the VMM's rules) and, while the VM runs, a live change marked "this run only".
+ */
+export function keyKnobs(host: HostInfo | null, c: VmConfigDto, status?: VmStatus): { label: string; value: string; title?: string; live?: boolean }[] {
+  const pv = featureState(host, c, 'kvm-pv-unhalt');
+  const poll = liveHaltPoll(c, status);
+  const pin = livePin(c, status);
+  const knobs: { label: string; value: string; title?: string; live?: boolean }[] = [
     { label: 'vCPUs', value: String(c.cpus) },
     { label: 'memory', value: c.memoryMiB >= 1024 && c.memoryMiB % 1024 === 0 ? `${c.memoryMiB / 1024} GiB` : `${c.memoryMiB} MiB` },
     { label: 'cpu-pm', value: c.cpuPm ? 'on' : 'off' },
-    { label: 'pv-unhalt', value: featureValue(host, c, 'kvm-pv-unhalt') ? 'on' : 'off',
-      title: c.cpuFeatures['kvm-pv-unhalt'] === undefined ? `from ${c.machine}` : 'set explicitly' },
-    { label: 'halt-poll', value: c.haltPollNs === undefined ? 'default' : fmtNs(c.haltPollNs).replace(' (off)', '') },
+    { label: 'pv-unhalt', value: pv.value ? 'on' : 'off',
+      title: pv.source === 'explicit' ? 'set explicitly' : pv.source === 'cpu-pm' ? `off because cpu-pm=on (the ${c.machine} default is on)` : `from ${c.machine}` },
+    poll === undefined
+      ? { label: 'halt-poll', value: shortNs(c.haltPollNs) }
+      : { label: 'halt-poll', value: `${shortNs(poll)} (this run only)`, title: `changed live; saved: ${shortNs(c.haltPollNs)}`, live: true },
   ];
-}
-
-/** Parses "0,1" / "0-3" / "0+1" into CPU numbers; null when malformed. */
-export function parseCpuList(s: string): number[] | null {
-  const out: number[] = [];
-  for (const part of s.split(/[,+\s]+/).filter(Boolean)) {
-    const m = /^(\d+)(?:-(\d+))?$/.exec(part);
-    if (!m) return null;
-    const a = Number(m[1]);
-    const b = m[2] === undefined ? a : Number(m[2]);
-    if (b < a || b - a > 4096) return null;
-    for (let i = a; i <= b; i++) out.push(i);
-  }
-  return out;
+  if (pin !== undefined) knobs.push({ label: 'pin', value: `${pin.length ? pin.join(',') : 'none'} (this run only)`, title: `changed live; saved: ${c.pin?.join(',') ?? 'none'}`, live: true });
+  return knobs;
 }
 
 /** The probe guest's scenario from its command line ("scenario=idle ms=500" -> "idle"). */

@@ -123,7 +123,7 @@ export function setTheme(t: ThemeChoice): void {
 }
 
 // ---- library ----
-function upsertVm(rec: VmRecord): void {
+export function upsertVm(rec: VmRecord): void {
   store.set((s) => {
     const i = s.vms.findIndex((v) => v.id === rec.id);
     const vms = i < 0 ? [...s.vms, rec] : s.vms.map((v, j) => (j === i ? rec : v));

@@ -66,8 +66,8 @@ function VmCard({ vm, host }: { vm: VmRecord; host: HostInfo | null }) {
         <span title="machine type">{c.machine}</span> · <span>{guestLabel(host, c)}</span>
       </p>
       <dl className="knobs">
-        {keyKnobs(host, c).map((k) => (
-          <div key={k.label} className="knob" title={k.title}>
+        {keyKnobs(host, c, vm.status).map((k) => (
+          <div key={k.label} className={`knob ${k.live ? 'live' : ''}`} title={k.title} data-knob={k.label}>
             <dt>{k.label}</dt>
             <dd>{k.value}</dd>
           </div>

@@ -2,7 +2,7 @@
 import { useEffect, useState } from 'react';
 import type { VmRecord } from '../../../../electron/service/api.ts';
 import { useApp, navigate, vmAction, ensureSubscribed, deleteVm, api, attempt, errorMessage, notify } from '../../state/app.ts';
-import { guestLabel } from '../../lib/config.ts';
+import { guestLabel, keyKnobs } from '../../lib/config.ts';
 import { StateBadge } from '../StateBadge.tsx';
 import { ConsolePane } from './ConsolePane.tsx';
 import { ChartsPanel } from './ChartsPanel.tsx';
@@ -59,8 +59,16 @@ function VmHeader({ vm }: { vm: VmRecord }) {
       <div className="vm-title-row">
         <h1 id="vm-title" tabIndex={-1}>{vm.config.name}</h1>
         <StateBadge state={state} busy={busy} />
-        <span className="muted">{vm.config.machine} · {guestLabel(host, vm.config)} · {vm.config.cpus} vCPU · {vm.config.memoryMiB} MiB</span>
+        <span className="muted">{vm.config.machine} · {guestLabel(host, vm.config)}</span>
       </div>
+      <dl className="knobs vm-knobs" aria-label="Knobs">
+        {keyKnobs(host, vm.config, vm.status).map((k) => (
+          <div key={k.label} className={`knob ${k.live ? 'live' : ''}`} title={k.title} data-knob={k.label}>
+            <dt>{k.label}</dt>
+            <dd>{k.value}</dd>
+          </div>
+        ))}
+      </dl>
       <div className="toolbar" role="toolbar" aria-label="VM actions">
         <button type="button" className="btn primary" data-action="start" disabled={state !== 'stopped' || !!busy} onClick={act('start')}>Start</button>
         <button type="button" className="btn" data-action="stop" disabled={state === 'stopped' || state === 'stopping' || !!busy}

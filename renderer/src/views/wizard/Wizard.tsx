@@ -1,10 +1,14 @@
 // The VM creation wizard: one step per group of knobs, a summary with the equivalent
-// `unhalt run` command line (describeConfig), then createVm.
+// `unhalt run` command line (describeConfig), then createVm. Every field keeps what the user
+// typed and is judged on blur and on Next by the rules the API applies (validate.ts), with the
+// message at the field.
 import { useEffect, useMemo, useRef, useState } from 'react';
 import type { HostInfo, ResolvedDto } from '../../../../electron/service/api.ts';
+import { checkMemoryMiB } from '../../../../electron/vmm/config/vm-config.ts';
 import { api, useApp, navigate, createVm, errorMessage } from '../../state/app.ts';
 import { initialDraft, draftToConfig } from './draft.ts';
 import type { Draft } from './draft.ts';
+import { bootFilesOf, draftProblems, typedNumber, type FieldId, type FileVerdict } from './validate.ts';
 import { BasicsStep, ResourcesStep, MachineStep, FeaturesStep, OvercommitStep, HaltPollStep, PinStep, SummaryStep } from './steps.tsx';
 
 export interface StepProps {
@@ -13,6 +17,14 @@ export interface StepProps {
   host: HostInfo | null;
   names: Set<string>;
   describe: DescribeResult;
+  /** A field's problem, once it should be shown (the field was left, or Next was pressed). */
+  problem: (field: FieldId) => string | undefined;
+  /** The user left a field (blur), or changed one with no text to finish (a checkbox). */
+  touch: (field: FieldId) => void;
+  /** The user is typing in a field: its message waits for the blur. */
+  editing: (field: FieldId) => void;
+  /** Whether any field has a problem (the service's own check line then stays quiet). */
+  anyProblem: boolean;
 }
 
 export interface DescribeResult {
@@ -21,28 +33,16 @@ export interface DescribeResult {
   pending: boolean;
 }
 
-const STEPS: { id: string; title: string; Component: (p: StepProps) => React.ReactElement; check?: (d: Draft, names: Set<string>) => string | null }[] = [
-  { id: 'basics', title: 'Basics', Component: BasicsStep, check: basicsProblem },
-  { id: 'resources', title: 'CPUs & memory', Component: ResourcesStep },
-  { id: 'machine', title: 'Machine type', Component: MachineStep },
-  { id: 'features', title: 'Paravirt features', Component: FeaturesStep },
-  { id: 'overcommit', title: 'Overcommit', Component: OvercommitStep },
-  { id: 'halt-poll', title: 'Halt polling', Component: HaltPollStep },
-  { id: 'pinning', title: 'Pinning', Component: PinStep },
-  { id: 'summary', title: 'Summary', Component: SummaryStep },
+const STEPS: { id: string; title: string; Component: (p: StepProps) => React.ReactElement; fields: FieldId[] }[] = [
+  { id: 'basics', title: 'Basics', Component: BasicsStep, fields: ['name', 'kernel', 'initrd'] },
+  { id: 'resources', title: 'CPUs & memory', Component: ResourcesStep, fields: ['cpus', 'memoryMiB'] },
+  { id: 'machine', title: 'Machine type', Component: MachineStep, fields: [] },
+  { id: 'features', title: 'Paravirt features', Component: FeaturesStep, fields: ['cpuFeatures'] },
+  { id: 'overcommit', title: 'Overcommit', Component: OvercommitStep, fields: ['cpuPm'] },
+  { id: 'halt-poll', title: 'Halt polling', Component: HaltPollStep, fields: ['haltPollNs'] },
+  { id: 'pinning', title: 'Pinning', Component: PinStep, fields: ['pin'] },
+  { id: 'summary', title: 'Summary', Component: SummaryStep, fields: [] },
 ];
-
-function basicsProblem(d: Draft, names: Set<string>): string | null {
-  const name = d.name.trim();
-  if (!name) return 'Give the VM a name.';
-  if (!/^[A-Za-z0-9][A-Za-z0-9 ._-]*$/.test(name)) return 'The name may use letters, digits, space, dot, dash and underscore, and must start with a letter or digit.';
-  if (name.length > 64) return 'The name is longer than 64 characters.';
-  if (names.has(name)) return `A VM named "${name}" already exists.`;
-  if (d.guest === 'custom' && !d.kernel.trim()) return 'Choose the kernel file (a PVH ELF or a bzImage).';
-  if (d.guest === 'custom' && !d.kernel.trim().startsWith('/')) return 'Give the kernel as an absolute path on the host.';
-  if (d.initrd.trim() && !d.initrd.trim().startsWith('/')) return 'Give the initrd as an absolute path on the host.';
-  return null;
-}
 
 /** describeConfig on every change (debounced): the command line, notes, warnings or the error. */
 function useDescribe(config: unknown): DescribeResult {
@@ -63,6 +63,41 @@ function useDescribe(config: unknown): DescribeResult {
   return state;
 }
 
+/**
+ * The service's verdict on the boot files the draft names (checkBootFiles), asked once per
+ * distinct set of paths: `verdict` for the current paths (null while unknown), and `settle()`
+ * for Next, which must not pass a file the service has not judged yet.
+ */
+function useFileVerdict(files: { kernel?: string; initrd?: string }, memoryMiB: number | undefined) {
+  const none = files.kernel === undefined && files.initrd === undefined;
+  const key = JSON.stringify([files.kernel ?? null, files.initrd ?? null, memoryMiB ?? null]);
+  const cache = useRef(new Map<string, Promise<FileVerdict>>());
+  const [verdicts, setVerdicts] = useState<Record<string, FileVerdict>>({});
+  const ask = (k: string): Promise<FileVerdict> => {
+    let p = cache.current.get(k);
+    if (!p) {
+      const [kernel, initrd, mib] = JSON.parse(k) as [string | null, string | null, number | null];
+      const memory = mib === null ? {} : { memoryMiB: mib };
+      const one = (files: { kernel?: string; initrd?: string }) => api.checkBootFiles({ ...files, ...memory }).then(() => undefined, errorMessage);
+      p = Promise.all([kernel === null ? undefined : one({ kernel }), initrd === null ? undefined : one({ initrd })]).then(([k1, i1]) => {
+        const v: FileVerdict = {};
+        if (k1) v.kernel = k1;
+        if (i1) v.initrd = i1;
+        return v;
+      });
+      cache.current.set(k, p);
+      void p.then((v) => setVerdicts((all) => ({ ...all, [k]: v })));
+    }
+    return p;
+  };
+  useEffect(() => {
+    if (none) return;
+    const t = setTimeout(() => void ask(key), 250);
+    return () => clearTimeout(t);
+  }, [key]);
+  return { verdict: none ? {} : verdicts[key] ?? null, settle: () => (none ? Promise.resolve({}) : ask(key)) };
+}
+
 export function Wizard({ guest }: { guest?: 'probe' | 'linux' }) {
   const host = useApp((s) => s.host);
   const vms = useApp((s) => s.vms);
@@ -71,7 +106,14 @@ export function Wizard({ guest }: { guest?: 'probe' | 'linux' }) {
   const [step, setStep] = useState(0);
   const [creating, setCreating] = useState(false);
   const [createError, setCreateError] = useState<string | null>(null);
-  const [showProblem, setShowProblem] = useState(false);
+  // Fields whose problem is shown: left at least once (blur), or on a step where Next was pressed.
+  const [shown, setShown] = useState<ReadonlySet<FieldId>>(new Set());
+  const showFields = (fields: FieldId[], on: boolean) => setShown((s) => {
+    if (fields.every((f) => s.has(f) === on)) return s;
+    const next = new Set(s);
+    for (const f of fields) if (on) next.add(f); else next.delete(f);
+    return next;
+  });
   // Host info may arrive after the wizard opened: take its newest machine type then.
   const hostSeen = useRef(!!host);
   useEffect(() => {
@@ -82,23 +124,36 @@ export function Wizard({ guest }: { guest?: 'probe' | 'linux' }) {
   }, [host, guest, names]);
   const config = useMemo(() => draftToConfig(draft), [draft]);
   const describe = useDescribe(config);
-  const update = (patch: Partial<Draft>) => {
-    setShowProblem(false);
-    setDraft((d) => ({ ...d, ...patch }));
-  };
+  const files = useFileVerdict(bootFilesOf(draft), typedNumber(draft.memoryMiB, checkMemoryMiB));
+  const problems = draftProblems(draft, host, names, files.verdict);
+  const update = (patch: Partial<Draft>) => setDraft((d) => ({ ...d, ...patch }));
   const current = STEPS[step]!;
-  const problem = current.check?.(draft, names) ?? null;
-  const firstBlocked = STEPS.findIndex((s) => s.check?.(draft, names));
+  const blocked = (i: number, p = problems) => STEPS[i]!.fields.some((f) => p[f]);
   const headingRef = useRef<HTMLHeadingElement>(null);
-  const go = (i: number) => {
-    if (i > step && firstBlocked >= 0 && firstBlocked < i) {
-      setStep(firstBlocked);
-      setShowProblem(true);
-      return;
+  const panelRef = useRef<HTMLFormElement>(null);
+  /** Shows a step's problems and puts the focus on the first field that has one. */
+  const holdAt = (i: number) => {
+    setStep(i);
+    showFields(STEPS[i]!.fields, true);
+    requestAnimationFrame(() => panelRef.current?.querySelector<HTMLElement>('[aria-invalid="true"]')?.focus());
+  };
+  const go = async (i: number) => {
+    if (i > step) {
+      // Moving on: every step on the way must be clean, the boot files judged by the service.
+      const now = draftProblems(draft, host, names, await files.settle());
+      for (let j = 0; j < i; j++) {
+        if (blocked(j, now)) return holdAt(j);
+      }
     }
     setStep(i);
-    setShowProblem(false);
     requestAnimationFrame(() => headingRef.current?.focus());
+  };
+  const firstBlocked = STEPS.findIndex((_, i) => blocked(i));
+  const stepProps = {
+    problem: (f: FieldId) => (shown.has(f) ? problems[f] : undefined),
+    touch: (f: FieldId) => showFields([f], true),
+    editing: (f: FieldId) => showFields([f], false),
+    anyProblem: firstBlocked >= 0,
   };
   const create = async () => {
     setCreating(true);
@@ -125,25 +180,29 @@ export function Wizard({ guest }: { guest?: 'probe' | 'linux' }) {
             {STEPS.map((s, i) => (
               <li key={s.id}>
                 <button type="button" className="step-btn" aria-current={i === step ? 'step' : undefined}
-                  data-step={s.id} onClick={() => go(i)}>
+                  data-step={s.id} onClick={() => void go(i)}>
                   <span className="step-no" aria-hidden="true">{i + 1}</span> {s.title}
                 </button>
               </li>
             ))}
           </ol>
         </nav>
-        <form className="step-panel" data-step={current.id} onSubmit={(e) => {
+        {/* noValidate: the fields are judged by the API's rules, with messages at the field, not by browser bubbles. */}
+        <form ref={panelRef} className="step-panel" data-step={current.id} noValidate onSubmit={(e) => {
           e.preventDefault();
           if (last) void create();
-          else if (problem) setShowProblem(true);
-          else go(step + 1);
+          else void go(step + 1);
         }}>
           <h2 ref={headingRef} tabIndex={-1}>{current.title}</h2>
-          <Step draft={draft} update={update} host={host} names={names} describe={describe} />
-          {showProblem && problem && <p className="error" role="alert">{problem}</p>}
+          <Step draft={draft} update={update} host={host} names={names} describe={describe} {...stepProps} />
+          {last && firstBlocked >= 0 && (
+            <p className="error" role="alert">
+              Step {firstBlocked + 1} ({STEPS[firstBlocked]!.title}) has a problem: {STEPS[firstBlocked]!.fields.map((f) => problems[f]).find(Boolean)}
+            </p>
+          )}
           {last && createError && <p className="error" role="alert">Could not create the VM: {createError}</p>}
           <div className="wizard-nav">
-            <button type="button" className="btn" onClick={() => (step === 0 ? navigate({ view: 'library' }) : go(step - 1))}>
+            <button type="button" className="btn" onClick={() => (step === 0 ? navigate({ view: 'library' }) : void go(step - 1))}>
               {step === 0 ? 'Cancel' : 'Back'}
             </button>
             {last ? (

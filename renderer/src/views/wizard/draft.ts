@@ -1,5 +1,6 @@
 // The wizard's working copy of a VM configuration and its conversion to the API's config.
 import type { HostInfo, VmConfigDto } from '../../../../electron/service/api.ts';
+import { typedPin } from './validate.ts';
 
 export interface Draft {
   name: string;
@@ -10,16 +11,17 @@ export interface Draft {
   initrd: string;
   append: string;
   pvmProfile: boolean;
-  cpus: number;
-  memoryMiB: number;
+  /** Numbers as the user typed them: kept as text, never snapped to a limit (validate.ts judges them). */
+  cpus: string;
+  memoryMiB: string;
   machine: string;
   cpuFeatures: Record<string, boolean>;
   cpuPm: boolean;
   memLock: boolean;
   haltPollMode: 'default' | 'custom';
-  haltPollNs: number;
-  /** Host CPUs in order: vCPU i runs on pin[i % pin.length]; empty = not pinned. */
-  pin: number[];
+  haltPollNs: string;
+  /** Host CPUs in order, as typed ("0,1", "0-3"): vCPU i runs on the i-th; empty = not pinned. */
+  pin: string;
 }
 
 export const PROBE_SCENARIOS: { name: string; summary: string; args?: string }[] = [
@@ -50,26 +52,31 @@ export function initialDraft(host: HostInfo | null, guest: 'probe' | 'linux' | u
     initrd: '',
     append: '',
     pvmProfile: true,
-    cpus: Math.min(2, host?.maxVcpus ?? 2),
-    memoryMiB: g === 'linux' ? 512 : 128,
+    cpus: String(Math.min(2, host?.maxVcpus || 2)),
+    memoryMiB: String(g === 'linux' ? 512 : 128),
     machine: newest,
     cpuFeatures: {},
     cpuPm: false,
     memLock: false,
     haltPollMode: 'default',
-    haltPollNs: 200_000,
-    pin: [],
+    haltPollNs: '200000',
+    pin: '',
   };
 }
 
+/** A number field's text as a number when it is one; otherwise the text, for the service to refuse in its words. */
+function numberOrText(text: string): number | string {
+  return /^\s*\d{1,16}\s*$/.test(text) ? Number(text) : text;
+}
+
 /** The configuration the service validates (and createVm stores). */
-export function draftToConfig(d: Draft): Partial<VmConfigDto> & { version: 1 } {
-  const c: Partial<VmConfigDto> & { version: 1 } = {
+export function draftToConfig(d: Draft): Record<string, unknown> & { version: 1 } {
+  const c: Record<string, unknown> & { version: 1 } = {
     version: 1,
     name: d.name.trim(),
     guest: d.guest,
-    cpus: d.cpus,
-    memoryMiB: d.memoryMiB,
+    cpus: numberOrText(d.cpus),
+    memoryMiB: numberOrText(d.memoryMiB),
     machine: d.machine,
     cpuFeatures: { ...d.cpuFeatures },
     cpuPm: d.cpuPm,
@@ -84,7 +91,33 @@ export function draftToConfig(d: Draft): Partial<VmConfigDto> & { version: 1 } {
     if (d.append.trim()) c.append = d.append.trim();
     c.pvmProfile = d.pvmProfile;
   }
-  if (d.haltPollMode === 'custom') c.haltPollNs = d.haltPollNs;
-  if (d.pin.length) c.pin = [...d.pin];
+  if (d.haltPollMode === 'custom') c.haltPollNs = numberOrText(d.haltPollNs);
+  const pin = typedPin(d.pin);
+  if (pin === undefined) c.pin = d.pin;
+  else if (pin.length) c.pin = pin;
   return c;
+}
+
+/** The draft that edits an existing configuration (every value as the wizard's fields hold it). */
+export function draftFromConfig(c: VmConfigDto): Draft {
+  const probe = c.guest === 'probe' ? /^scenario=(\S+)\s*(.*)$/.exec(c.append ?? '') : null;
+  return {
+    name: c.name,
+    guest: c.guest,
+    probeScenario: probe?.[1] ?? 'echo',
+    probeArgs: probe?.[2] ?? '',
+    kernel: c.kernel ?? '',
+    initrd: c.initrd ?? '',
+    append: c.guest === 'probe' ? '' : c.append ?? '',
+    pvmProfile: c.pvmProfile,
+    cpus: String(c.cpus),
+    memoryMiB: String(c.memoryMiB),
+    machine: c.machine,
+    cpuFeatures: { ...c.cpuFeatures },
+    cpuPm: c.cpuPm,
+    memLock: c.memLock,
+    haltPollMode: c.haltPollNs === undefined ? 'default' : 'custom',
+    haltPollNs: String(c.haltPollNs ?? 200_000),
+    pin: (c.pin ?? []).join(','),
+  };
 }

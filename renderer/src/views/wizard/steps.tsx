@@ -1,9 +1,12 @@
 // The wizard's steps. Options the host cannot run are disabled with the reason the host
 // capability check gives (HostInfo.options).
-import { useId, useState } from 'react';
+import { useId } from 'react';
+import { cpuPmTurnedOffNote, effectiveFeatures } from '../../../../electron/vmm/config/rules.ts';
+import { checkCpus, checkHaltPollNs, checkMemoryMiB } from '../../../../electron/vmm/config/vm-config.ts';
 import type { StepProps } from './Wizard.tsx';
 import { PROBE_SCENARIOS } from './draft.ts';
-import { available, featureValue, machineDefaults, fmtNs, parseCpuList } from '../../lib/config.ts';
+import { typedNumber, typedPin, type FieldId } from './validate.ts';
+import { available, machineDefaults, fmtNs } from '../../lib/config.ts';
 
 function capitalize(s: string): string {
   return s ? s[0]!.toUpperCase() + s.slice(1).replace(/\.$/, '') : s;
@@ -17,32 +20,50 @@ function Unavailable({ reason }: { reason?: string }) {
   return <span className="unavailable">Not available on this host{reason ? `: ${reason.replace(/\.$/, '')}` : ''}.</span>;
 }
 
-/** The service's verdict on the configuration so far, in a reserved line (no layout jump). */
-function CheckLine({ describe }: Pick<StepProps, 'describe'>) {
+/** The service's verdict on the configuration so far, in a reserved line (no layout jump); quiet while a field says what is wrong. */
+function CheckLine({ describe, anyProblem }: Pick<StepProps, 'describe' | 'anyProblem'>) {
+  const error = anyProblem ? null : describe.error;
   return (
-    <p className={`check-line ${describe.error ? 'bad' : ''}`} aria-live="polite">
-      {describe.error ? `⚠ ${describe.error}` : describe.resolved?.warnings.length ? `⚠ ${describe.resolved.warnings[0]}` : '\u00a0'}
+    <p className={`check-line ${error ? 'bad' : ''}`} aria-live="polite">
+      {error ? `⚠ ${error}` : describe.resolved?.warnings.length ? `⚠ ${describe.resolved.warnings[0]}` : '\u00a0'}
     </p>
   );
 }
 
+/** A field's problem, right under it (the input names it in aria-describedby). */
+function FieldError({ id, text }: { id: string; text: string | undefined }) {
+  return text ? <p className="field-error" id={id} role="alert">{text}</p> : null;
+}
+
+/** The props that make a text input judged on blur, quiet while typed in, and described by its error. */
+function judged(p: Pick<StepProps, 'problem' | 'touch' | 'editing'>, field: FieldId, errorId: string, hintId?: string) {
+  const text = p.problem(field);
+  return {
+    'aria-invalid': text ? true : undefined,
+    'aria-describedby': [text ? errorId : undefined, hintId].filter(Boolean).join(' ') || undefined,
+    'data-field': field,
+    onBlur: () => p.touch(field),
+  };
+}
+
 // ---- 1. basics ----
-export function BasicsStep({ draft, update, host, names, describe }: StepProps) {
+export function BasicsStep(props: StepProps) {
+  const { draft, update, host, describe, problem, editing } = props;
   const id = useId();
   const guests = host?.guests ?? [
     { kind: 'probe' as const, built: true, label: 'Probe (diagnostic guest)' },
     { kind: 'linux' as const, built: false, label: 'Linux' },
   ];
-  const nameTaken = names.has(draft.name.trim());
   const scenario = PROBE_SCENARIOS.find((s) => s.name === draft.probeScenario);
   return (
     <>
       <div className="field">
         <label htmlFor={`${id}-name`}>Name</label>
-        <input id={`${id}-name`} name="name" value={draft.name} maxLength={64} autoComplete="off" required
-          aria-invalid={nameTaken || undefined} aria-describedby={`${id}-name-hint`}
-          onChange={(e) => update({ name: e.target.value })} />
-        <Hint id={`${id}-name-hint`}>{nameTaken ? 'That name is taken.' : 'Letters, digits, space, dot, dash, underscore.'}</Hint>
+        <input id={`${id}-name`} name="name" value={draft.name} autoComplete="off"
+          {...judged(props, 'name', `${id}-name-error`, `${id}-name-hint`)}
+          onChange={(e) => { editing('name'); update({ name: e.target.value }); }} />
+        <FieldError id={`${id}-name-error`} text={problem('name')} />
+        <Hint id={`${id}-name-hint`}>Letters, digits, space, dot, dash, underscore.</Hint>
       </div>
       <fieldset className="field">
         <legend>Guest</legend>
@@ -56,7 +77,7 @@ export function BasicsStep({ draft, update, host, names, describe }: StepProps) 
             return (
               <label key={g.kind} className={`choice ${disabled ? 'disabled' : ''}`}>
                 <input type="radio" name="guest" value={g.kind} checked={draft.guest === g.kind} disabled={disabled}
-                  onChange={() => update({ guest: g.kind, memoryMiB: g.kind === 'linux' ? Math.max(draft.memoryMiB, 512) : draft.memoryMiB })} />
+                  onChange={() => update({ guest: g.kind, memoryMiB: g.kind === 'linux' ? String(Math.max(typedNumber(draft.memoryMiB, checkMemoryMiB) ?? 0, 512)) : draft.memoryMiB })} />
                 <span>
                   <strong>{g.label}</strong>
                   <span className="choice-help">{help}</span>
@@ -99,14 +120,18 @@ export function BasicsStep({ draft, update, host, names, describe }: StepProps) 
             <div className="field">
               <label htmlFor={`${id}-kernel`}>Kernel</label>
               <input id={`${id}-kernel`} value={draft.kernel} placeholder="/path/to/vmlinux or bzImage" autoComplete="off" spellCheck={false}
-                onChange={(e) => update({ kernel: e.target.value })} />
-              <Hint>A path on the host running Unhalt; checked when you leave this step and again at start.</Hint>
+                {...judged(props, 'kernel', `${id}-kernel-error`, `${id}-kernel-hint`)}
+                onChange={(e) => { editing('kernel'); update({ kernel: e.target.value }); }} />
+              <FieldError id={`${id}-kernel-error`} text={problem('kernel')} />
+              <Hint id={`${id}-kernel-hint`}>The full path of a file on the host running Unhalt, inside a folder it may use; checked when you leave the field.</Hint>
             </div>
           )}
           <div className="field">
             <label htmlFor={`${id}-initrd`}>Initrd (optional)</label>
             <input id={`${id}-initrd`} value={draft.initrd} placeholder="/path/to/initrd" autoComplete="off" spellCheck={false}
-              onChange={(e) => update({ initrd: e.target.value })} />
+              {...judged(props, 'initrd', `${id}-initrd-error`)}
+              onChange={(e) => { editing('initrd'); update({ initrd: e.target.value }); }} />
+            <FieldError id={`${id}-initrd-error`} text={problem('initrd')} />
           </div>
           <div className="field">
             <label htmlFor={`${id}-append`}>Kernel command line</label>
@@ -124,57 +149,60 @@ export function BasicsStep({ draft, update, host, names, describe }: StepProps) 
           )}
         </>
       )}
-      <CheckLine describe={describe} />
+      <CheckLine describe={describe} anyProblem={props.anyProblem} />
     </>
   );
 }
 
 // ---- 2. CPUs and memory ----
-export function ResourcesStep({ draft, update, host, describe }: StepProps) {
+export function ResourcesStep(props: StepProps) {
+  const { draft, update, host, describe, problem, editing, anyProblem } = props;
   const id = useId();
   const hostCpus = host?.hostCpus.length ?? 1;
-  const maxCpus = Math.max(1, Math.min(host?.maxVcpus ?? 64, 254));
+  const maxCpus = Math.max(1, Math.min(host?.maxVcpus || 64, 254));
   const maxMem = Math.max(16, host?.memoryMiB ?? 4096);
-  const memStep = draft.memoryMiB >= 1024 ? 256 : 16;
+  // The sliders follow the text while it is a valid number and stay put while it is not.
+  const cpus = typedNumber(draft.cpus, checkCpus);
+  const mem = typedNumber(draft.memoryMiB, checkMemoryMiB);
   return (
     <>
       <div className="field">
         <label htmlFor={`${id}-cpus`}>vCPUs</label>
         <div className="range-row">
-          <input type="range" min={1} max={Math.min(maxCpus, Math.max(16, hostCpus * 4))} value={draft.cpus} aria-label="vCPUs (slider)"
-            onChange={(e) => update({ cpus: Number(e.target.value) })} />
-          <input id={`${id}-cpus`} type="number" min={1} max={maxCpus} value={draft.cpus} className="num"
-            onChange={(e) => update({ cpus: clamp(Number(e.target.value) || 1, 1, maxCpus) })} />
+          <input type="range" min={1} max={Math.min(maxCpus, Math.max(16, hostCpus * 4))} value={cpus ?? 1} aria-label="vCPUs (slider)" tabIndex={-1}
+            onChange={(e) => { update({ cpus: e.target.value }); props.touch('cpus'); }} />
+          <input id={`${id}-cpus`} type="text" inputMode="numeric" value={draft.cpus} className="num" autoComplete="off"
+            {...judged(props, 'cpus', `${id}-cpus-error`, `${id}-cpus-hint`)}
+            onChange={(e) => { editing('cpus'); update({ cpus: e.target.value }); }} />
         </div>
-        <Hint>
+        <FieldError id={`${id}-cpus-error`} text={problem('cpus')} />
+        <Hint id={`${id}-cpus-hint`}>
           This host has {hostCpus} CPU{hostCpus === 1 ? '' : 's'}; KVM allows up to {maxCpus} vCPUs.
-          {draft.cpus > hostCpus && ` More vCPUs than host CPUs: the vCPUs are overcommitted — the case where PV spinlocks (pv-unhalt) and halt polling matter most.`}
+          {cpus !== undefined && cpus > hostCpus && ` More vCPUs than host CPUs: the vCPUs are overcommitted — the case where PV spinlocks (pv-unhalt) and halt polling matter most.`}
         </Hint>
       </div>
       <div className="field">
         <label htmlFor={`${id}-mem`}>Memory (MiB)</label>
         <div className="range-row">
-          <input type="range" min={16} max={Math.min(maxMem, 16384)} step={16} value={draft.memoryMiB} aria-label="Memory (slider)"
-            onChange={(e) => update({ memoryMiB: Number(e.target.value) })} />
-          <input id={`${id}-mem`} type="number" min={16} max={maxMem} step={memStep} value={draft.memoryMiB} className="num"
-            onChange={(e) => update({ memoryMiB: clamp(Number(e.target.value) || 16, 16, maxMem) })} />
+          <input type="range" min={16} max={Math.min(maxMem, 16384)} step={16} value={mem ?? 16} aria-label="Memory (slider)" tabIndex={-1}
+            onChange={(e) => { update({ memoryMiB: e.target.value }); props.touch('memoryMiB'); }} />
+          <input id={`${id}-mem`} type="text" inputMode="numeric" value={draft.memoryMiB} className="num" autoComplete="off"
+            {...judged(props, 'memoryMiB', `${id}-mem-error`, `${id}-mem-hint`)}
+            onChange={(e) => { editing('memoryMiB'); update({ memoryMiB: e.target.value }); }} />
         </div>
-        <Hint>
+        <FieldError id={`${id}-mem-error`} text={problem('memoryMiB')} />
+        <Hint id={`${id}-mem-hint`}>
           Host memory: {maxMem >= 2048 ? `${(maxMem / 1024).toFixed(1)} GiB` : `${maxMem} MiB`}. The probe guest is happy with 32 MiB; Linux wants 256 MiB or more.
-          {draft.memoryMiB > maxMem / 2 && ' More than half of the host\'s memory.'}
+          {mem !== undefined && mem > maxMem / 2 && ' More than half of the host\'s memory.'}
         </Hint>
       </div>
-      <CheckLine describe={describe} />
+      <CheckLine describe={describe} anyProblem={anyProblem} />
     </>
   );
 }
 
-function clamp(v: number, lo: number, hi: number): number {
-  return Math.min(hi, Math.max(lo, Math.round(v)));
-}
-
 // ---- 3. machine type ----
-export function MachineStep({ draft, update, host, describe }: StepProps) {
+export function MachineStep({ draft, update, host, describe, anyProblem }: StepProps) {
   const types = host?.machineTypes ?? [];
   return (
     <>
@@ -203,21 +231,28 @@ export function MachineStep({ draft, update, host, describe }: StepProps) {
           })}
         </div>
       </fieldset>
-      <CheckLine describe={describe} />
+      <CheckLine describe={describe} anyProblem={anyProblem} />
     </>
   );
 }
 
 // ---- 4. paravirt features ----
-export function FeaturesStep({ draft, update, host, describe }: StepProps) {
+export function FeaturesStep({ draft, update, host, describe, problem, touch, anyProblem }: StepProps) {
+  const id = useId();
   const features = host?.features ?? [];
   const defaults = machineDefaults(host, draft.machine);
+  // What the guest gets, by the same rule resolve.ts applies (cpu-pm=on turns a default pv-unhalt off).
+  const effective = new Map(effectiveFeatures(draft, defaults).map((f) => [f.name, f]));
+  const implied = new Map(effectiveFeatures({ cpuPm: draft.cpuPm, cpuFeatures: {} }, defaults).map((f) => [f.name, f.value]));
   const set = (name: string, value: boolean) => {
     const next = { ...draft.cpuFeatures };
-    if (defaults[name] === value) delete next[name];
+    // Explicit only where it differs from what the machine type and cpu-pm would give anyway.
+    if (implied.get(name) === value) delete next[name];
     else next[name] = value;
     update({ cpuFeatures: next });
+    touch('cpuFeatures');
   };
+  const conflict = problem('cpuFeatures');
   return (
     <>
       <Hint>
@@ -228,26 +263,29 @@ export function FeaturesStep({ draft, update, host, describe }: StepProps) {
         {features.map((f) => {
           const opt = available(host, `feature:${f.name}`);
           const offered = f.hostOffers && opt.ok;
-          const on = featureValue(host, draft, f.name);
+          const state = effective.get(f.name);
+          const on = state?.value ?? false;
           const explicit = draft.cpuFeatures[f.name] !== undefined;
-          const conflict = f.name === 'kvm-pv-unhalt' && on && draft.cpuPm;
+          const clash = f.name === 'kvm-pv-unhalt' && conflict;
           return (
             <li key={f.name}>
               <label className={`toggle ${offered ? '' : 'disabled'}`}>
                 <input type="checkbox" role="switch" checked={on && offered} disabled={!offered}
+                  aria-invalid={clash ? true : undefined} aria-describedby={clash ? `${id}-conflict` : undefined}
                   onChange={(e) => set(f.name, e.target.checked)} />
                 <span>
                   <span className="choice-title">
                     <strong>{f.name}</strong>
-                    {explicit ? <span className="tag">changed</span> : <span className="tag subtle">default</span>}
+                    {explicit ? <span className="tag">changed</span> : state?.source === 'cpu-pm' ? <span className="tag subtle">off by cpu-pm</span> : <span className="tag subtle">default</span>}
                   </span>
                   <span className="choice-help">{f.summary}</span>
                   {!offered && <Unavailable reason={opt.reason ?? 'the host does not offer it'} />}
-                  {offered && opt.reason && <span className="warn-text">{capitalize(opt.reason)}.</span>}
+                  {offered && opt.reason && !(f.name === 'kvm-pv-unhalt' && draft.cpuPm) && <span className="warn-text">{capitalize(opt.reason)}.</span>}
                   {offered && !opt.reason && f.usesHypercalls && host?.kind === 'pvm' && (
                     <span className="warn-text">Uses KVM hypercalls, which hang a vCPU on PVM hosts; the probe guest avoids them.</span>
                   )}
-                  {conflict && <span className="warn-text">Not offered together with cpu-pm=on (HLT does not exit, so nobody could kick a halted waiter).</span>}
+                  {state?.source === 'cpu-pm' && <span className="warn-text">{capitalize(cpuPmTurnedOffNote(draft.machine))}.</span>}
+                  {clash && <span className="field-error" id={`${id}-conflict`} role="alert">{conflict}</span>}
                 </span>
               </label>
             </li>
@@ -257,19 +295,23 @@ export function FeaturesStep({ draft, update, host, describe }: StepProps) {
       {Object.keys(draft.cpuFeatures).length > 0 && (
         <button type="button" className="btn small" onClick={() => update({ cpuFeatures: {} })}>Reset to {draft.machine} defaults</button>
       )}
-      <CheckLine describe={describe} />
+      <CheckLine describe={describe} anyProblem={anyProblem} />
     </>
   );
 }
 
 // ---- 5. overcommit ----
-export function OvercommitStep({ draft, update, host, describe }: StepProps) {
+export function OvercommitStep({ draft, update, host, describe, problem, touch, anyProblem }: StepProps) {
+  const id = useId();
   const pm = available(host, 'cpu-pm');
+  const conflict = problem('cpuPm');
   const lock = available(host, 'mem-lock');
   return (
     <>
       <label className={`toggle ${pm.ok ? '' : 'disabled'}`}>
-        <input type="checkbox" role="switch" checked={draft.cpuPm} disabled={!pm.ok} onChange={(e) => update({ cpuPm: e.target.checked })} />
+        <input type="checkbox" role="switch" checked={draft.cpuPm} disabled={!pm.ok}
+          aria-invalid={conflict ? true : undefined} aria-describedby={conflict ? `${id}-conflict` : undefined}
+          onChange={(e) => { update({ cpuPm: e.target.checked }); touch('cpuPm'); }} />
         <span>
           <strong>cpu-pm</strong>
           <span className="choice-help">
@@ -279,6 +321,7 @@ export function OvercommitStep({ draft, update, host, describe }: StepProps) {
           {host?.kind === 'pvm' && <span className="warn-text">On this PVM host an emulated HLT still exits: halt exits keep counting.</span>}
           {!pm.ok && <Unavailable reason={pm.reason} />}
           {pm.ok && pm.reason && host?.kind !== 'pvm' && <span className="warn-text">{capitalize(pm.reason)}.</span>}
+          {conflict && <span className="field-error" id={`${id}-conflict`} role="alert">{conflict}</span>}
         </span>
       </label>
       <label className={`toggle ${lock.ok ? '' : 'disabled'}`}>
@@ -290,7 +333,7 @@ export function OvercommitStep({ draft, update, host, describe }: StepProps) {
           {lock.ok && lock.reason && <span className="warn-text">{capitalize(lock.reason)}.</span>}
         </span>
       </label>
-      <CheckLine describe={describe} />
+      <CheckLine describe={describe} anyProblem={anyProblem} />
     </>
   );
 }
@@ -298,8 +341,10 @@ export function OvercommitStep({ draft, update, host, describe }: StepProps) {
 // ---- 6. halt polling ----
 const POLL_PRESETS = [0, 10_000, 50_000, 200_000, 1_000_000];
 
-export function HaltPollStep({ draft, update, host, describe }: StepProps) {
+export function HaltPollStep(props: StepProps) {
+  const { draft, update, host, describe, problem, editing, touch, anyProblem } = props;
   const id = useId();
+  const ns = typedNumber(draft.haltPollNs, checkHaltPollNs);
   const opt = available(host, 'halt-poll-ns');
   const params = host?.haltPollParams ?? {};
   return (
@@ -334,34 +379,37 @@ export function HaltPollStep({ draft, update, host, describe }: StepProps) {
         <div className="field">
           <label htmlFor={`${id}-ns`}>Maximum poll time (ns)</label>
           <div className="range-row">
-            <input id={`${id}-ns`} type="number" min={0} max={1_000_000_000} step={1000} className="num wide" value={draft.haltPollNs}
-              onChange={(e) => update({ haltPollNs: Math.max(0, Math.min(1e9, Math.round(Number(e.target.value) || 0))) })} />
-            <span className="muted">{fmtNs(draft.haltPollNs)}</span>
+            <input id={`${id}-ns`} type="text" inputMode="numeric" className="num wide" value={draft.haltPollNs} autoComplete="off"
+              {...judged(props, 'haltPollNs', `${id}-ns-error`)}
+              onChange={(e) => { editing('haltPollNs'); update({ haltPollNs: e.target.value }); }} />
+            <span className="muted">{ns === undefined ? '' : fmtNs(ns)}</span>
           </div>
+          <FieldError id={`${id}-ns-error`} text={problem('haltPollNs')} />
           <div className="presets" role="group" aria-label="Presets">
             {POLL_PRESETS.map((p) => (
-              <button key={p} type="button" className="btn small" aria-pressed={draft.haltPollNs === p} onClick={() => update({ haltPollNs: p })}>
+              <button key={p} type="button" className="btn small" aria-pressed={ns === p} onClick={() => { update({ haltPollNs: String(p) }); touch('haltPollNs'); }}>
                 {fmtNs(p)}
               </button>
             ))}
           </div>
         </div>
       )}
-      <CheckLine describe={describe} />
+      <CheckLine describe={describe} anyProblem={props.anyProblem} />
     </>
   );
 }
 
 // ---- 7. pinning ----
-export function PinStep({ draft, update, host, describe }: StepProps) {
+export function PinStep(props: StepProps) {
+  const { draft, update, host, describe, problem, editing, touch, anyProblem } = props;
   const id = useId();
   const cpus = host?.hostCpus ?? [];
   const opt = available(host, 'pin');
-  const [text, setText] = useState(draft.pin.join(','));
+  const pin = typedPin(draft.pin);
   const toggle = (c: number) => {
-    const pin = draft.pin.includes(c) ? draft.pin.filter((x) => x !== c) : [...draft.pin, c];
-    update({ pin });
-    setText(pin.join(','));
+    const now = pin ?? [];
+    update({ pin: (now.includes(c) ? now.filter((x) => x !== c) : [...now, c]).join(',') });
+    touch('pin');
   };
   return (
     <>
@@ -371,7 +419,7 @@ export function PinStep({ draft, update, host, describe }: StepProps) {
         <legend>Host CPUs</legend>
         <div className="cpu-grid">
           {cpus.map((c) => {
-            const order = draft.pin.indexOf(c);
+            const order = pin?.indexOf(c) ?? -1;
             return (
               <label key={c} className={`cpu-chip ${order >= 0 ? 'on' : ''}`}>
                 <input type="checkbox" checked={order >= 0} onChange={() => toggle(c)} />
@@ -382,22 +430,20 @@ export function PinStep({ draft, update, host, describe }: StepProps) {
         </div>
         <div className="field">
           <label htmlFor={`${id}-list`}>Or type a list</label>
-          <input id={`${id}-list`} value={text} placeholder="0,1 or 0-3" autoComplete="off" spellCheck={false}
-            onChange={(e) => {
-              setText(e.target.value);
-              const l = parseCpuList(e.target.value);
-              if (l) update({ pin: l });
-            }} />
+          <input id={`${id}-list`} value={draft.pin} placeholder="0,1 or 0-3" autoComplete="off" spellCheck={false}
+            {...judged(props, 'pin', `${id}-list-error`)}
+            onChange={(e) => { editing('pin'); update({ pin: e.target.value }); }} />
+          <FieldError id={`${id}-list-error`} text={problem('pin')} />
         </div>
       </fieldset>
-      {draft.pin.length > 0 && (
+      {pin && pin.length > 0 && !problem('pin') && (
         <table className="mini-table">
           <caption className="sr-only">vCPU to host CPU</caption>
-          <thead><tr><th scope="col">vCPU</th>{Array.from({ length: Math.min(draft.cpus, 16) }, (_, i) => <th key={i} scope="col">{i}</th>)}</tr></thead>
-          <tbody><tr><th scope="row">host CPU</th>{Array.from({ length: Math.min(draft.cpus, 16) }, (_, i) => <td key={i}>{draft.pin[i % draft.pin.length]}</td>)}</tr></tbody>
+          <thead><tr><th scope="col">vCPU</th>{Array.from({ length: Math.min(typedNumber(draft.cpus, checkCpus) ?? 1, 16) }, (_, i) => <th key={i} scope="col">{i}</th>)}</tr></thead>
+          <tbody><tr><th scope="row">host CPU</th>{Array.from({ length: Math.min(typedNumber(draft.cpus, checkCpus) ?? 1, 16) }, (_, i) => <td key={i}>{pin[i % pin.length]}</td>)}</tr></tbody>
         </table>
       )}
-      <CheckLine describe={describe} />
+      <CheckLine describe={describe} anyProblem={props.anyProblem} />
     </>
   );
 }
@@ -413,8 +459,8 @@ export function SummaryStep({ draft, host, describe }: StepProps) {
         <div><dt>vCPUs / memory</dt><dd>{draft.cpus} / {draft.memoryMiB} MiB</dd></div>
         <div><dt>Machine</dt><dd>{draft.machine}</dd></div>
         <div><dt>cpu-pm / mem-lock</dt><dd>{draft.cpuPm ? 'on' : 'off'} / {draft.memLock ? 'on' : 'off'}</dd></div>
-        <div><dt>Halt polling</dt><dd>{draft.haltPollMode === 'default' ? `host default${host?.haltPollParams.halt_poll_ns !== undefined ? ` (${fmtNs(host.haltPollParams.halt_poll_ns)})` : ''}` : fmtNs(draft.haltPollNs)}</dd></div>
-        <div><dt>Pinning</dt><dd>{draft.pin.length ? draft.pin.join(', ') : 'not pinned'}</dd></div>
+        <div><dt>Halt polling</dt><dd>{draft.haltPollMode === 'default' ? `host default${host?.haltPollParams.halt_poll_ns !== undefined ? ` (${fmtNs(host.haltPollParams.halt_poll_ns)})` : ''}` : draft.haltPollNs}</dd></div>
+        <div><dt>Pinning</dt><dd>{draft.pin.trim() ? draft.pin : 'not pinned'}</dd></div>
       </dl>
       <h3>Equivalent command line</h3>
       {describe.pending && !r && !describe.error && <p className="muted">Checking…</p>}
