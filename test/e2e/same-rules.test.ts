@@ -78,6 +78,13 @@ describe.skipIf(reason !== null)('the same bad configuration gets the same messa
       message: /^cpus must be between 1 and 254, got 300$/,
     },
     {
+      what: 'an emptied vCPU field',
+      cli: ['--cpus', ''],
+      api: { cpus: '' },
+      wizard: async (page) => { await next(page); await typeInto(page, 'vCPUs', ''); },
+      message: /^cpus is empty: give a whole number from 1 to 254$/,
+    },
+    {
       what: 'less memory than a VM needs',
       cli: ['--memory', '8'],
       api: { memoryMiB: 8 },

@@ -62,6 +62,8 @@ const DECIMAL_INTEGER = /^\s*[-+]?\d{1,16}\s*$/;
 const DECIMAL_NUMBER = /^\s*[-+]?\d{1,16}(?:\.\d{1,9})?\s*$/;
 
 export function integer(value: unknown, field: string, min: number, max: number): number {
+  // An emptied field or `--cpus ''`: say what belongs there rather than quoting nothing back.
+  if (typeof value === 'string' && value.trim() === '') throw new ConfigError(`${field} is empty: give a whole number from ${min} to ${max}`);
   const n = typeof value === 'string' && DECIMAL_INTEGER.test(value) ? Number(value) : value;
   if (typeof n !== 'number' || !Number.isSafeInteger(n)) {
     throw new ConfigError(`${field} must be a whole number, got ${JSON.stringify(value)?.slice(0, 40)}`);

@@ -284,7 +284,7 @@ export function FeaturesStep({ draft, update, host, describe, problem, touch, an
                   {offered && !opt.reason && f.usesHypercalls && host?.kind === 'pvm' && (
                     <span className="warn-text">Uses KVM hypercalls, which hang a vCPU on PVM hosts; the probe guest avoids them.</span>
                   )}
-                  {state?.source === 'cpu-pm' && <span className="warn-text">{capitalize(cpuPmTurnedOffNote(draft.machine))}.</span>}
+                  {state?.source === 'cpu-pm' && <span className="warn-text">{cpuPmTurnedOffNote(draft.machine)}.</span>}
                   {clash && <span className="field-error" id={`${id}-conflict`} role="alert">{conflict}</span>}
                 </span>
               </label>
