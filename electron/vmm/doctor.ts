@@ -1,6 +1,7 @@
 // What `unhalt doctor` checks, as data (the CLI prints it, the service API will serve it).
 import { execFileSync } from 'node:child_process';
 import { CAP } from '../../native/kvm/abi.ts';
+import { REQUIRED_CAPS } from './machine/required-caps.ts';
 import { Kvm, kvmDevicePath } from '../../native/kvm/kvm.ts';
 import { PROBE_KERNEL, probeBuilt } from './guests.ts';
 import { hostHaltPollParams, hostKind, hostVirtualization, platformTimingNote, type HostVirtualization } from './host.ts';
@@ -29,8 +30,7 @@ export interface DoctorReport {
 
 /** Capabilities the VMM uses: which are required to start at all. */
 const CAPS: [keyof typeof CAP, boolean][] = [
-  ['IRQCHIP', true], ['USER_MEMORY', true], ['SET_TSS_ADDR', true], ['PIT2', true], ['IMMEDIATE_EXIT', true],
-  ['EXT_CPUID', true], ['MAX_VCPUS', false], ['SET_IDENTITY_MAP_ADDR', false], ['GET_TSC_KHZ', false],
+  ...REQUIRED_CAPS.map((c): [keyof typeof CAP, boolean] => [c.cap, true]), ['MAX_VCPUS', false], ['SET_IDENTITY_MAP_ADDR', false], ['GET_TSC_KHZ', false],
   ['X86_DISABLE_EXITS', false], ['HALT_POLL', false], ['BINARY_STATS_FD', false],
 ];
 

@@ -4,6 +4,7 @@ import { EventEmitter } from 'node:events';
 import type { Worker } from 'node:worker_threads';
 import { takeVcpuWorker, whenLoaded } from './vcpu/worker-pool.ts';
 import { CAP } from '../../native/kvm/abi.ts';
+import { missingCapability } from './machine/required-caps.ts';
 import { IrqLine, Kvm, type Vcpu, type Vm } from '../../native/kvm/kvm.ts';
 import { installKickHandler, kickThread } from '../../native/kvm/kick.ts';
 import { closeFd } from '../../native/kvm/libc.ts';
@@ -218,10 +219,8 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
     if (format === 'unknown') throw new Error(`${spec.kernelPath}: ${describeUnknownKernel(kernel, files.kernel.fileSize)}`);
 
     const kvm = this.kvm = Kvm.open();
-    for (const [cap, name] of [[CAP.IRQCHIP, 'in-kernel irqchip'], [CAP.USER_MEMORY, 'user memory'],
-      [CAP.SET_TSS_ADDR, 'TSS address'], [CAP.IMMEDIATE_EXIT, 'immediate exit'], [CAP.PIT2, 'in-kernel PIT']] as const) {
-      if (!kvm.checkExtension(cap)) throw new Error(`this host's KVM lacks a capability Unhalt needs: ${name} (KVM_CAP ${cap})`);
-    }
+    const missing = missingCapability((cap) => kvm.checkExtension(cap));
+    if (missing) throw new Error(missing);
     installKickHandler();
 
     const vm = this.vm = kvm.createVm();
