@@ -1,6 +1,7 @@
 // The app's one typed API, transport-neutral: the Electron IPC bridge and host mode's WebSocket
 // both carry exactly these calls and events. Types and plain data only (the method table, the
-// error codes), no Node: the renderer imports this file and nothing else from electron/.
+// error codes), no Node: the renderer imports this file (and, besides it, only the pure rule
+// modules under electron/vmm/config/, see docs/architecture.md).
 //
 // Every call's input is untrusted; the service validates it and rejects with an ApiError whose
 // `code` says what kind of problem it is and whose message is one line a user can read.
