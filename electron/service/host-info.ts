@@ -9,8 +9,9 @@ import { linuxKitBuilt, LINUX_KIT_BUILD_HINT } from '../vmm/guests-linux.ts';
 import { defaultGuest } from '../vmm/guests-select.ts';
 import { hostCpuModel, hostKind, hostMemoryBytes } from '../vmm/host.ts';
 import { PV_FEATURES, hostOffers, type PvFeature } from '../vmm/machine/features.ts';
-import { DISABLE_EXITS, disableExitNames, probeHost, type HostCapabilities } from '../vmm/machine/host-caps.ts';
+import { DISABLE_EXITS, probeHost, type HostCapabilities } from '../vmm/machine/host-caps.ts';
 import { MACHINE_TYPES, NEWEST_MACHINE } from '../vmm/machine/machine-types.ts';
+import { cpuPmUnavailable, featureUnavailable, haltPollUnavailable, machineUnavailable } from '../vmm/config/host-rules.ts';
 
 export interface ExtraCheck {
   name: string;
@@ -76,26 +77,26 @@ function allOptionNames(): string[] {
 }
 
 function hostOptions(host: HostCapabilities, linuxBuilt: boolean): OptionAvailability[] {
-  const offered = { features: host.kvmFeatures, hints: host.kvmHints };
   const out: OptionAvailability[] = [];
   for (const m of MACHINE_TYPES) {
-    const missing = PV_FEATURES.filter((f) => m.defaults[f.name] && !hostOffers(f, offered)).map((f) => f.name);
-    out.push(missing.length
-      ? { option: `machine:${m.name}`, available: false, reason: `turns ${missing.join(', ')} on by default, which this host's KVM does not offer` }
+    const missing = machineUnavailable(m, host);
+    out.push(missing
+      ? { option: `machine:${m.name}`, available: false, reason: `turns ${missing.feature} on by default, but ${missing.reason}` }
       : { option: `machine:${m.name}`, available: true });
   }
-  for (const f of PV_FEATURES) out.push(featureOption(f, host, offered));
+  for (const f of PV_FEATURES) out.push(featureOption(f, host));
 
-  const hltOff = (host.disableExits & DISABLE_EXITS.hlt) !== 0;
-  out.push(!hltOff
-    ? { option: 'cpu-pm', available: false, reason: `needs KVM_CAP_X86_DISABLE_EXITS with HLT; this host's KVM offers ${disableExitNames(host.disableExits).join(', ') || 'none'}` }
+  const noCpuPm = cpuPmUnavailable(host);
+  const noHaltPoll = haltPollUnavailable(host);
+  out.push(noCpuPm
+    ? { option: 'cpu-pm', available: false, reason: noCpuPm }
     : host.kind === 'pvm'
       ? { option: 'cpu-pm', available: true, reason: 'on this PVM host the emulated guest kernel still exits on HLT, so halt exits do not go away' }
       : { option: 'cpu-pm', available: true, reason: 'halt exits flatline with cpu-pm=on (the guest halts without leaving guest mode); turns kvm-pv-unhalt off' });
   out.push({ option: 'mem-lock', available: true, ...memLockNote() });
-  out.push(host.haltPoll
-    ? { option: 'halt-poll-ns', available: true, reason: `host default halt_poll_ns=${host.haltPollParams.halt_poll_ns ?? 'unknown'}` }
-    : { option: 'halt-poll-ns', available: false, reason: 'needs KVM_CAP_HALT_POLL (Linux 5.15+), which this host\'s KVM lacks' });
+  out.push(noHaltPoll
+    ? { option: 'halt-poll-ns', available: false, reason: noHaltPoll }
+    : { option: 'halt-poll-ns', available: true, reason: `host default halt_poll_ns=${host.haltPollParams.halt_poll_ns ?? 'unknown'}` });
   out.push({ option: 'pin', available: host.hostCpus.length > 0, reason: `host CPUs available: ${host.hostCpus.join(',')}` });
   out.push(probeBuilt()
     ? { option: 'guest:probe', available: true }
@@ -108,12 +109,10 @@ function hostOptions(host: HostCapabilities, linuxBuilt: boolean): OptionAvailab
   return out;
 }
 
-function featureOption(f: PvFeature, host: HostCapabilities, offered: { features: number; hints: number }): OptionAvailability {
+function featureOption(f: PvFeature, host: HostCapabilities): OptionAvailability {
   const option = `feature:${f.name}`;
-  if (f.unavailable) return { option, available: false, reason: f.unavailable };
-  if (!hostOffers(f, offered)) {
-    return { option, available: false, reason: `this host's KVM does not offer it (CPUID 0x40000001 ${f.register.toUpperCase()} bit ${f.bits.join('/')})` };
-  }
+  const missing = featureUnavailable(f, host);
+  if (missing) return { option, available: false, reason: missing };
   const notes: string[] = [];
   if (f.usesHypercalls && host.kind === 'pvm') notes.push('its guest side uses KVM hypercalls, which hang a vCPU on this PVM host (the probe guest avoids them)');
   if (f.name === 'kvm-pv-unhalt' && (host.disableExits & DISABLE_EXITS.hlt)) notes.push('not together with cpu-pm=on (no HLT exits, no kick)');

@@ -9,6 +9,7 @@ import type {
 import { commandLine } from '../vmm/config/cli-args.ts';
 import { resolveMachine, type ResolvedMachine } from '../vmm/config/resolve.ts';
 import { checkNameFree, checkPinFit } from '../vmm/config/rules.ts';
+import { haltPollUnavailable } from '../vmm/config/host-rules.ts';
 import { MAX_HALT_POLL_NS, MAX_HOST_CPU, MAX_NAME_LENGTH, MAX_PIN_ENTRIES, normalizeVmName, sameVmName, validateConfig, type VmConfig } from '../vmm/config/vm-config.ts';
 import { probeHost, type HostCapabilities } from '../vmm/machine/host-caps.ts';
 import { allowedFolders, checkFolderToAdd } from './allowed-folders.ts';
@@ -365,7 +366,8 @@ export class ServiceCore implements ApiCallHandlers {
   setHaltPollNs(rawId: unknown, rawNs: unknown): VmStatus {
     const rec = this.record(rawId);
     const ns = intArg(rawNs, 'halt-poll-ns', 0, MAX_HALT_POLL_NS);
-    if (!this.probe().haltPoll) throw new ApiError('host', 'halt-poll-ns needs KVM_CAP_HALT_POLL (Linux 5.15+), which this host\'s KVM lacks');
+    const unavailable = haltPollUnavailable(this.probe());
+    if (unavailable) throw new ApiError('host', unavailable);
     return this.runtime(rec.id).setHaltPollNs(ns);
   }
 

@@ -21,7 +21,7 @@ describe('host info', () => {
 
   it('greys out cpu-pm without HLT in the disable-exits mask, and halt polling without its cap', () => {
     const info = buildHostInfo([], () => simulatedHost({ disableExits: 0x4, haltPoll: false, binaryStats: false }));
-    expect(option(info, 'cpu-pm')).toEqual({ option: 'cpu-pm', available: false, reason: 'needs KVM_CAP_X86_DISABLE_EXITS with HLT; this host\'s KVM offers PAUSE' });
+    expect(option(info, 'cpu-pm')).toEqual({ option: 'cpu-pm', available: false, reason: 'cpu-pm=on needs KVM_CAP_X86_DISABLE_EXITS with HLT, which this host\'s KVM does not offer (offered: PAUSE); use cpu-pm=off' });
     expect(option(info, 'halt-poll-ns')).toMatchObject({ available: false, reason: expect.stringMatching(/KVM_CAP_HALT_POLL/) });
     expect(info.telemetry.binaryStats).toBe(false);
     expect(info.telemetry.note).toMatch(/KVM_CAP_BINARY_STATS_FD/);
@@ -30,7 +30,7 @@ describe('host info', () => {
   it('a host without PV_UNHALT: the feature and the machine type that defaults it on are unavailable', () => {
     const info = buildHostInfo([], () => simulatedHost({ kvmFeatures: SIM_KVM_FEATURES & ~0x80 }));
     expect(option(info, 'feature:kvm-pv-unhalt')).toEqual({ option: 'feature:kvm-pv-unhalt', available: false, reason: 'this host\'s KVM does not offer it (CPUID 0x40000001 EAX bit 7)' });
-    expect(option(info, 'machine:unhalt-1.1')).toEqual({ option: 'machine:unhalt-1.1', available: false, reason: 'turns kvm-pv-unhalt on by default, which this host\'s KVM does not offer' });
+    expect(option(info, 'machine:unhalt-1.1')).toEqual({ option: 'machine:unhalt-1.1', available: false, reason: 'turns kvm-pv-unhalt on by default, but this host\'s KVM does not offer it (CPUID 0x40000001 EAX bit 7)' });
     expect(option(info, 'machine:unhalt-1.0')?.available).toBe(true);
   });
 

@@ -11,6 +11,7 @@ import { CPU_PM_PV_UNHALT_CONFLICT, checkHostFit, checkKnobConflicts, checkNameF
 import { checkBootPath, validateConfig, type VmConfig } from '../../electron/vmm/config/vm-config.ts';
 import { MACHINE_TYPES } from '../../electron/vmm/machine/machine-types.ts';
 import type { HostInfo } from '../../electron/service/api.ts';
+import { buildHostInfo } from '../../electron/service/host-info.ts';
 import { keyKnobs } from '../../renderer/src/lib/config.ts';
 import { simulatedHost } from '../support/simulated-host.ts';
 
@@ -39,6 +40,35 @@ describe('the cpu-pm / pv-unhalt rule is one rule', () => {
     const both = { cpuPm: true, cpuFeatures: { 'kvm-pv-unhalt': true } };
     expect(() => checkKnobConflicts(both)).toThrow(CPU_PM_PV_UNHALT_CONFLICT);
     expect(() => resolveKnobs(validateConfig(both), host)).toThrow(CPU_PM_PV_UNHALT_CONFLICT);
+  });
+});
+
+describe('what the wizard shows as unavailable is what a start refuses, in the same words', () => {
+  const reasonOf = (host: ReturnType<typeof simulatedHost>, option: string) => buildHostInfo([], () => host).options.find((o) => o.option === option)!;
+  const errorOf = (raw: Record<string, unknown>, host: ReturnType<typeof simulatedHost>) => {
+    try {
+      resolveKnobs(validateConfig(raw), host);
+      return '';
+    } catch (e) {
+      return (e as Error).message;
+    }
+  };
+  it('cpu-pm without HLT exits to disable', () => {
+    const host = simulatedHost({ disableExits: 0x4 });
+    expect(reasonOf(host, 'cpu-pm')).toMatchObject({ available: false });
+    expect(errorOf({ cpuPm: true }, host)).toBe(reasonOf(host, 'cpu-pm').reason);
+  });
+  it('halt-poll-ns without KVM_CAP_HALT_POLL', () => {
+    const host = simulatedHost({ haltPoll: false });
+    expect(errorOf({ haltPollNs: 0 }, host)).toBe(reasonOf(host, 'halt-poll-ns').reason);
+  });
+  it('a machine type whose default feature the host lacks, and the feature itself', () => {
+    const host = simulatedHost({ kvmFeatures: 0x01007efb & ~(1 << 7) });
+    const machine = reasonOf(host, 'machine:unhalt-1.1');
+    const feature = reasonOf(host, 'feature:kvm-pv-unhalt');
+    expect(machine.available).toBe(false);
+    expect(errorOf({ machine: 'unhalt-1.1' }, host)).toContain(machine.reason!);
+    expect(errorOf({ machine: 'unhalt-1.0', cpuFeatures: { 'kvm-pv-unhalt': true } }, host)).toBe(`kvm-pv-unhalt=on was asked for, but ${feature.reason}; turn it off`);
   });
 });
 

@@ -6,8 +6,9 @@ import { existsSync } from 'node:fs';
 import { statBootFile } from '../boot/boot-file-checks.ts';
 import { PROBE_KERNEL } from '../guests.ts';
 import { linuxGuestFiles } from '../guests-select.ts';
-import { DISABLE_EXITS, disableExitNames, type HostCapabilities } from '../machine/host-caps.ts';
-import { encodeFeatures, feature, hostOffers } from '../machine/features.ts';
+import { DISABLE_EXITS, type HostCapabilities } from '../machine/host-caps.ts';
+import { encodeFeatures, feature } from '../machine/features.ts';
+import { cpuPmUnavailable, featureOnButUnavailable, featureUnavailable, haltPollUnavailable } from './host-rules.ts';
 import { machineType } from '../machine/machine-types.ts';
 import type { MachineSpec } from '../vm.ts';
 import { RunnabilityError, checkHostFit, checkKnobConflicts, cpuPmTurnedOffNote, effectiveFeatures, type EffectiveFeature } from './rules.ts';
@@ -45,10 +46,8 @@ export function resolveKnobs(c: VmConfig, host: HostCapabilities): Resolution {
   if (c.cpuPm) {
     if (features.some((f) => f.source === 'cpu-pm')) notes.push(cpuPmTurnedOffNote(c.machine));
     const wanted = DISABLE_EXITS.hlt | DISABLE_EXITS.pause | DISABLE_EXITS.cstate | DISABLE_EXITS.mwait;
-    if (!(host.disableExits & DISABLE_EXITS.hlt)) {
-      throw new RunnabilityError('cpu-pm=on needs KVM_CAP_X86_DISABLE_EXITS with HLT, which this host\'s KVM does not offer '
-        + `(offered: ${disableExitNames(host.disableExits).join(', ') || 'none'}); use cpu-pm=off`);
-    }
+    const noCpuPm = cpuPmUnavailable(host);
+    if (noCpuPm) throw new RunnabilityError(noCpuPm);
     disableExits = host.disableExits & wanted;
     if (host.kind === 'pvm') {
       warnings.push('cpu-pm=on on this PVM host: the emulated guest kernel still exits on HLT, so halt exits do not go away here');
@@ -58,13 +57,8 @@ export function resolveKnobs(c: VmConfig, host: HostCapabilities): Resolution {
   for (const f of features) {
     if (!f.value) continue;
     const def = feature(f.name)!;
-    if (!hostOffers(def, { features: host.kvmFeatures, hints: host.kvmHints })) {
-      const where = def.unavailable ?? `CPUID 0x40000001 ${def.register.toUpperCase()} bit ${def.bits.join('/')}`;
-      throw new RunnabilityError(f.source === 'explicit'
-        ? `${f.name}=on was asked for, but this host's KVM does not offer it (${where}); turn it off`
-        : `machine type ${c.machine} turns ${f.name} on by default, but this host's KVM does not offer it (${where}); `
-          + `use an older machine type or --cpu host,${f.name}=off`);
-    }
+    const missing = featureUnavailable(def, host);
+    if (missing) throw new RunnabilityError(featureOnButUnavailable(def, missing, f.source === 'explicit', c.machine));
   }
   const hypercallers = features.filter((f) => f.value && feature(f.name)!.usesHypercalls).map((f) => f.name);
   if (hypercallers.length && host.kind === 'pvm') {
@@ -74,9 +68,8 @@ export function resolveKnobs(c: VmConfig, host: HostCapabilities): Resolution {
     else warnings.push(line);
   }
 
-  if (c.haltPollNs !== undefined && !host.haltPoll) {
-    throw new RunnabilityError('halt-poll-ns needs KVM_CAP_HALT_POLL (Linux 5.15+), which this host\'s KVM lacks; leave halt-poll-ns unset');
-  }
+  const noHaltPoll = c.haltPollNs === undefined ? undefined : haltPollUnavailable(host);
+  if (noHaltPoll) throw new RunnabilityError(noHaltPoll);
   checkHostFit(c, { maxVcpus: host.maxVcpus, memoryMiB: Math.floor(host.memoryBytes / 1048576), hostCpus: host.hostCpus });
   if (c.memLock && host.kind === 'pvm') notes.push('mem-lock=on locks guest RAM in host memory');
 

@@ -394,7 +394,7 @@ export function HaltPollStep(props: StepProps) {
           </div>
         </div>
       )}
-      <CheckLine describe={describe} anyProblem={props.anyProblem} />
+      <CheckLine describe={describe} anyProblem={anyProblem} />
     </>
   );
 }
@@ -443,7 +443,7 @@ export function PinStep(props: StepProps) {
           <tbody><tr><th scope="row">host CPU</th>{Array.from({ length: Math.min(typedNumber(draft.cpus, checkCpus) ?? 1, 16) }, (_, i) => <td key={i}>{pin[i % pin.length]}</td>)}</tr></tbody>
         </table>
       )}
-      <CheckLine describe={describe} anyProblem={props.anyProblem} />
+      <CheckLine describe={describe} anyProblem={anyProblem} />
     </>
   );
 }
