@@ -36,7 +36,7 @@ describe('option parsing', () => {
 
   it('one number rule everywhere: decimal digits, no hex, no exponent', () => {
     for (const bad of ['0x2', '1e1', '2.0', '']) {
-      expect(() => configFromOptions({ cpus: bad })).toThrow(/cpus must be a whole number, got/);
+      expect(() => configFromOptions({ cpus: bad })).toThrow(bad === '' ? 'cpus is empty: give a whole number from 1 to 254' : /cpus must be a whole number, got/);
       expect(() => parseConfigString(`cpus=${bad}`)).toThrow(ConfigError);
     }
     expect(configFromOptions({ cpus: '2', 'halt-poll-ns': '0' }).cpus).toBe(2);

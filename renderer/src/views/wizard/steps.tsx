@@ -169,7 +169,7 @@ export function ResourcesStep(props: StepProps) {
       <div className="field">
         <label htmlFor={`${id}-cpus`}>vCPUs</label>
         <div className="range-row">
-          <input type="range" min={1} max={Math.min(maxCpus, Math.max(16, hostCpus * 4))} value={cpus ?? 1} aria-label="vCPUs (slider)" tabIndex={-1}
+          <input type="range" min={1} max={Math.min(maxCpus, Math.max(16, hostCpus * 4))} value={cpus ?? 1} aria-label="vCPUs (slider)"
             onChange={(e) => { update({ cpus: e.target.value }); props.touch('cpus'); }} />
           <input id={`${id}-cpus`} type="text" inputMode="numeric" value={draft.cpus} className="num" autoComplete="off"
             {...judged(props, 'cpus', `${id}-cpus-error`, `${id}-cpus-hint`)}
@@ -184,7 +184,7 @@ export function ResourcesStep(props: StepProps) {
       <div className="field">
         <label htmlFor={`${id}-mem`}>Memory (MiB)</label>
         <div className="range-row">
-          <input type="range" min={16} max={Math.min(maxMem, 16384)} step={16} value={mem ?? 16} aria-label="Memory (slider)" tabIndex={-1}
+          <input type="range" min={16} max={Math.min(maxMem, 16384)} step={16} value={mem ?? 16} aria-label="Memory (slider)"
             onChange={(e) => { update({ memoryMiB: e.target.value }); props.touch('memoryMiB'); }} />
           <input id={`${id}-mem`} type="text" inputMode="numeric" value={draft.memoryMiB} className="num" autoComplete="off"
             {...judged(props, 'memoryMiB', `${id}-mem-error`, `${id}-mem-hint`)}
