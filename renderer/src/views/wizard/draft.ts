@@ -105,7 +105,8 @@ export function draftFromConfig(c: VmConfigDto): Draft {
     name: c.name,
     guest: c.guest,
     probeScenario: probe?.[1] ?? 'echo',
-    probeArgs: probe?.[2] ?? '',
+    // A probe command line without a scenario runs the echo shell: keep its parameters as they are.
+    probeArgs: probe ? probe[2] ?? '' : c.guest === 'probe' ? c.append ?? '' : '',
     kernel: c.kernel ?? '',
     initrd: c.initrd ?? '',
     append: c.guest === 'probe' ? '' : c.append ?? '',
