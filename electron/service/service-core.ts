@@ -360,13 +360,14 @@ export class ServiceCore implements ApiCallHandlers {
     if (rt.running) throw new ApiError('conflict', `${rec.config.name} is already ${rt.status().state}`);
     const resolved = this.resolve(rec.config);
     const started = rt.start({ name: rec.config.name, resolved, commandLine: commandLine(rec.config) });
-    void this.noteStarted(rec.id);
+    // A start that failed is not a run; its reason is the VM's last exit.
+    started.then(() => this.noteStarted(rec.id), () => {});
     return started;
   }
 
   /** Keeps when the VM was last started in its record (the library's "last run"); best effort. */
   private async noteStarted(id: string): Promise<void> {
-    const at = Date.now();
+    const at = this.runtimes.get(id)?.status().startedAt ?? Date.now();
     try {
       await this.store.mutate((vms) => {
         const r = vms.find((v) => v.id === id);

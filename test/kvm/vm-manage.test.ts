@@ -24,7 +24,10 @@ async function until<T>(what: string, f: () => T | undefined | false | Promise<T
 
 describe.skipIf(!kvmAvailable)('managing a running VM', () => {
   it('refuses edits while it runs, renames it, and resets it into a fresh boot', async () => {
-    const svc = await createService({ home: tempHome('kvm-manage') });
+    const home = tempHome('kvm-manage');
+    const svc = await createService({ home });
+    let vmId = '';
+    let lastStartedAt: number | undefined;
     const events: ApiEvent[] = [];
     svc.on((e) => events.push(e));
     try {
@@ -69,8 +72,18 @@ describe.skipIf(!kvmAvailable)('managing a running VM', () => {
       expect((await rejection(svc.resetVm(vm.id))).message).toBe('managed is stopped: only a running or paused VM can be reset (start it instead)');
       // Stopped: the edit goes through.
       expect((await svc.updateVm(vm.id, { ...vm.config, name: 'managed', cpus: 1 })).config.cpus).toBe(1);
+      vmId = vm.id;
+      lastStartedAt = (await svc.getVm(vm.id)).lastStartedAt;
+      expect(lastStartedAt).toBeGreaterThan(startedAt);
     } finally {
       await svc.shutdown();
+    }
+    // The last start is the library's, not the process's: it is there after a restart.
+    const again = await createService({ home });
+    try {
+      expect((await again.getVm(vmId)).lastStartedAt).toBe(lastStartedAt);
+    } finally {
+      await again.shutdown();
     }
   });
 });
