@@ -110,7 +110,7 @@ describe.skipIf(reason !== null)('managing VMs in the app', () => {
     expect(r.code, r.stderr).toBe(0);
   });
 
-  it('edits the stopped VM in the wizard: name, vCPUs and halt polling, all saved', async () => {
+  it('edits the stopped VM in the wizard, every step, and the saved command line boots', async () => {
     const { page } = browser!;
     await page.locator('button[data-action="edit"]').click();
     await page.getByRole('heading', { name: 'Edit probe', level: 1 }).waitFor();
@@ -120,22 +120,45 @@ describe.skipIf(reason !== null)('managing VMs in the app', () => {
     await page.locator('button[data-action="next"]').click();
     await page.locator('form.step-panel[data-step="resources"]').waitFor();
     await typeInto(page, page.getByLabel('vCPUs', { exact: true }), '1');
-    await page.locator('button.step-btn[data-step="halt-poll"]').click();
+    await page.locator('button[data-action="next"]').click();
+    await page.getByRole('radio', { name: /^unhalt-1\.0/ }).click();
+    await page.locator('button[data-action="next"]').click();
+    await page.getByRole('switch', { name: /^kvm-steal-time/ }).click();
+    await page.locator('button[data-action="next"]').click();
+    await page.getByRole('switch', { name: /^mem-lock/ }).click();
+    await page.locator('button[data-action="next"]').click();
     await page.getByRole('radio', { name: /This VM's own maximum/ }).click();
     await page.getByRole('group', { name: 'Presets' }).getByRole('button', { name: '1 ms' }).click();
-    await page.locator('button.step-btn[data-step="summary"]').click();
+    await page.locator('button[data-action="next"]').click();
+    await page.getByRole('checkbox', { name: 'CPU 0' }).click();
+    await page.locator('button[data-action="next"]').click();
+    const wanted = /--cpus 1 --memory 128 --name probe-edited --machine unhalt-1\.0 --cpu host,kvm-steal-time=off --overcommit cpu-pm=off,mem-lock=on --halt-poll-ns 1000000 --pin 0$/;
     const cmd = page.getByTestId('cmdline');
-    await waitFor('the new command line', async () => /--cpus 1\b.*--halt-poll-ns 1000000/.test(await cmd.textContent() ?? ''), 15_000);
-    expect(await cmd.textContent()).toContain('--name probe-edited');
+    await waitFor('the new command line', async () => wanted.test(await cmd.textContent() ?? ''), 15_000);
     await page.screenshot({ path: shot('edit-summary'), fullPage: true });
     await page.locator('button[data-action="save"]').click();
     await page.getByRole('heading', { name: 'probe-edited', level: 1 }).waitFor();
     expect(await page.locator('section.vm-view').getAttribute('data-vm-id')).toBe(vmId);
     const panel = page.getByTestId('config-panel');
-    await waitFor('the saved configuration on the VM page', async () => /--cpus 1\b.*--halt-poll-ns 1000000/.test(await page.getByTestId('vm-cmdline').textContent() ?? ''), 15_000);
-    expect(await panel.textContent()).toMatch(/Halt polling1 ms/);
-    const saved = await hook<{ vms: { id: string; config: { name: string; cpus: number; haltPollNs?: number } }[] }>(page, 'state');
-    expect(saved.vms.find((v) => v.id === vmId)!.config).toMatchObject({ name: 'probe-edited', cpus: 1, haltPollNs: 1_000_000 });
+    const shown = await waitFor('the saved configuration on the VM page', async () => {
+      const t = await page.getByTestId('vm-cmdline').textContent() ?? '';
+      return wanted.test(t) ? t : '';
+    }, 15_000);
+    const text = await panel.textContent();
+    expect(text).toMatch(/Halt polling1 ms/);
+    expect(text).toMatch(/mem-lockon/);
+    expect(text).toMatch(/off: .*kvm-steal-time \(set\)/);
+    const saved = await hook<{ vms: { id: string; config: Record<string, unknown> }[] }>(page, 'state');
+    expect(saved.vms.find((v) => v.id === vmId)!.config).toMatchObject({
+      name: 'probe-edited', cpus: 1, machine: 'unhalt-1.0', cpuFeatures: { 'kvm-steal-time': false }, memLock: true, haltPollNs: 1_000_000, pin: [0],
+    });
+    await panel.scrollIntoViewIfNeeded();
+    await page.screenshot({ path: shot('edited-config'), fullPage: true });
+    // The edited VM's command line boots the probe guest with its one vCPU.
+    const [, run, ...args] = shellWords(shown);
+    const r = await runCli([run!, ...args], { inputAfter: 'probe> ', input: 'poweroff\r' });
+    expect(r.stdout, r.stderr).toContain('Unhalt probe guest: 1 of 1 CPUs up');
+    expect(r.code, r.stderr).toBe(0);
   });
 
   it('refuses to edit a running VM\'s settings and says why; renames it all the same', async () => {

@@ -51,7 +51,7 @@ export function ConfigPanel({ vm }: { vm: VmRecord }) {
     ['cpu-pm', c.cpuPm ? `on${r?.disableExits.length ? ` (exits disabled: ${r.disableExits.join(', ')})` : ''}` : 'off'],
     ['mem-lock', c.memLock ? 'on' : 'off'],
     ['Halt polling', haltPollLabel(c.haltPollNs, host)],
-    ['Pinning', c.pin?.length ? `vCPU i on host CPU ${c.pin.join(', ')} (round-robin)` : 'not pinned'],
+    ['Pinning', c.pin?.length ? `host CPU ${c.pin.join(', ')} (vCPU i on the i-th listed, round-robin)` : 'not pinned'],
     ...(c.guest !== 'probe' ? [['PVM profile', c.pvmProfile ? 'on' : 'off'] as [string, React.ReactNode]] : []),
     ['Created', clock(vm.createdAt)],
     ['Changed', clock(vm.updatedAt)],
