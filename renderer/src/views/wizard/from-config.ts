@@ -17,15 +17,15 @@ export function configToDraft(c: VmConfigDto, host: HostInfo | null, names: Set<
     initrd: c.initrd ?? '',
     append: c.guest === 'probe' ? '' : c.append ?? '',
     pvmProfile: c.pvmProfile,
-    cpus: c.cpus,
-    memoryMiB: c.memoryMiB,
+    cpus: asDrafted(base.cpus, c.cpus),
+    memoryMiB: asDrafted(base.memoryMiB, c.memoryMiB),
     machine: c.machine,
     cpuFeatures: { ...c.cpuFeatures },
     cpuPm: c.cpuPm,
     memLock: c.memLock,
     haltPollMode: c.haltPollNs === undefined ? 'default' : 'custom',
-    haltPollNs: c.haltPollNs ?? base.haltPollNs,
-    pin: [...(c.pin ?? [])],
+    haltPollNs: c.haltPollNs === undefined ? base.haltPollNs : asDrafted(base.haltPollNs, c.haltPollNs),
+    pin: pinAsDrafted(base.pin, c.pin ?? []),
   };
 }
 
@@ -35,4 +35,17 @@ function splitProbeAppend(append: string | undefined): { scenario: string; args:
   const m = /^scenario=(\S+)\s*(.*)$/.exec(text);
   if (m && PROBE_SCENARIOS.some((s) => s.name === m[1])) return { scenario: m[1]!, args: m[2]! };
   return { scenario: 'echo', args: text };
+}
+
+/**
+ * A stored number in the draft's own form for that field, taken from a fresh draft: a number, or
+ * the text a user would have typed (a wizard whose fields keep what was typed).
+ */
+function asDrafted<T>(sample: T, n: number): T {
+  return (typeof sample === 'string' ? String(n) : n) as T;
+}
+
+/** Pinned host CPUs as the draft keeps them: a list, or the text "0,1". */
+function pinAsDrafted<T>(sample: T, pin: readonly number[]): T {
+  return (typeof sample === 'string' ? pin.join(',') : [...pin]) as T;
 }
