@@ -250,6 +250,14 @@ describe.skipIf(reason !== null)('managing VMs in the app', () => {
     expect(await ask.textContent()).toMatch(/Force stop probe-live\? Its vCPUs stop at once: the guest gets no chance to shut down/);
     await page.screenshot({ path: shot('force-stop-confirm'), fullPage: false });
     await ask.getByRole('button', { name: 'Cancel' }).click();
+    await ask.waitFor({ state: 'detached' });
+    // Escape backs out too, and the keyboard is back on the button it started from.
+    await page.locator('button[data-action="force-stop"]').click();
+    await ask.waitFor();
+    await page.keyboard.press('Escape');
+    await ask.waitFor({ state: 'detached' });
+    expect(await page.evaluate(() => (globalThis as unknown as { document: { activeElement: { getAttribute(n: string): string | null } | null } })
+      .document.activeElement?.getAttribute('data-action'))).toBe('force-stop');
     await page.waitForTimeout(500);
     expect(await state(page)).toBe('running');
     await page.locator('button[data-action="force-stop"]').click();

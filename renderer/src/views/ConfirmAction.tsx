@@ -16,22 +16,32 @@ export function ConfirmAction({ label, question, confirmLabel, action, disabled,
 }) {
   const [asking, setAsking] = useState(false);
   const confirmRef = useRef<HTMLButtonElement>(null);
-  useEffect(() => { if (asking) confirmRef.current?.focus(); }, [asking]);
+  const buttonRef = useRef<HTMLButtonElement>(null);
+  const answered = useRef(false);
+  useEffect(() => {
+    if (asking) confirmRef.current?.focus();
+    // Back from the question (either answer): the keyboard continues where it started.
+    else if (answered.current) buttonRef.current?.focus();
+  }, [asking]);
+  const close = () => {
+    answered.current = true;
+    setAsking(false);
+  };
   // The action may become impossible while the question is open (the VM stopped by itself).
   useEffect(() => { if (disabled) setAsking(false); }, [disabled]);
   if (!asking) {
     return (
-      <button type="button" className={`btn ${danger ? 'danger' : ''}`} data-action={action} disabled={disabled} title={title}
+      <button ref={buttonRef} type="button" className={`btn ${danger ? 'danger' : ''}`} data-action={action} disabled={disabled} title={title}
         onClick={() => setAsking(true)}>{label}</button>
     );
   }
   return (
     <span className="confirm" role="group" aria-label={question} data-confirm={action}
-      onKeyDown={(e) => { if (e.key === 'Escape') setAsking(false); }}>
+      onKeyDown={(e) => { if (e.key === 'Escape') close(); }}>
       <span>{question}</span>
       <button ref={confirmRef} type="button" className={`btn ${danger ? 'danger' : 'primary'}`} data-action={`confirm-${action}`}
-        onClick={() => { setAsking(false); onConfirm(); }}>{confirmLabel}</button>
-      <button type="button" className="btn" onClick={() => setAsking(false)}>Cancel</button>
+        onClick={() => { close(); onConfirm(); }}>{confirmLabel}</button>
+      <button type="button" className="btn" onClick={close}>Cancel</button>
     </span>
   );
 }
