@@ -325,4 +325,24 @@ describe.skipIf(reason !== null)('managing VMs in the app', () => {
     await waitFor('the VM to stop', async () => (await row.getAttribute('data-state')) === 'stopped', 30_000);
     expect(browser!.errors.filter((e) => !/favicon|WebSocket|ERR_CONNECTION_REFUSED/.test(e))).toEqual([]);
   });
+
+  it('renders the table and the VM page in the dark theme', async () => {
+    const dark = await launchBrowser({ colorScheme: 'dark', width: 1440, height: 1300 });
+    try {
+      await dark.page.goto(host!.url);
+      await dark.page.getByRole('group', { name: 'Show the library as' }).getByRole('button', { name: 'Table' }).click();
+      await dark.page.getByTestId('vm-table').waitFor();
+      await dark.page.screenshot({ path: shot('library-table-dark'), fullPage: true });
+      // The VM that was never started says so.
+      await dark.page.getByTestId('vm-table').getByRole('button', { name: 'probe', exact: true }).click();
+      await dark.page.getByTestId('vm-cmdline').waitFor({ timeout: 15_000 });
+      expect(await dark.page.getByTestId('status-line').textContent()).toBe('Never started.');
+      await dark.page.goto(`${host!.url}#/vm/${vmId}`);
+      await dark.page.getByTestId('vm-cmdline').waitFor({ timeout: 15_000 });
+      await dark.page.screenshot({ path: shot('vm-page-dark'), fullPage: true });
+      expect(dark.errors.filter((e) => !/favicon/.test(e))).toEqual([]);
+    } finally {
+      await dark.close();
+    }
+  });
 });

@@ -100,7 +100,7 @@ function VmHeader({ vm }: { vm: VmRecord }) {
         {state === 'running' && vm.status.startedAt ? <Uptime since={vm.status.startedAt} /> : null}
         {state === 'running' && vm.status.startedAt && lastExit ? ' · ' : null}
         {lastExit ? <span>Last exit: <strong>{lastExit.kind}</strong>{lastExit.message ? ` — ${lastExit.message}` : ''} <span className="muted">({new Date(lastExit.at).toLocaleTimeString()})</span></span>
-          : state === 'stopped' ? <span className="muted">Never started in this session.</span> : null}
+          : state === 'stopped' ? <span className="muted">{vm.lastStartedAt ? `Not started in this session; last started ${new Date(vm.lastStartedAt).toLocaleString()}.` : 'Never started.'}</span> : null}
         {vm.status.droppedConsoleBytes ? <span className="warn-text"> {vm.status.droppedConsoleBytes} console bytes dropped (the guest printed faster than the host could keep).</span> : null}
       </p>
       {vm.status.resolved?.warnings.length ? <ul className="warnings">{vm.status.resolved.warnings.map((w, i) => <li key={i}>⚠ {w}</li>)}</ul> : null}
