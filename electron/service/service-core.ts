@@ -401,6 +401,8 @@ export class ServiceCore implements ApiCallHandlers {
     }
     await checkBootFiles(rec.config, this.allowedFolders());
     this.resolve(rec.config);
+    // Stopped meanwhile (by the guest or another client): a reset must not turn that into a start.
+    if (!rt.running || rt.status().state === 'stopping') throw new ApiError('conflict', `${rec.config.name} stopped before it could be reset`);
     await rt.forceStop('reset by the user: stopped and booted again with the same configuration');
     return this.claimAndStart(rec.id);
   }
