@@ -210,6 +210,8 @@ describe.skipIf(reason !== null)('fields keep what is typed and say what is wron
     await waitFor('the VM page to show 1 ms for this run', async () => (await knob('section.vm-view').textContent()) === '1 ms (this run only)', 10_000);
     await expect(page.getByTestId('halt-poll-now').textContent()).resolves.toMatch(/^Now: 1 ms this run only · saved: /);
     await page.screenshot({ path: artifact('ui-fields/live-knob-vm-page.png'), fullPage: true });
+    // The VM page's whole configuration says it too.
+    await expect(page.getByTestId('config-panel').textContent()).resolves.toMatch(/Halt polling1 ms \(this run only; saved: /);
 
     await page.getByRole('button', { name: 'Library', exact: true }).click();
     await waitFor('the library card to show 1 ms for this run', async () => (await knob(`li.vm-card[data-vm-id="${typedVm}"]`).textContent()) === '1 ms (this run only)', 10_000);

@@ -2,7 +2,8 @@
 // configuration, and its field checks are the schema's and the host rules' own.
 import { describe, expect, it } from 'vitest';
 import { validateConfig } from '../../electron/vmm/config/vm-config.ts';
-import { draftFromConfig, draftToConfig } from '../../renderer/src/views/wizard/draft.ts';
+import { draftToConfig } from '../../renderer/src/views/wizard/draft.ts';
+import { configToDraft } from '../../renderer/src/views/wizard/from-config.ts';
 import { draftProblems } from '../../renderer/src/views/wizard/validate.ts';
 import type { HostInfo } from '../../electron/service/api.ts';
 
@@ -15,12 +16,12 @@ describe('the wizard draft', () => {
     { name: 'k', guest: 'custom', kernel: '/boot/vmlinux', initrd: '/boot/initrd', append: 'console=ttyS0', pvmProfile: false, cpuFeatures: { 'kvm-pv-unhalt': false } },
   ])('edits %j without changing what it means', (raw) => {
     const c = validateConfig(raw);
-    const again = validateConfig(draftToConfig(draftFromConfig(c)));
+    const again = validateConfig(draftToConfig(configToDraft(c, null, new Set())));
     expect({ ...again, append: again.append?.replace(/^scenario=echo /, '') }).toEqual(c);
   });
 
   it('keeps typed numbers as text and judges them by the API\'s rules', () => {
-    const d = draftFromConfig(validateConfig({ name: 'x' }));
+    const d = configToDraft(validateConfig({ name: 'x' }), null, new Set());
     expect(draftProblems({ ...d, cpus: '', memoryMiB: '512' }, host, [], null)).toEqual({ cpus: 'cpus is empty: give a whole number from 1 to 254' });
     expect(draftProblems({ ...d, cpus: '14', memoryMiB: '16512' }, host, [], null)).toEqual({
       cpus: "cpus=14 is more than this host's KVM allows (8)", memoryMiB: 'memory 16512 MiB is more than this host has (2048 MiB)',

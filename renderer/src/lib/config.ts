@@ -49,6 +49,19 @@ export function livePin(c: VmConfigDto, status?: VmStatus): number[] | undefined
   return pin !== undefined && pin.join(',') !== (c.pin ?? []).join(',') ? pin : undefined;
 }
 
+/** Halt polling as it is now: a live change of this run says so, next to what is saved. */
+export function haltPollNow(c: VmConfigDto, status: VmStatus | undefined, host?: HostInfo | null): string {
+  const live = liveHaltPoll(c, status);
+  return live === undefined ? haltPollLabel(c.haltPollNs, host) : `${fmtNs(live)} (this run only; saved: ${haltPollLabel(c.haltPollNs, host)})`;
+}
+
+/** Pinning as it is now, likewise. */
+export function pinNow(c: VmConfigDto, status: VmStatus | undefined): string {
+  const show = (pin: readonly number[] | undefined) => (pin?.length ? `host CPU ${pin.join(', ')}` : 'not pinned');
+  const live = livePin(c, status);
+  return live === undefined ? show(c.pin) : `${show(live)} (this run only; saved: ${show(c.pin)})`;
+}
+
 const shortNs = (ns: number | undefined) => (ns === undefined ? 'default' : fmtNs(ns).replace(' (off)', ''));
 
 /**

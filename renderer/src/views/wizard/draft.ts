@@ -1,5 +1,5 @@
 // The wizard's working copy of a VM configuration and its conversion to the API's config.
-import type { HostInfo, VmConfigDto } from '../../../../electron/service/api.ts';
+import type { HostInfo } from '../../../../electron/service/api.ts';
 import { typedPin } from './validate.ts';
 
 export interface Draft {
@@ -96,29 +96,4 @@ export function draftToConfig(d: Draft): Record<string, unknown> & { version: 1 
   if (pin === undefined) c.pin = d.pin;
   else if (pin.length) c.pin = pin;
   return c;
-}
-
-/** The draft that edits an existing configuration (every value as the wizard's fields hold it). */
-export function draftFromConfig(c: VmConfigDto): Draft {
-  const probe = c.guest === 'probe' ? /^scenario=(\S+)\s*(.*)$/.exec(c.append ?? '') : null;
-  return {
-    name: c.name,
-    guest: c.guest,
-    probeScenario: probe?.[1] ?? 'echo',
-    // A probe command line without a scenario runs the echo shell: keep its parameters as they are.
-    probeArgs: probe ? probe[2] ?? '' : c.guest === 'probe' ? c.append ?? '' : '',
-    kernel: c.kernel ?? '',
-    initrd: c.initrd ?? '',
-    append: c.guest === 'probe' ? '' : c.append ?? '',
-    pvmProfile: c.pvmProfile,
-    cpus: String(c.cpus),
-    memoryMiB: String(c.memoryMiB),
-    machine: c.machine,
-    cpuFeatures: { ...c.cpuFeatures },
-    cpuPm: c.cpuPm,
-    memLock: c.memLock,
-    haltPollMode: c.haltPollNs === undefined ? 'default' : 'custom',
-    haltPollNs: String(c.haltPollNs ?? 200_000),
-    pin: (c.pin ?? []).join(','),
-  };
 }
