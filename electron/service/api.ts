@@ -181,6 +181,8 @@ export interface UnhaltApi {
   updateVm(id: string, config: unknown): Promise<VmRecord>;
   /** Renames a VM, running or not (the name is the library's, the guest never sees it). */
   renameVm(id: string, name: string): Promise<VmRecord>;
+  /** Stores this run's live knob changes (VmStatus.live: halt polling, pinning) in the VM's configuration, running or not. */
+  keepLiveKnobs(id: string): Promise<VmRecord>;
   cloneVm(id: string, name?: string): Promise<VmRecord>;
   deleteVm(id: string): Promise<void>;
   /** The `unhalt run` command line equivalent to a (possibly unsaved) configuration, and its resolution. */
@@ -243,6 +245,7 @@ export const API_METHODS = {
   createVm: { kind: 'call', params: 1 },
   updateVm: { kind: 'call', params: 2 },
   renameVm: { kind: 'call', params: 2 },
+  keepLiveKnobs: { kind: 'call', params: 1 },
   cloneVm: { kind: 'call', params: 2 },
   deleteVm: { kind: 'call', params: 1 },
   describeConfig: { kind: 'call', params: 1 },

@@ -271,6 +271,26 @@ export class ServiceCore implements ApiCallHandlers {
     return this.dto(updated);
   }
 
+  async keepLiveKnobs(rawId: unknown): Promise<VmRecord> {
+    const id = this.record(rawId).id;
+    const live = this.runtimes.get(id)?.liveKnobs() ?? {};
+    if (live.haltPollNs === undefined && live.pin === undefined) {
+      throw new ApiError('conflict', 'nothing to keep: halt polling and pinning were not changed while the VM runs');
+    }
+    const updated = await this.changeRecord(id, (r) => {
+      // Only the knobs a running VM may change; the rest of the configuration stays as it is.
+      const next: Record<string, unknown> = { ...r.config };
+      if (live.haltPollNs !== undefined) next.haltPollNs = live.haltPollNs;
+      if (live.pin !== undefined) {
+        if (live.pin.length) next.pin = live.pin;
+        else delete next.pin;
+      }
+      r.config = this.shape(next);
+    });
+    this.broadcastLibrary();
+    return this.dto(updated);
+  }
+
   /** One record changed under the library's lock, its updatedAt moved on. */
   private changeRecord(id: string, change: (r: LibraryRecord, vms: LibraryRecord[]) => void): Promise<LibraryRecord> {
     return this.mutate((vms) => {

@@ -248,6 +248,11 @@ export class VmRuntime {
     return this.status();
   }
 
+  /** This run's live knob changes (empty when none, or when the VM is not running). */
+  liveKnobs(): LiveKnobs {
+    return this.state === 'stopped' ? {} : { ...this.live };
+  }
+
   setPin(hostCpus: number[]): VmStatus {
     const vm = this.need('re-pin');
     try {

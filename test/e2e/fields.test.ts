@@ -229,6 +229,7 @@ describe.skipIf(reason !== null)('fields keep what is typed and say what is wron
 
     await page.locator(`li.vm-card[data-vm-id="${typedVm}"]`).getByRole('button', { name: 'Open' }).click();
     await page.locator('button[data-action="force-stop"]').click();
+    await page.locator('button[data-action="confirm-force-stop"]').click();
     await waitFor('the VM to stop', async () => (await page.getByTestId('vm-state').first().textContent()) === 'stopped', scaled(30_000));
     expect(browser!.errors.filter((e) => !/favicon|WebSocket/.test(e))).toEqual([]);
   }, 120_000);

@@ -10,6 +10,7 @@ import { api, useApp, errorMessage, upsertVm } from '../../state/app.ts';
 import { fmtNs, haltPollLabel, available, liveHaltPoll, livePin } from '../../lib/config.ts';
 
 const PRESETS = [0, 10_000, 50_000, 200_000, 1_000_000];
+const capitalized = (s: string) => s.charAt(0).toUpperCase() + s.slice(1);
 
 /** The rule's message, or undefined when the value passes. */
 function problemOf<T>(rule: () => T): { value?: T; problem?: string } {
@@ -56,9 +57,9 @@ export function KnobControls({ vm }: { vm: VmRecord }) {
   const pinProblem = shown.pin ? pinCheck.problem : undefined;
   const runPoll = liveHaltPoll(vm.config, vm.status);
   const runPin = livePin(vm.config, vm.status);
-  const save = (config: VmRecord['config'], what: string) => run(what, async () => {
-    upsertVm(await api.updateVm(vm.id, config));
-  }).then(() => setMsg((m) => (m?.ok ? { ok: true, text: `${what} saved in ${vm.config.name}'s configuration` } : m)));
+  const save = (what: string) => run(what, async () => {
+    upsertVm(await api.keepLiveKnobs(vm.id));
+  }).then(() => setMsg((m) => (m?.ok ? { ok: true, text: `${capitalized(what)} saved in ${vm.config.name}'s configuration` } : m)));
   return (
     <section className="panel knobs-panel" aria-labelledby={`${id}-knobs`}>
       <div className="panel-head">
@@ -90,8 +91,7 @@ export function KnobControls({ vm }: { vm: VmRecord }) {
           <p className="hint" data-testid="halt-poll-now">
             {runPoll === undefined
               ? <>Configured: {haltPollLabel(vm.config.haltPollNs, host)}</>
-              : <>Now: <strong>{fmtNs(runPoll)}</strong> <span className="tag">this run only</span> · saved: {haltPollLabel(vm.config.haltPollNs, host)}{' '}
-                <button type="button" className="link-btn" disabled={busy} onClick={() => void save({ ...vm.config, haltPollNs: runPoll }, `halt-poll-ns=${runPoll}`)}>Save to the VM</button></>}
+              : <>Now: <strong>{fmtNs(runPoll)}</strong> <span className="tag">this run only</span> · saved: {haltPollLabel(vm.config.haltPollNs, host)}</>}
             {!pollOk.ok && pollOk.reason ? ` · ${pollOk.reason}` : ''}
           </p>
         </div>
@@ -112,12 +112,16 @@ export function KnobControls({ vm }: { vm: VmRecord }) {
           {pinProblem && <p className="field-error" id={`${id}-pin-error`} role="alert">{pinProblem}</p>}
           <p className="hint" id={`${id}-pin-hint`}>
             vCPU i runs on the i-th listed CPU, round-robin; empty = not pinned. Host CPUs: {host?.hostCpus.join(', ') ?? '…'}.
-            {runPin !== undefined && <> Now: <strong>{runPin.length ? runPin.join(',') : 'not pinned'}</strong> <span className="tag">this run only</span>{' '}
-              <button type="button" className="link-btn" disabled={busy}
-                onClick={() => { const next = { ...vm.config }; if (runPin.length) next.pin = runPin; else delete next.pin; void save(next, `pin=${runPin.join('+') || 'none'}`); }}>Save to the VM</button></>}
+            {runPin !== undefined && <> Now: <strong>{runPin.length ? runPin.join(',') : 'not pinned'}</strong> <span className="tag">this run only</span></>}
           </p>
         </div>
       </div>
+      {(runPoll !== undefined || runPin !== undefined) && (
+        <p className="hint">
+          Changed live: {[runPoll !== undefined && `halt-poll-ns=${runPoll}`, runPin !== undefined && `pin=${runPin.join(',') || 'none'}`].filter(Boolean).join(', ')}, for this run only.{' '}
+          <button type="button" className="btn small" disabled={busy} onClick={() => void save('this run\'s knob changes')}>Save to the VM</button>
+        </p>
+      )}
       <p className={`knob-msg ${msg && !msg.ok ? 'bad' : ''}`} role="status">{msg?.text ?? '\u00a0'}</p>
     </section>
   );
