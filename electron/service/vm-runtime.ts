@@ -185,7 +185,7 @@ export class VmRuntime {
     let listening = false;
     try {
       if (vm.state === 'paused') vm.resume();
-      listening = vm.pressPowerButton();
+      listening = await vm.pressPowerButton();
     } catch { /* the VM is already going away */ }
     if (!listening) {
       // The guest never enabled power-button events: waiting would only delay the inevitable.
