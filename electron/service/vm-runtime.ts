@@ -171,7 +171,7 @@ export class VmRuntime {
     this.state = 'stopped';
     this.flushConsole();
     this.flushTelemetry();
-    this.log.flush();
+    void this.log.flush();
     this.emitStatus();
   }
 
@@ -390,7 +390,7 @@ export class VmRuntime {
     } catch { /* already reported as its status */ }
     this.flushConsole();
     this.flushTelemetry();
-    this.log.flush();
+    await this.log.flush();
     this.sinks.clear();
   }
 

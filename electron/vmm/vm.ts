@@ -185,7 +185,7 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
     for (let i = 0; i < this.spec.cpus; i++) {
       const worker = takeVcpuWorker(`vcpu-${i}`);
       this.workers.push(worker);
-      this.workerExited.push(new Promise((resolve) => worker.once('exit', () => resolve())));
+      this.workerExited.push(new Promise((resolve) => worker.once('exit', (code) => { this.onWorkerExit(i, code); resolve(); })));
       worker.on('message', (m: WorkerMessage) => this.onWorkerMessage(m));
     }
   }
@@ -205,14 +205,16 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
         hostCpu: this.live.pin?.[vcpu.id],
       };
       const started = new Promise<void>((resolve, reject) => {
-        const onError = (e: Error) => reject(new Error(`vCPU ${i} thread failed to start: ${e.message}`));
-        worker.once('error', onError);
+        const onError = (e: Error) => { done(); reject(new Error(`vCPU ${i} thread failed to start: ${e.message}`)); };
+        const onExit = (code: number) => { done(); reject(new Error(`vCPU ${i} thread exited (code ${code}) before it was ready`)); };
         const onMessage = (m: WorkerMessage) => {
           if (m.type === 'loaded') return; // its modules are in; 'ready' (or 'ended') follows
-          worker.off('message', onMessage);
-          worker.off('error', onError);
+          done();
           resolve();
         };
+        const done = () => { worker.off('message', onMessage); worker.off('error', onError); worker.off('exit', onExit); };
+        worker.once('error', onError);
+        worker.once('exit', onExit);
         worker.on('message', onMessage);
       });
       worker.postMessage(data);
@@ -229,6 +231,17 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
     } else if (m.type === 'exited' && this.state === 'running' && this.control.runningWorkers === 0) {
       void this.teardown();
     }
+  }
+
+  /**
+   * A worker that ends without saying so (terminated, its isolate out of memory, its thread
+   * gone) ends its VM, never the process: the other vCPUs are stopped and the reason recorded.
+   * A worker that ended normally has said 'ended' or 'exited' first, or the teardown has begun.
+   */
+  private onWorkerExit(vcpu: number, code: number): void {
+    if (this.tearingDown || this.state === 'starting' || this.state === 'stopped') return;
+    if (this.control.end(END.workerError, vcpu)) this.endMessage = `vCPU ${vcpu} worker exited unexpectedly (exit code ${code})`;
+    void this.teardown();
   }
 
   private onWorkerCrash(vcpu: number, e: Error): void {
@@ -376,7 +389,7 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
     await Promise.race([Promise.all(this.workers.map(whenLoaded)), new Promise((r) => { loadWait = setTimeout(r, WORKER_LOAD_WAIT_MS); })]);
     clearTimeout(loadWait);
     for (const w of this.workers) await w.terminate();
-    this.machine?.close();
+    await this.machine?.close();
     // Guest RAM's SAB goes with the last reference: this one, then the workers'.
     this.machine = undefined;
     this.consoleInput = undefined;

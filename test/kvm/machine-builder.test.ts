@@ -47,8 +47,8 @@ describe.skipIf(!kvmAvailable)('machine builder and runtime', () => {
     expect(m.statsFds.vcpus).toHaveLength(2);
     expect(m.memory.isLocked).toBe(false);
     expect(openFdCount()).toBeGreaterThanOrEqual(fds + 4); // /dev/kvm, the VM, two vCPUs
-    m.close();
-    m.close(); // twice is harmless
+    await m.close();
+    await m.close(); // twice is harmless
     expect(m.isClosed).toBe(true);
     expect(openFdCount()).toBe(fds);
     await expect(VirtualMachine.run(m)).rejects.toThrow(/closed/);
@@ -63,7 +63,7 @@ describe.skipIf(!kvmAvailable)('machine builder and runtime', () => {
     figures.push(`build with mem-lock (128 MiB): ${(performance.now() - t).toFixed(1)} ms`);
     expect(m.memory.isLocked).toBe(true);
     expect(lockedKiB() - before).toBeGreaterThanOrEqual(128 * 1024);
-    m.close();
+    await m.close();
     expect(lockedKiB()).toBe(before);
   });
 

@@ -52,15 +52,18 @@ export class BuiltMachine {
     return this.closed;
   }
 
-  /** Closes every fd and unlocks guest RAM (its SAB goes with the last worker reference). */
-  close(): void {
+  /**
+   * Closes every fd and unlocks guest RAM (its SAB goes with the last worker reference). The VM
+   * fd goes last and off this thread: its close destroys the VM in the kernel (Vm.closeInBackground).
+   */
+  async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     for (const fd of [...this.statsFds.vcpus, this.statsFds.vm]) if (fd >= 0) closeFd(fd);
     for (const v of this.vcpus) v.close();
-    this.vm.close();
     this.kvm.close();
     if (this.memory.isLocked) this.memory.unlock();
+    await this.vm.closeInBackground();
   }
 }
 
@@ -93,20 +96,16 @@ export async function buildMachine(spec: MachineSpec, files: BootFiles): Promise
 
     const vm = kvm.createVm();
     opened.push(vm);
-    vm.setTssAddr(LAYOUT.tssAddr);
-    vm.setIdentityMapAddr(LAYOUT.identityMap);
-    vm.createIrqchip();
-    vm.createPit2();
+    const mem = image.memory;
+    // TSS, identity map, irqchip, PIT and memory slots, on the thread pool (Vm.setUpOffThread).
+    await vm.setUpOffThread({
+      tssAddr: LAYOUT.tssAddr,
+      identityMapAddr: LAYOUT.identityMap,
+      regions: mem.regions.map((r) => ({ slot: r.slot, guestPhysAddr: r.guestPhysAddr, memorySize: r.size, userspaceAddr: r.hostAddress })),
+    });
     if (spec.haltPollNs !== undefined) vm.enableCap(CAP.HALT_POLL, [spec.haltPollNs]);
     // KVM accepts this only before the first vCPU exists.
     if (spec.disableExits) vm.enableCap(CAP.X86_DISABLE_EXITS, [spec.disableExits]);
-
-    const mem = image.memory;
-    // On a thread of its own: locking faults in every page (GuestMemory.lock).
-    if (spec.memLock) await mem.lock();
-    for (const r of mem.regions) {
-      vm.setUserMemoryRegion({ slot: r.slot, guestPhysAddr: r.guestPhysAddr, memorySize: r.size, userspaceAddr: r.hostAddress });
-    }
 
     const statsEnabled = kvm.checkExtension(CAP.BINARY_STATS_FD) > 0;
     if (statsEnabled) statsFds.vm = vm.statsFd();
@@ -126,6 +125,8 @@ export async function buildMachine(spec: MachineSpec, files: BootFiles): Promise
       setLapicLints(vcpu);
       if (i === 0) setBootCpuState(vcpu, mem, image.boot);
     }
+    // Last, on a thread of its own (GuestMemory.lock): every KVM ioctl above is done by then.
+    if (spec.memLock) await mem.lock();
     return new BuiltMachine({
       spec, image, kvm, vm, vcpus, deviceSab: createDeviceState(), irq: new IrqLine(vm.fd), statsFds,
     });

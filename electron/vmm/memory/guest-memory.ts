@@ -111,16 +111,21 @@ export class GuestMemory {
 
   /**
    * Locks guest RAM in host memory (mem-lock=on). Rejects with a clear error when refused. The
-   * mlock runs on a worker thread (lock-worker.ts): it faults in every page, which takes seconds
-   * for GiBs, and the calling thread must stay free to answer clients.
+   * faulting-in and the mlock run on a worker thread (lock-worker.ts): they take seconds for
+   * GiBs, and the calling thread must stay free to answer clients.
    */
   async lock(): Promise<void> {
-    const request: LockRequest = { ranges: this.regions.map((r) => ({ address: r.hostAddress, size: r.size })) };
+    const request: LockRequest = {
+      sab: this.sab,
+      ranges: this.regions.map((r) => ({ address: r.hostAddress, size: r.size, offset: this.base + r.offset })),
+    };
     const worker = new Worker(LOCK_WORKER_URL, { workerData: request, name: 'guest-ram-lock' });
+    let answer: LockResult | undefined;
+    worker.once('message', (m: LockResult) => { answer = m; });
+    // Its answer comes before its exit; waiting for the exit leaves no thread behind.
     const result = await new Promise<LockResult>((resolve, reject) => {
-      worker.once('message', resolve);
       worker.once('error', reject);
-      worker.once('exit', (code) => reject(new Error(`the guest-memory lock thread exited (${code}) before answering`)));
+      worker.once('exit', (code) => (answer ? resolve(answer) : reject(new Error(`the guest-memory lock thread exited (${code}) before answering`))));
     });
     if (result.errno) {
       throw new OsError(`locking ${this.size / MiB} MiB of guest memory (mlock)`, result.errno,
