@@ -175,7 +175,7 @@ export class VmRuntime {
     this.state = 'stopped';
     this.flushConsole();
     this.flushTelemetry();
-    this.log.flush();
+    void this.log.flush();
     this.emitStatus();
   }
 
@@ -189,7 +189,7 @@ export class VmRuntime {
     let listening = false;
     try {
       if (vm.state === 'paused') vm.resume();
-      listening = vm.pressPowerButton();
+      listening = await vm.pressPowerButton();
     } catch { /* the VM is already going away */ }
     if (!listening) {
       // The guest never enabled power-button events: waiting would only delay the inevitable.
@@ -403,7 +403,7 @@ export class VmRuntime {
     } catch { /* already reported as its status */ }
     this.flushConsole();
     this.flushTelemetry();
-    this.log.flush();
+    await this.log.flush();
     this.sinks.clear();
   }
 
