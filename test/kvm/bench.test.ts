@@ -66,9 +66,9 @@ describe.skipIf(!kvmAvailable)('unhalt bench', () => {
     for (const [args, message] of [
       [['--workload', 'pio', '--config', 'a=cpus=1'], /two or more configurations/],
       [['--workload', 'nope', '--config', 'a=cpus=1', '--config', 'b=cpus=1'], /unknown probe workload "nope"/],
-      [['--workload', 'ipi', '--config', 'a=cpus=1', '--config', 'b=cpus=2'], /configuration a: workload ipi needs at least 2 vCPUs/],
-      [['--workload', 'pio', '--config', 'a=cpus=1', '--config', 'b=turbo=on'], /configuration b: config string: unknown key "turbo"/],
-      [['--workload', 'pio', '--config', 'a=cpus=1', '--config', 'b=cpus=1', '--deadline', '0'], /--deadline must be a number of seconds above 0/],
+      [['--workload', 'ipi', '--config', 'a=cpus=1', '--config', 'b=cpus=2'], /configuration "a": workload ipi needs at least 2 vCPUs/],
+      [['--workload', 'pio', '--config', 'a=cpus=1', '--config', 'b=turbo=on'], /configuration "b": config string: unknown key "turbo"/],
+      [['--workload', 'pio', '--config', 'a=cpus=1', '--config', 'b=cpus=1', '--deadline', '0'], /deadline must be a number of seconds above 0/],
     ] as const) {
       const r = await runCli(['bench', ...args], { env: { UNHALT_HOME: home } });
       expect(r.code).toBe(1);

@@ -37,7 +37,7 @@ export const PRESETS: { label: string; configs: ConfigRow[]; workload?: { probe:
 /** What both the service and the runner accept as a configuration name. */
 const CONFIG_NAME = /^[A-Za-z0-9][A-Za-z0-9 ._+-]{0,39}$/;
 
-/** The runner's workloads (electron/vmm/experiments/workloads.ts); free text is accepted too. */
+/** The runner's workloads (electron/experiments/workloads.ts); free text is accepted too. */
 const WORKLOADS: Record<'probe' | 'linux', { name: string; summary: string; args?: string }[]> = {
   probe: [
     { name: 'ipi', summary: 'IPI ping-pong between two vCPUs that wait in HLT: wake-up round-trip latency (p50); needs 2 vCPUs' },
