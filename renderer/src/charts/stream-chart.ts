@@ -5,8 +5,10 @@ import uPlot from 'uplot';
 import { val } from './telemetry-store.ts';
 import type { VmTelemetry, Rows, Column } from './telemetry-store.ts';
 import { palette, seriesColor } from '../lib/theme.ts';
-import { si, pct } from '../lib/format.ts';
 import { queueDraw, cancelDraw } from './draw-queue.ts';
+import { chartFormat, windowStats, windowText, type WindowStats } from './window-stats.ts';
+
+export { chartFormat, windowText, type WindowStats };
 
 export interface SeriesDef {
   key: string;
@@ -23,6 +25,8 @@ export interface ChartDef {
   kind: 'rate' | 'fraction' | 'us';
   /** Fractions: 'unit' pins the y axis to 0..100 %; 'auto' grows past it (counters that land late). */
   yRange?: 'unit' | 'auto';
+  /** What the header's max / mean are of: the per-row sum of the series (default for rates), their max, or the first series. */
+  total?: 'sum' | 'max' | 'first';
   series(t: VmTelemetry): SeriesDef[];
   /** What the empty chart says. */
   empty: string;
@@ -38,7 +42,7 @@ export interface ChartOptions {
   /** Seconds of history on screen (the x window ends at the newest point). */
   windowSec: () => number;
   /** Called after each redraw with the number of points drawn (for readouts / test hooks). */
-  onDraw?: (info: { points: number; last: (number | null)[]; hasData: boolean }) => void;
+  onDraw?: (info: { points: number; last: (number | null)[]; hasData: boolean; window: WindowStats }) => void;
 }
 
 export class StreamChart {
@@ -68,7 +72,7 @@ export class StreamChart {
     const t = this.telemetry;
     const defs = this.def.series(t);
     const kind = this.def.kind;
-    const fmt = (v: number | null) => (v === null ? '—' : kind === 'fraction' ? pct(v) : kind === 'us' ? `${si(v)} µs` : si(v));
+    const fmt = this.fmt();
     const axis = {
       stroke: p.muted,
       grid: { stroke: p.grid, width: 1 },
@@ -195,14 +199,36 @@ export class StreamChart {
     this.afterDraw();
   };
 
+  /** The total the header reads out: rates add up over vCPUs, fractions and latencies do not. */
+  private totalKind(): 'sum' | 'max' | 'first' {
+    return this.def.total ?? (this.def.kind === 'rate' ? 'sum' : 'max');
+  }
+
+  /** The visible window's statistics (the same rows uPlot was given). */
+  windowStats(): WindowStats {
+    const rows = this.rows();
+    const n = rows.length;
+    const hi = n ? rows.x[n - 1]! : 0;
+    const from = rows.lowerBound(hi - this.opts.windowSec());
+    return windowStats(this.currentDefs.map((s) => rows.cols.get(s.key)), from, n, this.totalKind());
+  }
+
   private afterDraw(): void {
-    // While nobody hovers the plot, the legend reads out the newest values.
+    // While nobody hovers the plot, the legend reads out each series' mean and max over the
+    // visible window: the newest value of a bursty series is mostly 0 and says little. Hovering
+    // shows the value at the cursor (uPlot's own legend).
     const u = this.u;
     const now = performance.now();
+    const stats = this.windowStats();
     if (u && !this.hovering && now - this.lastLegend >= LEGEND_MS) {
       this.lastLegend = now;
-      const n = u.data[0]?.length ?? 0;
-      if (n) u.setLegend({ idx: n - 1 }, false);
+      const cells = u.root.querySelectorAll<HTMLElement>('.u-legend .u-series .u-value');
+      const f = this.fmt();
+      cells.forEach((cell, i) => {
+        const text = i === 0 ? `mean · max, last ${windowText(this.opts.windowSec())}`
+          : stats.series[i - 1]?.max == null ? '—' : `${f(stats.series[i - 1]!.mean)} · ${f(stats.series[i - 1]!.max)}`;
+        if (cell.textContent !== text) cell.textContent = text;
+      });
     }
     if (!this.opts.onDraw) return;
     const rows = this.rows();
@@ -210,7 +236,12 @@ export class StreamChart {
     const last = this.currentDefs.map((s) => (n ? val(rows.cols.get(s.key)?.[n - 1]) : null));
     // Anything to show in the visible window (uPlot's arrays hold just that, a few thousand values)?
     const hasData = !!u && u.data.slice(1).some((col) => (col as (number | null)[]).some((v) => v !== null));
-    this.opts.onDraw({ points: n, last, hasData });
+    this.opts.onDraw({ points: n, last, hasData, window: stats });
+  }
+
+  /** How this chart's values read: percentages, µs, or plain numbers (never an SI "m" for milli). */
+  fmt(): (v: number | null) => string {
+    return chartFormat(this.def.kind);
   }
 
   setWidth(width: number): void {
