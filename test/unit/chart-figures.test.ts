@@ -62,6 +62,8 @@ describe('window figures', () => {
     expect(chartFormat('rate')(0.2)).toBe('0.20/s');
     expect(chartFormat('rate')(0.2)).not.toMatch(/m/);
     expect(chartFormat('fraction')(0.25)).toBe('25.0 %');
+    expect(chartFormat('us')(20_700)).toBe('20.7 ms');
+    expect(chartFormat('us')(131)).toBe('131 µs');
   });
 });
 

@@ -28,6 +28,7 @@ export function LiveChart({ vmId, vmName, def, windowSec, note }: {
     let nonZero = 0;
     let counted = 0;
     let lastReadout = 0;
+    let readoutWindow = windowRef.current;
     const readoutText = document.createTextNode('');
     readout.current!.replaceChildren(readoutText);
     const c = new StreamChart(plot.current!, t, def, {
@@ -54,8 +55,9 @@ export function LiveChart({ vmId, vmName, def, windowSec, note }: {
         el.dataset.windowMean = window.total.mean === null ? '' : String(window.total.mean);
         // The readout is text in the layout: change it at most twice a second, and only when it differs.
         const now = performance.now();
-        if (now - lastReadout >= 500) {
+        if (now - lastReadout >= 500 || readoutWindow !== windowRef.current) {
           lastReadout = now;
+          readoutWindow = windowRef.current;
           // What the header says is what it is: the max and mean over the visible window, of the
           // chart's total (all vCPUs summed for rates, the highest series otherwise).
           const { max, mean } = window.total;

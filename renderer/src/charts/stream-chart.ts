@@ -122,6 +122,8 @@ export class StreamChart {
         })),
       ],
       plugins: [markers],
+      // uPlot rewrites the legend's values on its own updates: write ours back while not hovered.
+      hooks: { setLegend: [() => this.writeLegend()] },
     };
     this.u = new uPlot(opts, this.data(defs), this.host);
     this.u.root.dataset.chart = this.def.id;
@@ -220,15 +222,10 @@ export class StreamChart {
     const u = this.u;
     const now = performance.now();
     const stats = this.windowStats();
+    this.stats = stats;
     if (u && !this.hovering && now - this.lastLegend >= LEGEND_MS) {
       this.lastLegend = now;
-      const cells = u.root.querySelectorAll<HTMLElement>('.u-legend .u-series .u-value');
-      const f = this.fmt();
-      cells.forEach((cell, i) => {
-        const text = i === 0 ? `mean · max, last ${windowText(this.opts.windowSec())}`
-          : stats.series[i - 1]?.max == null ? '—' : `${f(stats.series[i - 1]!.mean)} · ${f(stats.series[i - 1]!.max)}`;
-        if (cell.textContent !== text) cell.textContent = text;
-      });
+      this.writeLegend();
     }
     if (!this.opts.onDraw) return;
     const rows = this.rows();
@@ -237,6 +234,22 @@ export class StreamChart {
     // Anything to show in the visible window (uPlot's arrays hold just that, a few thousand values)?
     const hasData = !!u && u.data.slice(1).some((col) => (col as (number | null)[]).some((v) => v !== null));
     this.opts.onDraw({ points: n, last, hasData, window: stats });
+  }
+
+  private stats: WindowStats | null = null;
+
+  /** The legend's values while nobody hovers: each series' mean · max over the visible window. */
+  private writeLegend(): void {
+    const u = this.u;
+    const stats = this.stats;
+    if (!u || !stats || this.hovering) return;
+    const cells = u.root.querySelectorAll<HTMLElement>('.u-legend .u-series .u-value');
+    const f = this.fmt();
+    cells.forEach((cell, i) => {
+      const s = stats.series[i - 1];
+      const text = i === 0 ? `mean · max, last ${windowText(this.opts.windowSec())}` : !s || s.max === null ? '—' : `${f(s.mean)} · ${f(s.max)}`;
+      if (cell.textContent !== text) cell.textContent = text;
+    });
   }
 
   /** How this chart's values read: percentages, µs, or plain numbers (never an SI "m" for milli). */

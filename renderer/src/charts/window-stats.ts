@@ -66,7 +66,13 @@ export function windowStats(cols: readonly (Column | undefined)[], from: number,
 
 /** How a chart's values read: percentages, µs, rates per second (plain numbers, never an SI "m" for milli). */
 export function chartFormat(kind: 'rate' | 'fraction' | 'us'): (v: number | null) => string {
-  return (v) => (v === null ? '—' : kind === 'fraction' ? pct(v) : kind === 'us' ? `${si(v)} µs` : kind === 'rate' ? `${si(v)}/s` : si(v));
+  return (v) => (v === null ? '—' : kind === 'fraction' ? pct(v) : kind === 'us' ? micros(v) : kind === 'rate' ? `${si(v)}/s` : si(v));
+}
+
+/** Microseconds as µs, ms or s by size ("20.7 ms", never "20.7 k µs"). */
+export function micros(v: number): string {
+  const a = Math.abs(v);
+  return a >= 1e6 ? si(v / 1e6, 's') : a >= 1e3 ? si(v / 1e3, 'ms') : si(v, 'µs');
 }
 
 /** "1 min", "5 min", "30 s". */
