@@ -1,6 +1,7 @@
 // Cancelling an experiment ends it promptly, whatever is running: the Unhalt VM is stopped and
 // the QEMU child is killed (no process of ours is left), and the runner rejects with
-// ExperimentCancelled instead of a result. Real VMs, real QEMU.
+// ExperimentCancelled instead of a result. And the pair comparison a search loop calls. Real
+// VMs, real QEMU.
 import { readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { ExperimentCancelled, runExperiment } from '../../electron/experiments/runner.ts';
@@ -62,4 +63,22 @@ describe.skipIf(!kvmAvailable)('cancelling an experiment', () => {
     expect(progress[0]).toMatchObject({ total: 12 });
     expect(qemuChildren()).toEqual([]);
   }, scaled(90_000));
+});
+
+describe.skipIf(!kvmAvailable)('comparing two configs (the call a search loop makes)', () => {
+  it('runs them alternately and gives the verdict with each side\'s runs', async () => {
+    const { compareConfigs } = await import('../../electron/experiments/compare.ts');
+    const r = await compareConfigs({
+      guest: 'probe', workload: 'pio', workloadArgs: 'count=2000', runs: 3,
+      baseline: { name: 'base', config: 'cpus=1' }, candidate: { name: 'nopoll', config: 'cpus=1,halt-poll-ns=0' },
+    });
+    expect(r.baselineRuns).toHaveLength(3);
+    expect(r.candidateRuns).toHaveLength(3);
+    expect(r.result.raw.map((x) => x.config)).toEqual(['base', 'nopoll', 'base', 'nopoll', 'base', 'nopoll']);
+    // Three runs each can never reach p < 0.05 (the smallest two-sided p of 3 vs 3 is 0.1, or
+    // 0.08 by the normal approximation should two values tie).
+    expect(r.verdict).toMatchObject({ baseline: 'base', candidate: 'nopoll', n: [3, 3], significant: false, verdict: 'no significant difference' });
+    expect(r.verdict!.p).toBeGreaterThan(0.05);
+    expect(r.result.notes[0]).toMatch(/fewer than 5 runs/);
+  }, scaled(120_000));
 });
