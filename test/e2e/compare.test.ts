@@ -79,8 +79,9 @@ describe.skipIf(reason !== null)('the compare view', () => {
     await typeInto(page, 'Workload', 'pio');
     await typeInto(page, 'Workload parameters', 'count=2000');
     await typeInto(page, 'Runs each', '5');
-    // "Also under QEMU" is on by default.
+    // "Also under QEMU" is on by default, and the form says before the run what QEMU cannot do.
     expect(await page.getByLabel('Also under QEMU').isChecked()).toBe(true);
+    expect(await page.locator('.qemu-hint').textContent()).toMatch(/QEMU has no per-VM halt polling/);
     await page.getByRole('button', { name: 'Run experiment' }).click();
     const panel = page.locator('section.experiment');
     await waitFor('the progress to count every run', async () => /of 20\b/.test(await panel.textContent() ?? '') || (await panel.getAttribute('data-state')) !== 'running', scaled(30_000));

@@ -200,6 +200,10 @@ function ExperimentForm() {
           <span>Bare-host reference</span>
         </label>
       </div>
+      {vsQemu && configs.some((c) => /(^|,)\s*(halt-poll-ns|pin)\s*=/.test(c.config)) && (
+        <p className="hint qemu-hint" role="note">QEMU has no per-VM halt polling and does not pin vCPUs: its rows run those configs at the host&apos;s
+          halt polling, unpinned, and are marked so.</p>
+      )}
       {error && <p className="error" role="alert">{error}</p>}
       <button type="submit" className="btn primary" disabled={starting}>{starting ? 'Starting…' : 'Run experiment'}</button>
     </form>
