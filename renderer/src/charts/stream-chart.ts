@@ -23,8 +23,6 @@ export interface ChartDef {
   help: string;
   source: 'samples' | 'latency';
   kind: 'rate' | 'fraction' | 'us';
-  /** Fractions: 'unit' pins the y axis to 0..100 %; 'auto' grows past it (counters that land late). */
-  yRange?: 'unit' | 'auto';
   /** What the header's max / mean are of: the per-row sum of the series (default for rates), their max, or the first series. */
   total?: 'sum' | 'max' | 'first';
   series(t: VmTelemetry): SeriesDef[];
@@ -96,9 +94,9 @@ export class StreamChart {
           },
         },
         y: {
-          range: kind === 'fraction' && this.def.yRange !== 'auto'
-            ? () => [0, 1]
-            : (_u, _min, max) => [0, Number.isFinite(max) && max > 0 ? Math.max(kind === 'fraction' ? 1 : 0, niceMax(max)) : 1],
+          // Never clipped: a share of time is 0-100 % unless a value goes past it (then the axis
+          // grows to show it); other kinds start at 0 and grow with their maximum.
+          range: (_u, _min, max) => [0, !(Number.isFinite(max) && max > 0) ? 1 : kind === 'fraction' && max <= 1 ? 1 : niceMax(max)],
         },
       },
       axes: [
