@@ -123,3 +123,30 @@ describe('the experiment spec, checked once', () => {
     expect(fewRunsWarning(5)).toBeUndefined();
   });
 });
+
+describe('the verdicts in `unhalt bench` output', () => {
+  it('lists one line per pair and marks the QEMU row that ran differently', async () => {
+    const { formatMarkdown } = await import('../../electron/experiments/format.ts');
+    const { summarize } = await import('../../electron/experiments/runner.ts');
+    const { workload } = await import('../../electron/experiments/workloads.ts');
+    const timer = workload('probe', 'timer');
+    const values: Record<string, number[]> = {
+      'poll-0 unhalt': [78371, 74915, 78903, 77000, 76500], 'poll-1ms unhalt': [43797, 34599, 51832, 44000, 42000],
+      'poll-0 qemu': [77811, 79674, 78011, 80100, 76900], 'poll-1ms qemu': [78200, 77500, 79900, 78800, 77100],
+    };
+    const raw = Object.entries(values).flatMap(([key, vs]) => {
+      const [config, runner] = key.split(' ') as [string, 'unhalt' | 'qemu'];
+      return vs.map((value, i) => ({ config, runner, run: i + 1, value, fields: {}, wallMs: 1000 }));
+    });
+    const rows = summarize(['poll-0', 'poll-1ms'], ['unhalt', 'qemu'], raw, timer);
+    for (const r of rows) if (r.runner === 'qemu') r.caveat = 'ran at the host\'s halt polling (200000 ns)';
+    const md = formatMarkdown({
+      spec: { guest: 'probe', workload: 'timer', runs: 5, vsQemu: true, configs: [{ name: 'poll-0', config: 'cpus=1,halt-poll-ns=0' }, { name: 'poll-1ms', config: 'cpus=1,halt-poll-ns=1000000' }] },
+      status: 'ok', unit: 'ns', rows, comparisons: compareRows(rows, 'lower'), raw, failures: [], environment: { hostKind: 'pvm' }, notes: [],
+    });
+    expect(md).toMatch(/^\| poll-0 † \| qemu \|/m);
+    expect(md).toMatch(/^\| poll-0 \| unhalt \|/m);
+    expect(md).toMatch(/^- poll-1ms vs poll-0 \(unhalt, 5 vs 5 runs\): 0\.5\d× \(95 % CI 0\.\d\d–0\.\d\d, p = 0\.008\): better$/m);
+    expect(md).toMatch(/^- poll-1ms vs poll-0 \(qemu, 5 vs 5 runs\): 1\.0\d× .*: no significant difference$/m);
+  });
+});
