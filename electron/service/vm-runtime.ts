@@ -207,11 +207,11 @@ export class VmRuntime {
     return this.status();
   }
 
-  async forceStop(): Promise<VmStatus> {
+  async forceStop(message = 'stopped by force (the user)'): Promise<VmStatus> {
     await this.starting;
     const vm = this.vm;
     if (!vm) return this.status();
-    this.forceMessage = 'stopped by force (the user)';
+    this.forceMessage = message;
     this.state = 'stopping';
     this.emitStatus();
     await vm.stop();
