@@ -5,7 +5,8 @@
 // - the headers say "max … · mean … (…, last 1 min)" over the visible window, and follow the
 //   window a person picks; the legends read "mean · max" per series, not the newest sample;
 // - the latency legend says a p99 of 50 round trips is their maximum;
-// - rates print without an SI "m" (milli) that reads as millions.
+// - rates print without an SI "m" (milli) that reads as millions;
+// - the library's sparkline reads out the mean over its minute, not the newest sample.
 import { rmSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { artifact, ensureRendererBuilt, launchBrowser, skipReason, startHostMode, tempHome, waitFor, type Browser, type HostMode } from './support.ts';
@@ -80,7 +81,10 @@ describe.skipIf(reason !== null)('live chart figures', () => {
     await waitFor('the header to follow the window', async () => /last 5 min\)$/.test(await exits.locator('.chart-readout').textContent() ?? ''), 5000);
     await wait.scrollIntoViewIfNeeded();
     await page.screenshot({ path: artifact('charts-figures.png'), fullPage: true });
-    await page.locator('button[data-action="stop"]').click();
+    // The library's sparkline says what its number is: the mean over the minute it draws.
+    await page.getByRole('button', { name: 'Library', exact: true }).click();
+    const spark = page.locator(`li.vm-card[data-vm-id="${id}"] .spark-value`);
+    await waitFor('the sparkline readout', async () => /^mean [\d.]+( k)?\/s$/.test(await spark.textContent() ?? ''), 10_000);
     expect(browser!.errors.filter((e) => !/favicon|WebSocket/.test(e))).toEqual([]);
   }, 180_000);
 });
