@@ -11,11 +11,12 @@ import { OutputError, checkOutputPath, writeOutputFile } from '../service/output
 import { ConfigError, integer } from '../vmm/config/vm-config.ts';
 import { homeLayout, unhaltHome } from '../service/paths.ts';
 import { failureLines, formatCsv, formatMarkdown, statusLine } from '../experiments/format.ts';
-import { ExperimentError, LINUX_ON_PVM, prepareExperiment, runExperiment } from '../experiments/runner.ts';
+import { ExperimentCancelled, ExperimentError, LINUX_ON_PVM, prepareExperiment, runExperiment } from '../experiments/runner.ts';
 import { fewRunsWarning } from '../experiments/spec.ts';
 import { hostKind } from '../vmm/host.ts';
 import type { ExperimentSpec } from '../experiments/types.ts';
-import { EXIT_CODES, UsageError, parse, say } from './args.ts';
+import { EXIT_CODES, SIGNAL_EXIT_CODES, UsageError, parse, say } from './args.ts';
+import { onStopSignals, type StopSignal } from './stop-signals.ts';
 import { flushStdout, stdoutProblem } from './stdout.ts';
 import { MakeDirError, makeDirs } from '../service/make-dir.ts';
 
@@ -65,10 +66,25 @@ export async function benchCommand(argv: string[]): Promise<number> {
     // Where the record will be kept must exist before minutes of runs (and ends under /proc).
     makeDirs(homeLayout(unhaltHome()).experiments, 0o700);
     const tty = process.stderr.isTTY === true;
-    const result = await runExperiment(spec, (p) => {
-      const line = `unhalt bench: ${p.done}/${p.total}${p.current ? ` ${p.current}` : ' done'}`;
-      process.stderr.write(tty ? `\r${line}\x1b[K` : `${line}\n`);
-    });
+    // SIGINT / SIGTERM cancel the experiment: the run in progress ends at once (its VM stopped,
+    // QEMU killed), nothing is saved, and the exit code is 128 + the signal; a second one exits now.
+    const abort = new AbortController();
+    let stoppedBy: StopSignal | undefined;
+    const offSignals = onStopSignals((signal) => { stoppedBy = signal; abort.abort(); }, 'exiting without waiting for the run in progress');
+    let result;
+    try {
+      result = await runExperiment(spec, (p) => {
+        const line = `unhalt bench: ${p.done}/${p.total}${p.current ? ` ${p.current}` : ' done'}`;
+        process.stderr.write(tty ? `\r${line}\x1b[K` : `${line}\n`);
+      }, abort.signal);
+    } catch (e) {
+      if (!(e instanceof ExperimentCancelled) || !stoppedBy) throw e;
+      if (tty) process.stderr.write('\n');
+      say(`${stoppedBy}: the experiment was cancelled; nothing was saved`);
+      return SIGNAL_EXIT_CODES[stoppedBy];
+    } finally {
+      offSignals();
+    }
     if (tty) process.stderr.write('\n');
     const id = `${new Date().toISOString().replace(/[:.]/g, '-')}-${randomUUID().slice(0, 8)}`;
     const record = { id, createdAt: Date.now(), ...result };

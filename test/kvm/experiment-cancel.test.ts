@@ -2,13 +2,29 @@
 // the QEMU child is killed (no process of ours is left), and the runner rejects with
 // ExperimentCancelled instead of a result. And the pair comparison a search loop calls. Real
 // VMs, real QEMU.
-import { readdirSync, readFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ExperimentCancelled, runExperiment } from '../../electron/experiments/runner.ts';
 import type { ExperimentProgress, ExperimentSpec } from '../../electron/experiments/types.ts';
 import { kvmAvailable } from '../support/probe.ts';
 import { qemuSkipReason } from '../support/qemu-probe.ts';
 import { scaled } from '../support/time-scale.ts';
+import { UNHALT_BIN } from '../support/cli.ts';
+
+/** QEMU processes (anyone's child) whose command line contains `marker`. */
+function qemuWith(marker: string): number[] {
+  return readdirSync('/proc').filter((n) => /^\d+$/.test(n)).filter((n) => {
+    try {
+      const cmd = readFileSync(`/proc/${n}/cmdline`, 'latin1');
+      return cmd.startsWith('qemu-system') && cmd.includes(marker);
+    } catch {
+      return false;
+    }
+  }).map(Number);
+}
 
 /** Our child processes named qemu-system-*, from /proc. */
 function qemuChildren(): number[] {
@@ -80,5 +96,32 @@ describe.skipIf(!kvmAvailable)('comparing two configs (the call a search loop ma
     expect(r.verdict).toMatchObject({ baseline: 'base', candidate: 'nopoll', n: [3, 3], significant: false, verdict: 'no significant difference' });
     expect(r.verdict!.p).toBeGreaterThan(0.05);
     expect(r.result.notes[0]).toMatch(/fewer than 5 runs/);
+  }, scaled(120_000));
+});
+
+describe.skipIf(!kvmAvailable || qemuSkipReason() !== undefined)('unhalt bench and SIGINT', () => {
+  it('cancels the experiment: QEMU ends with it, nothing is saved, exit 130', async () => {
+    const home = mkdtempSync(join(tmpdir(), 'unhalt-bench-int-'));
+    // A workload argument no other process uses: it finds this run's QEMU on the host.
+    const ms = scaled(8000) + 17;
+    const child = spawn(process.execPath, [UNHALT_BIN, 'bench', '--workload', 'idle', '--workload-args', `ms=${ms}`, '--runs', '2', '--vs-qemu',
+      '--config', 'a=cpus=1', '--config', 'b=cpus=1,halt-poll-ns=0'], { env: { ...process.env, UNHALT_HOME: home }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (d) => { stderr += d; });
+    const exited = new Promise<number | null>((r) => child.on('close', (code) => r(code)));
+    const killer = setTimeout(() => child.kill('SIGKILL'), scaled(90_000));
+    const end = Date.now() + scaled(60_000);
+    while (!stderr.includes('a (qemu) run 1/2') && Date.now() < end) await new Promise((r) => setTimeout(r, 100));
+    await new Promise((r) => setTimeout(r, scaled(1500)));
+    expect(qemuWith(`ms=${ms}`)).toHaveLength(1);
+    const t0 = performance.now();
+    child.kill('SIGINT');
+    const code = await exited;
+    clearTimeout(killer);
+    expect(performance.now() - t0).toBeLessThan(scaled(5000));
+    expect(code, stderr).toBe(130);
+    expect(stderr).toMatch(/unhalt: SIGINT: the experiment was cancelled; nothing was saved\n/);
+    expect(qemuWith(`ms=${ms}`)).toEqual([]);
+    expect(existsSync(join(home, 'experiments')) ? readdirSync(join(home, 'experiments')) : []).toEqual([]);
   }, scaled(120_000));
 });
