@@ -8,9 +8,11 @@
 // sends it `run NAME key=value ...` (VirtualMachine.sendAgent) and reads the result event and
 // `@u1 done`. The first run that gets that far calibrates the workload's size; every deadline
 // follows this host's measured speed (pacing.ts, host-speed.ts), never a fixed figure. A run that
-// fails is recorded with its reason and the experiment goes on: the result says which failed. `--bare` runs the host build of the same C workload with the same arguments
-// (a `bare` row, the reference of the ratio column). On PVM hosts the Linux guest cannot boot,
-// so such an experiment is refused before anything runs.
+// fails is recorded with its reason and the experiment goes on: the result says which failed.
+// `--bare` runs the host build of the same C workload with the same arguments (a `bare` row, the
+// reference of the ratio column). On PVM hosts the Linux guest cannot boot, so such an
+// experiment is refused before anything runs. What a spec may be is spec.ts's; the verdicts are
+// stats.ts's.
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { release, tmpdir } from 'node:os';
@@ -114,8 +116,8 @@ export function prepareExperiment(raw: unknown, host: HostCapabilities = probeHo
  * promptly: the run in progress is ended (its VM stopped, its QEMU or host process killed) and
  * the promise rejects with ExperimentCancelled.
  *
- * A search loop (a tuning advisor) calls it with two configs to get "X n times alternately
- * with Y, and the verdict": `result.comparisons[0]`.
+ * A search loop (a tuning advisor) wants "X n times alternately with Y, and the verdict":
+ * compareConfigs (compare.ts) is that call over this one.
  */
 export async function runExperiment(
   rawSpec: ExperimentSpec,
