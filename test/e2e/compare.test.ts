@@ -111,6 +111,16 @@ describe.skipIf(reason !== null)('the compare view', () => {
       expect(await table.locator(`tr[data-runner="${runner}"][data-config="halt-poll 0"] td.verdict`).textContent()).toBe('baseline');
     }
     await page.screenshot({ path: artifact('compare-verdicts.png'), fullPage: true });
+    const id = await page.locator('section.experiment').getAttribute('data-experiment-id');
+    const dark = await launchBrowser({ colorScheme: 'dark', width: 1500, height: 1400 });
+    try {
+      await dark.page.goto(`${host!.url}#/compare/${id}`);
+      await dark.page.getByTestId('results-table').waitFor();
+      await dark.page.locator('ul.verdicts li').first().waitFor();
+      await dark.page.screenshot({ path: artifact('compare-verdicts-dark.png'), fullPage: true });
+    } finally {
+      await dark.close();
+    }
   });
 
   it('cancels a running experiment (its VM and QEMU end) and deletes it', async () => {
