@@ -10,11 +10,13 @@ import { describeIoError } from '../service/io-errors.ts';
 import { OutputError, checkOutputPath, writeOutputFile } from '../service/output-file.ts';
 import { ConfigError, integer } from '../vmm/config/vm-config.ts';
 import { homeLayout, unhaltHome } from '../service/paths.ts';
-import { failureLines, formatCsv, formatMarkdown, statusLine } from '../vmm/experiments/format.ts';
-import { ExperimentError, LINUX_ON_PVM, MAX_DEADLINE_S, MAX_RUNS, prepareExperiment, runExperiment } from '../vmm/experiments/runner.ts';
+import { failureLines, formatCsv, formatMarkdown, statusLine } from '../experiments/format.ts';
+import { ExperimentCancelled, ExperimentError, LINUX_ON_PVM, prepareExperiment, runExperiment } from '../experiments/runner.ts';
+import { fewRunsWarning } from '../experiments/spec.ts';
 import { hostKind } from '../vmm/host.ts';
-import type { ExperimentSpec } from '../vmm/experiments/types.ts';
-import { EXIT_CODES, UsageError, parse, say } from './args.ts';
+import type { ExperimentSpec } from '../experiments/types.ts';
+import { EXIT_CODES, SIGNAL_EXIT_CODES, UsageError, parse, say } from './args.ts';
+import { onStopSignals, type StopSignal } from './stop-signals.ts';
 import { flushStdout, stdoutProblem } from './stdout.ts';
 import { MakeDirError, makeDirs } from '../service/make-dir.ts';
 
@@ -40,7 +42,8 @@ export async function benchCommand(argv: string[]): Promise<number> {
     if (values.guest === 'linux' && hostKind() === 'pvm') throw new ExperimentError(LINUX_ON_PVM);
     if (!values.workload) throw new UsageError('--workload NAME is required (probe workloads: ipi, timer, spinlock, pio, idle; linux workloads: pipe, messaging, ctx)');
     if (!['md', 'json', 'csv'].includes(values.format)) throw new UsageError(`--format must be md, json or csv, got "${values.format}"`);
-    const runs = integer(values.runs, '--runs', 1, MAX_RUNS);
+    // Its range is the spec's (experiments/spec.ts, checked by prepareExperiment for every surface).
+    const runs = integer(values.runs, '--runs', Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER);
     // Refused now, not after minutes of runs: an output path that can never be written.
     if (values.output) checkOutputPath(values.output, 'the bench output');
     const configs = (values.config ?? []).map((c) => {
@@ -50,21 +53,38 @@ export async function benchCommand(argv: string[]): Promise<number> {
     });
     spec = { guest: values.guest, workload: values.workload, configs, runs };
     if (values.deadline !== undefined) {
-      const s = Number(values.deadline);
-      if (!/^[0-9]+(\.[0-9]+)?$/.test(values.deadline) || !(s > 0) || s > MAX_DEADLINE_S) throw new UsageError(`--deadline must be a number of seconds above 0 and at most ${MAX_DEADLINE_S}, got "${values.deadline.slice(0, 20)}"`);
-      spec.deadlineS = s;
+      // Decimal seconds only (no hex, no exponent); the range is the spec's.
+      if (!/^[0-9]+(\.[0-9]+)?$/.test(values.deadline)) throw new UsageError(`--deadline must be a number of seconds, got "${values.deadline.slice(0, 20)}"`);
+      spec.deadlineS = Number(values.deadline);
     }
     if (values['workload-args'] !== undefined) spec.workloadArgs = values['workload-args'];
     if (values['vs-qemu']) spec.vsQemu = true;
     if (values.bare) spec.bare = true;
     prepareExperiment(spec);
+    const few = fewRunsWarning(spec.runs);
+    if (few) say(`warning: ${few}`);
     // Where the record will be kept must exist before minutes of runs (and ends under /proc).
     makeDirs(homeLayout(unhaltHome()).experiments, 0o700);
     const tty = process.stderr.isTTY === true;
-    const result = await runExperiment(spec, (p) => {
-      const line = `unhalt bench: ${p.done}/${p.total}${p.current ? ` ${p.current}` : ' done'}`;
-      process.stderr.write(tty ? `\r${line}\x1b[K` : `${line}\n`);
-    });
+    // SIGINT / SIGTERM cancel the experiment: the run in progress ends at once (its VM stopped,
+    // QEMU killed), nothing is saved, and the exit code is 128 + the signal; a second one exits now.
+    const abort = new AbortController();
+    let stoppedBy: StopSignal | undefined;
+    const offSignals = onStopSignals((signal) => { stoppedBy = signal; abort.abort(); }, 'exiting without waiting for the run in progress');
+    let result;
+    try {
+      result = await runExperiment(spec, (p) => {
+        const line = `unhalt bench: ${p.done}/${p.total}${p.current ? ` ${p.current}` : ' done'}`;
+        process.stderr.write(tty ? `\r${line}\x1b[K` : `${line}\n`);
+      }, abort.signal);
+    } catch (e) {
+      if (!(e instanceof ExperimentCancelled) || !stoppedBy) throw e;
+      if (tty) process.stderr.write('\n');
+      say(`${stoppedBy}: the experiment was cancelled; nothing was saved`);
+      return SIGNAL_EXIT_CODES[stoppedBy];
+    } finally {
+      offSignals();
+    }
     if (tty) process.stderr.write('\n');
     const id = `${new Date().toISOString().replace(/[:.]/g, '-')}-${randomUUID().slice(0, 8)}`;
     const record = { id, createdAt: Date.now(), ...result };

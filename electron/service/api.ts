@@ -9,7 +9,7 @@
 // The few types shared with the VMM are imported as types only: they carry no runtime code, so
 // the renderer still loads nothing from electron/.
 import type { VmConfig } from '../vmm/config/vm-config.ts';
-import type { ExperimentResultRow, ExperimentSpec } from '../vmm/experiments/types.ts';
+import type { Comparison, ExperimentResultRow, ExperimentSpec } from '../experiments/types.ts';
 
 /** A VM configuration as stored and edited: the VMM's one schema (electron/vmm/config/vm-config.ts). */
 export type VmConfigDto = VmConfig;
@@ -138,20 +138,28 @@ export interface GuestMetric {
   fields: Record<string, number>;
 }
 
-/** Experiments: the runner's own types (electron/vmm/experiments/types.ts). */
-export type { ExperimentSpec, ExperimentResultRow };
+/** Experiments: the runner's own types (electron/experiments/types.ts) and limits (plain data). */
+export type { Comparison, ExperimentSpec, ExperimentResultRow };
+export { CONFIG_NAME, FEW_RUNS, MAX_CONFIGS, MAX_RUNS } from '../experiments/limits.ts';
 
 export interface ExperimentSummary {
   id: string;
   createdAt: number;
   spec: ExperimentSpec;
-  state: 'running' | 'done' | 'failed';
+  /** cancelled: by the user, or the app stopped while it ran (`error` says which). */
+  state: 'running' | 'done' | 'failed' | 'cancelled';
   progress: { done: number; total: number; current?: string };
   error?: string;
 }
 
 export interface ExperimentDetail extends ExperimentSummary {
   rows: ExperimentResultRow[];
+  /** Each row against the first of its VMM, with a verdict (electron/experiments/stats.ts). */
+  comparisons?: Comparison[];
+  /** What to know reading the rows (a QEMU row that ran differently, too few runs...). */
+  notes?: string[];
+  /** Every failed run, one line each. */
+  failures?: { config: string; runner: string; run: number; error: string }[];
   environment: Record<string, unknown>;
 }
 
@@ -162,7 +170,8 @@ export type ApiEvent =
   | { type: 'telemetry'; vmId: string; samples: TelemetrySample[]; markers?: TelemetryMarker[] }
   | { type: 'guest-metric'; vmId: string; metric: GuestMetric }
   | { type: 'library'; vms: VmRecord[] }
-  | { type: 'experiment'; experiment: ExperimentSummary };
+  | { type: 'experiment'; experiment: ExperimentSummary }
+  | { type: 'experiment-deleted'; id: string };
 
 export interface Subscription {
   vmId: string;
@@ -217,6 +226,10 @@ export interface UnhaltApi {
   startExperiment(spec: ExperimentSpec): Promise<ExperimentSummary>;
   listExperiments(): Promise<ExperimentSummary[]>;
   getExperiment(id: string): Promise<ExperimentDetail>;
+  /** Stops the running experiment promptly (its VMs and QEMU end); resolves once it has stopped. */
+  cancelExperiment(id: string): Promise<ExperimentSummary>;
+  /** Removes a finished experiment from the list and from disk. */
+  deleteExperiment(id: string): Promise<void>;
 
   /** The user has seen the library's notices (HostInfo.library.notices). */
   dismissLibraryNotices(): Promise<void>;
@@ -265,6 +278,8 @@ export const API_METHODS = {
   startExperiment: { kind: 'call', params: 1 },
   listExperiments: { kind: 'call', params: 0 },
   getExperiment: { kind: 'call', params: 1 },
+  cancelExperiment: { kind: 'call', params: 1 },
+  deleteExperiment: { kind: 'call', params: 1 },
   dismissLibraryNotices: { kind: 'call', params: 0 },
   listAllowedFolders: { kind: 'call', params: 0 },
   addAllowedFolder: { kind: 'call', params: 1 },

@@ -3,26 +3,24 @@
 // result as UNHALT_HOME/experiments/<id>.json. One experiment runs at a time: two at once on the
 // same host CPUs would measure each other.
 import { randomBytes } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
 import { extname, join } from 'node:path';
-import type { ExperimentDetail, ExperimentSpec, ExperimentSummary } from './api.ts';
-import { parseConfigString } from '../vmm/config/config-string.ts';
-import { ConfigError } from '../vmm/config/vm-config.ts';
+import { readdirSync, readFileSync, rmSync } from 'node:fs';
+import type { Comparison, ExperimentDetail, ExperimentSpec, ExperimentSummary } from './api.ts';
+import { ExperimentError, totalRuns, validateSpec } from '../experiments/spec.ts';
+import { betterOf, compareRows } from '../experiments/stats.ts';
 import { writeFileAtomic } from './atomic-file.ts';
 import { ApiError } from './errors.ts';
-import { describe, textArg } from './validate.ts';
+import { textArg } from './validate.ts';
 import { makeDirs } from './make-dir.ts';
 
 /** Ids of saved experiments: ours ("exp-…") and `unhalt bench`'s (an ISO time and a uuid part). */
 export const EXPERIMENT_ID = /^[A-Za-z0-9][A-Za-z0-9_-]{0,79}$/;
-const MAX_CONFIGS = 8;
-const MAX_RUNS = 100;
 const PROGRESS_EVENT_MS = 250;
 const MAX_LISTED = 200;
 
 type Progress = ExperimentSummary['progress'];
 
-/** What the service needs of electron/vmm/experiments/runner.ts (also shared with `unhalt bench`). */
+/** What the service needs of electron/experiments/runner.ts (also shared with `unhalt bench`). */
 interface RunnerModule {
   runExperiment(spec: ExperimentSpec, onProgress: (p: Progress) => void, signal?: AbortSignal): Promise<RunnerResult>;
   /** Checks a spec against the host before anything runs (throws with a readable message). */
@@ -32,6 +30,7 @@ interface RunnerModule {
 interface RunnerResult {
   rows: ExperimentDetail['rows'];
   environment: Record<string, unknown>;
+  comparisons?: Comparison[];
   raw?: unknown[];
   notes?: string[];
   /** Which runs gave no value and why (runner.ts failuresOf), and ok / partial / failed. */
@@ -39,62 +38,21 @@ interface RunnerResult {
   status?: string;
 }
 
-/** The runner, as a sibling of vmm/ in this build (.ts from source, .js when compiled). */
-const RUNNER_URL = new URL(`../vmm/experiments/runner${extname(new URL(import.meta.url).pathname)}`, import.meta.url);
+/** The runner, as a sibling of service/ in this build (.ts from source, .js when compiled). */
+const RUNNER_URL = new URL(`../experiments/runner${extname(new URL(import.meta.url).pathname)}`, import.meta.url);
 
-const SPEC_FIELDS = new Set(['guest', 'workload', 'workloadArgs', 'configs', 'runs', 'vsQemu', 'bare', 'deadlineS']);
-
+/** The spec as the API takes it: the experiments layer's one check (spec.ts), as an ApiError. */
 export function validateExperimentSpec(raw: unknown): ExperimentSpec {
-  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new ApiError('invalid', 'an experiment must be an object');
-  const r = raw as Record<string, unknown>;
-  for (const k of Object.keys(r)) if (!SPEC_FIELDS.has(k)) throw new ApiError('invalid', `unknown experiment field "${k.slice(0, 40)}"`);
-  if (r.guest !== 'probe' && r.guest !== 'linux') throw new ApiError('invalid', `experiment guest must be probe or linux, got ${describe(r.guest)}`);
-  const workload = textArg(r.workload, 'workload', 64);
-  if (!/^[a-z0-9][a-z0-9_-]{0,31}$/.test(workload)) throw new ApiError('invalid', `workload "${workload.slice(0, 40)}" must be a lower-case name (letters, digits, - and _)`);
-  const spec: ExperimentSpec = { guest: r.guest, workload, configs: [], runs: 0 };
-  if (r.workloadArgs !== undefined) {
-    const args = textArg(r.workloadArgs, 'workloadArgs', 1024);
-    if (!/^[\x20-\x7e]*$/.test(args)) throw new ApiError('invalid', 'workloadArgs may only contain printable ASCII');
-    spec.workloadArgs = args;
+  try {
+    return validateSpec(raw);
+  } catch (e) {
+    if (e instanceof ExperimentError) throw new ApiError('invalid', e.message);
+    throw e;
   }
-  if (!Array.isArray(r.configs) || r.configs.length < 2) throw new ApiError('invalid', 'an experiment needs a list of at least two configurations');
-  if (r.configs.length > MAX_CONFIGS) throw new ApiError('invalid', `an experiment compares at most ${MAX_CONFIGS} configurations, got ${r.configs.length}`);
-  const names = new Set<string>();
-  spec.configs = r.configs.map((c, i) => {
-    if (typeof c !== 'object' || c === null || Array.isArray(c)) throw new ApiError('invalid', `configuration #${i + 1} must be an object { name, config }`);
-    const { name, config, ...rest } = c as Record<string, unknown>;
-    if (Object.keys(rest).length) throw new ApiError('invalid', `configuration #${i + 1}: unknown field "${Object.keys(rest)[0]!.slice(0, 40)}"`);
-    const n = textArg(name, `configuration #${i + 1} name`, 64);
-    if (!/^[A-Za-z0-9][A-Za-z0-9 ._+=,-]*$/.test(n)) throw new ApiError('invalid', `configuration name "${n.slice(0, 40)}" may use letters, digits, space and . _ + = , -`);
-    if (names.has(n)) throw new ApiError('invalid', `two configurations are named "${n}"`);
-    names.add(n);
-    const text = textArg(config, `configuration "${n}"`, 4096);
-    try {
-      parseConfigString(text, { guest: spec.guest });
-    } catch (e) {
-      if (e instanceof ConfigError) throw new ApiError('invalid', `configuration "${n}": ${e.message}`);
-      throw e;
-    }
-    return { name: n, config: text };
-  });
-  if (typeof r.runs !== 'number' || !Number.isSafeInteger(r.runs) || r.runs < 1 || r.runs > MAX_RUNS) {
-    throw new ApiError('invalid', `runs must be a whole number from 1 to ${MAX_RUNS}, got ${describe(r.runs)}`);
-  }
-  spec.runs = r.runs;
-  for (const k of ['vsQemu', 'bare'] as const) {
-    if (r[k] === undefined) continue;
-    if (typeof r[k] !== 'boolean') throw new ApiError('invalid', `${k} must be true or false, got ${describe(r[k])}`);
-    spec[k] = r[k];
-  }
-  if (r.deadlineS !== undefined) {
-    if (typeof r.deadlineS !== 'number' || !(r.deadlineS > 0) || r.deadlineS > 86_400) throw new ApiError('invalid', `deadlineS must be a number of seconds above 0 and at most 86400, got ${describe(r.deadlineS)}`);
-    spec.deadlineS = r.deadlineS;
-  }
-  return spec;
 }
 
-/** What is stored: the detail, plus the runner's raw runs and notes (CSV/JSON export). */
-type StoredExperiment = ExperimentDetail & { raw?: unknown[]; notes?: string[]; failures?: unknown[]; status?: string };
+/** What is stored: the detail, plus the runner's raw runs (CSV/JSON export). */
+type StoredExperiment = ExperimentDetail & { raw?: unknown[]; status?: string };
 
 interface Running {
   detail: StoredExperiment;
@@ -108,9 +66,12 @@ export class Experiments {
   private readonly onUpdate: (s: ExperimentSummary) => void;
   private readonly loadRunner: () => Promise<RunnerModule>;
 
-  constructor(dir: string, onUpdate: (s: ExperimentSummary) => void, loadRunner?: () => Promise<RunnerModule>) {
+  private readonly onDelete: (id: string) => void;
+
+  constructor(dir: string, onUpdate: (s: ExperimentSummary) => void, loadRunner?: () => Promise<RunnerModule>, onDelete: (id: string) => void = () => {}) {
     this.dir = dir;
     this.onUpdate = onUpdate;
+    this.onDelete = onDelete;
     this.loadRunner = loadRunner ?? (() => import(RUNNER_URL.href) as Promise<RunnerModule>);
   }
 
@@ -131,7 +92,7 @@ export class Experiments {
       throw new ApiError('invalid', (e as Error).message);
     }
     const id = `exp-${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
-    const total = spec.configs.length * spec.runs;
+    const total = totalRuns(spec);
     const detail: StoredExperiment = {
       id, createdAt: Date.now(), spec, state: 'running', progress: { done: 0, total }, rows: [], environment: {},
     };
@@ -152,6 +113,7 @@ export class Experiments {
         const result = await runner.runExperiment(spec, onProgress, abort.signal);
         Object.assign(detail, {
           rows: Array.isArray(result?.rows) ? result.rows : [],
+          ...(Array.isArray(result?.comparisons) ? { comparisons: result.comparisons } : {}),
           environment: typeof result?.environment === 'object' && result.environment ? result.environment : {},
           state: 'done', progress: { done: total, total },
           ...(Array.isArray(result?.raw) ? { raw: result.raw } : {}),
@@ -160,8 +122,16 @@ export class Experiments {
           ...(typeof result?.status === 'string' ? { status: result.status } : {}),
         });
       } catch (e) {
-        detail.state = 'failed';
-        detail.error = abort.signal.aborted ? 'interrupted: the app stopped while it ran' : oneLine((e as Error)?.message ?? String(e));
+        if (abort.signal.aborted && abort.signal.reason === CANCEL) {
+          detail.state = 'cancelled';
+          detail.error = 'cancelled by the user';
+        } else if (abort.signal.aborted) {
+          detail.state = 'failed';
+          detail.error = 'interrupted: the app stopped while it ran';
+        } else {
+          detail.state = 'failed';
+          detail.error = oneLine((e as Error)?.message ?? String(e));
+        }
       }
       try { this.save(detail); } catch (e) { detail.error ??= `the result could not be saved: ${(e as Error).message}`; }
       this.running = undefined;
@@ -174,7 +144,37 @@ export class Experiments {
 
   private assertIdle(): void {
     const r = this.running;
-    if (r) throw new ApiError('conflict', `experiment ${r.detail.id} is still running; wait for it to finish`);
+    if (r) throw new ApiError('conflict', `experiment ${r.detail.id} is still running; wait for it to finish or cancel it`);
+  }
+
+  /**
+   * Cancels the running experiment `id`: its run in progress ends at once (the VM stopped, QEMU
+   * killed) and it is kept as "cancelled" with the runs so far discarded. Resolves when it has
+   * stopped. Cancelling one that has finished is refused (nothing to cancel).
+   */
+  async cancel(rawId: unknown): Promise<ExperimentSummary> {
+    const id = textArg(rawId, 'experiment id', 100);
+    const r = this.running;
+    if (!r || r.detail.id !== id) {
+      const d = this.get(id); // not-found when there is none
+      throw new ApiError('conflict', `experiment ${d.id} is not running (it is ${d.state}); there is nothing to cancel`);
+    }
+    r.abort.abort(CANCEL);
+    await r.done;
+    return summary(r.detail);
+  }
+
+  /** Deletes a finished experiment's record (from the list and from UNHALT_HOME/experiments). */
+  delete(rawId: unknown): void {
+    const id = textArg(rawId, 'experiment id', 100);
+    if (this.running?.detail.id === id) throw new ApiError('conflict', `experiment ${id} is running; cancel it first`);
+    this.get(id); // not-found when there is none
+    try {
+      rmSync(join(this.dir, `${id}.json`));
+    } catch (e) {
+      throw new ApiError('host', `experiment ${id} could not be deleted: ${(e as Error).message}`);
+    }
+    this.onDelete(id);
   }
 
   list(): ExperimentSummary[] {
@@ -203,7 +203,7 @@ export class Experiments {
   async abort(): Promise<void> {
     const r = this.running;
     if (!r) return;
-    r.abort.abort();
+    r.abort.abort(SHUTDOWN);
     await r.done;
   }
 
@@ -218,6 +218,10 @@ export class Experiments {
       if (typeof d !== 'object' || d === null || d.id !== id || typeof d.createdAt !== 'number' || typeof d.spec !== 'object' || !d.spec) return undefined;
       const { ownerPid, ...detail } = d;
       if (!Array.isArray(detail.rows)) detail.rows = [];
+      // Saved before experiments had verdicts: computed from the runs kept in the rows (deterministic).
+      if (!Array.isArray(detail.comparisons) && detail.rows.every((r) => Array.isArray(r?.runs))) {
+        detail.comparisons = compareRows(detail.rows, betterOf(detail.rows[0]?.unit ?? ''));
+      }
       if (typeof detail.environment !== 'object' || !detail.environment) detail.environment = {};
       // `unhalt bench` saves only finished experiments, without state or progress.
       if (!detail.state) detail.state = 'done';
@@ -236,6 +240,10 @@ export class Experiments {
     }
   }
 }
+
+/** Why a running experiment's AbortController fired. */
+const CANCEL = 'cancel';
+const SHUTDOWN = 'shutdown';
 
 function summary(d: ExperimentDetail): ExperimentSummary {
   return {

@@ -64,7 +64,7 @@ export class ServiceCore implements ApiCallHandlers {
     this.options = options;
     this.layout = homeLayout(options.home ?? unhaltHome());
     this.experiments = new Experiments(this.layout.experiments, (experiment) => this.broadcast({ type: 'experiment', experiment }),
-      options.loadExperimentRunner);
+      options.loadExperimentRunner, (id) => this.broadcast({ type: 'experiment-deleted', id }));
   }
 
   async open(): Promise<void> {
@@ -501,6 +501,14 @@ export class ServiceCore implements ApiCallHandlers {
 
   getExperiment(rawId: unknown): ExperimentDetail {
     return this.experiments.get(rawId);
+  }
+
+  cancelExperiment(rawId: unknown): Promise<ExperimentSummary> {
+    return this.experiments.cancel(rawId);
+  }
+
+  deleteExperiment(rawId: unknown): void {
+    this.experiments.delete(rawId);
   }
 
   runningVmIds(): string[] {

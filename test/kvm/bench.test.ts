@@ -66,9 +66,12 @@ describe.skipIf(!kvmAvailable)('unhalt bench', () => {
     for (const [args, message] of [
       [['--workload', 'pio', '--config', 'a=cpus=1'], /two or more configurations/],
       [['--workload', 'nope', '--config', 'a=cpus=1', '--config', 'b=cpus=1'], /unknown probe workload "nope"/],
-      [['--workload', 'ipi', '--config', 'a=cpus=1', '--config', 'b=cpus=2'], /configuration a: workload ipi needs at least 2 vCPUs/],
-      [['--workload', 'pio', '--config', 'a=cpus=1', '--config', 'b=turbo=on'], /configuration b: config string: unknown key "turbo"/],
-      [['--workload', 'pio', '--config', 'a=cpus=1', '--config', 'b=cpus=1', '--deadline', '0'], /--deadline must be a number of seconds above 0/],
+      [['--workload', 'ipi', '--config', 'a=cpus=1', '--config', 'b=cpus=2'], /configuration "a": workload ipi needs at least 2 vCPUs/],
+      [['--workload', 'pio', '--config', 'a=cpus=1', '--config', 'b=turbo=on'], /configuration "b": config string: unknown key "turbo"/],
+      [['--workload', 'pio', '--config', 'a=cpus=1', '--config', 'b=cpus=1', '--deadline', '0'], /deadline must be a number of seconds above 0/],
+      // The same limit and message as the API's (experiments/spec.ts).
+      [['--workload', 'pio', '--config', 'a=cpus=1', '--config', 'b=cpus=1', '--runs', '0'], /runs must be a whole number from 1 to 100, got 0/],
+      [['--workload', 'pio', '--config', 'a=cpus=1', '--config', 'b=cpus=1', '--runs', '101'], /runs must be a whole number from 1 to 100, got 101/],
     ] as const) {
       const r = await runCli(['bench', ...args], { env: { UNHALT_HOME: home } });
       expect(r.code).toBe(1);

@@ -120,7 +120,7 @@ describe.skipIf(!hw)('the Linux guest on hardware-semantics KVM', () => {
   }, 3 * STEP_MS);
 
   it('unhalt bench --guest linux: pv-unhalt off/on and cpu-pm on, the bare reference, the mechanism in the counters', async () => {
-    const { runExperiment } = await import('../../electron/vmm/experiments/runner.ts');
+    const { runExperiment } = await import('../../electron/experiments/runner.ts');
     const r = await runExperiment({
       guest: 'linux', workload: 'messaging', workloadArgs: 'groups=2 loops=20', runs: 1, bare: true,
       configs: [

@@ -2,10 +2,10 @@
 // reason in one line, a config without any value gets a row marked "failed", and an experiment
 // where nothing gave a value prints no empty table (and no unit of "()").
 import { describe, expect, it } from 'vitest';
-import { failureLines, formatCsv, formatMarkdown, sizingLine, statusLine } from '../../electron/vmm/experiments/format.ts';
-import { failuresOf, summarize } from '../../electron/vmm/experiments/runner.ts';
-import type { ExperimentResult, ExperimentSpec, RunRecord } from '../../electron/vmm/experiments/types.ts';
-import { workload } from '../../electron/vmm/experiments/workloads.ts';
+import { failureLines, formatCsv, formatMarkdown, sizingLine, statusLine } from '../../electron/experiments/format.ts';
+import { failuresOf, summarize } from '../../electron/experiments/runner.ts';
+import type { ExperimentResult, ExperimentSpec, RunRecord } from '../../electron/experiments/types.ts';
+import { workload } from '../../electron/experiments/workloads.ts';
 
 const pipe = workload('linux', 'pipe');
 const spec: ExperimentSpec = {

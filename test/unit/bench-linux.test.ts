@@ -7,12 +7,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { formatMarkdown } from '../../electron/vmm/experiments/format.ts';
+import { formatMarkdown } from '../../electron/experiments/format.ts';
 import { AgentLineReader } from '../../electron/vmm/agent/line-protocol.ts';
-import { BARE_CONFIG, LINUX_ON_PVM, LinuxAgentRun, prepareExperiment, runBare, summarize } from '../../electron/vmm/experiments/runner.ts';
-import type { ExperimentSpec, RunRecord } from '../../electron/vmm/experiments/types.ts';
-import { ExperimentPacing, type RunPacer } from '../../electron/vmm/experiments/pacing.ts';
-import { workload, type Workload } from '../../electron/vmm/experiments/workloads.ts';
+import { BARE_CONFIG, LINUX_ON_PVM, LinuxAgentRun, prepareExperiment, runBare, summarize } from '../../electron/experiments/runner.ts';
+import type { ExperimentSpec, RunRecord } from '../../electron/experiments/types.ts';
+import { ExperimentPacing, type RunPacer } from '../../electron/experiments/pacing.ts';
+import { workload, type Workload } from '../../electron/experiments/workloads.ts';
 import { LINUX_HOST_AGENT, linuxKitBuilt } from '../../electron/vmm/guests-linux.ts';
 import { hostKind } from '../../electron/vmm/host.ts';
 import { runCli } from '../support/cli.ts';
@@ -88,7 +88,7 @@ describe('Linux experiments: checks before anything runs (hardware host)', () =>
     const pm = ab('cpus=2,cpu-pm=off', 'cpus=2,cpu-pm=on');
     expect(pm.map((x) => x.config.cpuPm ?? false)).toEqual([false, true]);
     // KVM's own rule, before anything runs: no PV_UNHALT with HLT exits disabled.
-    expect(() => ab('cpus=2', 'cpus=2,cpu-pm=on,kvm-pv-unhalt=on')).toThrow(/configuration on: /);
+    expect(() => ab('cpus=2', 'cpus=2,cpu-pm=on,kvm-pv-unhalt=on')).toThrow(/configuration "on": /);
   });
 });
 

@@ -6,7 +6,7 @@ import { measureHostSpeed, REFERENCE_LOOP_MS, slowdownFor } from '../../electron
 import {
   DEADLINE_FLOOR_MS, DEADLINE_MARGIN, ExperimentPacing, LINUX_READY_ON_HARDWARE_MS, MIN_CALIBRATION_MS, PROBE_RUN_BUDGET_MS,
   TARGET_RUN_MS, commandDeadline, deadlineFrom, nextCalibrationSize, probeRunDeadline, readyDeadline, roundSize, sizeForTarget,
-} from '../../electron/vmm/experiments/pacing.ts';
+} from '../../electron/experiments/pacing.ts';
 
 const loops = { name: 'loops', calibrateFrom: 1000, min: 1, max: 1_000_000 };
 

@@ -6,7 +6,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parseAgentLine, type AgentEvent } from '../../electron/vmm/agent/line-protocol.ts';
-import { LINUX_WORKLOAD_IDS, LINUX_WORKLOADS, linuxWorkloadArgs, workload } from '../../electron/vmm/experiments/workloads.ts';
+import { LINUX_WORKLOAD_IDS, LINUX_WORKLOADS, linuxWorkloadArgs, workload } from '../../electron/experiments/workloads.ts';
 import { LINUX_HOST_AGENT, LINUX_HOST_WORKLOAD } from '../../electron/vmm/guests-linux.ts';
 
 const BUILD = fileURLToPath(new URL('../../native/guest/linux/build-workloads.mjs', import.meta.url));

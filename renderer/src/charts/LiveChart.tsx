@@ -6,7 +6,7 @@ import type { ChartDef } from './stream-chart.ts';
 import { telemetryFor } from './telemetry-store.ts';
 import { onThemeChange } from '../lib/theme.ts';
 import { downloadUrl, safeName } from '../lib/export.ts';
-import { si, pct } from '../lib/format.ts';
+import { chartFormat, windowText } from './stream-chart.ts';
 
 export function LiveChart({ vmId, vmName, def, windowSec, note }: {
   vmId: string;
@@ -28,11 +28,12 @@ export function LiveChart({ vmId, vmName, def, windowSec, note }: {
     let nonZero = 0;
     let counted = 0;
     let lastReadout = 0;
+    let readoutWindow = windowRef.current;
     const readoutText = document.createTextNode('');
     readout.current!.replaceChildren(readoutText);
     const c = new StreamChart(plot.current!, t, def, {
       windowSec: () => windowRef.current,
-      onDraw: ({ points, last, hasData }) => {
+      onDraw: ({ points, last, hasData, window }) => {
         const el = box.current;
         if (!el) return;
         const vals = last.filter((v): v is number => v !== null);
@@ -50,12 +51,20 @@ export function LiveChart({ vmId, vmName, def, windowSec, note }: {
         el.dataset.points = String(points);
         el.dataset.latest = total === null ? '' : String(total);
         el.dataset.nonzeroPoints = String(nonZero);
+        el.dataset.windowMax = window.total.max === null ? '' : String(window.total.max);
+        el.dataset.windowMean = window.total.mean === null ? '' : String(window.total.mean);
         // The readout is text in the layout: change it at most twice a second, and only when it differs.
         const now = performance.now();
-        if (now - lastReadout >= 500) {
+        if (now - lastReadout >= 500 || readoutWindow !== windowRef.current) {
           lastReadout = now;
-          const text = total === null ? '' : def.kind === 'fraction' ? `max ${pct(total)}`
-            : def.kind === 'us' ? `max ${si(total)} µs` : def.id === 'exits-by-kind' ? '' : `${si(total)}/s total`;
+          readoutWindow = windowRef.current;
+          // What the header says is what it is: the max and mean over the visible window, of the
+          // chart's total (all vCPUs summed for rates, the highest series otherwise).
+          const { max, mean } = window.total;
+          const f = chartFormat(def.kind);
+          const of = def.total === 'first' ? `${def.series(t)[0]?.label ?? ''}, ` : def.kind === 'rate' ? 'all vCPUs, '
+            : def.source === 'samples' ? 'per vCPU, ' : '';
+          const text = max === null ? '' : `max ${f(max)} · mean ${f(mean)} (${of}last ${windowText(windowRef.current)})`;
           if (readoutText.nodeValue !== text) readoutText.nodeValue = text;
         }
         const isEmpty = !hasData;

@@ -28,7 +28,15 @@ export function Sparkline({ vmId, live }: { vmId: string; live: boolean }) {
       const n = t.samples.length;
       const from = Math.max(0, n - POINTS);
       let max = 0;
-      if (col) for (let i = from; i < n; i++) if (col[i]! > max) max = col[i]!;
+      let sum = 0;
+      let count = 0;
+      if (col) for (let i = from; i < n; i++) {
+        const v = col[i]!;
+        if (Number.isNaN(v)) continue;
+        if (v > max) max = v;
+        sum += v;
+        count++;
+      }
       ctx.strokeStyle = p.grid;
       ctx.lineWidth = 1;
       ctx.beginPath();
@@ -56,8 +64,14 @@ export function Sparkline({ vmId, live }: { vmId: string; live: boolean }) {
         ctx.stroke();
       }
       const last = col && n ? val(col[n - 1]) : null;
-      if (readout.current) readout.current.textContent = n ? si(last ?? null) : '—';
+      // The mean over the minute drawn: the newest sample of a bursty series is mostly 0.
+      const mean = count ? sum / count : null;
+      if (readout.current) {
+        readout.current.textContent = mean === null ? '—' : `mean ${si(mean)}/s`;
+        readout.current.title = mean === null ? '' : `halt exits per second over the last minute: mean ${si(mean)}, max ${si(max)}`;
+      }
       el.dataset.latest = String(last ?? '');
+      el.dataset.mean = String(mean ?? '');
     };
     draw();
     const off = t.listen(draw);

@@ -1,6 +1,7 @@
 // The live charts of a VM: which telemetry columns each one plots.
 import type { ChartDef, SeriesDef } from './stream-chart.ts';
 import type { VmTelemetry } from './telemetry-store.ts';
+import { latencyLabel } from './labels.ts';
 
 function perVcpu(field: string): (t: VmTelemetry) => SeriesDef[] {
   return (t) => Array.from({ length: Math.max(1, t.vcpus) }, (_, v) => ({ key: `${field}#${v}`, label: `vCPU ${v}` }));
@@ -39,10 +40,9 @@ export const CHARTS: ChartDef[] = [
   {
     id: 'halt-wait',
     title: 'Halt wait',
-    help: 'halt_wait_ns per wall second: share of time each vCPU slept blocked in halt (KVM adds it when the halt ends)',
+    help: 'share of each vCPU\'s time spent blocked in halt (0–100 %): KVM adds halt_wait_ns only when a halt ends, so each halt is spread back over the intervals it covered (a halt still going shows when it ends)',
     source: 'samples',
     kind: 'fraction',
-    yRange: 'auto',
     series: perVcpu('halt_wait_fraction'),
     empty: 'waiting for samples',
   },
@@ -52,7 +52,6 @@ export const CHARTS: ChartDef[] = [
     help: 'CPU time the host gave each vCPU thread per wall second (schedstat run time, else utime+stime): 100 % is one host CPU busy',
     source: 'samples',
     kind: 'fraction',
-    yRange: 'auto',
     series: perVcpu('host_cpu_fraction'),
     empty: 'waiting for samples',
   },
@@ -62,7 +61,6 @@ export const CHARTS: ChartDef[] = [
     help: 'time each vCPU thread was ready to run but waited for a host CPU, per wall second (schedstat): what an overcommitted or badly pinned vCPU loses',
     source: 'samples',
     kind: 'fraction',
-    yRange: 'auto',
     series: perVcpu('runqueue_wait_fraction'),
     empty: 'no run-queue data yet (it needs the host kernel\'s schedstat, CONFIG_SCHED_INFO)',
   },
@@ -72,6 +70,7 @@ export const CHARTS: ChartDef[] = [
     help: 'exits per second summed over vCPUs, by reason',
     source: 'samples',
     kind: 'rate',
+    total: 'first',
     series: (t) => {
       const all: SeriesDef[] = [
         { key: 'exits_per_s#sum', label: 'all' },
@@ -93,7 +92,7 @@ export const CHARTS: ChartDef[] = [
     help: 'reported by the guest over ttyS1 (IPI wake-up, context switch, pipe ping-pong): p50 / p99',
     source: 'latency',
     kind: 'us',
-    series: (t) => t.latencyKeys.map((k) => ({ key: k, label: k.replace(/_(ns|us)$/, '') })),
+    series: (t) => t.latencyKeys.map((k) => ({ key: k, label: latencyLabel(k, t.latencyCounts[k.split(' ')[0]!]) })),
     empty: 'no latency reported yet: run a guest workload that measures it (the probe\'s ipi or timer scenario with live=1)',
   },
 ];

@@ -5,8 +5,10 @@ import uPlot from 'uplot';
 import { val } from './telemetry-store.ts';
 import type { VmTelemetry, Rows, Column } from './telemetry-store.ts';
 import { palette, seriesColor } from '../lib/theme.ts';
-import { si, pct } from '../lib/format.ts';
 import { queueDraw, cancelDraw } from './draw-queue.ts';
+import { chartFormat, windowStats, windowText, type WindowStats } from './window-stats.ts';
+
+export { chartFormat, windowText, type WindowStats };
 
 export interface SeriesDef {
   key: string;
@@ -21,8 +23,8 @@ export interface ChartDef {
   help: string;
   source: 'samples' | 'latency';
   kind: 'rate' | 'fraction' | 'us';
-  /** Fractions: 'unit' pins the y axis to 0..100 %; 'auto' grows past it (counters that land late). */
-  yRange?: 'unit' | 'auto';
+  /** What the header's max / mean are of: the per-row sum of the series (default for rates), their max, or the first series. */
+  total?: 'sum' | 'max' | 'first';
   series(t: VmTelemetry): SeriesDef[];
   /** What the empty chart says. */
   empty: string;
@@ -38,7 +40,7 @@ export interface ChartOptions {
   /** Seconds of history on screen (the x window ends at the newest point). */
   windowSec: () => number;
   /** Called after each redraw with the number of points drawn (for readouts / test hooks). */
-  onDraw?: (info: { points: number; last: (number | null)[]; hasData: boolean }) => void;
+  onDraw?: (info: { points: number; last: (number | null)[]; hasData: boolean; window: WindowStats }) => void;
 }
 
 export class StreamChart {
@@ -68,7 +70,7 @@ export class StreamChart {
     const t = this.telemetry;
     const defs = this.def.series(t);
     const kind = this.def.kind;
-    const fmt = (v: number | null) => (v === null ? '—' : kind === 'fraction' ? pct(v) : kind === 'us' ? `${si(v)} µs` : si(v));
+    const fmt = this.fmt();
     const axis = {
       stroke: p.muted,
       grid: { stroke: p.grid, width: 1 },
@@ -92,9 +94,9 @@ export class StreamChart {
           },
         },
         y: {
-          range: kind === 'fraction' && this.def.yRange !== 'auto'
-            ? () => [0, 1]
-            : (_u, _min, max) => [0, Number.isFinite(max) && max > 0 ? Math.max(kind === 'fraction' ? 1 : 0, niceMax(max)) : 1],
+          // Never clipped: a share of time is 0-100 % unless a value goes past it (then the axis
+          // grows to show it); other kinds start at 0 and grow with their maximum.
+          range: (_u, _min, max) => [0, !(Number.isFinite(max) && max > 0) ? 1 : kind === 'fraction' && max <= 1 ? 1 : niceMax(max)],
         },
       },
       axes: [
@@ -118,6 +120,8 @@ export class StreamChart {
         })),
       ],
       plugins: [markers],
+      // uPlot rewrites the legend's values on its own updates: write ours back while not hovered.
+      hooks: { setLegend: [() => this.writeLegend()] },
     };
     this.u = new uPlot(opts, this.data(defs), this.host);
     this.u.root.dataset.chart = this.def.id;
@@ -195,14 +199,31 @@ export class StreamChart {
     this.afterDraw();
   };
 
+  /** The total the header reads out: rates add up over vCPUs, fractions and latencies do not. */
+  private totalKind(): 'sum' | 'max' | 'first' {
+    return this.def.total ?? (this.def.kind === 'rate' ? 'sum' : 'max');
+  }
+
+  /** The visible window's statistics (the same rows uPlot was given). */
+  windowStats(): WindowStats {
+    const rows = this.rows();
+    const n = rows.length;
+    const hi = n ? rows.x[n - 1]! : 0;
+    const from = rows.lowerBound(hi - this.opts.windowSec());
+    return windowStats(this.currentDefs.map((s) => rows.cols.get(s.key)), from, n, this.totalKind());
+  }
+
   private afterDraw(): void {
-    // While nobody hovers the plot, the legend reads out the newest values.
+    // While nobody hovers the plot, the legend reads out each series' mean and max over the
+    // visible window: the newest value of a bursty series is mostly 0 and says little. Hovering
+    // shows the value at the cursor (uPlot's own legend).
     const u = this.u;
     const now = performance.now();
+    const stats = this.windowStats();
+    this.stats = stats;
     if (u && !this.hovering && now - this.lastLegend >= LEGEND_MS) {
       this.lastLegend = now;
-      const n = u.data[0]?.length ?? 0;
-      if (n) u.setLegend({ idx: n - 1 }, false);
+      this.writeLegend();
     }
     if (!this.opts.onDraw) return;
     const rows = this.rows();
@@ -210,7 +231,28 @@ export class StreamChart {
     const last = this.currentDefs.map((s) => (n ? val(rows.cols.get(s.key)?.[n - 1]) : null));
     // Anything to show in the visible window (uPlot's arrays hold just that, a few thousand values)?
     const hasData = !!u && u.data.slice(1).some((col) => (col as (number | null)[]).some((v) => v !== null));
-    this.opts.onDraw({ points: n, last, hasData });
+    this.opts.onDraw({ points: n, last, hasData, window: stats });
+  }
+
+  private stats: WindowStats | null = null;
+
+  /** The legend's values while nobody hovers: each series' mean · max over the visible window. */
+  private writeLegend(): void {
+    const u = this.u;
+    const stats = this.stats;
+    if (!u || !stats || this.hovering) return;
+    const cells = u.root.querySelectorAll<HTMLElement>('.u-legend .u-series .u-value');
+    const f = this.fmt();
+    cells.forEach((cell, i) => {
+      const s = stats.series[i - 1];
+      const text = i === 0 ? `mean · max, last ${windowText(this.opts.windowSec())}` : !s || s.max === null ? '—' : `${f(s.mean)} · ${f(s.max)}`;
+      if (cell.textContent !== text) cell.textContent = text;
+    });
+  }
+
+  /** How this chart's values read: percentages, µs, or plain numbers (never an SI "m" for milli). */
+  fmt(): (v: number | null) => string {
+    return chartFormat(this.def.kind);
   }
 
   setWidth(width: number): void {

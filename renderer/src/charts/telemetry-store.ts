@@ -2,6 +2,7 @@
 // appended in place and trimmed in chunks, with one requestAnimationFrame per frame telling the
 // charts that are on screen to redraw. React never re-renders per sample.
 import type { GuestMetric, TelemetryMarker, TelemetrySample } from '../../../electron/service/api.ts';
+import { attributeHaltWait } from './halt-wait.ts';
 
 /** Ten minutes at 10 Hz. */
 export const HISTORY_POINTS = 6000;
@@ -107,6 +108,8 @@ export class VmTelemetry {
   vcpus = 0;
   /** Latency series seen so far ("ipi p50_ns"), in order of appearance. */
   latencyKeys: string[] = [];
+  /** Measurements behind each latency point, per event ("ipi" -> 50), from its rounds / count field. */
+  latencyCounts: Record<string, number> = {};
   /** Bumps when the set of series changes (charts then rebuild instead of only redrawing). */
   shape = 0;
   /** Last values, for the status line and the test hook. */
@@ -162,6 +165,7 @@ export class VmTelemetry {
     this.latency.clear();
     this.markers = [];
     this.latencyKeys = [];
+    this.latencyCounts = {};
     this.vcpus = 0;
     this.latest = {};
     this.nonZeroHaltPoints = 0;
@@ -197,7 +201,9 @@ export class VmTelemetry {
       set(rows, `poll_cpu_fraction#${v}`, row, num(s.poll_cpu_fraction));
       const waitNs = num(s.halt_wait_ns_delta);
       const interval = num(s.interval_ms);
-      set(rows, `halt_wait_fraction#${v}`, row, waitNs !== null && interval ? waitNs / (interval * 1e6) : null);
+      if (waitNs !== null && interval) {
+        attributeHaltWait(rows.col(`halt_wait_fraction#${v}`), rows.col(`interval_ns#${v}`), row, waitNs, interval * 1e6);
+      }
       // The vCPU thread as the host scheduler sees it (thread-stats.ts): CPU it got, and time it
       // was runnable but waited for a host CPU (schedstat; absent without CONFIG_SCHED_INFO).
       set(rows, `host_cpu_fraction#${v}`, row, num(s.host_cpu_fraction));
@@ -241,6 +247,12 @@ export class VmTelemetry {
   addMetric(metric: GuestMetric): void {
     const fields = metric.fields ?? {};
     let row = -1;
+    // How many measurements a point summarizes: a p99 of 50 is the maximum, and says so.
+    const count = [fields.rounds, fields.count, fields.samples, fields.n].find((v) => typeof v === 'number' && v > 0);
+    if (typeof count === 'number' && this.latencyCounts[metric.event] !== count) {
+      this.latencyCounts[metric.event] = count;
+      this.shape++;
+    }
     for (const [k, v] of Object.entries(fields)) {
       if (typeof v !== 'number' || !LATENCY_FIELD.test(k) || NOT_LATENCY.test(k)) continue;
       if (row < 0) {

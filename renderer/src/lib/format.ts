@@ -1,10 +1,14 @@
 // Number formatting shared by tables, axes and readouts.
 
-/** 1234 -> "1.23k", 0.000012 -> "12.0µ"; SI prefixes, three significant digits. */
+/**
+ * 1234 -> "1.23k", 0.012 s -> "12.0 ms"; SI prefixes, three significant digits. Without a unit a
+ * small number is a plain decimal (0.012 -> "0.012"): a bare "12.0m" reads as twelve million.
+ */
 export function si(v: number | null | undefined, unit = ''): string {
   if (v === null || v === undefined || !Number.isFinite(v)) return '—';
   const a = Math.abs(v);
   if (a === 0) return `0${unit && ' ' + unit}`;
+  if (!unit && a < 0.9995) return a >= 0.1 ? v.toFixed(2) : a >= 1e-4 ? String(+v.toPrecision(2)) : v.toExponential(1);
   const prefixes: [number, string][] = [[1e9, 'G'], [1e6, 'M'], [1e3, 'k'], [1, ''], [1e-3, 'm'], [1e-6, 'µ'], [1e-9, 'n']];
   for (const [f, p] of prefixes) {
     if (a >= f * 0.9995) return `${trim3(v / f)}${unit || p ? ' ' : ''}${p}${unit}`;

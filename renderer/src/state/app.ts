@@ -255,6 +255,9 @@ function onEvent(ev: ApiEvent): void {
       });
       break;
     }
+    case 'experiment-deleted':
+      store.set((s) => ({ experiments: s.experiments.filter((e) => e.id !== ev.id) }));
+      break;
   }
 }
 

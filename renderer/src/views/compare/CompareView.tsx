@@ -1,7 +1,7 @@
 // A/B experiments: pick a workload and two or more configurations, run, and read the result as
 // a before/after table with ratios (to the first configuration and to QEMU / bare metal).
 import { useEffect, useId, useState } from 'react';
-import type { ExperimentDetail, ExperimentSpec, ExperimentSummary } from '../../../../electron/service/api.ts';
+import { CONFIG_NAME, FEW_RUNS, MAX_RUNS, type ExperimentDetail, type ExperimentSpec, type ExperimentSummary } from '../../../../electron/service/api.ts';
 import { api, useApp, navigate, errorMessage } from '../../state/app.ts';
 import { ago } from '../../lib/format.ts';
 import { ResultsView } from './ResultsView.tsx';
@@ -34,10 +34,7 @@ export const PRESETS: { label: string; configs: ConfigRow[]; workload?: { probe:
   },
 ];
 
-/** What both the service and the runner accept as a configuration name. */
-const CONFIG_NAME = /^[A-Za-z0-9][A-Za-z0-9 ._+-]{0,39}$/;
-
-/** The runner's workloads (electron/vmm/experiments/workloads.ts); free text is accepted too. */
+/** The runner's workloads (electron/experiments/workloads.ts); free text is accepted too. */
 const WORKLOADS: Record<'probe' | 'linux', { name: string; summary: string; args?: string }[]> = {
   probe: [
     { name: 'ipi', summary: 'IPI ping-pong between two vCPUs that wait in HLT: wake-up round-trip latency (p50); needs 2 vCPUs' },
@@ -83,14 +80,23 @@ function ExperimentForm() {
   const [workload, setWorkload] = useState('timer');
   const [args, setArgs] = useState('');
   const [configs, setConfigs] = useState<ConfigRow[]>(PRESETS[2]!.configs);
-  const [runs, setRuns] = useState(3);
+  // The text as typed: a number field that snaps while typing corrupts what the user types.
+  const [runsText, setRunsText] = useState(String(FEW_RUNS));
+  const [runsError, setRunsError] = useState<string | null>(null);
   const [vsQemu, setVsQemu] = useState(true);
   const [bare, setBare] = useState(false);
   const [error, setError] = useState<string | null>(null);
   const [starting, setStarting] = useState(false);
   const setRow = (i: number, patch: Partial<ConfigRow>) => setConfigs((c) => c.map((r, j) => (j === i ? { ...r, ...patch } : r)));
+  const runs = /^\s*\d+\s*$/.test(runsText) ? Number(runsText) : NaN;
+  const checkRuns = (): boolean => {
+    const bad = !(Number.isSafeInteger(runs) && runs >= 1 && runs <= MAX_RUNS);
+    setRunsError(bad ? `Runs must be a whole number from 1 to ${MAX_RUNS}.` : null);
+    return !bad;
+  };
   const start = async () => {
     setError(null);
+    if (!checkRuns()) return;
     if (configs.length < 2) return setError('Add at least two configurations.');
     const bad = configs.find((c) => !CONFIG_NAME.test(c.name.trim()));
     if (bad) return setError(`Configuration name "${bad.name}": use up to 40 letters, digits, spaces and . _ + - (starting with a letter or digit).`);
@@ -177,8 +183,13 @@ function ExperimentForm() {
       <div className="field-row">
         <div className="field">
           <label htmlFor={`${id}-runs`}>Runs each</label>
-          <input id={`${id}-runs`} type="number" className="num" min={1} max={50} value={runs}
-            onChange={(e) => setRuns(Math.max(1, Math.min(50, Math.round(Number(e.target.value) || 1))))} />
+          <input id={`${id}-runs`} className="num" inputMode="numeric" value={runsText} autoComplete="off"
+            aria-invalid={runsError ? true : undefined} aria-describedby={`${id}-runs-msg`}
+            onChange={(e) => { setRunsText(e.target.value); if (runsError) setRunsError(null); }} onBlur={checkRuns} />
+          <p id={`${id}-runs-msg`} className={runsError ? 'error field-msg' : 'hint field-msg'} role={runsError ? 'alert' : undefined}>
+            {runsError ?? (Number.isSafeInteger(runs) && runs >= 1 && runs < FEW_RUNS
+              ? `Fewer than ${FEW_RUNS} runs rarely show a difference as significant.` : '\u00a0')}
+          </p>
         </div>
         <label className="toggle inline">
           <input type="checkbox" checked={vsQemu} onChange={(e) => setVsQemu(e.target.checked)} />
@@ -189,6 +200,10 @@ function ExperimentForm() {
           <span>Bare-host reference</span>
         </label>
       </div>
+      {vsQemu && configs.some((c) => /(^|,)\s*(halt-poll-ns|pin)\s*=/.test(c.config)) && (
+        <p className="hint qemu-hint" role="note">QEMU has no per-VM halt polling and does not pin vCPUs: its rows run those configs at the host&apos;s
+          halt polling, unpinned, and are marked so.</p>
+      )}
       {error && <p className="error" role="alert">{error}</p>}
       <button type="submit" className="btn primary" disabled={starting}>{starting ? 'Starting…' : 'Run experiment'}</button>
     </form>
@@ -210,6 +225,7 @@ function PastExperiments({ experiments, selected }: { experiments: ExperimentSum
                 <span className={`badge exp-${x.state}`}>{x.state === 'running' ? `${x.progress.done}/${x.progress.total}` : x.state}</span>
                 <span className="muted small">{ago(x.createdAt)}</span>
               </button>
+              {x.state !== 'running' && <DeleteExperiment summary={x} />}
             </li>
           ))}
         </ul>
@@ -218,9 +234,32 @@ function PastExperiments({ experiments, selected }: { experiments: ExperimentSum
   );
 }
 
+/** Delete, with a confirmation in place (a second click), as the record goes from disk too. */
+function DeleteExperiment({ summary }: { summary: ExperimentSummary }) {
+  const [confirm, setConfirm] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  const label = `${summary.spec.workload}: ${summary.spec.configs.map((c) => c.name).join(' vs ')}`;
+  return (
+    <span className="exp-delete">
+      {confirm ? (
+        <>
+          <button type="button" className="btn small danger" onClick={() => {
+            api.deleteExperiment(summary.id).then(() => navigate({ view: 'compare' }), (e) => setError(errorMessage(e)));
+          }}>Delete for good</button>
+          <button type="button" className="btn small" onClick={() => setConfirm(false)}>Keep</button>
+        </>
+      ) : (
+        <button type="button" className="btn small" aria-label={`Delete experiment ${label}`} onClick={() => setConfirm(true)}>Delete</button>
+      )}
+      {error && <span className="error small" role="alert">{error}</span>}
+    </span>
+  );
+}
+
 function ExperimentPanel({ id, summary }: { id: string; summary?: ExperimentSummary }) {
   const [detail, setDetail] = useState<ExperimentDetail | null>(null);
   const [error, setError] = useState<string | null>(null);
+  const [cancelling, setCancelling] = useState(false);
   const state = summary?.state;
   const done = summary?.progress.done;
   useEffect(() => {
@@ -242,8 +281,14 @@ function ExperimentPanel({ id, summary }: { id: string; summary?: ExperimentSumm
         <progress max={1} value={x.state === 'done' ? 1 : frac} aria-label="Experiment progress" />
         <span className="small">
           {x.state === 'running' ? `${x.progress.done} of ${x.progress.total}${x.progress.current ? ` — ${x.progress.current}` : ''}`
-            : x.state === 'done' ? 'done' : `failed${x.error ? `: ${x.error}` : ''}`}
+            : x.state === 'done' ? 'done' : `${x.state}${x.error ? `: ${x.error}` : ''}`}
         </span>
+        {x.state === 'running' && (
+          <button type="button" className="btn small" disabled={cancelling} onClick={() => {
+            setCancelling(true);
+            api.cancelExperiment(x.id).catch((e) => setError(errorMessage(e))).finally(() => setCancelling(false));
+          }}>{cancelling ? 'Cancelling…' : 'Cancel experiment'}</button>
+        )}
       </div>
       {detail && detail.rows.length > 0 ? <ResultsView detail={detail} />
         : x.state === 'running' ? <p className="muted">Results appear here when the runs finish.</p>

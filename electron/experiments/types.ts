@@ -1,5 +1,8 @@
 // Experiment types, shared with the service API (electron/service/api.ts re-exports them).
 import type { Sizing } from './pacing.ts';
+import type { Comparison } from './stats.ts';
+
+export type { Comparison };
 export interface ExperimentSpec {
   guest: 'probe' | 'linux';
   workload: string;
@@ -31,6 +34,8 @@ export interface ExperimentResultRow {
   hypercalls?: number | null;
   /** Runs of this config and runner that gave no value (each named in ExperimentResult.failures). */
   failedRuns?: number;
+  /** How this row's runs differ from the config it is labelled with (QEMU lacks a knob), in one line. */
+  caveat?: string;
 }
 
 export interface RunRecord {
@@ -71,6 +76,8 @@ export interface ExperimentResult {
   /** The workload's unit, also when no row has a value. */
   unit: string;
   rows: ExperimentResultRow[];
+  /** Every row against the first of its VMM: ratio, confidence interval, p, verdict (stats.ts). */
+  comparisons?: Comparison[];
   raw: RunRecord[];
   failures: RunFailure[];
   /** Linux workloads: the arguments the measured commands used (the size calibrated or given). */

@@ -2,7 +2,7 @@
 // never left out silently: a config with no value gets a row marked "failed", every failed run a
 // line with its reason, and an experiment where nothing gave a value says so instead of a table.
 import type { Sizing } from './pacing.ts';
-import type { ExperimentResult, ExperimentResultRow, RunFailure } from './types.ts';
+import type { Comparison, ExperimentResult, ExperimentResultRow, RunFailure } from './types.ts';
 
 const num = (v: number | null | undefined, digits = 0): string => (v === null || v === undefined || !Number.isFinite(v) ? '—' : v.toFixed(digits));
 const fmt = (v: number): string => (Math.abs(v) >= 100 ? v.toFixed(0) : Math.abs(v) >= 10 ? v.toFixed(1) : v.toFixed(2));
@@ -47,6 +47,8 @@ export function formatMarkdown(r: ExperimentResult): string {
       ...tableRows(r),
     );
   }
+  if (r.rows.some((x) => x.caveat)) lines.push('', '† ran differently from its label (QEMU lacks the knob): see the notes below');
+  if (r.comparisons?.length) lines.push('', 'verdicts (each against the first configuration of its VMM; significant when the 95 % CI excludes 1 and p < 0.05):', ...verdictLines(r.comparisons));
   const sec = r.rows.filter((x) => x.secondary);
   if (sec.length) {
     lines.push('', `also, median ${sec[0]!.secondary!.unit}: ${sec.map((x) => `${x.config}${x.runner === 'unhalt' || x.runner === 'bare' ? '' : ` (${x.runner})`} ${fmt(x.secondary!.median)}`).join(', ')}`);
@@ -76,10 +78,15 @@ function tableRows(r: ExperimentResult): string[] {
   return out;
 }
 
+/** One line per compared pair, e.g. "- poll-1ms vs poll-0 (unhalt): 0.56× (95 % CI 0.48–0.63, p = 0.002): better". */
+export function verdictLines(comparisons: readonly Comparison[]): string[] {
+  return comparisons.map((c) => `- ${c.candidate} vs ${c.baseline} (${c.runner}, ${c.n[1]} vs ${c.n[0]} runs): ${c.text}`);
+}
+
 function valueRow(x: ExperimentResultRow, runs: number): string {
   const ok = x.runs.length;
   const marked = (x.failedRuns ?? 0) > 0 ? ` (${x.failedRuns} failed)` : '';
-  return `| ${x.config} | ${x.runner} | ${fmt(x.median)} | ${fmt(x.min)}–${fmt(x.max)} | ${num(x.ratioToFirst, 2)} | ${num(x.ratioToReference, 2)} `
+  return `| ${x.config}${x.caveat ? ' †' : ''} | ${x.runner} | ${fmt(x.median)} | ${fmt(x.min)}–${fmt(x.max)} | ${num(x.ratioToFirst, 2)} | ${num(x.ratioToReference, 2)} `
     + `| ${num(x.haltExitsPerS)} | ${x.pollHitRate === null ? '—' : `${(x.pollHitRate * 100).toFixed(0)}%`} | ${num(x.haltExits)} | ${num(x.hypercalls)} `
     + `| ${ok}/${Math.max(runs, ok)}${marked} |`;
 }

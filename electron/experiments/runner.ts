@@ -1,4 +1,5 @@
-// The A/B experiment runner behind `unhalt bench` and the compare view: for each configuration,
+// The A/B experiment runner behind `unhalt bench` and the compare view, a layer above the VMM
+// (docs/architecture.md): it starts VMs, QEMU and host binaries. For each configuration,
 // boot a VM, run the workload, record the guest's result with the KVM stats deltas and the VMM's
 // host CPU time; optionally the same guest and knobs under QEMU. Configurations are run
 // alternately (A, B, A, B, ...) because this machine is noisy; results are medians and ratios.
@@ -7,49 +8,50 @@
 // sends it `run NAME key=value ...` (VirtualMachine.sendAgent) and reads the result event and
 // `@u1 done`. The first run that gets that far calibrates the workload's size; every deadline
 // follows this host's measured speed (pacing.ts, host-speed.ts), never a fixed figure. A run that
-// fails is recorded with its reason and the experiment goes on: the result says which failed. `--bare` runs the host build of the same C workload with the same arguments
-// (a `bare` row, the reference of the ratio column). On PVM hosts the Linux guest cannot boot,
-// so such an experiment is refused before anything runs.
+// fails is recorded with its reason and the experiment goes on: the result says which failed.
+// `--bare` runs the host build of the same C workload with the same arguments (a `bare` row, the
+// reference of the ratio column). On PVM hosts the Linux guest cannot boot, so such an
+// experiment is refused before anything runs. What a spec may be is spec.ts's; the verdicts are
+// stats.ts's.
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { release, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { AgentEvent } from '../agent/line-protocol.ts';
-import { parseAgentLine } from '../agent/line-protocol.ts';
-import { parseConfigString } from '../config/config-string.ts';
-import { resolveMachine } from '../config/resolve.ts';
-import type { VmConfig } from '../config/vm-config.ts';
-import { PROBE_KERNEL } from '../guests.ts';
-import { LINUX_HOST_BUILD_HINT, LINUX_HOST_WORKLOAD, linuxKitInfo } from '../guests-linux.ts';
-import { hostCpuModel } from '../host.ts';
-import { disableExitNames, probeHost, type HostCapabilities } from '../machine/host-caps.ts';
-import { hostSpeed } from '../host-speed.ts';
-import { Sampler } from '../telemetry/sampler.ts';
-import { VirtualMachine } from '../vm.ts';
+import type { AgentEvent } from '../vmm/agent/line-protocol.ts';
+import { parseAgentLine } from '../vmm/agent/line-protocol.ts';
+import { parseConfigString } from '../vmm/config/config-string.ts';
+import { resolveMachine } from '../vmm/config/resolve.ts';
+import type { VmConfig } from '../vmm/config/vm-config.ts';
+import { PROBE_KERNEL } from '../vmm/guests.ts';
+import { LINUX_HOST_BUILD_HINT, LINUX_HOST_WORKLOAD, linuxKitInfo } from '../vmm/guests-linux.ts';
+import { hostCpuModel } from '../vmm/host.ts';
+import { disableExitNames, probeHost, type HostCapabilities } from '../vmm/machine/host-caps.ts';
+import { hostSpeed } from '../vmm/host-speed.ts';
+import { Sampler } from '../vmm/telemetry/sampler.ts';
+import { VirtualMachine } from '../vmm/vm.ts';
 import { ExperimentPacing, probeRunDeadline, userDeadline, type Deadline, type RunPacer, type Step } from './pacing.ts';
 import type { ExperimentProgress, ExperimentResult, ExperimentResultRow, ExperimentSpec, RunFailure, RunRecord } from './types.ts';
+import { ExperimentError, fewRunsWarning, runnersOf, totalRuns, validateSpec } from './spec.ts';
+import { compareRows, median } from './stats.ts';
 import { givenKeys, linuxWorkloadArgs, withSize, workload, type Workload } from './workloads.ts';
 
-export const MAX_RUNS = 1000;
-/** The longest --deadline: a day. */
-export const MAX_DEADLINE_S = 86_400;
 /** Why a Linux-guest experiment is refused on PVM hosts (one line). */
 export const LINUX_ON_PVM = 'the Linux guest cannot run on this host: its KVM is PVM (guest ring 0 is emulated), where a stock '
   + 'Linux kernel never finishes booting; use the probe guest (--guest probe, workloads ipi, timer, spinlock, pio, idle)';
 
-export class ExperimentError extends Error {
-  override name = 'ExperimentError';
-}
+export { ExperimentError };
 
 interface Prepared {
   name: string;
   config: VmConfig;
   qemuArgs?: string[];
-  qemuNote?: string;
+  /** Where the QEMU run differs from the config it is labelled with (QEMU lacks the knob), in one line. */
+  qemuCaveat?: string;
 }
 
 /** Checks a spec completely before anything runs (every config parsed and resolved). */
 export interface PreparedExperiment {
+  spec: ExperimentSpec;
   work: Workload;
   prepared: Prepared[];
   notes: string[];
@@ -57,15 +59,15 @@ export interface PreparedExperiment {
   linuxArgs?: string[];
 }
 
-export function prepareExperiment(spec: ExperimentSpec, host: HostCapabilities = probeHost()): PreparedExperiment {
-  if (spec.guest !== 'probe' && spec.guest !== 'linux') throw new ExperimentError(`guest must be probe or linux, got "${String(spec.guest).slice(0, 20)}"`);
+/**
+ * Checks a spec completely before anything runs: its shape and limits (spec.ts, the one place),
+ * then what depends on this host (the workload, every config resolved against this KVM).
+ * Returns the clean spec too: what the runner runs is what was checked.
+ */
+export function prepareExperiment(raw: unknown, host: HostCapabilities = probeHost()): PreparedExperiment {
   // First: nothing else matters when the guest cannot boot here.
-  if (spec.guest === 'linux' && host.kind === 'pvm') throw new ExperimentError(LINUX_ON_PVM);
-  if (!Array.isArray(spec.configs) || spec.configs.length < 2) throw new ExperimentError('an experiment needs two or more configurations');
-  if (!Number.isInteger(spec.runs) || spec.runs < 1 || spec.runs > MAX_RUNS) throw new ExperimentError(`runs must be between 1 and ${MAX_RUNS}`);
-  if (spec.deadlineS !== undefined && !(typeof spec.deadlineS === 'number' && spec.deadlineS > 0 && spec.deadlineS <= MAX_DEADLINE_S)) {
-    throw new ExperimentError(`the deadline must be a number of seconds above 0 and at most ${MAX_DEADLINE_S}`);
-  }
+  if (typeof raw === 'object' && raw !== null && (raw as ExperimentSpec).guest === 'linux' && host.kind === 'pvm') throw new ExperimentError(LINUX_ON_PVM);
+  const spec = validateSpec(raw);
   let work: Workload;
   try {
     work = workload(spec.guest, spec.workload);
@@ -73,7 +75,6 @@ export function prepareExperiment(spec: ExperimentSpec, host: HostCapabilities =
     throw new ExperimentError((e as Error).message);
   }
   const args = spec.workloadArgs ?? '';
-  if (args.length > 512 || /[\0\n]/.test(args)) throw new ExperimentError('workload arguments must be one short line');
   let linuxArgs: string[] | undefined;
   if (work.guest === 'linux') {
     try {
@@ -85,89 +86,122 @@ export function prepareExperiment(spec: ExperimentSpec, host: HostCapabilities =
     if (spec.bare && !existsSync(LINUX_HOST_WORKLOAD)) throw new ExperimentError(`--bare needs the host build of the Linux workloads (${LINUX_HOST_WORKLOAD}): ${LINUX_HOST_BUILD_HINT}`);
   }
   const notes: string[] = [];
-  const names = new Set<string>();
   const prepared = spec.configs.map(({ name, config }) => {
-    if (typeof name !== 'string' || !/^[A-Za-z0-9][A-Za-z0-9 ._+-]{0,39}$/.test(name)) throw new ExperimentError(`bad configuration name "${String(name).slice(0, 40)}"`);
-    if (names.has(name)) throw new ExperimentError(`configuration name "${name}" is used twice`);
-    names.add(name);
     let c: VmConfig;
     try {
       const base: Record<string, unknown> = { guest: spec.guest, name: 'bench' };
       if (work.cmdline) base.append = work.cmdline(args); // Linux: the default kernel command line
       c = parseConfigString(String(config), base);
     } catch (e) {
-      throw new ExperimentError(`configuration ${name}: ${(e as Error).message}`);
+      throw new ExperimentError(`configuration "${name}": ${(e as Error).message}`);
     }
-    if (c.cpus < work.minCpus) throw new ExperimentError(`configuration ${name}: workload ${work.name} needs at least ${work.minCpus} vCPUs (cpus=${work.minCpus})`);
+    if (c.cpus < work.minCpus) throw new ExperimentError(`configuration "${name}": workload ${work.name} needs at least ${work.minCpus} vCPUs (cpus=${work.minCpus})`);
     try {
       resolveMachine(c, host); // the runnability check, before any run starts
     } catch (e) {
-      throw new ExperimentError(`configuration ${name}: ${(e as Error).message}`);
+      throw new ExperimentError(`configuration "${name}": ${(e as Error).message}`);
     }
     const p: Prepared = { name, config: c };
     if (spec.vsQemu) Object.assign(p, qemuCommand(c, host));
     return p;
   });
   if (spec.bare && work.guest !== 'linux') notes.push(`--bare: the ${work.name} workload runs inside the probe guest only; no bare-metal reference for it`);
-  for (const p of prepared) if (p.qemuNote) notes.push(`${p.name}: ${p.qemuNote}`);
-  return linuxArgs ? { work, prepared, notes, linuxArgs } : { work, prepared, notes };
+  for (const p of prepared) if (p.qemuCaveat) notes.push(`${p.name} (qemu): ${p.qemuCaveat}`);
+  return linuxArgs ? { spec, work, prepared, notes, linuxArgs } : { spec, work, prepared, notes };
 }
 
+/**
+ * Runs an experiment: every config under every VMM, alternately (A, B, A, B, ...), `runs` times,
+ * then the rows (medians, ratios) and a verdict per pair (stats.ts). `signal` cancels it
+ * promptly: the run in progress is ended (its VM stopped, its QEMU or host process killed) and
+ * the promise rejects with ExperimentCancelled.
+ *
+ * A search loop (a tuning advisor) wants "X n times alternately with Y, and the verdict":
+ * compareConfigs (compare.ts) is that call over this one.
+ */
 export async function runExperiment(
-  spec: ExperimentSpec,
+  rawSpec: ExperimentSpec,
   onProgress: (p: ExperimentProgress) => void = () => {},
   signal?: AbortSignal,
 ): Promise<ExperimentResult> {
   const host = probeHost();
-  const { work, prepared, notes, linuxArgs } = prepareExperiment(spec, host);
-  const runners = spec.vsQemu ? (['unhalt', 'qemu'] as const) : (['unhalt'] as const);
-  const bare = spec.bare === true && work.guest === 'linux';
-  const total = spec.runs * (prepared.length * runners.length + (bare ? 1 : 0));
+  const { spec, work, prepared, notes, linuxArgs } = prepareExperiment(rawSpec, host);
+  const { vmms: runners, bare } = runnersOf(spec);
+  const total = totalRuns(spec);
   const speed = hostSpeed();
   const deadlineMs = spec.deadlineS !== undefined ? spec.deadlineS * 1000 : undefined;
   const pacing = linuxArgs ? linuxPacing(work, spec.workloadArgs ?? '', linuxArgs, speed.slowdown, deadlineMs) : undefined;
   const probeDeadline = deadlineMs !== undefined ? userDeadline(deadlineMs) : probeRunDeadline(speed.slowdown);
   const raw: RunRecord[] = [];
   let done = 0;
+  const cancelled = () => { if (signal?.aborted) throw new ExperimentCancelled(); };
   for (let run = 1; run <= spec.runs; run++) {
     for (const p of prepared) {
       for (const runner of runners) {
-        if (signal?.aborted) throw new ExperimentError('the experiment was cancelled');
+        cancelled();
         onProgress({ done, total, current: `${p.name} (${runner}) run ${run}/${spec.runs}` });
-        const rec = await recorded(() => (runner === 'qemu' ? runOnQemu(p, work, probeDeadline)
-          : pacing ? runLinuxOnUnhalt(p, work, linuxArgs!, host, pacing) : runOnUnhalt(p, work, host, probeDeadline)));
+        const rec = await recorded(() => (runner === 'qemu' ? runOnQemu(p, work, probeDeadline, signal)
+          : pacing ? runLinuxOnUnhalt(p, work, linuxArgs!, host, pacing, signal) : runOnUnhalt(p, work, host, probeDeadline, signal)));
+        cancelled(); // a run cut short by the cancel is not a result
         raw.push({ ...rec, config: p.name, runner, run });
         done++;
       }
     }
     if (bare) {
       // In the same alternation as the configs: the host's noise hits every row alike.
-      if (signal?.aborted) throw new ExperimentError('the experiment was cancelled');
+      cancelled();
       onProgress({ done, total, current: `bare run ${run}/${spec.runs}` });
       // The host build runs at the calibrated size too (the first run calibrated it, in the guest).
       const args = pacing?.sizing ? withSize(linuxArgs!, pacing.sizing.param, pacing.sizing.size) : linuxArgs!;
       // Host processes slow down with the host clock too (a nested L1 runs them under TCG).
       const bareTimeoutMs = deadlineMs ?? Math.ceil(BARE_BUDGET_MS * speed.slowdown);
-      raw.push({ ...(await recorded(() => runBare(work, args, LINUX_HOST_WORKLOAD, bareTimeoutMs))), config: BARE_CONFIG, runner: 'bare', run });
+      const rec = await recorded(() => runBare(work, args, LINUX_HOST_WORKLOAD, bareTimeoutMs, signal));
+      cancelled();
+      raw.push({ ...rec, config: BARE_CONFIG, runner: 'bare', run });
       done++;
     }
   }
   onProgress({ done, total });
   const rowRunners = bare ? [...runners, 'bare'] : runners;
   const rows = summarize(prepared.map((p) => p.name), rowRunners, raw, work);
+  for (const row of rows) {
+    const caveat = row.runner === 'qemu' ? prepared.find((p) => p.name === row.config)?.qemuCaveat : undefined;
+    if (caveat) row.caveat = caveat;
+  }
   const failures = failuresOf(raw);
   const sizing = pacing?.sizing;
+  const few = fewRunsWarning(spec.runs);
   return {
     spec,
     status: failures.length === 0 ? 'ok' : rows.length ? 'partial' : 'failed',
     unit: work.unit,
     rows,
+    comparisons: compareRows(rows, work.lowerIsBetter ? 'lower' : 'higher'),
     raw,
     failures,
     ...(sizing ? { sizing, workloadArgsUsed: withSize(linuxArgs!, sizing.param, sizing.size).join(' ') } : {}),
     environment: { ...environment(host, prepared, spec), hostSpeed: speed },
-    notes,
+    notes: few ? [few, ...notes] : notes,
   };
+}
+
+/** The experiment was cancelled (ExperimentRunner.cancel, an AbortSignal). */
+export class ExperimentCancelled extends ExperimentError {
+  override name = 'ExperimentCancelled';
+  constructor() {
+    super('the experiment was cancelled');
+  }
+}
+
+/** Calls `stop` once when the signal aborts (now, if it has); returns the way to stop listening. */
+function onAbort(signal: AbortSignal | undefined, stop: () => void): () => void {
+  if (!signal) return () => {};
+  if (signal.aborted) {
+    stop();
+    return () => {};
+  }
+  signal.addEventListener('abort', stop, { once: true });
+  return () => signal.removeEventListener('abort', stop);
 }
 
 /** A run that threw (the VM did not start, a device failed) is a failed run, not the end of the experiment. */
@@ -204,10 +238,11 @@ export const BARE_CONFIG = 'bare';
 
 export type RunOutcome = Omit<RunRecord, 'config' | 'runner' | 'run'>;
 
-async function runOnUnhalt(p: Prepared, work: Workload, host: HostCapabilities, deadline: Deadline): Promise<RunOutcome> {
+async function runOnUnhalt(p: Prepared, work: Workload, host: HostCapabilities, deadline: Deadline, signal?: AbortSignal): Promise<RunOutcome> {
   const { spec } = resolveMachine(p.config, host);
   const t0 = performance.now();
   const vm = await VirtualMachine.start(spec);
+  const unlisten = onAbort(signal, () => void vm.stop());
   const sampler = Sampler.forVm(vm, { intervalMs: 100 });
   let boot: AgentEvent | undefined;
   let result: AgentEvent | undefined;
@@ -223,6 +258,7 @@ async function runOnUnhalt(p: Prepared, work: Workload, host: HostCapabilities, 
   const timer = setTimeout(() => { timedOut = true; void vm.stop(); }, deadline.ms);
   const exit = await vm.exited;
   clearTimeout(timer);
+  unlisten();
   const wallMs = performance.now() - t0;
   const stats = statsDelta(sampler);
   if (!result) return { value: null, fields: {}, wallMs, error: `no ${work.event} result: ${timedOut ? stoppedAt(deadline) : exit.message}`, ...stats };
@@ -329,10 +365,11 @@ export class LinuxAgentRun {
  * result and `@u1 done`, stop the VM. Each phase has its own deadline (pacing.ts). KVM stats cover
  * the measured command only (from the moment it is sent).
  */
-async function runLinuxOnUnhalt(p: Prepared, work: Workload, args: string[], host: HostCapabilities, pacing: ExperimentPacing): Promise<RunOutcome> {
+async function runLinuxOnUnhalt(p: Prepared, work: Workload, args: string[], host: HostCapabilities, pacing: ExperimentPacing, signal?: AbortSignal): Promise<RunOutcome> {
   const { spec } = resolveMachine(p.config, host);
   const t0 = performance.now();
   const vm = await VirtualMachine.start(spec);
+  const unlisten = onAbort(signal, () => void vm.stop());
   const sampler = Sampler.forVm(vm, { intervalMs: 100 });
   let fromT: number | undefined;
   let expired: Deadline | undefined;
@@ -354,6 +391,7 @@ async function runLinuxOnUnhalt(p: Prepared, work: Workload, args: string[], hos
   arm(pacing.readyDeadline());
   const exit = await vm.exited;
   clearTimeout(timer);
+  unlisten();
   const wallMs = performance.now() - t0;
   return { ...run.outcome(expired ? stoppedAt(expired) : exit.message), wallMs, ...statsDelta(sampler, fromT) };
 }
@@ -367,7 +405,7 @@ const BARE_BUDGET_MS = 300_000;
  * The bare-metal reference: the host build of the same C workload with the same arguments
  * (assets/guests/linux/host/unhalt-workload), its `@u1` lines read from stdout.
  */
-export async function runBare(work: Workload, args: string[], binary: string = LINUX_HOST_WORKLOAD, timeoutMs = BARE_BUDGET_MS): Promise<RunOutcome> {
+export async function runBare(work: Workload, args: string[], binary: string = LINUX_HOST_WORKLOAD, timeoutMs = BARE_BUDGET_MS, signal?: AbortSignal): Promise<RunOutcome> {
   const t0 = performance.now();
   let timedOut = false;
   const out = await new Promise<{ code: number | null; signal: string | null; stdout: string; stderr: string; error?: string }>((resolve) => {
@@ -377,8 +415,9 @@ export async function runBare(work: Workload, args: string[], binary: string = L
     child.stdout.on('data', (d) => { if (stdout.length < 1 << 20) stdout += d; });
     child.stderr.on('data', (d) => { if (stderr.length < 1 << 16) stderr += d; });
     const timer = setTimeout(() => { timedOut = true; child.kill('SIGKILL'); }, timeoutMs);
-    child.on('error', (e) => { clearTimeout(timer); resolve({ code: null, signal: null, stdout, stderr, error: e.message }); });
-    child.on('close', (code, sig) => { clearTimeout(timer); resolve({ code, signal: sig, stdout, stderr }); });
+    const unlisten = onAbort(signal, () => child.kill('SIGKILL'));
+    child.on('error', (e) => { clearTimeout(timer); unlisten(); resolve({ code: null, signal: null, stdout, stderr, error: e.message }); });
+    child.on('close', (code, sig) => { clearTimeout(timer); unlisten(); resolve({ code, signal: sig, stdout, stderr }); });
   });
   const wallMs = performance.now() - t0;
   if (out.error) return { value: null, fields: {}, wallMs, error: `cannot run ${binary}: ${out.error} (${LINUX_HOST_BUILD_HINT})` };
@@ -438,7 +477,7 @@ function statsDelta(sampler: Sampler, fromT?: number): Pick<RunRecord, 'haltExit
 }
 
 /** The QEMU command line for the same guest and knobs (where QEMU has the knob). */
-export function qemuCommand(c: VmConfig, host: HostCapabilities): { qemuArgs: string[]; qemuNote?: string } {
+export function qemuCommand(c: VmConfig, host: HostCapabilities): { qemuArgs: string[]; qemuCaveat?: string } {
   const { spec, resolution } = resolveMachine(c, host);
   const features = resolution.features.filter((f) => f.name !== 'kvm-msi-ext-dest-id')
     .map((f) => `${f.name}=${f.value ? 'on' : 'off'}`);
@@ -451,13 +490,15 @@ export function qemuCommand(c: VmConfig, host: HostCapabilities): { qemuArgs: st
   ];
   if (c.cpuPm) args.push('-overcommit', 'cpu-pm=on');
   if (c.memLock) args.push('-overcommit', 'mem-lock=on');
+  // What the QEMU row cannot do as labelled: it runs anyway (the noise of QEMU's rows is worth
+  // seeing), and the row, the chart and the notes say how it differs.
   const missing: string[] = [];
-  if (c.haltPollNs !== undefined) missing.push(`halt-poll-ns (QEMU has no per-VM halt-polling option: it runs with the host default ${host.haltPollParams.halt_poll_ns ?? '?'} ns)`);
-  if (c.pin) missing.push('pin (QEMU does not pin vCPU threads itself)');
-  return missing.length ? { qemuArgs: args, qemuNote: `QEMU lacks ${missing.join('; ')}` } : { qemuArgs: args };
+  if (c.haltPollNs !== undefined) missing.push(`ran at the host's halt polling (${host.haltPollParams.halt_poll_ns ?? '?'} ns), not halt-poll-ns=${c.haltPollNs}: QEMU has no per-VM halt-polling option`);
+  if (c.pin) missing.push('ran unpinned: QEMU does not pin vCPU threads itself');
+  return missing.length ? { qemuArgs: args, qemuCaveat: missing.join('; ') } : { qemuArgs: args };
 }
 
-async function runOnQemu(p: Prepared, work: Workload, deadline: Deadline): Promise<RunOutcome> {
+async function runOnQemu(p: Prepared, work: Workload, deadline: Deadline, signal?: AbortSignal): Promise<RunOutcome> {
   const dir = mkdtempSync(join(tmpdir(), 'unhalt-qemu-'));
   const ttyS1 = join(dir, 'ttyS1');
   const args = [...p.qemuArgs!, '-chardev', `file,id=s1,path=${ttyS1}`, '-device', 'isa-serial,chardev=s1,iobase=0x2f8,irq=3'];
@@ -468,7 +509,9 @@ async function runOnQemu(p: Prepared, work: Workload, deadline: Deadline): Promi
       let err = '';
       child.stderr.on('data', (d) => { err += d; });
       const timer = setTimeout(() => child.kill('SIGKILL'), deadline.ms);
-      child.on('error', (e) => { clearTimeout(timer); reject(new ExperimentError(`cannot run QEMU: ${e.message} (install qemu-system-x86)`)); });
+      const unlisten = onAbort(signal, () => child.kill('SIGKILL'));
+      child.on('close', unlisten);
+      child.on('error', (e) => { clearTimeout(timer); unlisten(); reject(new ExperimentError(`cannot run QEMU: ${e.message} (install qemu-system-x86)`)); });
       child.on('close', (c) => { clearTimeout(timer); if (c !== 1 && err) reject(new ExperimentError(`QEMU failed: ${err.trim().split('\n')[0]}`)); else resolve(c); });
     });
     const wallMs = performance.now() - t0;
@@ -487,12 +530,6 @@ async function runOnQemu(p: Prepared, work: Workload, deadline: Deadline): Promi
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
-}
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
 }
 
 function medianOrNull(xs: number[]): number | null {
@@ -549,7 +586,7 @@ export function summarize(configs: string[], runners: readonly string[], raw: Ru
 function environment(host: HostCapabilities, prepared: Prepared[], spec: ExperimentSpec): Record<string, unknown> {
   let version = 'unknown';
   try {
-    version = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')).version;
+    version = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')).version;
   } catch { /* not fatal */ }
   return {
     appVersion: version,

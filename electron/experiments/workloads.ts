@@ -2,7 +2,7 @@
 // events. Probe-guest workloads are scenarios of our own guest (docs/guest-contract.md); Linux
 // workloads are commands of our agent (`run NAME key=value ...`, native/guest/linux/workloads/
 // workloads.h), the same C code the host build runs for the bare-metal reference.
-import type { AgentEvent } from '../agent/line-protocol.ts';
+import type { AgentEvent } from '../vmm/agent/line-protocol.ts';
 
 export interface WorkloadParam {
   default: number;

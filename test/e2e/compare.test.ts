@@ -1,0 +1,164 @@
+// The compare view as a person uses it (typing and clicking, in headless Chromium against host
+// mode): Runs = 0 is refused at the field and nothing starts, fewer than 5 runs is warned about;
+// a halt-polling compare "also under QEMU" marks the QEMU row that could not run as labelled (in
+// the table, its footnote and the chart) and gives each pair a verdict with its confidence
+// interval and p; a running experiment is cancelled (its VM and QEMU end) and then deleted (from
+// the list and from disk). Real VMs, real QEMU. Screenshots to test/artifacts/.
+import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Page } from 'playwright-core';
+import { artifact, ensureRendererBuilt, launchBrowser, skipReason, startHostMode, tempHome, waitFor, type Browser, type HostMode } from './support.ts';
+import { qemuSkipReason } from '../support/qemu-probe.ts';
+import { scaled } from '../support/time-scale.ts';
+
+const reason = skipReason() ?? qemuSkipReason() ?? null;
+if (reason) console.warn(`[e2e compare] skipped: ${reason}`);
+
+/** Replaces a field's text the way a person does: click, select all, type. */
+async function typeInto(page: Page, label: string, text: string): Promise<void> {
+  await page.getByLabel(label, { exact: true }).click();
+  await page.keyboard.press('Control+A');
+  await page.keyboard.press('Backspace');
+  await page.keyboard.type(text);
+}
+
+/** Processes whose parent is `pid` and whose name starts with `prefix`, from /proc. */
+function childrenOf(pid: number, prefix: string): number[] {
+  const out: number[] = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+      const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (ppid === pid && comm.startsWith(prefix)) out.push(Number(name));
+    } catch { /* gone */ }
+  }
+  return out;
+}
+
+describe.skipIf(reason !== null)('the compare view', () => {
+  let home: string;
+  let host: HostMode | undefined;
+  let browser: Browser | undefined;
+
+  beforeAll(async () => {
+    ensureRendererBuilt();
+    home = tempHome();
+    host = await startHostMode(home);
+    browser = await launchBrowser({ width: 1500, height: 1400 });
+  }, 180_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    if (host) await host.stop();
+    if (home) rmSync(home, { recursive: true, force: true });
+  }, 60_000);
+
+  it('refuses Runs = 0 at the field and starts nothing; warns below 5 runs', async () => {
+    const { page } = browser!;
+    await page.goto(`${host!.url}#/compare`);
+    await page.getByRole('heading', { name: 'Compare configurations' }).waitFor();
+    await typeInto(page, 'Runs each', '0');
+    await page.keyboard.press('Tab');
+    const msg = page.locator('.field-msg').first();
+    await waitFor('the runs message', async () => /Runs must be a whole number from 1 to 100/.test(await msg.textContent() ?? ''));
+    await page.getByRole('button', { name: 'Run experiment' }).click();
+    await page.waitForTimeout(500);
+    expect(await page.locator('.exp-list li').count()).toBe(0);
+    await page.screenshot({ path: artifact('compare-runs-zero.png'), fullPage: true });
+    await typeInto(page, 'Runs each', '3');
+    await page.keyboard.press('Tab');
+    await waitFor('the few-runs warning', async () => /Fewer than 5 runs rarely show a difference/.test(await msg.textContent() ?? ''));
+  });
+
+  it('marks the QEMU row that ran at the host default and gives every pair a verdict', async () => {
+    const { page } = browser!;
+    await page.getByRole('button', { name: 'halt polling 0 vs default' }).click();
+    await typeInto(page, 'Workload', 'pio');
+    await typeInto(page, 'Workload parameters', 'count=2000');
+    await typeInto(page, 'Runs each', '5');
+    // "Also under QEMU" is on by default, and the form says before the run what QEMU cannot do.
+    expect(await page.getByLabel('Also under QEMU').isChecked()).toBe(true);
+    expect(await page.locator('.qemu-hint').textContent()).toMatch(/QEMU has no per-VM halt polling/);
+    await page.getByRole('button', { name: 'Run experiment' }).click();
+    const panel = page.locator('section.experiment');
+    await waitFor('the progress to count every run', async () => /of 20\b/.test(await panel.textContent() ?? '') || (await panel.getAttribute('data-state')) !== 'running', scaled(30_000));
+    const state = await waitFor('the experiment to finish', async () => {
+      const s = await panel.getAttribute('data-state');
+      return s === 'running' ? '' : s;
+    }, scaled(300_000), 500);
+    expect(state, await panel.textContent() ?? '').toBe('done');
+    const table = page.getByTestId('results-table');
+    await table.waitFor();
+    expect(await table.locator('tbody tr').count()).toBe(4);
+    // The QEMU row labelled halt-poll 0 ran at the host's polling: marked, with the reason.
+    const qemu0 = table.locator('tr[data-runner="qemu"][data-config="halt-poll 0"]');
+    expect(await qemu0.locator('.ran-as').textContent()).toMatch(/ran differently/);
+    expect(await qemu0.locator('.ran-as').getAttribute('title')).toMatch(/QEMU has no per-VM halt-polling option/);
+    expect(await table.locator('tr[data-runner="qemu"][data-config="halt-poll default"] .ran-as').count()).toBe(0);
+    expect(await table.locator('tr[data-runner="unhalt"] .ran-as').count()).toBe(0);
+    expect(await page.locator('ul.caveats').textContent()).toMatch(/halt-poll 0 \(qemu\) ran at the host's halt polling \(\d+ ns\), not halt-poll-ns=0/);
+    expect(await page.locator('.bars canvas').getAttribute('aria-label')).toMatch(/halt-poll 0 qemu [\d.]+× \(† ran at the host's halt polling/);
+    // A verdict for each compared pair (each config against the first of its VMM).
+    for (const runner of ['unhalt', 'qemu']) {
+      const row = table.locator(`tr[data-runner="${runner}"][data-config="halt-poll default"]`);
+      expect(await row.getAttribute('data-verdict')).toMatch(/^(better|worse|no significant difference)$/);
+      expect(await row.locator('td.verdict').textContent()).toMatch(/^(better|worse|no significant difference)$/);
+      const line = page.locator(`ul.verdicts li[data-runner="${runner}"][data-config="halt-poll default"]`);
+      expect(await line.textContent()).toMatch(new RegExp(`^halt-poll default vs halt-poll 0 \\(${runner}, 5 vs 5 runs\\): [\\d.]+×, 95 % CI [\\d.]+–[\\d.]+, p (=|<) [\\d.]+ — (better|worse|no significant difference)`));
+      expect(await table.locator(`tr[data-runner="${runner}"][data-config="halt-poll 0"] td.verdict`).textContent()).toBe('baseline');
+    }
+    await page.screenshot({ path: artifact('compare-verdicts.png'), fullPage: true });
+    const id = await page.locator('section.experiment').getAttribute('data-experiment-id');
+    const dark = await launchBrowser({ colorScheme: 'dark', width: 1500, height: 1400 });
+    try {
+      await dark.page.goto(`${host!.url}#/compare/${id}`);
+      await dark.page.getByTestId('results-table').waitFor();
+      await dark.page.locator('ul.verdicts li').first().waitFor();
+      await dark.page.screenshot({ path: artifact('compare-verdicts-dark.png'), fullPage: true });
+    } finally {
+      await dark.close();
+    }
+  });
+
+  it('cancels a running experiment (its VM and QEMU end) and deletes it', async () => {
+    const { page } = browser!;
+    await page.getByRole('button', { name: 'cpu-pm off vs on' }).click();
+    await typeInto(page, 'Workload', 'idle');
+    // Long enough that the cancel, not the run's end, stops the QEMU run it hits.
+    await typeInto(page, 'Workload parameters', `ms=${scaled(8000)}`);
+    await typeInto(page, 'Runs each', '5');
+    await page.getByRole('button', { name: 'Run experiment' }).click();
+    const panel = page.locator('section.experiment[data-state="running"]');
+    await panel.waitFor({ timeout: scaled(20_000) });
+    const id = (await panel.getAttribute('data-experiment-id'))!;
+    // Past the first Unhalt run, into the first QEMU run, and let QEMU boot.
+    await waitFor('the first QEMU run', async () => /1 of 20 — cpu-pm off \(qemu\) run 1\/5/.test(await panel.textContent() ?? ''), scaled(60_000), 200);
+    await page.waitForTimeout(scaled(1500));
+    expect(childrenOf(host!.proc.pid!, 'qemu-system')).toHaveLength(1);
+    await page.screenshot({ path: artifact('compare-running.png'), fullPage: true });
+    const t0 = Date.now();
+    await page.getByRole('button', { name: 'Cancel experiment' }).click();
+    const done = page.locator(`section.experiment[data-experiment-id="${id}"][data-state="cancelled"]`);
+    await done.waitFor({ timeout: scaled(15_000) });
+    const cancelMs = Date.now() - t0;
+    expect(await done.textContent()).toMatch(/cancelled: cancelled by the user/);
+    expect(cancelMs).toBeLessThan(scaled(10_000));
+    expect(childrenOf(host!.proc.pid!, 'qemu-system')).toEqual([]);
+    await page.screenshot({ path: artifact('compare-cancelled.png'), fullPage: true });
+
+    const file = join(home, 'experiments', `${id}.json`);
+    expect(existsSync(file)).toBe(true);
+    const item = page.locator('.exp-list li').filter({ has: page.locator('.exp-cancelled') });
+    await item.getByRole('button', { name: /^Delete experiment idle/ }).click();
+    await item.getByRole('button', { name: 'Delete for good' }).click();
+    await waitFor('the experiment to leave the list', async () => (await page.locator('.exp-list .exp-cancelled').count()) === 0);
+    expect(existsSync(file)).toBe(false);
+    // The finished one stays.
+    expect(await page.locator('.exp-list li').count()).toBe(1);
+    expect(browser!.errors.filter((e) => !/favicon|WebSocket/.test(e))).toEqual([]);
+    process.stdout.write(`compare e2e: cancel took ${cancelMs} ms\n`);
+  });
+});
