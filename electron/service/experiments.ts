@@ -4,7 +4,7 @@
 // same host CPUs would measure each other.
 import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
-import { extname, join } from 'node:path';
+import { join } from 'node:path';
 import type { ExperimentDetail, ExperimentSpec, ExperimentSummary } from './api.ts';
 import { parseConfigString } from '../vmm/config/config-string.ts';
 import { ConfigError } from '../vmm/config/vm-config.ts';
@@ -12,6 +12,7 @@ import { writeFileAtomic } from './atomic-file.ts';
 import { ApiError } from './errors.ts';
 import { describe, textArg } from './validate.ts';
 import { makeDirs } from './make-dir.ts';
+import { entryUrl } from '../entry-url.ts';
 
 /** Ids of saved experiments: ours ("exp-…") and `unhalt bench`'s (an ISO time and a uuid part). */
 export const EXPERIMENT_ID = /^[A-Za-z0-9][A-Za-z0-9_-]{0,79}$/;
@@ -40,7 +41,7 @@ interface RunnerResult {
 }
 
 /** The runner, as a sibling of vmm/ in this build (.ts from source, .js when compiled). */
-const RUNNER_URL = new URL(`../vmm/experiments/runner${extname(new URL(import.meta.url).pathname)}`, import.meta.url);
+const RUNNER_URL = entryUrl(new URL('../vmm/experiments/runner.ts', import.meta.url));
 
 const SPEC_FIELDS = new Set(['guest', 'workload', 'workloadArgs', 'configs', 'runs', 'vsQemu', 'bare', 'deadlineS']);
 

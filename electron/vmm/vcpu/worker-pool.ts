@@ -2,10 +2,10 @@
 // load its modules; `unhalt run` starts one at process start so that this overlaps the main
 // thread's own loading instead of following it. A spare worker waits for its vCPU in its first
 // message and, once loaded, is unref'd until taken, so an unused one never keeps the process alive.
-import { extname } from 'node:path';
 import { Worker } from 'node:worker_threads';
+import { entryUrl } from '../../entry-url.ts';
 
-export const VCPU_WORKER_URL = new URL(`./vcpu-worker${extname(new URL(import.meta.url).pathname)}`, import.meta.url);
+export const VCPU_WORKER_URL = entryUrl(new URL('./vcpu-worker.ts', import.meta.url));
 
 const spares: Worker[] = [];
 const loadedSignals = new WeakMap<Worker, Promise<void>>();
