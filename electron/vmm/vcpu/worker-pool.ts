@@ -12,8 +12,8 @@ export const VCPU_WORKER_URL = entryUrl(new URL('./vcpu-worker.ts', import.meta.
 /** Spares a long-lived service keeps loaded: enough for a 2-vCPU VM; more vCPUs start fresh threads. */
 export const SERVICE_SPARE_VCPU_WORKERS = 2;
 /**
- * How long after a start took spares they are replaced: a worker's boot is ~60 ms of CPU, which
- * should not compete with the start that just took one (its build, its guest's first output).
+ * How long after a taken worker got its vCPU the spares are replaced: a worker's boot is ~60 ms
+ * of CPU, which should not compete with the start that took one (its guest's first output).
  */
 const REFILL_DELAY_MS = 150;
 
@@ -86,18 +86,37 @@ export async function releaseSpareVcpuWorkers(): Promise<void> {
   }));
 }
 
+/** How many spare workers there are now (loaded or loading): for diagnostics and tests. */
+export function spareVcpuWorkerCount(): number {
+  return spares.length;
+}
+
 /** A worker waiting for its vCPU: a spare if one is ready, else a new one. */
 export function takeVcpuWorker(name: string): Worker {
   const spare = spares.shift();
-  if (keepWarm > 0 && refillTimer === undefined) {
-    refillTimer = setTimeout(refill, REFILL_DELAY_MS);
-    refillTimer.unref();
-  }
+  let w: Worker;
   if (spare) {
     spare.removeAllListeners('error');
     spare.removeAllListeners('exit');
     spare.ref();
-    return spare;
+    w = spare;
+  } else {
+    w = newVcpuWorker(name);
   }
-  return newVcpuWorker(name);
+  if (keepWarm > 0) refillAfterStart(w);
+  return w;
+}
+
+/** Schedules the refill for a while after `w` has its vCPU (the start is then all but done) or ended. */
+function refillAfterStart(w: Worker): void {
+  const onMessage = (m: { type?: string }) => { if (m?.type === 'ready') schedule(); };
+  const schedule = () => {
+    w.off('message', onMessage);
+    w.off('exit', schedule);
+    if (keepWarm === 0 || refillTimer !== undefined) return;
+    refillTimer = setTimeout(refill, REFILL_DELAY_MS);
+    refillTimer.unref();
+  };
+  w.on('message', onMessage);
+  w.once('exit', schedule);
 }
