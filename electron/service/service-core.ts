@@ -40,6 +40,11 @@ export interface ServiceOptions {
   shutdownGraceMs?: number;
   /** Who this process is, as a second process refused the same UNHALT_HOME is told (home-owner.ts). */
   ownerCommand?: string;
+  /**
+   * vCPU worker threads to keep loaded for the next start (worker-pool.ts): the app and `unhalt
+   * serve` keep SERVICE_SPARE_VCPU_WORKERS; default none (tests, one-shot users).
+   */
+  spareVcpuWorkers?: number;
   /** Tests: where the experiment runner comes from. */
   loadExperimentRunner?: ConstructorParameters<typeof Experiments>[2];
 }
