@@ -4,10 +4,11 @@
 import { realpathSync, watch, type FSWatcher } from 'node:fs';
 import { basename } from 'node:path';
 import type {
-  AllowedFolder, ApiCallHandlers, ApiEvent, ExperimentDetail, ExperimentSummary, HostInfo, ResolvedDto, Subscription, VmRecord, VmStatus,
+  AllowedFolder, ApiCallHandlers, ApiEvent, ExperimentDetail, ExportedConfigDto, ExperimentSummary, HostInfo, ResolvedDto, Subscription, VmRecord, VmStatus,
 } from './api.ts';
 import { commandLine } from '../vmm/config/cli-args.ts';
-import { resolveMachine, type ResolvedMachine } from '../vmm/config/resolve.ts';
+import { resolveBoot, resolveMachine, type ResolvedMachine } from '../vmm/config/resolve.ts';
+import { EXPORT_FORMATS, exportConfig, isExportFormat } from '../vmm/export/export.ts';
 import { MAX_HALT_POLL_NS, MAX_NAME_LENGTH, normalizeVmName, sameVmName, validateConfig, type VmConfig } from '../vmm/config/vm-config.ts';
 import { probeHost, type HostCapabilities } from '../vmm/machine/host-caps.ts';
 import { allowedFolders, checkFolderToAdd } from './allowed-folders.ts';
@@ -298,6 +299,19 @@ export class ServiceCore implements ApiCallHandlers {
   async describeConfig(raw: unknown): Promise<ResolvedDto> {
     const c = await this.config(raw);
     return toResolvedDto(this.resolve(c), commandLine(c));
+  }
+
+  async exportConfig(raw: unknown, rawFormat: unknown): Promise<ExportedConfigDto> {
+    if (!isExportFormat(rawFormat)) {
+      throw new ApiError('invalid', `export format must be one of ${EXPORT_FORMATS.join(', ')}, got ${JSON.stringify(rawFormat)?.slice(0, 40)}`);
+    }
+    const c = await this.config(raw);
+    const { kind } = this.probe();
+    try {
+      return exportConfig(rawFormat, { config: c, boot: resolveBoot(c, kind), hostKind: kind });
+    } catch (e) {
+      throw toApiError(e);
+    }
   }
 
   async startVm(rawId: unknown): Promise<VmStatus> {

@@ -92,12 +92,13 @@ function sequence(lines: Line[], i: number, indent: number): [Value, number] {
   return [out, i];
 }
 
-/** The same text through PyYAML (a complete YAML parser), or undefined when it is not installed. */
-export function yamlViaPython(source: string): { value: Value } | undefined {
-  const r = spawnSync('python3', ['-c', 'import sys, json, yaml; print(json.dumps(yaml.safe_load(sys.stdin.read())))'], { input: source, encoding: 'utf8' });
+/** The same texts through PyYAML (a complete YAML parser) in one process, or undefined when it is not installed. */
+export function yamlViaPython(sources: string[]): { values: Value[] } | undefined {
+  const program = 'import sys, json, yaml; print(json.dumps([yaml.safe_load(t) for t in json.load(sys.stdin)]))';
+  const r = spawnSync('python3', ['-c', program], { input: JSON.stringify(sources), encoding: 'utf8' });
   if (r.error || r.status !== 0) {
     if (/No module named .?yaml/.test(r.stderr ?? '') || r.error) return undefined;
-    throw new Error(`PyYAML refused the document: ${r.stderr.trim().split('\n').at(-1)}`);
+    throw new Error(`PyYAML refused a document: ${r.stderr.trim().split('\n').at(-1)}`);
   }
-  return { value: JSON.parse(r.stdout) };
+  return { values: JSON.parse(r.stdout) as Value[] };
 }

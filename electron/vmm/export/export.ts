@@ -4,18 +4,11 @@
 // (exportConfig) and the UI all call this; docs/export.md has the knob-by-knob mapping.
 import { kubevirtYaml } from './kubevirt.ts';
 import { libvirtXml } from './libvirt.ts';
-import { EXPORT_FORMATS, type ExportFormat, type ExportInput, exportPlan } from './plan.ts';
+import { type ExportInput, exportPlan } from './plan.ts';
 import { qemuScript } from './qemu.ts';
+import { EXPORT_FORMATS, type ExportedText, type ExportFormat } from './types.ts';
 
-export { EXPORT_FORMATS, type ExportFormat, type ExportInput };
-
-export interface ExportedText {
-  format: ExportFormat;
-  text: string;
-  /** A file name to save it under (the VM's name as a slug, and the format's usual extension). */
-  fileName: string;
-  mediaType: string;
-}
+export { EXPORT_FORMATS, type ExportedText, type ExportFormat, type ExportInput };
 
 const WRITERS = {
   qemu: { write: qemuScript, extension: 'qemu.sh', mediaType: 'text/x-shellscript' },

@@ -8,9 +8,6 @@ import type { VmConfig } from '../config/vm-config.ts';
 import type { HostKind } from '../host.ts';
 import { feature } from '../machine/features.ts';
 
-export const EXPORT_FORMATS = ['qemu', 'libvirt', 'kubevirt'] as const;
-export type ExportFormat = (typeof EXPORT_FORMATS)[number];
-
 export interface ExportInput {
   config: VmConfig;
   /** What the guest boots (resolveBoot: the built probe or Linux kit, or the VM's own kernel). */
