@@ -5,14 +5,17 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
+import { LibraryStore } from '../../electron/service/library-store.ts';
 import { type AgentEvent, parseAgentLine } from '../../electron/vmm/agent/line-protocol.ts';
 import { resolveBoot, resolveKnobs, RunnabilityError } from '../../electron/vmm/config/resolve.ts';
 import { validateConfig } from '../../electron/vmm/config/vm-config.ts';
 import { exportConfig } from '../../electron/vmm/export/export.ts';
 import { featureMask, PV_FEATURES } from '../../electron/vmm/machine/features.ts';
 import { probeHost } from '../../electron/vmm/machine/host-caps.ts';
+import { runCli } from '../support/cli.ts';
 import { qemuSkipReason } from '../support/qemu-probe.ts';
+import { removeTempHomes, tempHome } from '../support/temp-home.ts';
 import { scaled } from '../support/time-scale.ts';
 
 const skip = qemuSkipReason();
@@ -23,7 +26,7 @@ const KNOWN_EAX = PV_FEATURES.filter((f) => f.register === 'eax').reduce((m, f) 
 
 interface ScriptRun { status: number | null; stdout: string; stderr: string; events: AgentEvent[] }
 
-async function runScript(text: string, dir: string, timeoutMs: number): Promise<ScriptRun> {
+async function runScript(text: string, dir: string, timeoutMs: number, agentLog = 'ttyS1.log'): Promise<ScriptRun> {
   const file = join(dir, 'vm.sh');
   writeFileSync(file, text);
   const child = spawn('sh', [file], { cwd: dir, stdio: ['pipe', 'pipe', 'pipe'] });
@@ -37,14 +40,18 @@ async function runScript(text: string, dir: string, timeoutMs: number): Promise<
     child.on('error', reject);
     child.on('close', (code) => { clearTimeout(killer); resolve(code); });
   });
-  const raw = readFileSync(join(dir, 'ttyS1.log'), 'latin1');
+  const raw = readFileSync(join(dir, agentLog), 'latin1');
   const events = raw.split('\n').map(parseAgentLine).filter((e): e is AgentEvent => typeof e === 'object');
   return { status, stdout, stderr, events };
 }
 
-const CASES: { what: string; raw: Record<string, unknown> }[] = [
+afterAll(removeTempHomes);
+
+/** `via: 'cli'`: the VM is saved in a library and exported with `unhalt export VM --output F`. */
+const CASES: { what: string; raw: Record<string, unknown>; via?: 'cli' }[] = [
   {
-    what: 'unhalt-1.0, a feature off, halt polling and pinning (comments only)',
+    via: 'cli',
+    what: 'unhalt export VM of a library VM: unhalt-1.0, a feature off, halt polling and pinning (comments only)',
     raw: { name: 'export q1', cpus: 2, append: 'scenario=hello', machine: 'unhalt-1.0', cpuFeatures: { 'kvm-steal-time': false }, haltPollNs: 200000, pin: [0] },
   },
   {
@@ -54,7 +61,7 @@ const CASES: { what: string; raw: Record<string, unknown> }[] = [
 ];
 
 describe('the exported QEMU command line', () => {
-  for (const { what, raw } of CASES) {
+  for (const { what, raw, via } of CASES) {
     it.skipIf(!!skip)(`boots the probe guest: ${what}`, async (ctx) => {
       const host = probeHost();
       const config = validateConfig(raw);
@@ -68,8 +75,20 @@ describe('the exported QEMU command line', () => {
       }
       const dir = mkdtempSync(join(tmpdir(), 'unhalt-export-qemu-'));
       try {
-        const { text } = exportConfig('qemu', { config, boot: resolveBoot(config, host.kind), hostKind: host.kind, agentLog: 'ttyS1.log' });
-        const run = await runScript(text, dir, scaled(30_000));
+        let run: ScriptRun;
+        if (via === 'cli') {
+          const home = tempHome('export');
+          const store = await LibraryStore.open(home);
+          await store.mutate((vms) => { vms.push({ id: 'vm-1', config, createdAt: 1, updatedAt: 1 }); });
+          const out = join(dir, 'exported.sh');
+          const cli = await runCli(['export', config.name, '--format', 'qemu', '--output', out], { env: { UNHALT_HOME: home } });
+          expect(cli.stderr).toBe('');
+          expect(cli.code).toBe(0);
+          run = await runScript(readFileSync(out, 'utf8'), dir, scaled(30_000), 'export-q1.ttyS1.log');
+        } else {
+          const { text } = exportConfig('qemu', { config, boot: resolveBoot(config, host.kind), hostKind: host.kind, agentLog: 'ttyS1.log' });
+          run = await runScript(text, dir, scaled(30_000));
+        }
         const context = `stdout: ${JSON.stringify(run.stdout.slice(-300))}; stderr: ${run.stderr.slice(-300)}`;
         expect(run.stdout, context).toContain('Unhalt probe guest: 2 of 2 CPUs up');
         expect(run.events.find((e) => e.event === 'hello')?.fields.cpus_up, context).toBe(2);
@@ -83,4 +102,30 @@ describe('the exported QEMU command line', () => {
       }
     }, scaled(60_000));
   }
+});
+
+describe('unhalt export: what a user can get wrong', () => {
+  it('names the VMs there are, refuses an unknown format, and wants a VM or --config', async () => {
+    const home = tempHome('export');
+    const store = await LibraryStore.open(home);
+    await store.mutate((vms) => { vms.push({ id: 'vm-1', config: validateConfig({ name: 'web 1' }), createdAt: 1, updatedAt: 1 }); });
+    const env = { UNHALT_HOME: home };
+    const unknown = await runCli(['export', 'db', '--format', 'qemu'], { env });
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toMatch(/^unhalt: no VM named "db" in .*vms\.json; VMs: web 1\n$/);
+    const format = await runCli(['export', 'web 1', '--format', 'vmware'], { env });
+    expect(format.stderr).toBe('unhalt: --format must be one of qemu, libvirt, kubevirt, got "vmware"\n');
+    const neither = await runCli(['export', '--format', 'qemu'], { env });
+    expect(neither.stderr).toMatch(/^unhalt: name one VM of the library/);
+    const both = await runCli(['export', 'web 1', '--config', 'cpus=2', '--format', 'qemu'], { env });
+    expect(both.code).toBe(1);
+    // Found regardless of case and spacing, as the library compares names; stdout carries the export only.
+    const ok = await runCli(['export', 'WEB  1', '--format', 'libvirt', '--for-host', 'hardware'], { env });
+    expect(ok.code).toBe(0);
+    expect(ok.stdout).toContain('<name>web 1</name>');
+    expect(ok.stdout).not.toContain('arch-capabilities');
+    const rec = await runCli(['export', '--config', 'cpus=2,halt-poll-ns=1000000', '--format', 'kubevirt'], { env });
+    expect(rec.code).toBe(0);
+    expect(rec.stdout).toContain('/sys/module/kvm/parameters/halt_poll_ns');
+  }, scaled(60_000));
 });
