@@ -7,6 +7,7 @@ import { StateBadge } from '../StateBadge.tsx';
 import { ConsolePane } from './ConsolePane.tsx';
 import { ChartsPanel } from './ChartsPanel.tsx';
 import { KnobControls } from './KnobControls.tsx';
+import { ExportPanel } from './ExportPanel.tsx';
 
 export function VmView({ id }: { id: string }) {
   const vm = useApp((s) => s.vms.find((v) => v.id === id));
@@ -29,6 +30,7 @@ export function VmView({ id }: { id: string }) {
         <div className="vm-left">
           <ConsolePane vmId={vm.id} running={vm.status.state !== 'stopped'} />
           <KnobControls vm={vm} />
+          <ExportPanel vm={vm} />
         </div>
         <ChartsPanel vm={vm} />
       </div>
