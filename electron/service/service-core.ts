@@ -10,6 +10,7 @@ import { commandLine } from '../vmm/config/cli-args.ts';
 import { resolveBoot, resolveMachine, type ResolvedMachine } from '../vmm/config/resolve.ts';
 import { EXPORT_FORMATS, exportConfig, isExportFormat } from '../vmm/export/export.ts';
 import { MAX_HALT_POLL_NS, MAX_NAME_LENGTH, normalizeVmName, sameVmName, validateConfig, type VmConfig } from '../vmm/config/vm-config.ts';
+import { hostKind } from '../vmm/host.ts';
 import { probeHost, type HostCapabilities } from '../vmm/machine/host-caps.ts';
 import { allowedFolders, checkFolderToAdd } from './allowed-folders.ts';
 import { checkBootFiles, checkHostLimits } from './config-checks.ts';
@@ -306,7 +307,8 @@ export class ServiceCore implements ApiCallHandlers {
       throw new ApiError('invalid', `export format must be one of ${EXPORT_FORMATS.join(', ')}, got ${JSON.stringify(rawFormat)?.slice(0, 40)}`);
     }
     const c = await this.config(raw);
-    const { kind } = this.probe();
+    // For this host's kind (PVM needs two adjustments); nothing else about this host matters.
+    const kind = hostKind();
     try {
       return exportConfig(rawFormat, { config: c, boot: resolveBoot(c, kind), hostKind: kind });
     } catch (e) {

@@ -19,6 +19,7 @@ import { parseAgentLine } from '../agent/line-protocol.ts';
 import { parseConfigString } from '../config/config-string.ts';
 import { resolveMachine } from '../config/resolve.ts';
 import type { VmConfig } from '../config/vm-config.ts';
+import { qemuCpu, qemuOvercommit } from '../export/qemu.ts';
 import { PROBE_KERNEL } from '../guests.ts';
 import { LINUX_HOST_BUILD_HINT, LINUX_HOST_WORKLOAD, linuxKitInfo } from '../guests-linux.ts';
 import { hostCpuModel } from '../host.ts';
@@ -440,17 +441,15 @@ function statsDelta(sampler: Sampler, fromT?: number): Pick<RunRecord, 'haltExit
 /** The QEMU command line for the same guest and knobs (where QEMU has the knob). */
 export function qemuCommand(c: VmConfig, host: HostCapabilities): { qemuArgs: string[]; qemuNote?: string } {
   const { spec, resolution } = resolveMachine(c, host);
-  const features = resolution.features.filter((f) => f.name !== 'kvm-msi-ext-dest-id')
-    .map((f) => `${f.name}=${f.value ? 'on' : 'off'}`);
-  // QEMU 7.2 on PVM aborts setting MSR 0x10a with -cpu host: drop arch-capabilities there.
-  const cpu = ['host', ...(host.kind === 'pvm' ? ['-arch-capabilities'] : []), ...features].join(',');
+  // The knobs as the QEMU export maps them (export/qemu.ts); the board is microvm here, the
+  // smallest QEMU has, for like-for-like timings with Unhalt's.
   const args = [
-    '-machine', 'microvm', '-accel', 'kvm', '-cpu', cpu, '-smp', String(c.cpus), '-m', String(c.memoryMiB),
+    '-machine', 'microvm', '-accel', 'kvm', '-cpu', qemuCpu(resolution.features, host.kind), '-smp', String(c.cpus), '-m', String(c.memoryMiB),
     '-nographic', '-no-reboot', '-device', 'isa-debug-exit,iobase=0xf4,iosize=4',
     '-kernel', spec.kernelPath, '-append', spec.cmdline,
   ];
-  if (c.cpuPm) args.push('-overcommit', 'cpu-pm=on');
-  if (c.memLock) args.push('-overcommit', 'mem-lock=on');
+  const overcommit = qemuOvercommit(c);
+  if (overcommit) args.push('-overcommit', overcommit);
   const missing: string[] = [];
   if (c.haltPollNs !== undefined) missing.push(`halt-poll-ns (QEMU has no per-VM halt-polling option: it runs with the host default ${host.haltPollParams.halt_poll_ns ?? '?'} ns)`);
   if (c.pin) missing.push('pin (QEMU does not pin vCPU threads itself)');

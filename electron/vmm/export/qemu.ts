@@ -2,23 +2,39 @@
 // QEMU has most of Unhalt's knobs under the same names, since Unhalt took them from QEMU:
 // `-cpu host,kvm-pv-unhalt=on,...`, `-overcommit cpu-pm=on` and `mem-lock=on`. What it has
 // not (per-VM halt polling, vCPU pinning) is said in the comments with what to do instead.
+import type { VmConfig } from '../config/vm-config.ts';
+import type { HostKind } from '../host.ts';
 import { describePins, type ExportPlan, haltPollAdvice, machineTypeNote, NEVER_EXPORTED, shellQuote } from './plan.ts';
 
 export const QEMU_BINARY = 'qemu-system-x86_64';
 
 type Option = [flag: string, value?: string];
 
+/**
+ * `-cpu host,...` with every paravirt feature at its value (the one mapping of features to QEMU;
+ * the bench's side-by-side QEMU runs use it too). On PVM, arch-capabilities goes off: QEMU 7.2's
+ * -cpu host aborts there setting MSR 0x10a.
+ */
+export function qemuCpu(features: readonly { name: string; value: boolean }[], hostKind: HostKind): string {
+  return ['host', ...(hostKind === 'pvm' ? ['arch-capabilities=off'] : []),
+    ...features.filter((f) => !NEVER_EXPORTED.has(f.name)).map((f) => `${f.name}=${f.value ? 'on' : 'off'}`)].join(',');
+}
+
+/** `-overcommit` for cpu-pm and mem-lock, or undefined when both are off (QEMU's defaults). */
+export function qemuOvercommit(c: Pick<VmConfig, 'cpuPm' | 'memLock'>): string | undefined {
+  return c.cpuPm || c.memLock ? `cpu-pm=${c.cpuPm ? 'on' : 'off'},mem-lock=${c.memLock ? 'on' : 'off'}` : undefined;
+}
+
 /** The options in order, each flag with its value. */
 function qemuOptions(plan: ExportPlan): Option[] {
   const c = plan.config;
-  const cpu = ['host', ...(plan.hostKind === 'pvm' ? ['arch-capabilities=off'] : []),
-    ...plan.features.filter((f) => !NEVER_EXPORTED.has(f.name)).map((f) => `${f.name}=${f.value ? 'on' : 'off'}`)];
   const opts: Option[] = [
     ['-name', `guest=${c.name},debug-threads=on`],
-    ['-machine', 'q35'], ['-accel', 'kvm'], ['-cpu', cpu.join(',')],
+    ['-machine', 'q35'], ['-accel', 'kvm'], ['-cpu', qemuCpu(plan.features, plan.hostKind)],
     ['-smp', String(c.cpus)], ['-m', String(c.memoryMiB)],
   ];
-  if (c.cpuPm || c.memLock) opts.push(['-overcommit', `cpu-pm=${c.cpuPm ? 'on' : 'off'},mem-lock=${c.memLock ? 'on' : 'off'}`]);
+  const overcommit = qemuOvercommit(c);
+  if (overcommit) opts.push(['-overcommit', overcommit]);
   // Unhalt's board: no disks, network, USB or display; a reset ends the VM, as in Unhalt.
   opts.push(['-nodefaults'], ['-no-user-config'], ['-display', 'none'], ['-no-reboot']);
   opts.push(['-kernel', plan.boot.kernelPath]);
