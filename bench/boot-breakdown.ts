@@ -46,6 +46,12 @@ function wrap(target: Record<string, AnyFn>, name: string, enter: string, leave:
 }
 wrap(VirtualMachine as unknown as Record<string, AnyFn>, 'start', 'startEnter', 'startDone');
 wrap(proto, 'build', 'buildEnter', 'buildDone');
+// Since the builder/runtime split the build is the builder's (reading the boot files included):
+// from the runtime's launch to its attach of the built machine.
+for (const [name, at] of [['launch', 'buildEnter'], ['attach', 'buildDone']] as const) {
+  const f = proto[name];
+  if (typeof f === 'function') proto[name] = function (this: unknown, ...a: unknown[]) { mark(at); return f.apply(this, a); };
+}
 wrap(proto, 'launchWorkers', 'launchEnter', 'workersReady');
 wrap(proto, 'teardown', 'teardownEnter', 'teardownDone');
 const spawnWorkers = proto.spawnWorkers;

@@ -139,7 +139,7 @@ if (breakdown.length) {
   add('exec + Node runtime start-up, until the entry script runs', (m, b) => m.script! + (b.parentFirstLineMs - m.firstLine!));
   add('import the CLI and VMM modules (compile cache warm)', d('script', 'imported'));
   add('parse options, probe the host (KVM caps, CPUID), resolve the machine', d('imported', 'startEnter'));
-  add('VM build on the main thread (KVM VM, memory, ACPI, ELF load, vCPU set-up)', d('buildEnter', 'buildDone'));
+  add('VM build (builder: boot files, memory, ACPI, ELF load, KVM VM, vCPU set-up)', d('buildEnter', 'buildDone'));
   add('  meanwhile: vCPU worker spawn -> worker online (isolate + Node bootstrap)', d('spawnEnter', 'worker0Online'));
   add('  meanwhile: worker online -> ready (its modules load, vCPU handed over)', d('worker0Online', 'workersReady'));
   add('wait for the vCPU worker after the build (critical path)', d('buildDone', 'workersReady'));

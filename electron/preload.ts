@@ -14,8 +14,8 @@ const IPC_CALL = 'unhalt:call';
 const IPC_EVENT = 'unhalt:event';
 
 const METHODS = [
-  'host', 'listVms', 'getVm', 'createVm', 'updateVm', 'cloneVm', 'deleteVm', 'describeConfig', 'exportConfig',
-  'startVm', 'stopVm', 'forceStopVm', 'pauseVm', 'resumeVm', 'status', 'setHaltPollNs', 'setPin',
+  'host', 'listVms', 'getVm', 'createVm', 'updateVm', 'renameVm', 'cloneVm', 'deleteVm', 'describeConfig', 'exportConfig',
+  'startVm', 'stopVm', 'forceStopVm', 'resetVm', 'pauseVm', 'resumeVm', 'status', 'setHaltPollNs', 'setPin',
   'sendConsole', 'subscribe', 'unsubscribe', 'startExperiment', 'listExperiments', 'getExperiment',
   'dismissLibraryNotices', 'listAllowedFolders', 'addAllowedFolder', 'removeAllowedFolder',
 ] as const;

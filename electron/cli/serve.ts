@@ -5,6 +5,7 @@ import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startHostServer, type HostServer } from '../service/host-server.ts';
 import { HomeBusyError } from '../service/home-owner.ts';
+import { persistentHostToken } from '../service/host-token.ts';
 import { describeIoError } from '../service/io-errors.ts';
 import { unhaltHome } from '../service/paths.ts';
 import { createService, type UnhaltService } from '../service/service.ts';
@@ -41,7 +42,8 @@ export async function serveCommand(argv: string[]): Promise<number> {
     return EXIT_CODES.badInput;
   }
   try {
-    server = await startHostServer({ service, port });
+    // The same token as the last start on this home: tabs left open reconnect by themselves.
+    server = await startHostServer({ service, port, token: persistentHostToken(home) });
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     say(code === 'EADDRINUSE' ? `port ${port} on 127.0.0.1 is in use: pick another with --port, or --port 0 for any free one` : `cannot serve: ${(e as Error).message}`);

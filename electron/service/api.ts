@@ -48,6 +48,8 @@ export interface VmRecord {
   config: VmConfigDto;
   createdAt: number;
   updatedAt: number;
+  /** When it was last started (ms since the epoch); absent if never. Kept in the library. */
+  lastStartedAt?: number;
   status: VmStatus;
 }
 
@@ -161,7 +163,10 @@ export interface UnhaltApi {
   listVms(): Promise<VmRecord[]>;
   getVm(id: string): Promise<VmRecord>;
   createVm(config: unknown): Promise<VmRecord>;
+  /** Replaces a stopped VM's whole configuration (a running VM's are refused: see renameVm and the live knobs). */
   updateVm(id: string, config: unknown): Promise<VmRecord>;
+  /** Renames a VM, running or not (the name is the library's, the guest never sees it). */
+  renameVm(id: string, name: string): Promise<VmRecord>;
   cloneVm(id: string, name?: string): Promise<VmRecord>;
   deleteVm(id: string): Promise<void>;
   /** The `unhalt run` command line equivalent to a (possibly unsaved) configuration, and its resolution. */
@@ -176,6 +181,11 @@ export interface UnhaltApi {
   /** ACPI power button, then a forced stop after `graceMs` (default 3000). */
   stopVm(id: string, graceMs?: number): Promise<VmStatus>;
   forceStopVm(id: string): Promise<VmStatus>;
+  /**
+   * Hard reset of a running or paused VM: its vCPUs are stopped and the same configuration boots
+   * afresh, as on a guest's own reset request (which ends the run); console and charts continue.
+   */
+  resetVm(id: string): Promise<VmStatus>;
   pauseVm(id: string): Promise<VmStatus>;
   resumeVm(id: string): Promise<VmStatus>;
   status(id: string): Promise<VmStatus>;
@@ -218,6 +228,7 @@ export const API_METHODS = {
   getVm: { kind: 'call', params: 1 },
   createVm: { kind: 'call', params: 1 },
   updateVm: { kind: 'call', params: 2 },
+  renameVm: { kind: 'call', params: 2 },
   cloneVm: { kind: 'call', params: 2 },
   deleteVm: { kind: 'call', params: 1 },
   describeConfig: { kind: 'call', params: 1 },
@@ -225,6 +236,7 @@ export const API_METHODS = {
   startVm: { kind: 'call', params: 1 },
   stopVm: { kind: 'call', params: 2 },
   forceStopVm: { kind: 'call', params: 1 },
+  resetVm: { kind: 'call', params: 1 },
   pauseVm: { kind: 'call', params: 1 },
   resumeVm: { kind: 'call', params: 1 },
   status: { kind: 'call', params: 1 },

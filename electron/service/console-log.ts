@@ -2,8 +2,10 @@
 // would pass its limit it is renamed to .log.1 (replacing the older one) and a new file starts,
 // so one VM never takes more than twice the limit. Writes are batched on a short timer, and what
 // is waiting is bounded too: a guest flooding its console loses log bytes (counted), the VMM
-// never buffers without limit.
-import { appendFileSync, closeSync, fstatSync, openSync, readSync, renameSync, rmSync, statSync } from 'node:fs';
+// never buffers without limit. The writes are asynchronous, one after another: this runs on the
+// main thread that answers every client, and a disk stall must never stall them.
+import { closeSync, fstatSync, openSync, readSync, rmSync } from 'node:fs';
+import { appendFile, rename, rm, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { makeDirs } from './make-dir.ts';
 
@@ -24,6 +26,9 @@ export class ConsoleLogFile {
   lastError?: string;
   private pending: Uint8Array[] = [];
   private pendingBytes = 0;
+  /** Bytes handed to the write chain and not yet on disk (bounded with pendingBytes). */
+  private writingBytes = 0;
+  private writing: Promise<void> = Promise.resolve();
   private timer?: NodeJS.Timeout;
   private size = -1;
 
@@ -33,38 +38,48 @@ export class ConsoleLogFile {
   }
 
   write(bytes: Uint8Array): void {
-    if (this.pendingBytes + bytes.length > MAX_PENDING) {
+    if (this.pendingBytes + this.writingBytes + bytes.length > MAX_PENDING) {
       this.dropped += bytes.length;
       return;
     }
     this.pending.push(new Uint8Array(bytes)); // a copy (Buffer#slice would share)
     this.pendingBytes += bytes.length;
-    this.timer ??= setTimeout(() => this.flush(), FLUSH_MS);
+    this.timer ??= setTimeout(() => { void this.flush(); }, FLUSH_MS);
     this.timer.unref?.();
   }
 
-  /** Writes what is waiting now (also called at VM exit and service shutdown). */
-  flush(): void {
+  /**
+   * Hands what is waiting to the write chain (also called at VM exit and service shutdown);
+   * resolves once everything handed over so far is on disk (or counted as dropped).
+   */
+  flush(): Promise<void> {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
-    if (this.pendingBytes === 0) return;
-    let data = Buffer.concat(this.pending, this.pendingBytes);
+    if (this.pendingBytes === 0) return this.writing;
+    const data = Buffer.concat(this.pending, this.pendingBytes);
     this.pending = [];
     this.pendingBytes = 0;
+    this.writingBytes += data.length;
+    this.writing = this.writing.then(() => this.writeOut(data)).finally(() => { this.writingBytes -= data.length; });
+    return this.writing;
+  }
+
+  private async writeOut(all: Buffer): Promise<void> {
+    let data = all;
     try {
       if (this.size < 0) {
         makeDirs(dirname(this.path), 0o700);
-        this.size = fileSize(this.path);
+        this.size = await fileSize(this.path);
       }
       if (data.length > this.maxBytes) {
         this.dropped += data.length - this.maxBytes;
         data = data.subarray(data.length - this.maxBytes);
       }
       if (this.size + data.length > this.maxBytes) {
-        renameSync(this.path, `${this.path}.1`);
+        await rename(this.path, `${this.path}.1`);
         this.size = 0;
       }
-      appendFileSync(this.path, data, { mode: 0o600 });
+      await appendFile(this.path, data, { mode: 0o600 });
       this.size += data.length;
     } catch (e) {
       // ENOENT on rename: the file is gone (deleted VM, cleared logs): start over.
@@ -74,21 +89,28 @@ export class ConsoleLogFile {
     }
   }
 
-  /** Removes the log files (when the VM is deleted). */
+  /** Removes the log files (when the VM is deleted), again after a write still under way. */
   remove(): void {
     this.pending = [];
     this.pendingBytes = 0;
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
-    rmSync(this.path, { force: true });
-    rmSync(`${this.path}.1`, { force: true });
-    this.size = -1;
+    const removeAll = () => {
+      rmSync(this.path, { force: true });
+      rmSync(`${this.path}.1`, { force: true });
+      this.size = -1;
+    };
+    removeAll();
+    if (this.writingBytes > 0) {
+      this.writing = this.writing.then(() => Promise.all([rm(this.path, { force: true }), rm(`${this.path}.1`, { force: true })]))
+        .then(() => { this.size = -1; }, () => {});
+    }
   }
 }
 
-function fileSize(path: string): number {
+async function fileSize(path: string): Promise<number> {
   try {
-    return statSync(path).size;
+    return (await stat(path)).size;
   } catch {
     return 0;
   }

@@ -27,7 +27,7 @@ export interface HostServerOptions {
   /** 0 (default): any free port. */
   port?: number;
   rendererDir?: string;
-  /** Tests only; normally a fresh random token. */
+  /** The token URLs must carry (`unhalt serve` keeps one per home, host-token.ts); default a fresh random one. */
   token?: string;
   maxMessageBytes?: number;
   /** What one client may have queued (outgoing-budget.ts); tests use small ones. */

@@ -19,6 +19,8 @@ export interface LibraryRecord {
   /** ms since the epoch */
   createdAt: number;
   updatedAt: number;
+  /** When it was last started; absent if never (an optional field: older files and versions read it fine). */
+  lastStartedAt?: number;
 }
 
 export interface LibraryFile {
@@ -112,7 +114,9 @@ function validateRecord(v: unknown, where: string, seen: ReadonlySet<string>): L
     if (e instanceof ConfigError) throw new LibraryFileError('corrupt', `${where} (${r.id}): ${e.message}`);
     throw e;
   }
-  return { id: r.id, config, createdAt: timestamp(r.createdAt, where), updatedAt: timestamp(r.updatedAt, where) };
+  const rec: LibraryRecord = { id: r.id, config, createdAt: timestamp(r.createdAt, where), updatedAt: timestamp(r.updatedAt, where) };
+  if (r.lastStartedAt !== undefined) rec.lastStartedAt = timestamp(r.lastStartedAt, where);
+  return rec;
 }
 
 function timestamp(v: unknown, where: string): number {

@@ -119,7 +119,9 @@ export class ServiceCore implements ApiCallHandlers {
 
   private dto(r: LibraryRecord): VmRecord {
     const status = this.runtimes.get(r.id)?.status() ?? { id: r.id, state: 'stopped' as const };
-    return { id: r.id, config: r.config, createdAt: r.createdAt, updatedAt: r.updatedAt, status };
+    const dto: VmRecord = { id: r.id, config: r.config, createdAt: r.createdAt, updatedAt: r.updatedAt, status };
+    if (r.lastStartedAt !== undefined) dto.lastStartedAt = r.lastStartedAt;
+    return dto;
   }
 
   private probe(): HostCapabilities {
@@ -244,17 +246,52 @@ export class ServiceCore implements ApiCallHandlers {
 
   async updateVm(rawId: unknown, raw: unknown): Promise<VmRecord> {
     const id = this.record(rawId).id;
+    this.assertStoppedForEdit(id);
     const config = await this.config(raw);
-    const updated = await this.mutate((vms) => {
-      const r = vms.find((v) => v.id === id);
-      if (!r) throw new ApiError('not-found', `there is no VM with the id "${id}"`);
+    const updated = await this.changeRecord(id, (r, vms) => {
+      // Again inside the change: a start may have claimed the VM while the files were checked.
+      this.assertStoppedForEdit(id);
       assertUniqueName(vms, config.name, id);
       r.config = config;
-      r.updatedAt = Math.max(Date.now(), r.createdAt);
-      return r;
     });
     this.broadcastLibrary();
     return this.dto(updated);
+  }
+
+  async renameVm(rawId: unknown, rawName: unknown): Promise<VmRecord> {
+    const id = this.record(rawId).id;
+    const wanted = textArg(rawName, 'name');
+    const updated = await this.changeRecord(id, (r, vms) => {
+      // The schema's name rules (validateConfig), on the record as it is now.
+      const config = this.shape({ ...r.config, name: wanted });
+      assertUniqueName(vms, config.name, id);
+      r.config = config;
+    });
+    this.broadcastLibrary();
+    return this.dto(updated);
+  }
+
+  /** One record changed under the library's lock, its updatedAt moved on. */
+  private changeRecord(id: string, change: (r: LibraryRecord, vms: LibraryRecord[]) => void): Promise<LibraryRecord> {
+    return this.mutate((vms) => {
+      const r = vms.find((v) => v.id === id);
+      if (!r) throw new ApiError('not-found', `there is no VM with the id "${id}"`);
+      change(r, vms);
+      r.updatedAt = Math.max(Date.now(), r.createdAt);
+      return r;
+    });
+  }
+
+  /**
+   * Only halt polling and pinning change in a running guest (setHaltPollNs, setPin); everything
+   * else is the guest's hardware, fixed when it booted. Saving it now would make the library say
+   * something the running VM is not.
+   */
+  private assertStoppedForEdit(id: string): void {
+    const rt = this.runtimes.get(id);
+    if (rt?.running) {
+      throw new ApiError('conflict', `the VM is ${rt.status().state}: its settings are the guest's hardware, fixed at boot; stop it to edit them (halt polling and pinning can be changed live, and the name at any time)`);
+    }
   }
 
   async cloneVm(rawId: unknown, rawName: unknown): Promise<VmRecord> {
@@ -338,7 +375,22 @@ export class ServiceCore implements ApiCallHandlers {
     const rt = this.runtime(rec.id);
     if (rt.running) throw new ApiError('conflict', `${rec.config.name} is already ${rt.status().state}`);
     const resolved = this.resolve(rec.config);
-    return rt.start({ name: rec.config.name, resolved, commandLine: commandLine(rec.config) });
+    const started = rt.start({ name: rec.config.name, resolved, commandLine: commandLine(rec.config) });
+    // A start that failed is not a run; its reason is the VM's last exit.
+    started.then(() => this.noteStarted(rec.id), () => {});
+    return started;
+  }
+
+  /** Keeps when the VM was last started in its record (the library's "last run"); best effort. */
+  private async noteStarted(id: string): Promise<void> {
+    const at = this.runtimes.get(id)?.status().startedAt ?? Date.now();
+    try {
+      await this.store.mutate((vms) => {
+        const r = vms.find((v) => v.id === id);
+        if (r) r.lastStartedAt = at;
+      });
+      this.broadcastLibrary();
+    } catch { /* only a column of the library view; the VM runs regardless */ }
   }
 
   async stopVm(rawId: unknown, rawGrace: unknown): Promise<VmStatus> {
@@ -349,6 +401,26 @@ export class ServiceCore implements ApiCallHandlers {
 
   async forceStopVm(rawId: unknown): Promise<VmStatus> {
     return this.runtime(this.record(rawId).id).forceStop();
+  }
+
+  /**
+   * A guest's own reset request ends its run (the VMM has no warm reset); a user's reset does the
+   * same and boots the same configuration again: a power cycle. Everything the new boot needs is
+   * checked before the running guest is stopped, so a reset that cannot boot loses nothing.
+   */
+  async resetVm(rawId: unknown): Promise<VmStatus> {
+    this.open_();
+    const rec = this.record(rawId);
+    const rt = this.runtimes.get(rec.id);
+    if (!rt?.running || rt.status().state === 'stopping') {
+      throw new ApiError('conflict', `${rec.config.name} is ${rt?.status().state ?? 'stopped'}: only a running or paused VM can be reset (start it instead)`);
+    }
+    await checkBootFiles(rec.config, this.allowedFolders());
+    this.resolve(rec.config);
+    // Stopped meanwhile (by the guest or another client): a reset must not turn that into a start.
+    if (!rt.running || rt.status().state === 'stopping') throw new ApiError('conflict', `${rec.config.name} stopped before it could be reset`);
+    await rt.forceStop('reset by the user: stopped and booted again with the same configuration');
+    return this.claimAndStart(rec.id);
   }
 
   pauseVm(rawId: unknown): Promise<VmStatus> {

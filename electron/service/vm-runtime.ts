@@ -171,7 +171,7 @@ export class VmRuntime {
     this.state = 'stopped';
     this.flushConsole();
     this.flushTelemetry();
-    this.log.flush();
+    void this.log.flush();
     this.emitStatus();
   }
 
@@ -185,7 +185,7 @@ export class VmRuntime {
     let listening = false;
     try {
       if (vm.state === 'paused') vm.resume();
-      listening = vm.pressPowerButton();
+      listening = await vm.pressPowerButton();
     } catch { /* the VM is already going away */ }
     if (!listening) {
       // The guest never enabled power-button events: waiting would only delay the inevitable.
@@ -207,11 +207,11 @@ export class VmRuntime {
     return this.status();
   }
 
-  async forceStop(): Promise<VmStatus> {
+  async forceStop(message = 'stopped by force (the user)'): Promise<VmStatus> {
     await this.starting;
     const vm = this.vm;
     if (!vm) return this.status();
-    this.forceMessage = 'stopped by force (the user)';
+    this.forceMessage = message;
     this.state = 'stopping';
     this.emitStatus();
     await vm.stop();
@@ -390,7 +390,7 @@ export class VmRuntime {
     } catch { /* already reported as its status */ }
     this.flushConsole();
     this.flushTelemetry();
-    this.log.flush();
+    await this.log.flush();
     this.sinks.clear();
   }
 

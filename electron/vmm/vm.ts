@@ -1,67 +1,25 @@
-// One running virtual machine: builds it (memory, firmware tables, kernel, vCPUs), runs one
-// worker thread per vCPU, drains console output, and tears everything down however it ends.
+// The runtime of one virtual machine: runs a machine the builder made (builder/build-machine.ts)
+// with one worker thread per vCPU, drains console output, takes input, applies live knob changes
+// (explicit state: LiveKnobs, never an edit of the spec), and tears everything down however it
+// ends. The main thread only dispatches here: it never blocks on a device lock, a worker or a
+// file (docs/architecture.md, "Threads").
 import { EventEmitter } from 'node:events';
 import type { Worker } from 'node:worker_threads';
 import { takeVcpuWorker, whenLoaded } from './vcpu/worker-pool.ts';
 import { CAP } from '../../native/kvm/abi.ts';
-import { IrqLine, Kvm, type Vcpu, type Vm } from '../../native/kvm/kvm.ts';
-import { installKickHandler, kickThread } from '../../native/kvm/kick.ts';
-import { closeFd } from '../../native/kvm/libc.ts';
+import { kickThread } from '../../native/kvm/kick.ts';
 import { allowedHostCpus, setThreadAffinity } from '../../native/kvm/affinity.ts';
 import { AgentLineReader, type AgentEvent } from './agent/line-protocol.ts';
-import { type BootPlan } from './boot/boot-plan.ts';
-import { describeUnknownKernel, detectKernelFormat } from './boot/kernel-format.ts';
-import { E820_RAM, E820_RESERVED, type E820Entry, LAYOUT } from './boot/layout.ts';
-import { loadBzImage, parseSetupHeader } from './boot/bzimage.ts';
-import { loadPvh } from './boot/pvh.ts';
-import { readBootFiles, type BootFiles } from './boot/boot-files.ts';
-import { checkInitrd } from './boot/initrd.ts';
-import { buildCpuid, hostKvmFeatures } from './cpu/cpuid.ts';
-import { setBootCpuState, setBootMsrs, setLapicLints } from './cpu/boot-state.ts';
+import { buildMachineFromFiles, type BuiltMachine } from './builder/build-machine.ts';
 import { ByteRing } from './devices/byte-ring.ts';
-import { PowerButton, SerialInput, createDeviceState } from './devices/board.ts';
+import { PowerButton, SerialInput } from './devices/board.ts';
 import { InputQueue } from './devices/input-queue.ts';
-import { buildAcpiTables } from './firmware/acpi.ts';
-import { GuestMemory, HIGH_MEMORY_START, MiB } from './memory/guest-memory.ts';
+import type { LiveKnobs, MachineSpec } from './machine-spec.ts';
 import { COMMAND, END, type EndCode, VmControl, type VcpuStartTimes } from './vcpu/control.ts';
 import type { VcpuWorkerData, WorkerMessage } from './vcpu/vcpu-worker.ts';
 
-/** Everything needed to start a machine, already validated and resolved (see config/). */
-export interface MachineSpec {
-  name: string;
-  cpus: number;
-  memoryMiB: number;
-  kernelPath: string;
-  initrdPath?: string;
-  cmdline: string;
-  /** CPUID 0x40000001 EAX / EDX; by default what the host's KVM supports. */
-  kvmFeatures?: number;
-  kvmHints?: number;
-  /** Host CPU per vCPU (round-robin already applied), or none. */
-  pin?: number[];
-  haltPollNs?: number;
-  memLock?: boolean;
-  /** KVM_X86_DISABLE_EXITS mask (cpu-pm=on), enabled before any vCPU is created. */
-  disableExits?: number;
-  /** Advertise MONITOR/MWAIT (only when MWAIT exits are disabled). */
-  mwait?: boolean;
-  /** Tests only (never set from a config): ways to make a guest fail on purpose. */
-  testHooks?: VmTestHooks;
-}
-
-/**
- * Test seam for guest faults (test/kvm/faults.test.ts): the host then produces the fault for real
- * and it goes through the real exit handling, the VM's teardown and its exit record. Exits no
- * host can be made to produce are unit-tested at the dispatch instead (exit-dispatch.test.ts).
- */
-export interface VmTestHooks {
-  /**
-   * Main thread, after the machine is built and before any vCPU first enters KVM_RUN: put a
-   * vCPU into a state the boot code never would (invalid KVM_SET_SREGS, code the host's
-   * instruction emulator lacks) so that the host produces the fault for real.
-   */
-  beforeFirstRun?(ctx: { vcpus: readonly Vcpu[]; memory: GuestMemory }): void;
-}
+export type { LiveKnobs, MachineSpec, VmTestHooks } from './machine-spec.ts';
+export { memoryMap } from './builder/guest-image.ts';
 
 export type VmState = 'starting' | 'running' | 'paused' | 'stopping' | 'stopped';
 
@@ -126,7 +84,8 @@ export interface VmEvents {
 }
 
 export class VirtualMachine extends EventEmitter<VmEvents> {
-  readonly spec: MachineSpec;
+  /** The spec it was built from, never changed (live changes: knobs). */
+  readonly spec: Readonly<MachineSpec>;
   state: VmState = 'starting';
   /** Resolves once the VM is stopped and every resource is released. */
   readonly exited: Promise<VmExit>;
@@ -134,26 +93,21 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
   readonly agentReader: AgentLineReader;
   startedAt = 0;
   private resolveExited!: (e: VmExit) => void;
-  private kvm?: Kvm;
-  private vm?: Vm;
-  private memory?: GuestMemory;
-  private vcpus: Vcpu[] = [];
-  /** KVM binary stats fds, taken before any vCPU first enters KVM_RUN (-1 where unavailable). */
-  private vcpuStatsFds: number[] = [];
-  private vmStatsFd = -1;
+  /** The built machine while it runs; dropped at release so guest RAM can be collected. */
+  private machine?: BuiltMachine;
+  /** The live knobs' current values (start: the spec's). */
+  private live: LiveKnobs;
   private workers: Worker[] = [];
   private workerExited: Promise<void>[] = [];
   private readonly consoleRingSab = ByteRing.create(64 * 1024);
   private readonly agentRingSab = ByteRing.create(64 * 1024);
   private readonly consoleRing = new ByteRing(this.consoleRingSab);
   private readonly agentRing = new ByteRing(this.agentRingSab);
-  private readonly deviceSab: SharedArrayBuffer;
   private consoleInput?: SerialInput;
   private powerButton?: PowerButton;
   /** Host input for ttyS0 and ttyS1, paced by each UART's receive FIFO and bounded. */
   private readonly consoleQueue = new InputQueue((b) => this.consoleInput?.inject(0, b) ?? 0, MAX_PENDING_INPUT);
   private readonly agentQueue = new InputQueue((b) => this.consoleInput?.inject(1, b) ?? 0, MAX_PENDING_INPUT);
-  /** ttyS1 input (sendAgent), paced and bounded like the console's. */
   private draining = true;
   private endMessage?: string;
   /** The first unhandled exception the guest reported (docs/guest-contract.md): its power-off after that is a failure. */
@@ -165,8 +119,8 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
   private constructor(spec: MachineSpec) {
     super();
     this.spec = spec;
+    this.live = { haltPollNs: spec.haltPollNs, pin: spec.pin ? [...spec.pin] : undefined };
     this.control = new VmControl(spec.cpus);
-    this.deviceSab = createDeviceState();
     this.agentReader = new AgentLineReader((e) => {
       if (e.event === 'fault') this.guestFault ??= e.fields;
       this.emit('agent', e);
@@ -179,29 +133,38 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
     const vm = new VirtualMachine(spec);
     // Workers load their modules (tens of ms) while this thread builds the machine.
     vm.spawnWorkers();
+    return vm.launch(() => buildMachineFromFiles(spec));
+  }
+
+  /** Runs a machine the builder made (it is the VM's from now on: released when the VM ends). */
+  static async run(machine: BuiltMachine): Promise<VirtualMachine> {
+    if (machine.isClosed) throw new Error('this machine was closed: build another');
+    const vm = new VirtualMachine(machine.spec);
+    vm.spawnWorkers();
+    return vm.launch(async () => machine);
+  }
+
+  private async launch(build: () => Promise<BuiltMachine>): Promise<VirtualMachine> {
     try {
-      // Read asynchronously: this thread also answers the service's clients.
-      const files = await readBootFiles(spec);
-      if (files.initrd) await checkInitrd(files.initrd, spec.initrdPath!);
-      vm.build(files);
-      await vm.launchWorkers();
+      this.attach(await build());
+      await this.launchWorkers();
     } catch (e) {
-      vm.draining = false;
+      this.draining = false;
       // Workers already at the start barrier leave it without entering KVM_RUN.
-      vm.control.setCommand(COMMAND.stop);
-      await vm.release();
+      this.control.setCommand(COMMAND.stop);
+      await this.release();
       throw e;
     }
-    vm.startedAt = performance.now();
+    this.startedAt = performance.now();
     // A vCPU thread that failed at the start barrier has already begun the teardown.
-    if (vm.state === 'starting') vm.setState('running');
+    if (this.state === 'starting') this.setState('running');
     // Drain from the next macrotask: the caller's `await` continuation attaches its listeners first,
     // so the guest's first bytes (already in the rings) are never emitted to nobody.
     setImmediate(() => {
-      void vm.drain(vm.consoleRing, (b) => vm.emit('console', b));
-      void vm.drain(vm.agentRing, (b) => { vm.emit('agent-bytes', b); vm.agentReader.push(b); });
+      void this.drain(this.consoleRing, (b) => this.emit('console', b));
+      void this.drain(this.agentRing, (b) => { this.emit('agent-bytes', b); this.agentReader.push(b); });
     });
-    return vm;
+    return this;
   }
 
   private setState(s: VmState): void {
@@ -209,70 +172,20 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
     this.emit('state', s);
   }
 
-  private build(files: BootFiles): void {
-    const spec = this.spec;
-    const kernel = files.kernel.bytes;
-    const initrd = files.initrd;
-    const format = detectKernelFormat(kernel);
-    if (format === 'bzimage') parseSetupHeader(kernel, spec.kernelPath); // refuse a bad bzImage before KVM is touched
-    if (format === 'unknown') throw new Error(`${spec.kernelPath}: ${describeUnknownKernel(kernel, files.kernel.fileSize)}`);
-
-    const kvm = this.kvm = Kvm.open();
-    for (const [cap, name] of [[CAP.IRQCHIP, 'in-kernel irqchip'], [CAP.USER_MEMORY, 'user memory'],
-      [CAP.SET_TSS_ADDR, 'TSS address'], [CAP.IMMEDIATE_EXIT, 'immediate exit'], [CAP.PIT2, 'in-kernel PIT']] as const) {
-      if (!kvm.checkExtension(cap)) throw new Error(`this host's KVM lacks a capability Unhalt needs: ${name} (KVM_CAP ${cap})`);
-    }
-    const maxVcpus = kvm.maxVcpus();
-    if (spec.cpus > maxVcpus) throw new Error(`cpus=${spec.cpus} is more than this host's KVM allows (${maxVcpus})`);
-    installKickHandler();
-
-    const vm = this.vm = kvm.createVm();
-    vm.setTssAddr(LAYOUT.tssAddr);
-    vm.setIdentityMapAddr(LAYOUT.identityMap);
-    vm.createIrqchip();
-    vm.createPit2();
-    if (spec.haltPollNs !== undefined) vm.enableCap(CAP.HALT_POLL, [spec.haltPollNs]);
-    // KVM accepts this only before the first vCPU exists.
-    if (spec.disableExits) vm.enableCap(CAP.X86_DISABLE_EXITS, [spec.disableExits]);
-
-    const mem = this.memory = new GuestMemory(spec.memoryMiB * MiB);
-    if (spec.memLock) mem.lock();
-    for (const r of mem.regions) {
-      vm.setUserMemoryRegion({ slot: r.slot, guestPhysAddr: r.guestPhysAddr, memorySize: r.size, userspaceAddr: r.hostAddress });
-    }
-
-    const acpi = buildAcpiTables({ cpus: spec.cpus, baseAddress: LAYOUT.acpi });
-    mem.write(LAYOUT.acpi, acpi.bytes);
-    const bootInput = { kernel, initrd, cmdline: spec.cmdline, rsdpAddress: acpi.rsdpAddress, e820: memoryMap(mem) };
-    const plan: BootPlan = format === 'bzimage' ? loadBzImage(mem, bootInput) : loadPvh(mem, bootInput);
-
-    const statsEnabled = kvm.checkExtension(CAP.BINARY_STATS_FD) > 0;
-    if (statsEnabled) this.vmStatsFd = vm.statsFd();
-    const supported = kvm.supportedCpuid();
-    const host = hostKvmFeatures(supported);
-    const kvmFeatures = spec.kvmFeatures ?? host.features;
-    const kvmHints = spec.kvmHints ?? host.hints;
-    const tscDeadline = kvm.checkExtension(CAP.TSC_DEADLINE_TIMER) > 0;
-    for (let i = 0; i < spec.cpus; i++) {
-      const vcpu = vm.createVcpu(i);
-      this.vcpus.push(vcpu);
-      this.vcpuStatsFds.push(statsEnabled ? vcpu.statsFd() : -1);
-      vcpu.setCpuid2(buildCpuid(supported, { vcpuId: i, cpus: spec.cpus, kvmFeatures, kvmHints, tscDeadline, mwait: spec.mwait ?? false }));
-      setBootMsrs(vcpu);
-      setLapicLints(vcpu);
-      if (i === 0) setBootCpuState(vcpu, mem, plan);
-    }
-    const irq = new IrqLine(vm.fd);
-    this.consoleInput = new SerialInput(this.deviceSab, (line, level) => irq.set(line, level));
-    this.powerButton = new PowerButton(this.deviceSab, (line, level) => irq.set(line, level));
-    spec.testHooks?.beforeFirstRun?.({ vcpus: this.vcpus, memory: mem });
+  /** Takes the built machine: the host side of its devices, then the test seam before any KVM_RUN. */
+  private attach(machine: BuiltMachine): void {
+    this.machine = machine;
+    const setIrq = (line: number, level: boolean) => machine.irq.set(line, level);
+    this.consoleInput = new SerialInput(machine.deviceSab, setIrq);
+    this.powerButton = new PowerButton(machine.deviceSab, setIrq);
+    this.spec.testHooks?.beforeFirstRun?.({ vcpus: machine.vcpus, memory: machine.memory });
   }
 
   private spawnWorkers(): void {
     for (let i = 0; i < this.spec.cpus; i++) {
       const worker = takeVcpuWorker(`vcpu-${i}`);
       this.workers.push(worker);
-      this.workerExited.push(new Promise((resolve) => worker.once('exit', () => resolve())));
+      this.workerExited.push(new Promise((resolve) => worker.once('exit', (code) => { this.onWorkerExit(i, code); resolve(); })));
       worker.on('message', (m: WorkerMessage) => this.onWorkerMessage(m));
     }
   }
@@ -283,22 +196,25 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
    * last one arrives (VmControl.arriveAtStart).
    */
   private async launchWorkers(): Promise<void> {
-    const ready = this.vcpus.map((vcpu, i) => {
+    const machine = this.machine!;
+    const ready = machine.vcpus.map((vcpu, i) => {
       const worker = this.workers[i]!;
       const data: VcpuWorkerData = {
-        vcpu: vcpu.handle(), vmFd: this.vm!.fd, cpus: this.spec.cpus, controlSab: this.control.sab,
-        deviceSab: this.deviceSab, consoleRingSab: this.consoleRingSab, agentRingSab: this.agentRingSab,
-        hostCpu: this.spec.pin?.[vcpu.id],
+        vcpu: vcpu.handle(), vmFd: machine.vm.fd, cpus: this.spec.cpus, controlSab: this.control.sab,
+        deviceSab: machine.deviceSab, consoleRingSab: this.consoleRingSab, agentRingSab: this.agentRingSab,
+        hostCpu: this.live.pin?.[vcpu.id],
       };
       const started = new Promise<void>((resolve, reject) => {
-        const onError = (e: Error) => reject(new Error(`vCPU ${i} thread failed to start: ${e.message}`));
-        worker.once('error', onError);
+        const onError = (e: Error) => { done(); reject(new Error(`vCPU ${i} thread failed to start: ${e.message}`)); };
+        const onExit = (code: number) => { done(); reject(new Error(`vCPU ${i} thread exited (code ${code}) before it was ready`)); };
         const onMessage = (m: WorkerMessage) => {
           if (m.type === 'loaded') return; // its modules are in; 'ready' (or 'ended') follows
-          worker.off('message', onMessage);
-          worker.off('error', onError);
+          done();
           resolve();
         };
+        const done = () => { worker.off('message', onMessage); worker.off('error', onError); worker.off('exit', onExit); };
+        worker.once('error', onError);
+        worker.once('exit', onExit);
         worker.on('message', onMessage);
       });
       worker.postMessage(data);
@@ -315,6 +231,17 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
     } else if (m.type === 'exited' && this.state === 'running' && this.control.runningWorkers === 0) {
       void this.teardown();
     }
+  }
+
+  /**
+   * A worker that ends without saying so (terminated, its isolate out of memory, its thread
+   * gone) ends its VM, never the process: the other vCPUs are stopped and the reason recorded.
+   * A worker that ended normally has said 'ended' or 'exited' first, or the teardown has begun.
+   */
+  private onWorkerExit(vcpu: number, code: number): void {
+    if (this.tearingDown || this.state === 'starting' || this.state === 'stopped') return;
+    if (this.control.end(END.workerError, vcpu)) this.endMessage = `vCPU ${vcpu} worker exited unexpectedly (exit code ${code})`;
+    void this.teardown();
   }
 
   private onWorkerCrash(vcpu: number, e: Error): void {
@@ -347,26 +274,32 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
    * Presses the ACPI power button (a graceful shutdown request). Returns whether the guest had
    * enabled power-button events; a guest without ACPI support ignores it (stop it with stop()).
    */
-  pressPowerButton(): boolean {
+  async pressPowerButton(): Promise<boolean> {
     if (this.state !== 'running' || !this.powerButton) return false;
     return this.powerButton.press();
   }
 
   /** Changes the VM's maximum halt-polling time while it runs (KVM_CAP_HALT_POLL). */
   setHaltPollNs(ns: number): void {
-    if (!this.vm) throw new Error('the VM is not running');
-    this.vm.enableCap(CAP.HALT_POLL, [ns]);
-    this.spec.haltPollNs = ns;
+    if (!this.machine) throw new Error('the VM is not running');
+    this.machine.vm.enableCap(CAP.HALT_POLL, [ns]);
+    this.live = { ...this.live, haltPollNs: ns };
   }
 
   /** Re-pins the vCPU threads while the VM runs (vCPU i -> hostCpus[i % length]); empty = unpinned. */
   setPin(hostCpus: readonly number[]): void {
     const all = allowedHostCpus();
-    this.vcpus.forEach((v, i) => {
+    const vcpus = this.machine?.vcpus ?? [];
+    vcpus.forEach((v, i) => {
       const tid = this.control.tid(v.id);
       if (tid) setThreadAffinity(tid, hostCpus.length ? [hostCpus[i % hostCpus.length]!] : all);
     });
-    this.spec.pin = hostCpus.length ? this.vcpus.map((_, i) => hostCpus[i % hostCpus.length]!) : undefined;
+    this.live = { ...this.live, pin: hostCpus.length ? vcpus.map((_, i) => hostCpus[i % hostCpus.length]!) : undefined };
+  }
+
+  /** The live knobs' current values: the spec's, as changed by setHaltPollNs and setPin since. */
+  get knobs(): Readonly<LiveKnobs> {
+    return this.live;
   }
 
   /**
@@ -408,7 +341,7 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
   }
 
   private kickAll(): void {
-    for (const vcpu of this.vcpus) {
+    for (const vcpu of this.machine?.vcpus ?? []) {
       vcpu.setImmediateExit(true);
       const tid = this.control.tid(vcpu.id);
       if (tid) kickThread(tid);
@@ -456,17 +389,11 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
     await Promise.race([Promise.all(this.workers.map(whenLoaded)), new Promise((r) => { loadWait = setTimeout(r, WORKER_LOAD_WAIT_MS); })]);
     clearTimeout(loadWait);
     for (const w of this.workers) await w.terminate();
-    for (const fd of [...this.vcpuStatsFds, this.vmStatsFd]) if (fd >= 0) closeFd(fd);
-    this.vcpuStatsFds = [];
-    this.vmStatsFd = -1;
-    for (const v of this.vcpus) v.close();
-    this.vcpus = [];
-    this.vm?.close();
-    this.kvm?.close();
-    this.vm = undefined;
-    this.kvm = undefined;
-    if (this.memory?.isLocked) this.memory.unlock();
-    this.memory = undefined; // the SAB goes with the last worker reference
+    await this.machine?.close();
+    // Guest RAM's SAB goes with the last reference: this one, then the workers'.
+    this.machine = undefined;
+    this.consoleInput = undefined;
+    this.powerButton = undefined;
   }
 
   private flushRings(): void {
@@ -478,7 +405,7 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
 
   /** KVM binary stats fds of the VM and each vCPU (-1: the host's KVM has no binary stats). */
   statsFds(): { vm: number; vcpus: readonly number[] } {
-    return { vm: this.vmStatsFd, vcpus: this.vcpuStatsFds };
+    return this.machine?.statsFds ?? { vm: -1, vcpus: [] };
   }
 
   /**
@@ -492,7 +419,7 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
 
   /** Host thread ids of the vCPU workers (0 once a worker has exited). */
   vcpuThreadIds(): number[] {
-    return this.vcpus.map((v) => this.control.tid(v.id));
+    return (this.machine?.vcpus ?? []).map((v) => this.control.tid(v.id));
   }
 
   /** Console input bytes dropped because the guest did not read its UART (see MAX_PENDING_INPUT). */
@@ -519,16 +446,4 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
     }
   }
 
-}
-
-/** The guest's physical memory map (E820 / PVH memmap). */
-export function memoryMap(mem: GuestMemory): E820Entry[] {
-  const map: E820Entry[] = [
-    { addr: 0, size: LAYOUT.lowEnd, type: E820_RAM },
-    { addr: LAYOUT.acpi, size: LAYOUT.acpiEnd - LAYOUT.acpi, type: E820_RESERVED },
-    { addr: LAYOUT.kernelMin, size: mem.lowMemoryEnd - LAYOUT.kernelMin, type: E820_RAM },
-  ];
-  const high = mem.regions[1];
-  if (high) map.push({ addr: HIGH_MEMORY_START, size: high.size, type: E820_RAM });
-  return map;
 }

@@ -7,7 +7,7 @@ import {
 } from './abi.ts';
 import {
   EAGAIN, EINTR, MAP_FAILED, MAP_SHARED, O_CLOEXEC, O_RDWR, PROT_READ, PROT_WRITE, OsError, addressOf, describeErrno,
-  errno, libc,
+  callOffThread, closeFdInBackground, errno, libc,
 } from './libc.ts';
 import { createExitRecord, decodeExit, markInterrupted, type VcpuExit } from './exit-record.ts';
 
@@ -33,6 +33,19 @@ function ioctlInt(fd: number, name: IoctlName, arg = 0): number {
 
 function ioctlBuf(fd: number, name: IoctlName, buf: Buffer): number {
   return check(name, libc.ioctlBuf(fd, IOCTL[name], buf));
+}
+
+/** ioctlInt / ioctlBuf on the thread pool: for set-up ioctls that can sleep in the kernel. */
+async function ioctlIntOffThread(fd: number, name: IoctlName, arg = 0): Promise<number> {
+  const { ret, err } = await callOffThread(libc.ioctlInt, fd, IOCTL[name], arg);
+  if (ret < 0) throw new KvmError(name, err);
+  return ret;
+}
+
+async function ioctlBufOffThread(fd: number, name: IoctlName, buf: Buffer): Promise<number> {
+  const { ret, err } = await callOffThread(libc.ioctlBuf, fd, IOCTL[name], buf);
+  if (ret < 0) throw new KvmError(name, err);
+  return ret;
 }
 
 export const DEFAULT_KVM_DEVICE = '/dev/kvm';
@@ -135,6 +148,16 @@ export interface MemoryRegion {
   userspaceAddr: number;
 }
 
+function encodeMemoryRegion(region: MemoryRegion): Buffer {
+  const buf = Buffer.alloc(SIZEOF.userspaceMemoryRegion);
+  buf.writeUInt32LE(region.slot, 0);
+  buf.writeUInt32LE(region.flags ?? 0, 4);
+  buf.writeBigUInt64LE(BigInt(region.guestPhysAddr), 8);
+  buf.writeBigUInt64LE(BigInt(region.memorySize), 16);
+  buf.writeBigUInt64LE(BigInt(region.userspaceAddr), 24);
+  return buf;
+}
+
 export class Vm {
   readonly fd: number;
   readonly vcpuMmapSize: number;
@@ -169,13 +192,25 @@ export class Vm {
   }
 
   setUserMemoryRegion(region: MemoryRegion): void {
-    const buf = Buffer.alloc(SIZEOF.userspaceMemoryRegion);
-    buf.writeUInt32LE(region.slot, 0);
-    buf.writeUInt32LE(region.flags ?? 0, 4);
-    buf.writeBigUInt64LE(BigInt(region.guestPhysAddr), 8);
-    buf.writeBigUInt64LE(BigInt(region.memorySize), 16);
-    buf.writeBigUInt64LE(BigInt(region.userspaceAddr), 24);
-    ioctlBuf(this.fd, 'KVM_SET_USER_MEMORY_REGION', buf);
+    ioctlBuf(this.fd, 'KVM_SET_USER_MEMORY_REGION', encodeMemoryRegion(region));
+  }
+
+  /**
+   * The VM's set-up ioctls, each on the thread pool. KVM_CREATE_IRQCHIP, KVM_CREATE_PIT2,
+   * KVM_SET_TSS_ADDR and KVM_SET_USER_MEMORY_REGION change the VM's I/O buses or memory slots
+   * and wait in the kernel for an SRCU grace period: tens to hundreds of ms on a loaded host,
+   * which the main thread (it answers every client) must not spend blocked.
+   */
+  async setUpOffThread(opts: { tssAddr: number; identityMapAddr: number; regions: readonly MemoryRegion[] }): Promise<void> {
+    await ioctlIntOffThread(this.fd, 'KVM_SET_TSS_ADDR', opts.tssAddr);
+    const idmap = Buffer.alloc(8);
+    idmap.writeBigUInt64LE(BigInt(opts.identityMapAddr));
+    await ioctlBufOffThread(this.fd, 'KVM_SET_IDENTITY_MAP_ADDR', idmap);
+    await ioctlIntOffThread(this.fd, 'KVM_CREATE_IRQCHIP');
+    const pit = Buffer.alloc(SIZEOF.pitConfig);
+    pit.writeUInt32LE(KVM_PIT_SPEAKER_DUMMY, 0);
+    await ioctlBufOffThread(this.fd, 'KVM_CREATE_PIT2', pit);
+    for (const region of opts.regions) await ioctlBufOffThread(this.fd, 'KVM_SET_USER_MEMORY_REGION', encodeMemoryRegion(region));
   }
 
   /** Enables a VM capability; args are up to four 64-bit values. */
@@ -204,6 +239,11 @@ export class Vm {
 
   close(): void {
     libc.close(this.fd);
+  }
+
+  /** close() off this thread: the kernel destroys the VM when its last fd goes (closeFdInBackground). */
+  closeInBackground(): Promise<void> {
+    return closeFdInBackground(this.fd);
   }
 }
 

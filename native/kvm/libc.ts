@@ -64,6 +64,30 @@ export function closeFd(fd: number): void {
   libc.close(fd);
 }
 
+/**
+ * Calls a libc binding on a thread-pool thread (koffi's asynchronous call) and resolves with its
+ * return value and errno (koffi carries the worker thread's errno over to the callback). For
+ * calls that can sleep in the kernel — a KVM ioctl waiting out an SRCU grace period — which the
+ * main thread must not wait for.
+ */
+export function callOffThread(fn: unknown, ...args: unknown[]): Promise<{ ret: number; err: number }> {
+  return new Promise((resolve, reject) => {
+    (fn as { async(...a: unknown[]): void }).async(...args, (e: unknown, ret: number | bigint) => {
+      if (e) reject(e instanceof Error ? e : new Error(String(e)));
+      else resolve({ ret: Number(ret), err: Number(ret) < 0 ? koffi.errno() : 0 });
+    });
+  });
+}
+
+/**
+ * close(2) on a thread-pool thread (koffi's asynchronous call). Closing a VM's last fd destroys
+ * the VM in the kernel — its memory slots, page tables, irqchip — which takes tens of ms for a
+ * large guest; the main thread must not wait for it. A close cannot usefully fail here.
+ */
+export async function closeFdInBackground(fd: number): Promise<void> {
+  await callOffThread(libc.close, fd);
+}
+
 export function errno(): number {
   return koffi.errno();
 }

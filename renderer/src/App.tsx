@@ -4,6 +4,7 @@ import type { ThemeChoice } from './state/app.ts';
 import { Library } from './views/Library.tsx';
 import { Wizard } from './views/wizard/Wizard.tsx';
 import { VmView } from './views/vm/VmView.tsx';
+import { EditVm } from './views/vm/EditVm.tsx';
 import { CompareView } from './views/compare/CompareView.tsx';
 import { useConsoleTheme } from './console/useConsoleTheme.ts';
 
@@ -20,7 +21,7 @@ export function App() {
     }
     const h = mainRef.current?.querySelector<HTMLElement>('h1');
     h?.focus({ preventScroll: true });
-  }, [route.view, route.view === 'vm' ? route.id : '']);
+  }, [route.view, route.view === 'vm' || route.view === 'edit' ? route.id : '']);
   return (
     <div className="app">
       <a className="skip" href="#main" onClick={(e) => { e.preventDefault(); mainRef.current?.focus(); }}>Skip to content</a>
@@ -30,6 +31,7 @@ export function App() {
         {route.view === 'library' && <Library />}
         {route.view === 'new' && <Wizard guest={route.guest} />}
         {route.view === 'vm' && <VmView key={route.id} id={route.id} />}
+        {route.view === 'edit' && <EditVm key={route.id} id={route.id} />}
         {route.view === 'compare' && <CompareView experimentId={route.experimentId} />}
       </main>
       <Notices />
@@ -46,7 +48,7 @@ function Header() {
     { label: 'New VM', view: 'new' },
     { label: 'Compare', view: 'compare' },
   ];
-  const current = route.view === 'vm' ? 'library' : route.view;
+  const current = route.view === 'vm' || route.view === 'edit' ? 'library' : route.view;
   return (
     <header className="topbar">
       <button type="button" className="brand" onClick={() => navigate({ view: 'library' })} aria-label="Unhalt: VM library">
@@ -88,10 +90,14 @@ function Header() {
 function ConnectionBanner() {
   const state = useApp((s) => s.connection);
   const error = useApp((s) => s.connectionError);
+  const reconnecting = useApp((s) => s.reconnecting);
   if (state === 'open') return null;
   return (
-    <div className={`banner ${state === 'closed' ? 'banner-error' : ''}`} role="status">
-      {state === 'connecting' ? 'Connecting to Unhalt…' : `Connection to Unhalt lost${error ? `: ${error}` : ''}; reconnecting…`}
+    <div className={`banner ${state === 'closed' ? 'banner-error' : ''}`} role="status" data-testid="connection-banner"
+      data-state={reconnecting ? 'reconnecting' : state}>
+      {reconnecting
+        ? `Connection to Unhalt lost; reconnecting…${error ? ` (${error})` : ''} The page stays as it is and picks up where the server is when it answers again.`
+        : state === 'connecting' ? 'Connecting to Unhalt…' : `Cannot reach Unhalt${error ? `: ${error}` : ''}; retrying…`}
     </div>
   );
 }

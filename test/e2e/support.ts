@@ -50,10 +50,10 @@ export interface HostMode {
   stop(): Promise<number | null>;
 }
 
-/** `unhalt serve --port 0 --no-open` with UNHALT_HOME=home; resolves with the printed URL. */
-export function startHostMode(home: string, timeoutMs = 30_000): Promise<HostMode> {
+/** `unhalt serve --port PORT --no-open` with UNHALT_HOME=home (port 0: any free one); resolves with the printed URL. */
+export function startHostMode(home: string, timeoutMs = 30_000, port = 0): Promise<HostMode> {
   return new Promise((resolve, reject) => {
-    const proc = spawn(process.execPath, [UNHALT_BIN, 'serve', '--port', '0', '--no-open'], {
+    const proc = spawn(process.execPath, [UNHALT_BIN, 'serve', '--port', String(port), '--no-open'], {
       cwd: ROOT,
       env: { ...process.env, UNHALT_HOME: home, DISPLAY: '', WAYLAND_DISPLAY: '' },
       stdio: ['ignore', 'pipe', 'pipe'],

@@ -120,7 +120,7 @@ describe.skipIf(!kvmAvailable)('probe guest scenarios on real KVM', () => {
   it('the ACPI power button ends an echo shell with a clean power-off', async () => {
     const g = await startProbe({ cpus: 2, append: 'scenario=echo' });
     await g.waitForConsole('probe> ');
-    expect(g.vm.pressPowerButton()).toBe(true); // the guest enabled PWRBTN_EN
+    expect(await g.vm.pressPowerButton()).toBe(true); // the guest enabled PWRBTN_EN
     const exit = await g.vm.exited;
     expect(exit.kind).toBe('poweroff');
     expect(g.console()).toContain('power button');

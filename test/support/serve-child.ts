@@ -4,7 +4,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { WebSocket } from 'ws';
-import type { ServerMessage } from '../../electron/service/api.ts';
+import type { ApiEvent, ServerMessage } from '../../electron/service/api.ts';
 import { UNHALT_BIN } from './cli.ts';
 
 export interface ServeChild {
@@ -37,6 +37,8 @@ export function startServe(home: string, args: string[] = []): ServeChild {
 
 export interface ApiClient {
   call(method: string, ...params: unknown[]): Promise<ServerMessage>;
+  /** Events the server pushes (those of subscribed VMs among them). */
+  onEvent(listener: (event: ApiEvent) => void): void;
   close(): void;
 }
 
@@ -44,9 +46,10 @@ export async function apiClient(url: URL): Promise<ApiClient> {
   const ws = new WebSocket(`ws://${url.host}/api?token=${url.searchParams.get('token')}`, { origin: url.origin });
   await new Promise((resolve, reject) => { ws.once('open', resolve); ws.once('error', reject); });
   const waiting = new Map<number, (m: ServerMessage) => void>();
+  const listeners: ((event: ApiEvent) => void)[] = [];
   ws.on('message', (d) => {
     const m = JSON.parse(d.toString()) as ServerMessage;
-    if ('id' in m) { waiting.get(m.id)?.(m); waiting.delete(m.id); }
+    if ('id' in m) { waiting.get(m.id)?.(m); waiting.delete(m.id); } else if ('event' in m) for (const l of listeners) l(m.event);
   });
   let nextId = 1;
   return {
@@ -54,6 +57,7 @@ export async function apiClient(url: URL): Promise<ApiClient> {
       const id = nextId++;
       return new Promise((resolve) => { waiting.set(id, resolve); ws.send(JSON.stringify({ id, method, params })); });
     },
+    onEvent: (listener) => { listeners.push(listener); },
     close: () => ws.close(),
   };
 }

@@ -41,14 +41,14 @@ describe('scrollback', () => {
 });
 
 describe('console log file', () => {
-  it('appends in batches and rotates to .1 at its limit', () => {
+  it('appends in batches and rotates to .1 at its limit', async () => {
     const path = join(tempHome('log'), 'logs', 'vm.log');
     const log = new ConsoleLogFile(path, 1000);
     for (let i = 0; i < 30; i++) {
       log.write(bytes(`${String(i).padStart(3, '0')} ${'x'.repeat(95)}\n`)); // 100 bytes a line
-      if (i % 5 === 4) log.flush();
+      if (i % 5 === 4) void log.flush();
     }
-    log.flush();
+    await log.flush();
     expect(statSync(path).size).toBeLessThanOrEqual(1000);
     expect(statSync(`${path}.1`).size).toBeLessThanOrEqual(1000);
     // 500-byte flushes: 0-9 fill the first file, 10-19 the second, 20-29 the current one.
@@ -59,23 +59,23 @@ describe('console log file', () => {
     expect(statSync(path).mode & 0o777).toBe(0o600);
   });
 
-  it('drops (and counts) what a flood brings faster than the disk takes it', () => {
+  it('drops (and counts) what a flood brings faster than the disk takes it', async () => {
     const path = join(tempHome('log'), 'vm.log');
     const log = new ConsoleLogFile(path, 1 << 20);
     const chunk = new Uint8Array(64 * 1024);
     for (let i = 0; i < 10; i++) log.write(chunk); // 640 KiB before any flush
-    log.flush();
+    await log.flush();
     expect(statSync(path).size).toBe(256 * 1024);
     expect(log.dropped).toBe(384 * 1024);
   });
 
-  it('removes its files, and a missing log tail is empty', () => {
+  it('removes its files, and a missing log tail is empty', async () => {
     const path = join(tempHome('log'), 'vm.log');
     const log = new ConsoleLogFile(path, 100);
     log.write(bytes('a'.repeat(80)));
-    log.flush();
+    await log.flush();
     log.write(bytes('b'.repeat(80)));
-    log.flush();
+    await log.flush();
     expect(existsSync(`${path}.1`)).toBe(true);
     log.remove();
     expect(existsSync(path) || existsSync(`${path}.1`)).toBe(false);

@@ -525,7 +525,7 @@ describe('the whole port bus of the board under random accesses', () => {
           const taken = input.inject(which, bytes);
           inv('bus: console injection takes what the FIFO has room for', taken === model.com[which]!.inject(bytes));
         } else {
-          inv('bus: power button reports PWRBTN_EN', button.press() === model.acpi.press());
+          inv('bus: power button reports PWRBTN_EN', button.tryPress() === model.acpi.press());
         }
         inv('bus: lock released after every access', Atomics.load(all, DEVICE_LAYOUT.lock) === 0);
         inv('bus: console/agent bytes are exactly the THR writes', emitted[0].length === model.com[0]!.emitted.length &&

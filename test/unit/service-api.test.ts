@@ -95,11 +95,13 @@ describe('service API boundary', () => {
     const byId: [string, (id: unknown) => Promise<unknown>][] = [
       ['getVm', (id) => svc.getVm(id as string)],
       ['updateVm', (id) => svc.updateVm(id as string, probe)],
+      ['renameVm', (id) => svc.renameVm(id as string, 'new-name')],
       ['cloneVm', (id) => svc.cloneVm(id as string)],
       ['deleteVm', (id) => svc.deleteVm(id as string)],
       ['startVm', (id) => svc.startVm(id as string)],
       ['stopVm', (id) => svc.stopVm(id as string)],
       ['forceStopVm', (id) => svc.forceStopVm(id as string)],
+      ['resetVm', (id) => svc.resetVm(id as string)],
       ['pauseVm', (id) => svc.pauseVm(id as string)],
       ['resumeVm', (id) => svc.resumeVm(id as string)],
       ['status', (id) => svc.status(id as string)],

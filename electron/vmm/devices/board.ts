@@ -96,6 +96,8 @@ export function attachDevices(stateSab: SharedArrayBuffer, io: DeviceIo): PortBu
  * Host side of the serial lines: queues console/agent input into COM1 (0) or COM2 (1) under
  * the bus lock and raises the RX interrupt. The FIFO is 16 bytes: `inject` returns how many
  * bytes were taken; keep the rest and retry (e.g. on the next output drain or a short timer).
+ * Used on the main thread, so it never waits for the lock: while a vCPU holds it, `inject`
+ * takes nothing and `space` reads 0, and the caller retries (InputQueue does, 2 ms later).
  */
 export class SerialInput {
   private readonly lock: SharedLock;
@@ -114,17 +116,20 @@ export class SerialInput {
   inject(which: 0 | 1, bytes: Uint8Array): number {
     if (bytes.length === 0) return 0;
     const uart = this.uarts[which];
-    return this.lock.withLock(() => uart.enqueueRx(bytes));
+    return this.lock.tryWithLock(() => uart.enqueueRx(bytes)) ?? 0;
   }
 
   /** Bytes the UART can take right now. */
   space(which: 0 | 1): number {
     const uart = this.uarts[which];
-    return this.lock.withLock(() => uart.rxSpace());
+    return this.lock.tryWithLock(() => uart.rxSpace()) ?? 0;
   }
 }
 
-/** Host side of the ACPI power button (a graceful shutdown request). */
+/**
+ * Host side of the ACPI power button (a graceful shutdown request). Used on the main thread:
+ * it waits for the bus lock asynchronously (SharedLock.lockAsync), never blocking.
+ */
 export class PowerButton {
   private readonly lock: SharedLock;
   private readonly pm: AcpiPm;
@@ -137,12 +142,19 @@ export class PowerButton {
     });
   }
 
-  /** Presses the button; returns whether the guest's OS had enabled power-button events. */
-  press(): boolean {
-    return this.lock.withLock(() => {
-      this.pm.pressPowerButton();
-      return this.pm.powerButtonEnabled();
-    });
+  /** Presses the button; resolves with whether the guest's OS had enabled power-button events. */
+  press(): Promise<boolean> {
+    return this.lock.withLockAsync(() => this.pressLocked());
+  }
+
+  /** press() if the bus lock is free right now; undefined (nothing pressed) if a vCPU holds it. */
+  tryPress(): boolean | undefined {
+    return this.lock.tryWithLock(() => this.pressLocked());
+  }
+
+  private pressLocked(): boolean {
+    this.pm.pressPowerButton();
+    return this.pm.powerButtonEnabled();
   }
 }
 

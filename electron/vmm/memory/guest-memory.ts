@@ -2,7 +2,12 @@
 // KVM at a 2 MiB-aligned offset inside it. Never a koffi.view of mmap'd memory: Electron's V8
 // memory cage forbids ArrayBuffers over foreign memory. The SAB must stay referenced for the VM's
 // whole life (KVM keeps using the pages; if V8 frees them the guest reads freed memory).
-import { MADV_HUGEPAGE, OsError, addressOf, errno, libc } from '../../../native/kvm/libc.ts';
+import { extname } from 'node:path';
+import { Worker } from 'node:worker_threads';
+import { MADV_HUGEPAGE, OsError, addressOf, libc } from '../../../native/kvm/libc.ts';
+import type { LockRequest, LockResult } from './lock-worker.ts';
+
+const LOCK_WORKER_URL = new URL(`./lock-worker${extname(new URL(import.meta.url).pathname)}`, import.meta.url);
 
 export const MiB = 1024 * 1024;
 export const GiB = 1024 * MiB;
@@ -104,15 +109,27 @@ export class GuestMemory {
   readU32(gpa: number): number { return this.view.getUint32(this.offsetOf(gpa, 4), true); }
   readU64(gpa: number): bigint { return this.view.getBigUint64(this.offsetOf(gpa, 8), true); }
 
-  /** Locks guest RAM in host memory (mem-lock=on). Throws a clear error when refused. */
-  lock(): void {
-    for (const r of this.regions) {
-      if (libc.mlock(r.hostAddress, r.size) < 0) {
-        const err = errno();
-        this.unlock();
-        throw new OsError(`locking ${this.size / MiB} MiB of guest memory (mlock)`, err,
-          'raise RLIMIT_MEMLOCK (ulimit -l) or grant CAP_IPC_LOCK, or turn mem-lock off');
-      }
+  /**
+   * Locks guest RAM in host memory (mem-lock=on). Rejects with a clear error when refused. The
+   * faulting-in and the mlock run on a worker thread (lock-worker.ts): they take seconds for
+   * GiBs, and the calling thread must stay free to answer clients.
+   */
+  async lock(): Promise<void> {
+    const request: LockRequest = {
+      sab: this.sab,
+      ranges: this.regions.map((r) => ({ address: r.hostAddress, size: r.size, offset: this.base + r.offset })),
+    };
+    const worker = new Worker(LOCK_WORKER_URL, { workerData: request, name: 'guest-ram-lock' });
+    let answer: LockResult | undefined;
+    worker.once('message', (m: LockResult) => { answer = m; });
+    // Its answer comes before its exit; waiting for the exit leaves no thread behind.
+    const result = await new Promise<LockResult>((resolve, reject) => {
+      worker.once('error', reject);
+      worker.once('exit', (code) => (answer ? resolve(answer) : reject(new Error(`the guest-memory lock thread exited (${code}) before answering`))));
+    });
+    if (result.errno) {
+      throw new OsError(`locking ${this.size / MiB} MiB of guest memory (mlock)`, result.errno,
+        'raise RLIMIT_MEMLOCK (ulimit -l) or grant CAP_IPC_LOCK, or turn mem-lock off');
     }
     this.locked = true;
   }

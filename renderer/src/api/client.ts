@@ -132,7 +132,7 @@ class SocketTransport implements Transport {
       }
       this.failures++;
       const reason = ev.code === 1008 || ev.code === 4401 || this.failures >= 3
-        ? 'if Unhalt was restarted, open the new URL `unhalt serve` printed (its token changes with every start)'
+        ? 'this tab keeps trying; if Unhalt was restarted on another port or with a new token, open the URL `unhalt serve` printed'
         : undefined;
       this.onState('closed', reason);
       if (!this.closed) this.scheduleReconnect();

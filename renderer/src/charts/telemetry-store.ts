@@ -12,7 +12,9 @@ const TRIM_SLACK = 600;
 export type Column = Float64Array;
 
 /** Per-vCPU series kept for the charts: column key `${name}#${vcpu}`. */
-export const PER_VCPU = ['halt_exits_per_s', 'poll_hit_rate', 'poll_cpu_fraction', 'halt_wait_fraction'] as const;
+export const PER_VCPU = [
+  'halt_exits_per_s', 'poll_hit_rate', 'poll_cpu_fraction', 'halt_wait_fraction', 'host_cpu_fraction', 'runqueue_wait_fraction',
+] as const;
 /** Summed over vCPUs: column key `${name}#sum`. */
 export const SUMMED = [
   'halt_exits_per_s', 'exits_per_s', 'io_exits_per_s', 'mmio_exits_per_s', 'irq_exits_per_s', 'signal_exits_per_s',
@@ -196,6 +198,11 @@ export class VmTelemetry {
       const waitNs = num(s.halt_wait_ns_delta);
       const interval = num(s.interval_ms);
       set(rows, `halt_wait_fraction#${v}`, row, waitNs !== null && interval ? waitNs / (interval * 1e6) : null);
+      // The vCPU thread as the host scheduler sees it (thread-stats.ts): CPU it got, and time it
+      // was runnable but waited for a host CPU (schedstat; absent without CONFIG_SCHED_INFO).
+      set(rows, `host_cpu_fraction#${v}`, row, num(s.host_cpu_fraction));
+      const queuedNs = num(s.host_runqueue_wait_ns_delta);
+      set(rows, `runqueue_wait_fraction#${v}`, row, queuedNs !== null && interval ? queuedNs / (interval * 1e6) : null);
       add(rows, 'halt_exits_per_s#sum', row, halt);
       add(rows, 'exits_per_s#sum', row, num(s.exits_per_s) ?? num(s.vmm_exits_per_s));
       add(rows, 'io_exits_per_s#sum', row, num(s.io_exits_per_s) ?? num(s.vmm_io_exits_per_s));

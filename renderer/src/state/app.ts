@@ -15,6 +15,7 @@ export type Route =
   | { view: 'library' }
   | { view: 'new'; guest?: 'probe' | 'linux' }
   | { view: 'vm'; id: string }
+  | { view: 'edit'; id: string }
   | { view: 'compare'; experimentId?: string };
 
 export type ThemeChoice = 'system' | 'light' | 'dark';
@@ -28,6 +29,8 @@ export interface Notice {
 export interface AppState {
   connection: ConnectionState;
   connectionError?: string;
+  /** The connection was open once and dropped since (host mode): the banner says "reconnecting". */
+  reconnecting: boolean;
   host: HostInfo | null;
   hostError?: string;
   vms: VmRecord[];
@@ -44,6 +47,7 @@ export const api = new ApiClient();
 
 export const store = createStore<AppState>({
   connection: api.connection().state,
+  reconnecting: false,
   host: null,
   vms: [],
   vmsLoaded: false,
@@ -65,6 +69,7 @@ export function parseRoute(hash: string): Route {
     case 'new':
       return { view: 'new', guest: parts[1] === 'linux' ? 'linux' : parts[1] === 'probe' ? 'probe' : undefined };
     case 'vm':
+      if (parts[1] && parts[2] === 'edit') return { view: 'edit', id: parts[1] };
       return parts[1] ? { view: 'vm', id: parts[1] } : { view: 'library' };
     case 'compare':
       return { view: 'compare', experimentId: parts[1] };
@@ -78,6 +83,7 @@ export function routeHash(r: Route): string {
     case 'library': return '#/';
     case 'new': return r.guest ? `#/new/${r.guest}` : '#/new';
     case 'vm': return `#/vm/${encodeURIComponent(r.id)}`;
+    case 'edit': return `#/vm/${encodeURIComponent(r.id)}/edit`;
     case 'compare': return r.experimentId ? `#/compare/${encodeURIComponent(r.experimentId)}` : '#/compare';
   }
 }
@@ -255,15 +261,16 @@ function onEvent(ev: ApiEvent): void {
 // ---- lifecycle actions ----
 export async function vmAction(
   vmId: string,
-  action: 'start' | 'stop' | 'force-stop' | 'pause' | 'resume',
+  action: 'start' | 'stop' | 'force-stop' | 'reset' | 'pause' | 'resume',
 ): Promise<void> {
-  const label = { start: 'starting', stop: 'stopping', 'force-stop': 'stopping', pause: 'pausing', resume: 'resuming' }[action];
+  const label = { start: 'starting', stop: 'stopping', 'force-stop': 'stopping', reset: 'resetting', pause: 'pausing', resume: 'resuming' }[action];
   store.set((s) => ({ busy: { ...s.busy, [vmId]: label } }));
   try {
     if (action === 'start') await ensureSubscribed(vmId);
     const status = await (action === 'start' ? api.startVm(vmId)
       : action === 'stop' ? api.stopVm(vmId)
         : action === 'force-stop' ? api.forceStopVm(vmId)
+          : action === 'reset' ? api.resetVm(vmId)
           : action === 'pause' ? api.pauseVm(vmId) : api.resumeVm(vmId));
     applyStatus(vmId, status);
   } catch (e) {
@@ -283,6 +290,19 @@ export async function createVm(config: unknown): Promise<VmRecord> {
   return rec;
 }
 
+/** Saves a stopped VM's whole configuration (the wizard's edit mode). */
+export async function updateVm(vmId: string, config: unknown): Promise<VmRecord> {
+  const rec = await api.updateVm(vmId, config);
+  upsertVm(rec);
+  return rec;
+}
+
+export async function renameVm(vmId: string, name: string): Promise<VmRecord> {
+  const rec = await api.renameVm(vmId, name);
+  upsertVm(rec);
+  return rec;
+}
+
 export async function deleteVm(vmId: string): Promise<void> {
   await api.deleteVm(vmId);
   store.set((s) => ({ vms: s.vms.filter((v) => v.id !== vmId) }));
@@ -295,7 +315,11 @@ setConsoleSender((vmId, data) => {
 });
 api.onEvent(onEvent);
 api.onConnection((state, error) => {
-  store.set({ connection: state, connectionError: error });
+  const was = store.get();
+  // Lost after being open: every state until the next open is "reconnecting" (host mode restarts).
+  const reconnecting = state === 'open' ? false : was.reconnecting || was.connection === 'open';
+  store.set({ connection: state, connectionError: error, reconnecting });
+  if (state === 'open' && was.reconnecting) notify('info', 'Reconnected to Unhalt.');
   if (state === 'open') {
     // A new connection has no subscriptions: follow the live VMs again (fresh backfill).
     subscribed.clear();

@@ -5,27 +5,43 @@ import { keyKnobs, guestLabel } from '../lib/config.ts';
 import { Sparkline } from '../charts/Sparkline.tsx';
 import { AllowedFolders } from './AllowedFolders.tsx';
 import { StateBadge } from './StateBadge.tsx';
+import { LibraryTable } from './LibraryTable.tsx';
+
+type Layout = 'cards' | 'table';
+const LAYOUT_KEY = 'unhalt.library.layout';
 
 export function Library() {
   const vms = useApp((s) => s.vms);
   const loaded = useApp((s) => s.vmsLoaded);
   const host = useApp((s) => s.host);
+  const [layout, setLayout] = useState<Layout>(() => (localStorage.getItem(LAYOUT_KEY) === 'table' ? 'table' : 'cards'));
+  const choose = (l: Layout) => {
+    setLayout(l);
+    localStorage.setItem(LAYOUT_KEY, l);
+  };
   return (
     <section className="view library" aria-labelledby="library-title">
       <div className="view-head">
         <h1 id="library-title" tabIndex={-1}>Virtual machines</h1>
         <div className="view-actions">
+          {vms.length > 0 && (
+            <div className="segmented" role="group" aria-label="Show the library as">
+              <button type="button" className="btn small" aria-pressed={layout === 'cards'} onClick={() => choose('cards')}>Cards</button>
+              <button type="button" className="btn small" aria-pressed={layout === 'table'} onClick={() => choose('table')}>Table</button>
+            </div>
+          )}
           <button type="button" className="btn primary" onClick={() => navigate({ view: 'new' })}>New VM…</button>
         </div>
       </div>
       <LibraryNotices host={host} />
       {!loaded ? <p className="muted">Loading the library…</p>
         : vms.length === 0 ? <EmptyLibrary host={host} />
-          : (
-            <ul className="cards" aria-label="VM library">
-              {vms.map((vm) => <VmCard key={vm.id} vm={vm} host={host} />)}
-            </ul>
-          )}
+          : layout === 'table' ? <LibraryTable vms={vms} host={host} />
+            : (
+              <ul className="cards" aria-label="VM library">
+                {vms.map((vm) => <VmCard key={vm.id} vm={vm} host={host} />)}
+              </ul>
+            )}
       {loaded && vms.length > 0 && <QuickCreate host={host} compact />}
       <AllowedFolders />
     </section>

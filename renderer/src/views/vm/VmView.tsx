@@ -1,4 +1,5 @@
-// One VM: lifecycle controls and status, the serial console, live knobs and live charts.
+// One VM: lifecycle controls and status, the serial console, live knobs, its configuration and
+// command line, and live charts.
 import { useEffect, useState } from 'react';
 import type { VmRecord } from '../../../../electron/service/api.ts';
 import { useApp, navigate, vmAction, ensureSubscribed, deleteVm, api, attempt, errorMessage, notify } from '../../state/app.ts';
@@ -7,6 +8,9 @@ import { StateBadge } from '../StateBadge.tsx';
 import { ConsolePane } from './ConsolePane.tsx';
 import { ChartsPanel } from './ChartsPanel.tsx';
 import { KnobControls } from './KnobControls.tsx';
+import { ConfigPanel } from './ConfigPanel.tsx';
+import { RenameControl } from './RenameControl.tsx';
+import { ConfirmAction } from '../ConfirmAction.tsx';
 import { ExportPanel } from './ExportPanel.tsx';
 
 export function VmView({ id }: { id: string }) {
@@ -30,6 +34,7 @@ export function VmView({ id }: { id: string }) {
         <div className="vm-left">
           <ConsolePane vmId={vm.id} running={vm.status.state !== 'stopped'} />
           <KnobControls vm={vm} />
+          <ConfigPanel vm={vm} />
           <ExportPanel vm={vm} />
         </div>
         <ChartsPanel vm={vm} />
@@ -60,6 +65,7 @@ function VmHeader({ vm }: { vm: VmRecord }) {
     <div className="vm-head">
       <div className="vm-title-row">
         <h1 id="vm-title" tabIndex={-1}>{vm.config.name}</h1>
+        <RenameControl vm={vm} />
         <StateBadge state={state} busy={busy} />
         <span className="muted">{vm.config.machine} · {guestLabel(host, vm.config)} · {vm.config.cpus} vCPU · {vm.config.memoryMiB} MiB</span>
       </div>
@@ -67,11 +73,19 @@ function VmHeader({ vm }: { vm: VmRecord }) {
         <button type="button" className="btn primary" data-action="start" disabled={state !== 'stopped' || !!busy} onClick={act('start')}>Start</button>
         <button type="button" className="btn" data-action="stop" disabled={state === 'stopped' || state === 'stopping' || !!busy}
           onClick={act('stop')} title="ACPI power button; forced after a grace period">Stop</button>
-        <button type="button" className="btn danger" data-action="force-stop" disabled={state === 'stopped'} onClick={act('force-stop')}>Force stop</button>
+        <ConfirmAction label="Force stop…" action="force-stop" danger disabled={state === 'stopped'} confirmLabel="Force stop"
+          question={`Force stop ${vm.config.name}? Its vCPUs stop at once: the guest gets no chance to shut down, and what it has not written out is lost.`}
+          onConfirm={act('force-stop')} />
+        <ConfirmAction label="Reset…" action="reset" disabled={(state !== 'running' && state !== 'paused') || !!busy} confirmLabel="Reset"
+          title="Hard reset: stop the vCPUs and boot the same configuration again"
+          question={`Reset ${vm.config.name}? It stops at once and boots again with its saved configuration (live knob changes of this run are dropped); the guest gets no chance to shut down.`}
+          onConfirm={act('reset')} />
         {state === 'paused'
           ? <button type="button" className="btn" data-action="resume" disabled={!!busy} onClick={act('resume')}>Resume</button>
           : <button type="button" className="btn" data-action="pause" disabled={state !== 'running' || !!busy} onClick={act('pause')}>Pause</button>}
         <span className="toolbar-sep" />
+        <button type="button" className="btn" data-action="edit" onClick={() => navigate({ view: 'edit', id: vm.id })}
+          title={state === 'stopped' ? 'Change any setting' : 'Stop the VM to edit its settings; halt polling and pinning change live below'}>Edit…</button>
         <button type="button" className="btn" onClick={() => void clone()}>Clone</button>
         {confirmDelete ? (
           <span className="confirm">
@@ -88,7 +102,7 @@ function VmHeader({ vm }: { vm: VmRecord }) {
         {state === 'running' && vm.status.startedAt ? <Uptime since={vm.status.startedAt} /> : null}
         {state === 'running' && vm.status.startedAt && lastExit ? ' · ' : null}
         {lastExit ? <span>Last exit: <strong>{lastExit.kind}</strong>{lastExit.message ? ` — ${lastExit.message}` : ''} <span className="muted">({new Date(lastExit.at).toLocaleTimeString()})</span></span>
-          : state === 'stopped' ? <span className="muted">Never started in this session.</span> : null}
+          : state === 'stopped' ? <span className="muted">{vm.lastStartedAt ? `Not started in this session; last started ${new Date(vm.lastStartedAt).toLocaleString()}.` : 'Never started.'}</span> : null}
         {vm.status.droppedConsoleBytes ? <span className="warn-text"> {vm.status.droppedConsoleBytes} console bytes dropped (the guest printed faster than the host could keep).</span> : null}
       </p>
       {vm.status.resolved?.warnings.length ? <ul className="warnings">{vm.status.resolved.warnings.map((w, i) => <li key={i}>⚠ {w}</li>)}</ul> : null}

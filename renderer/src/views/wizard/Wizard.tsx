@@ -1,9 +1,11 @@
 // The VM creation wizard: one step per group of knobs, a summary with the equivalent
-// `unhalt run` command line (describeConfig), then createVm.
+// `unhalt run` command line (describeConfig), then createVm. In edit mode (`edit`: a stopped VM)
+// the same steps start from that VM's configuration and the last one saves it (updateVm).
 import { useEffect, useMemo, useRef, useState } from 'react';
-import type { HostInfo, ResolvedDto } from '../../../../electron/service/api.ts';
-import { api, useApp, navigate, createVm, errorMessage } from '../../state/app.ts';
+import type { HostInfo, ResolvedDto, VmRecord } from '../../../../electron/service/api.ts';
+import { api, useApp, navigate, createVm, updateVm, errorMessage } from '../../state/app.ts';
 import { initialDraft, draftToConfig } from './draft.ts';
+import { configToDraft } from './from-config.ts';
 import type { Draft } from './draft.ts';
 import { BasicsStep, ResourcesStep, MachineStep, FeaturesStep, OvercommitStep, HaltPollStep, PinStep, SummaryStep } from './steps.tsx';
 
@@ -63,17 +65,18 @@ function useDescribe(config: unknown): DescribeResult {
   return state;
 }
 
-export function Wizard({ guest }: { guest?: 'probe' | 'linux' }) {
+export function Wizard({ guest, edit }: { guest?: 'probe' | 'linux'; edit?: VmRecord }) {
   const host = useApp((s) => s.host);
   const vms = useApp((s) => s.vms);
-  const names = useMemo(() => new Set(vms.map((v) => v.config.name)), [vms]);
-  const [draft, setDraft] = useState<Draft>(() => initialDraft(host, guest, names));
+  // Names taken by other VMs (an edited VM keeps its own).
+  const names = useMemo(() => new Set(vms.filter((v) => v.id !== edit?.id).map((v) => v.config.name)), [vms, edit?.id]);
+  const [draft, setDraft] = useState<Draft>(() => (edit ? configToDraft(edit.config, host, names) : initialDraft(host, guest, names)));
   const [step, setStep] = useState(0);
   const [creating, setCreating] = useState(false);
   const [createError, setCreateError] = useState<string | null>(null);
   const [showProblem, setShowProblem] = useState(false);
   // Host info may arrive after the wizard opened: take its newest machine type then.
-  const hostSeen = useRef(!!host);
+  const hostSeen = useRef(!!host || !!edit);
   useEffect(() => {
     if (host && !hostSeen.current) {
       hostSeen.current = true;
@@ -104,7 +107,7 @@ export function Wizard({ guest }: { guest?: 'probe' | 'linux' }) {
     setCreating(true);
     setCreateError(null);
     try {
-      const rec = await createVm(config);
+      const rec = edit ? await updateVm(edit.id, config) : await createVm(config);
       navigate({ view: 'vm', id: rec.id });
     } catch (e) {
       setCreateError(errorMessage(e));
@@ -117,7 +120,7 @@ export function Wizard({ guest }: { guest?: 'probe' | 'linux' }) {
   return (
     <section className="view wizard" aria-labelledby="wizard-title">
       <div className="view-head">
-        <h1 id="wizard-title" tabIndex={-1}>New virtual machine</h1>
+        <h1 id="wizard-title" tabIndex={-1}>{edit ? `Edit ${edit.config.name}` : 'New virtual machine'}</h1>
       </div>
       <div className="wizard-body">
         <nav className="steps" aria-label="Wizard steps">
@@ -141,15 +144,15 @@ export function Wizard({ guest }: { guest?: 'probe' | 'linux' }) {
           <h2 ref={headingRef} tabIndex={-1}>{current.title}</h2>
           <Step draft={draft} update={update} host={host} names={names} describe={describe} />
           {showProblem && problem && <p className="error" role="alert">{problem}</p>}
-          {last && createError && <p className="error" role="alert">Could not create the VM: {createError}</p>}
+          {last && createError && <p className="error" role="alert">Could not {edit ? 'save the changes' : 'create the VM'}: {createError}</p>}
           <div className="wizard-nav">
-            <button type="button" className="btn" onClick={() => (step === 0 ? navigate({ view: 'library' }) : go(step - 1))}>
+            <button type="button" className="btn" onClick={() => (step === 0 ? navigate(edit ? { view: 'vm', id: edit.id } : { view: 'library' }) : go(step - 1))}>
               {step === 0 ? 'Cancel' : 'Back'}
             </button>
             {last ? (
-              <button type="submit" className="btn primary" data-action="create"
+              <button type="submit" className="btn primary" data-action={edit ? 'save' : 'create'}
                 disabled={creating || !!describe.error || describe.pending || firstBlocked >= 0}>
-                {creating ? 'Creating…' : 'Create VM'}
+                {edit ? (creating ? 'Saving…' : 'Save changes') : creating ? 'Creating…' : 'Create VM'}
               </button>
             ) : (
               <button type="submit" className="btn primary" data-action="next">Next</button>

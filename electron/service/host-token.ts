@@ -1,0 +1,30 @@
+// Host mode's access token, kept in UNHALT_HOME/run/host-token (0600, in the 0700 home) so that a
+// restarted `unhalt serve` accepts the tabs the last one opened: a tab left open finds the server
+// again on its own (its URL carries the token). Whoever can read this file can read the library
+// and its VMs' consoles anyway. Delete the file to make every old URL invalid: the next start
+// makes a new token.
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { writeFileAtomic } from './atomic-file.ts';
+import { makeDirs } from './make-dir.ts';
+
+/** 32 random bytes, base64url: what the server's own random tokens look like. */
+const TOKEN = /^[A-Za-z0-9_-]{43}$/;
+
+export function hostTokenPath(home: string): string {
+  return join(home, 'run', 'host-token');
+}
+
+/** The token of the last host-mode server on this home, or a new one (written for the next start). */
+export function persistentHostToken(home: string): string {
+  const path = hostTokenPath(home);
+  try {
+    const kept = readFileSync(path, 'utf8').trim();
+    if (TOKEN.test(kept)) return kept;
+  } catch { /* none yet, or unreadable: a new one replaces it */ }
+  const token = randomBytes(32).toString('base64url');
+  makeDirs(join(home, 'run'), 0o700);
+  writeFileAtomic(path, `${token}\n`, 0o600);
+  return token;
+}

@@ -1,0 +1,139 @@
+// The builder: turns a resolved MachineSpec and its boot files into a built machine — a KVM VM
+// with its memory registered, in-kernel irqchip and PIT, every vCPU created with its CPUID, MSRs,
+// LAPIC and (vCPU 0) boot state, the board's device state, the KVM stats fds — and nothing
+// running. The runtime (vm.ts) runs what this returns; a test can build one, inspect it and
+// close it without a vCPU ever entering the guest (test/kvm/machine-builder.test.ts).
+// Whatever fails, everything already opened is closed before the error is thrown.
+import { CAP } from '../../../native/kvm/abi.ts';
+import { IrqLine, Kvm, type Vcpu, type Vm } from '../../../native/kvm/kvm.ts';
+import { installKickHandler } from '../../../native/kvm/kick.ts';
+import { closeFd } from '../../../native/kvm/libc.ts';
+import { readBootFiles, type BootFiles } from '../boot/boot-files.ts';
+import { checkInitrd } from '../boot/initrd.ts';
+import { LAYOUT } from '../boot/layout.ts';
+import { buildCpuid, hostKvmFeatures } from '../cpu/cpuid.ts';
+import { setBootCpuState, setBootMsrs, setLapicLints } from '../cpu/boot-state.ts';
+import { createDeviceState } from '../devices/board.ts';
+import type { GuestMemory } from '../memory/guest-memory.ts';
+import type { MachineSpec } from '../machine-spec.ts';
+import { buildGuestImage, type GuestImage } from './guest-image.ts';
+
+/** A machine ready to run: every resource it holds is released by close(). */
+export class BuiltMachine {
+  readonly spec: Readonly<MachineSpec>;
+  readonly image: GuestImage;
+  readonly kvm: Kvm;
+  readonly vm: Vm;
+  readonly vcpus: readonly Vcpu[];
+  /** The board's device state (devices/board.ts), shared by every thread that touches a device. */
+  readonly deviceSab: SharedArrayBuffer;
+  /** KVM_IRQ_LINE on this VM, usable from any thread. */
+  readonly irq: IrqLine;
+  /** KVM binary stats fds of the VM and each vCPU (-1 where the host's KVM has none). */
+  readonly statsFds: { readonly vm: number; readonly vcpus: readonly number[] };
+  private closed = false;
+
+  constructor(parts: Omit<BuiltMachine, 'memory' | 'close' | 'isClosed'>) {
+    this.spec = parts.spec;
+    this.image = parts.image;
+    this.kvm = parts.kvm;
+    this.vm = parts.vm;
+    this.vcpus = parts.vcpus;
+    this.deviceSab = parts.deviceSab;
+    this.irq = parts.irq;
+    this.statsFds = parts.statsFds;
+  }
+
+  get memory(): GuestMemory {
+    return this.image.memory;
+  }
+
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  /**
+   * Closes every fd and unlocks guest RAM (its SAB goes with the last worker reference). The VM
+   * fd goes last and off this thread: its close destroys the VM in the kernel (Vm.closeInBackground).
+   */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    for (const fd of [...this.statsFds.vcpus, this.statsFds.vm]) if (fd >= 0) closeFd(fd);
+    for (const v of this.vcpus) v.close();
+    this.kvm.close();
+    if (this.memory.isLocked) this.memory.unlock();
+    await this.vm.closeInBackground();
+  }
+}
+
+/** The KVM capabilities every machine needs, with the name a refusal gives. */
+const REQUIRED_CAPS = [[CAP.IRQCHIP, 'in-kernel irqchip'], [CAP.USER_MEMORY, 'user memory'],
+  [CAP.SET_TSS_ADDR, 'TSS address'], [CAP.IMMEDIATE_EXIT, 'immediate exit'], [CAP.PIT2, 'in-kernel PIT']] as const;
+
+/** Reads the boot files (asynchronously, refusing what cannot fit) and builds the machine. */
+export async function buildMachineFromFiles(spec: MachineSpec): Promise<BuiltMachine> {
+  const files = await readBootFiles(spec);
+  if (files.initrd) await checkInitrd(files.initrd, spec.initrdPath!);
+  return buildMachine(spec, files);
+}
+
+/** Builds the machine `spec` describes from boot files already read. */
+export async function buildMachine(spec: MachineSpec, files: BootFiles): Promise<BuiltMachine> {
+  // The guest image first: a file that is no kernel is refused before KVM is touched.
+  const image = buildGuestImage(spec, files);
+  const opened: { close(): void }[] = [];
+  const statsFds = { vm: -1, vcpus: [] as number[] };
+  try {
+    const kvm = Kvm.open();
+    opened.push(kvm);
+    for (const [cap, name] of REQUIRED_CAPS) {
+      if (!kvm.checkExtension(cap)) throw new Error(`this host's KVM lacks a capability Unhalt needs: ${name} (KVM_CAP ${cap})`);
+    }
+    const maxVcpus = kvm.maxVcpus();
+    if (spec.cpus > maxVcpus) throw new Error(`cpus=${spec.cpus} is more than this host's KVM allows (${maxVcpus})`);
+    installKickHandler();
+
+    const vm = kvm.createVm();
+    opened.push(vm);
+    const mem = image.memory;
+    // TSS, identity map, irqchip, PIT and memory slots, on the thread pool (Vm.setUpOffThread).
+    await vm.setUpOffThread({
+      tssAddr: LAYOUT.tssAddr,
+      identityMapAddr: LAYOUT.identityMap,
+      regions: mem.regions.map((r) => ({ slot: r.slot, guestPhysAddr: r.guestPhysAddr, memorySize: r.size, userspaceAddr: r.hostAddress })),
+    });
+    if (spec.haltPollNs !== undefined) vm.enableCap(CAP.HALT_POLL, [spec.haltPollNs]);
+    // KVM accepts this only before the first vCPU exists.
+    if (spec.disableExits) vm.enableCap(CAP.X86_DISABLE_EXITS, [spec.disableExits]);
+
+    const statsEnabled = kvm.checkExtension(CAP.BINARY_STATS_FD) > 0;
+    if (statsEnabled) statsFds.vm = vm.statsFd();
+    const supported = kvm.supportedCpuid();
+    const host = hostKvmFeatures(supported);
+    const kvmFeatures = spec.kvmFeatures ?? host.features;
+    const kvmHints = spec.kvmHints ?? host.hints;
+    const tscDeadline = kvm.checkExtension(CAP.TSC_DEADLINE_TIMER) > 0;
+    const vcpus: Vcpu[] = [];
+    for (let i = 0; i < spec.cpus; i++) {
+      const vcpu = vm.createVcpu(i);
+      vcpus.push(vcpu);
+      opened.push(vcpu);
+      statsFds.vcpus.push(statsEnabled ? vcpu.statsFd() : -1);
+      vcpu.setCpuid2(buildCpuid(supported, { vcpuId: i, cpus: spec.cpus, kvmFeatures, kvmHints, tscDeadline, mwait: spec.mwait ?? false }));
+      setBootMsrs(vcpu);
+      setLapicLints(vcpu);
+      if (i === 0) setBootCpuState(vcpu, mem, image.boot);
+    }
+    // Last, on a thread of its own (GuestMemory.lock): every KVM ioctl above is done by then.
+    if (spec.memLock) await mem.lock();
+    return new BuiltMachine({
+      spec, image, kvm, vm, vcpus, deviceSab: createDeviceState(), irq: new IrqLine(vm.fd), statsFds,
+    });
+  } catch (e) {
+    for (const fd of [...statsFds.vcpus, statsFds.vm]) if (fd >= 0) closeFd(fd);
+    for (const r of opened.reverse()) r.close();
+    if (image.memory.isLocked) image.memory.unlock();
+    throw e;
+  }
+}

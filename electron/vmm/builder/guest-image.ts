@@ -1,0 +1,58 @@
+// The guest's memory as it is at power-on, built without KVM: guest RAM allocated, the ACPI
+// tables, the kernel (and initrd and command line) loaded by its boot protocol, the memory map.
+// Nothing here opens /dev/kvm, so a unit test builds one and inspects it. The kernel's format is
+// judged first, so a file that is no kernel is refused before anything is allocated.
+import { type BootPlan } from '../boot/boot-plan.ts';
+import { loadBzImage, parseSetupHeader } from '../boot/bzimage.ts';
+import type { BootFiles } from '../boot/boot-files.ts';
+import { describeUnknownKernel, detectKernelFormat } from '../boot/kernel-format.ts';
+import { E820_RAM, E820_RESERVED, type E820Entry, LAYOUT } from '../boot/layout.ts';
+import { loadPvh } from '../boot/pvh.ts';
+import { buildAcpiTables } from '../firmware/acpi.ts';
+import { GuestMemory, HIGH_MEMORY_START, MiB } from '../memory/guest-memory.ts';
+import type { MachineSpec } from '../machine-spec.ts';
+
+export interface GuestImage {
+  /** 'pvh': an ELF with a PVH entry note; 'bzimage': the Linux boot protocol. */
+  format: 'pvh' | 'bzimage';
+  memory: GuestMemory;
+  /** How the boot CPU starts (mode, entry, registers). */
+  boot: BootPlan;
+  e820: E820Entry[];
+  rsdpAddress: number;
+}
+
+type ImageSpec = Pick<MachineSpec, 'cpus' | 'memoryMiB' | 'kernelPath' | 'cmdline'>;
+
+/** Judges the kernel's format, refusing what no loader takes (a bad bzImage included). */
+export function kernelFormatOf(spec: Pick<MachineSpec, 'kernelPath'>, files: BootFiles): 'pvh' | 'bzimage' {
+  const kernel = files.kernel.bytes;
+  const format = detectKernelFormat(kernel);
+  if (format === 'bzimage') parseSetupHeader(kernel, spec.kernelPath);
+  if (format === 'unknown') throw new Error(`${spec.kernelPath}: ${describeUnknownKernel(kernel, files.kernel.fileSize)}`);
+  return format === 'bzimage' ? 'bzimage' : 'pvh';
+}
+
+/** Allocates guest RAM and loads firmware tables and the kernel into it. */
+export function buildGuestImage(spec: ImageSpec, files: BootFiles): GuestImage {
+  const format = kernelFormatOf(spec, files);
+  const memory = new GuestMemory(spec.memoryMiB * MiB);
+  const acpi = buildAcpiTables({ cpus: spec.cpus, baseAddress: LAYOUT.acpi });
+  memory.write(LAYOUT.acpi, acpi.bytes);
+  const e820 = memoryMap(memory);
+  const input = { kernel: files.kernel.bytes, initrd: files.initrd, cmdline: spec.cmdline, rsdpAddress: acpi.rsdpAddress, e820 };
+  const boot = format === 'bzimage' ? loadBzImage(memory, input) : loadPvh(memory, input);
+  return { format, memory, boot, e820, rsdpAddress: acpi.rsdpAddress };
+}
+
+/** The guest's physical memory map (E820 / PVH memmap). */
+export function memoryMap(mem: GuestMemory): E820Entry[] {
+  const map: E820Entry[] = [
+    { addr: 0, size: LAYOUT.lowEnd, type: E820_RAM },
+    { addr: LAYOUT.acpi, size: LAYOUT.acpiEnd - LAYOUT.acpi, type: E820_RESERVED },
+    { addr: LAYOUT.kernelMin, size: mem.lowMemoryEnd - LAYOUT.kernelMin, type: E820_RAM },
+  ];
+  const high = mem.regions[1];
+  if (high) map.push({ addr: HIGH_MEMORY_START, size: high.size, type: E820_RAM });
+  return map;
+}

@@ -1,0 +1,50 @@
+// What a machine is, as the builder takes it (builder/build-machine.ts): a configuration already
+// validated and resolved (config/resolve.ts). The runtime (vm.ts) never changes it: live knob
+// changes are the runtime's own state (LiveKnobs), not edits of the spec it was built from.
+import type { Vcpu } from '../../native/kvm/kvm.ts';
+import type { GuestMemory } from './memory/guest-memory.ts';
+
+/** Everything needed to start a machine, already validated and resolved (see config/). */
+export interface MachineSpec {
+  name: string;
+  cpus: number;
+  memoryMiB: number;
+  kernelPath: string;
+  initrdPath?: string;
+  cmdline: string;
+  /** CPUID 0x40000001 EAX / EDX; by default what the host's KVM supports. */
+  kvmFeatures?: number;
+  kvmHints?: number;
+  /** Host CPU per vCPU (round-robin already applied), or none. */
+  pin?: number[];
+  haltPollNs?: number;
+  memLock?: boolean;
+  /** KVM_X86_DISABLE_EXITS mask (cpu-pm=on), enabled before any vCPU is created. */
+  disableExits?: number;
+  /** Advertise MONITOR/MWAIT (only when MWAIT exits are disabled). */
+  mwait?: boolean;
+  /** Tests only (never set from a config): ways to make a guest fail on purpose. */
+  testHooks?: VmTestHooks;
+}
+
+/**
+ * Test seam for guest faults (test/kvm/faults.test.ts): the host then produces the fault for real
+ * and it goes through the real exit handling, the VM's teardown and its exit record. Exits no
+ * host can be made to produce are unit-tested at the dispatch instead (exit-dispatch.test.ts).
+ */
+export interface VmTestHooks {
+  /**
+   * Main thread, after the machine is built and before any vCPU first enters KVM_RUN: put a
+   * vCPU into a state the boot code never would (invalid KVM_SET_SREGS, code the host's
+   * instruction emulator lacks) so that the host produces the fault for real.
+   */
+  beforeFirstRun?(ctx: { vcpus: readonly Vcpu[]; memory: GuestMemory }): void;
+}
+
+/** The knobs that can change while a VM runs; the runtime holds their current values. */
+export interface LiveKnobs {
+  /** KVM_CAP_HALT_POLL maximum (ns); undefined: the host's default. */
+  haltPollNs?: number;
+  /** Host CPU per vCPU; undefined: unpinned. */
+  pin?: readonly number[];
+}

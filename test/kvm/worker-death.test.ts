@@ -1,0 +1,40 @@
+// A vCPU worker that dies without a word (terminated, its isolate out of memory, its thread
+// gone — here: Worker.terminate() on a running vCPU's thread) ends only its VM, with the reason
+// recorded; another VM in the same process keeps answering, and every fd is released. (A worker
+// whose JS throws is test/kvm/faults.test.ts, "a vCPU worker that throws".)
+import type { Worker } from 'node:worker_threads';
+import { afterAll, describe, expect, it } from 'vitest';
+import { kvmAvailable, openFdCount, startProbe, type Watched } from '../support/probe.ts';
+import { scaled } from '../support/time-scale.ts';
+
+describe.skipIf(!kvmAvailable)('a vCPU worker that dies', () => {
+  let bystander: Watched | undefined;
+  afterAll(async () => { if (bystander?.vm.state === 'running') await bystander.vm.stop(); });
+
+  it('ends only its VM, as crashed with the reason, and releases its fds', async () => {
+    bystander = await startProbe({ cpus: 1, append: 'scenario=echo', name: 'bystander' });
+    await bystander.waitForConsole('probe> ');
+    const fds = openFdCount();
+    const victim = await startProbe({ cpus: 2, append: 'scenario=echo', name: 'victim' });
+    await victim.waitForConsole('probe> ');
+    // The runtime's own Worker objects: the one test-only reach into it.
+    const workers = (victim.vm as unknown as { workers: Worker[] }).workers;
+    expect(workers).toHaveLength(2);
+    const t = performance.now();
+    void workers[0]!.terminate();
+    // The thread leaves KVM_RUN (and so sees the termination) at its next exit: wake the guest.
+    victim.vm.sendConsole('x');
+    const exit = await Promise.race([victim.vm.exited, new Promise<never>((_, reject) => setTimeout(() => reject(new Error('the VM did not end')), scaled(10_000)))]);
+    process.stdout.write(`terminated vCPU worker: VM ended as ${exit.kind} in ${(performance.now() - t).toFixed(0)} ms: ${exit.message}\n`);
+    expect(exit.kind).toBe('crash');
+    expect(exit.message).toMatch(/^vCPU 0 worker exited unexpectedly \(exit code \d+\)$/);
+    expect(exit.vcpu).toBe(0);
+    expect(victim.vm.state).toBe('stopped');
+    expect(openFdCount()).toBe(fds);
+    // The other VM never noticed.
+    const token = `alive-${Math.random().toString(36).slice(2, 8)}`;
+    bystander.vm.sendConsole(`${token}\r`);
+    await bystander.waitForConsole(`unknown command: ${token}`);
+    expect(bystander.vm.state).toBe('running');
+  }, 60_000);
+});
