@@ -111,7 +111,7 @@ describe('the exported libvirt domain', () => {
     const dir = mkdtempSync(join(tmpdir(), 'unhalt-export-libvirt-'));
     const name = `unhalt-export-test-${process.pid}`;
     const config = validateConfig({
-      name, cpus: 2, append: 'scenario=hello', pin: [1, 0], cpuFeatures: { 'kvm-steal-time': false }, haltPollNs: 0,
+      name, cpus: 2, append: 'scenario=hello', pin: [1, 0], cpuFeatures: { 'kvm-steal-time': false }, cpuPm: true, haltPollNs: 0,
     });
     const consoleLog = join(dir, 'ttyS0.log');
     const agentLog = join(dir, 'ttyS1.log');
@@ -123,9 +123,13 @@ describe('the exported libvirt domain', () => {
     }
     const file = join(dir, 'domain.xml');
     writeFileSync(file, xml);
+    /** libvirt's log of the domain's QEMU (its command line first), in the system daemon's default place. */
+    const qemuLog = `/var/log/libvirt/qemu/${name}.log`;
     try {
       const defined = virsh('define', file);
       expect(defined.out).toContain(`Domain '${name}' defined`);
+      // libvirt pins the board version at define time (docs/export.md, Machine types).
+      expect(virsh('dumpxml', name).out).toMatch(/<type arch='x86_64' machine='pc-q35-\d+\.\d+'>hvm<\/type>/);
       const started = virsh('start', name);
       expect(started.out, started.out).toContain(`Domain '${name}' started`);
       const deadline = Date.now() + scaled(60_000);
@@ -133,11 +137,14 @@ describe('the exported libvirt domain', () => {
       while (Date.now() < deadline && !read(consoleLog).includes('hello from 2 CPUs')) await new Promise((resolve) => setTimeout(resolve, 250));
       const ttyS0 = read(consoleLog);
       expect(ttyS0, `ttyS0: ${JSON.stringify(ttyS0.slice(-300))}`).toContain('Unhalt probe guest: 2 of 2 CPUs up');
-      // What the guest saw of its paravirt features: as under Unhalt (kvm-steal-time off through -global).
+      // What the guest saw of its paravirt features: as under Unhalt (kvm-steal-time off through
+      // -global, kvm-pv-unhalt off because of cpu-pm=on, which came through <qemu:commandline>).
       const events = read(agentLog).split('\n').map(parseAgentLine).filter((e): e is AgentEvent => typeof e === 'object');
       const leaf = events.find((e) => e.event === 'cpuid' && e.fields.leaf === 0x40000001)?.fields;
       const known = PV_FEATURES.filter((f) => f.register === 'eax').reduce((m, f) => (m | featureMask(f)) >>> 0, 0);
       expect(((leaf!.eax! & known) >>> 0).toString(16)).toBe(resolveKnobs(config, host).kvmFeatures.toString(16));
+      // cpu-pm=on has no libvirt element: it reached QEMU through <qemu:commandline>.
+      expect(readFileSync(qemuLog, 'utf8')).toMatch(/^-overcommit cpu-pm=on \\$/m);
       // <cputune><vcpupin>: libvirt pinned each vCPU where the export says.
       const pins = virsh('vcpupin', name, '--config');
       expect(pins.out).toMatch(/^\s*0\s+1\s*$/m);
@@ -146,6 +153,7 @@ describe('the exported libvirt domain', () => {
       virsh('destroy', name);
       virsh('undefine', name);
       rmSync(dir, { recursive: true, force: true });
+      rmSync(qemuLog, { force: true });
     }
   }, scaled(900_000));
 });
