@@ -4,11 +4,13 @@
 import { realpathSync, watch, type FSWatcher } from 'node:fs';
 import { basename } from 'node:path';
 import type {
-  AllowedFolder, ApiCallHandlers, ApiEvent, ExperimentDetail, ExperimentSummary, HostInfo, ResolvedDto, Subscription, VmRecord, VmStatus,
+  AllowedFolder, ApiCallHandlers, ApiEvent, ExperimentDetail, ExportedConfigDto, ExperimentSummary, HostInfo, ResolvedDto, Subscription, VmRecord, VmStatus,
 } from './api.ts';
 import { commandLine } from '../vmm/config/cli-args.ts';
-import { resolveMachine, type ResolvedMachine } from '../vmm/config/resolve.ts';
+import { resolveBoot, resolveMachine, type ResolvedMachine } from '../vmm/config/resolve.ts';
+import { EXPORT_FORMATS, exportConfig, isExportFormat } from '../vmm/export/export.ts';
 import { MAX_HALT_POLL_NS, MAX_NAME_LENGTH, normalizeVmName, sameVmName, validateConfig, type VmConfig } from '../vmm/config/vm-config.ts';
+import { hostKind } from '../vmm/host.ts';
 import { probeHost, type HostCapabilities } from '../vmm/machine/host-caps.ts';
 import { allowedFolders, checkFolderToAdd } from './allowed-folders.ts';
 import { checkBootFiles, checkHostLimits } from './config-checks.ts';
@@ -340,6 +342,20 @@ export class ServiceCore implements ApiCallHandlers {
   async describeConfig(raw: unknown): Promise<ResolvedDto> {
     const c = await this.config(raw);
     return toResolvedDto(this.resolve(c), commandLine(c));
+  }
+
+  async exportConfig(raw: unknown, rawFormat: unknown): Promise<ExportedConfigDto> {
+    if (!isExportFormat(rawFormat)) {
+      throw new ApiError('invalid', `export format must be one of ${EXPORT_FORMATS.join(', ')}, got ${JSON.stringify(rawFormat)?.slice(0, 40)}`);
+    }
+    const c = await this.config(raw);
+    // For this host's kind (PVM needs two adjustments); nothing else about this host matters.
+    const kind = hostKind();
+    try {
+      return exportConfig(rawFormat, { config: c, boot: resolveBoot(c, kind), hostKind: kind });
+    } catch (e) {
+      throw toApiError(e);
+    }
   }
 
   async startVm(rawId: unknown): Promise<VmStatus> {

@@ -39,23 +39,30 @@ export interface Resolution {
   warnings: string[];
 }
 
-/** Machine type defaults + explicit settings + overcommit rules, checked against the host. */
-export function resolveKnobs(c: VmConfig, host: HostCapabilities): Resolution {
+/** The paravirt features a configuration gives its guest on any host, and what the rules changed. */
+export interface MachineFeatures {
+  machine: string;
+  features: ResolvedFeature[];
+  notes: string[];
+}
+
+/**
+ * Machine type defaults + explicit settings + the cpu-pm rule, before any host is asked: what the
+ * configuration means wherever it runs (resolveKnobs checks it against this host; the exports
+ * in ../export/ write it out for other VMMs). Throws ConfigError on a contradiction.
+ */
+export function machineFeatures(c: VmConfig): MachineFeatures {
   const mt = machineType(c.machine);
   if (!mt) throw new ConfigError(`unknown machine type "${c.machine}"`);
   const notes: string[] = [];
-  const warnings: string[] = [];
   const features: ResolvedFeature[] = PV_FEATURES.map((f) => {
     const explicit = c.cpuFeatures[f.name];
     return explicit === undefined
       ? { name: f.name, value: mt.defaults[f.name] ?? false, source: 'machine-type' as const }
       : { name: f.name, value: explicit, source: 'explicit' as const };
   });
-  const get = (name: string) => features.find((f) => f.name === name)!;
-
-  let disableExits = 0;
   if (c.cpuPm) {
-    const unhalt = get('kvm-pv-unhalt');
+    const unhalt = features.find((f) => f.name === 'kvm-pv-unhalt')!;
     if (unhalt.value && unhalt.source === 'explicit') {
       throw new ConfigError('kvm-pv-unhalt=on contradicts cpu-pm=on: with HLT exits disabled the host never sees a '
         + 'halted vCPU, so it cannot kick it (KVM itself drops PV_UNHALT then); turn one of them off');
@@ -65,7 +72,18 @@ export function resolveKnobs(c: VmConfig, host: HostCapabilities): Resolution {
       unhalt.source = 'cpu-pm';
       notes.push(`cpu-pm=on turned kvm-pv-unhalt off (the ${c.machine} default is on; PV spinlocks need HLT exits)`);
     }
-    const wanted = DISABLE_EXITS.hlt | DISABLE_EXITS.pause | DISABLE_EXITS.cstate | DISABLE_EXITS.mwait;
+  }
+  return { machine: mt.name, features, notes };
+}
+
+/** Machine type defaults + explicit settings + overcommit rules, checked against the host. */
+export function resolveKnobs(c: VmConfig, host: HostCapabilities): Resolution {
+  const { machine, features, notes } = machineFeatures(c);
+  const warnings: string[] = [];
+
+  let disableExits = 0;
+  if (c.cpuPm) {
+  const wanted = DISABLE_EXITS.hlt | DISABLE_EXITS.pause | DISABLE_EXITS.cstate | DISABLE_EXITS.mwait;
     if (!(host.disableExits & DISABLE_EXITS.hlt)) {
       throw new RunnabilityError('cpu-pm=on needs KVM_CAP_X86_DISABLE_EXITS with HLT, which this host\'s KVM does not offer '
         + `(offered: ${disableExitNames(host.disableExits).join(', ') || 'none'}); use cpu-pm=off`);
@@ -113,7 +131,7 @@ export function resolveKnobs(c: VmConfig, host: HostCapabilities): Resolution {
   const values = Object.fromEntries(features.map((f) => [f.name, f.value]));
   const { eax, edx } = encodeFeatures(values, { features: host.kvmFeatures, hints: host.kvmHints });
   return {
-    machine: mt.name, features, kvmFeatures: eax, kvmHints: edx, disableExits,
+    machine, features, kvmFeatures: eax, kvmHints: edx, disableExits,
     mwait: (disableExits & DISABLE_EXITS.mwait) !== 0, notes, warnings,
   };
 }
@@ -136,9 +154,19 @@ export interface ResolvedMachine {
   resolution: Resolution;
 }
 
-/** Everything a start needs, checked: files, knobs, host. Throws ConfigError / RunnabilityError. */
-export function resolveMachine(c: VmConfig, host: HostCapabilities): ResolvedMachine {
-  const resolution = resolveKnobs(c, host);
+/** What the guest boots: the kernel, initrd and command line (the probe's and Linux's come from the built kits). */
+export interface BootFiles {
+  kernelPath: string;
+  initrdPath?: string;
+  cmdline: string;
+}
+
+/**
+ * The files and command line a configuration boots on a host of this kind, checked to exist.
+ * The kind matters: on PVM the probe guest is told to avoid hypercalls, and Linux gets its PVM
+ * profile and the PVH vmlinux.
+ */
+export function resolveBoot(c: VmConfig, hostKind: HostCapabilities['kind']): BootFiles {
   let kernelPath: string;
   let initrdPath: string | undefined;
   let cmdline = c.append ?? '';
@@ -149,9 +177,9 @@ export function resolveMachine(c: VmConfig, host: HostCapabilities): ResolvedMac
     kernelPath = PROBE_KERNEL;
     if (c.initrd !== undefined) initrdPath = checkFile(c.initrd, 'initrd');
     // The probe guest kicks halted waiters with IPIs instead of hypercalls on PVM, where those hang.
-    if (host.kind === 'pvm' && !/(^|\s)unhalt\.pvm=/.test(cmdline)) cmdline = `${cmdline} unhalt.pvm=1`.trim();
+    if (hostKind === 'pvm' && !/(^|\s)unhalt\.pvm=/.test(cmdline)) cmdline = `${cmdline} unhalt.pvm=1`.trim();
   } else if (c.guest === 'linux') {
-    const files = linuxGuestFiles(c, host.kind);
+    const files = linuxGuestFiles(c, hostKind);
     kernelPath = files.kernel;
     initrdPath = c.initrd !== undefined ? checkFile(c.initrd, 'initrd') : files.initrd;
     cmdline = files.cmdline;
@@ -159,6 +187,13 @@ export function resolveMachine(c: VmConfig, host: HostCapabilities): ResolvedMac
     kernelPath = checkFile(c.kernel!, 'kernel');
     if (c.initrd !== undefined) initrdPath = checkFile(c.initrd, 'initrd');
   }
+  return initrdPath ? { kernelPath, initrdPath, cmdline } : { kernelPath, cmdline };
+}
+
+/** Everything a start needs, checked: files, knobs, host. Throws ConfigError / RunnabilityError. */
+export function resolveMachine(c: VmConfig, host: HostCapabilities): ResolvedMachine {
+  const resolution = resolveKnobs(c, host);
+  const { kernelPath, initrdPath, cmdline } = resolveBoot(c, host.kind);
   const spec: MachineSpec = {
     name: c.name, cpus: c.cpus, memoryMiB: c.memoryMiB, kernelPath, cmdline,
     kvmFeatures: resolution.kvmFeatures, kvmHints: resolution.kvmHints,
@@ -166,6 +201,12 @@ export function resolveMachine(c: VmConfig, host: HostCapabilities): ResolvedMac
   };
   if (initrdPath) spec.initrdPath = initrdPath;
   if (c.haltPollNs !== undefined) spec.haltPollNs = c.haltPollNs;
-  if (c.pin) spec.pin = Array.from({ length: c.cpus }, (_, i) => c.pin![i % c.pin!.length]!);
+  const pins = vcpuPins(c);
+  if (pins) spec.pin = pins;
   return { spec, resolution };
+}
+
+/** The host CPU of each vCPU thread (vCPU i on pin[i % pin.length]), or undefined when unpinned. */
+export function vcpuPins(c: VmConfig): number[] | undefined {
+  return c.pin && Array.from({ length: c.cpus }, (_, i) => c.pin![i % c.pin!.length]!);
 }
