@@ -10,6 +10,7 @@
 import module from 'node:module';
 import { writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { currentBundle } from '../bin/bundle.mjs';
 
 const marks: Record<string, number> = { script: performance.now() };
 const mark = (name: string) => { marks[name] ??= performance.now(); };
@@ -23,12 +24,22 @@ process.on('exit', () => {
   writeFileSync(marksFile, JSON.stringify(marks));
 });
 
-// As bin/unhalt.mjs does.
+// As bin/unhalt.mjs does: the compile cache, the bundle while it is current (else the sources),
+// vCPU 0's worker started before the rest loads.
 process.env.NODE_COMPILE_CACHE ??= `${tmpdir()}/unhalt-compile-cache`;
 module.enableCompileCache?.(process.env.NODE_COMPILE_CACHE);
+const root = new URL('../', import.meta.url);
+const bundle = process.env.UNHALT_SOURCES === '1' ? null : currentBundle(root);
+const entry = (name: string, source: string) => (bundle ? new URL(`${name}.mjs`, bundle) : new URL(source, root)).href;
+marks.fromBundle = bundle ? 1 : 0;
+if (cliArgs[0] === 'run') {
+  await import('koffi');
+  (await import(entry('worker-pool', 'electron/vmm/vcpu/worker-pool.ts')) as typeof import('../electron/vmm/vcpu/worker-pool.ts')).prewarmVcpuWorkers(1);
+  mark('prewarmed');
+}
 
-const { main } = await import('../electron/cli.ts');
-const { VirtualMachine } = await import('../electron/vmm/vm.ts');
+const { main } = await import(entry('cli', 'electron/cli.ts')) as typeof import('../electron/cli.ts');
+const { VirtualMachine } = await import(entry('vm', 'electron/vmm/vm.ts')) as typeof import('../electron/vmm/vm.ts');
 mark('imported');
 
 type AnyFn = (this: unknown, ...a: unknown[]) => unknown;
@@ -61,6 +72,7 @@ if (typeof spawnWorkers === 'function') {
     const r = spawnWorkers.apply(this, a);
     mark('spawnDone');
     const workers = (this as { workers?: { once(e: string, f: () => void): void }[] }).workers;
+    // A prewarmed worker may be online already (then spawn -> online is not on this path).
     workers?.[0]?.once('online', () => mark('worker0Online'));
     return r;
   };

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // The `unhalt` command. Unhalt's sources are TypeScript run directly by Node's type stripping,
-// which needs Node >= 22.18 (on by default there).
+// which needs Node >= 22.18 (on by default there), or their bundle (dist-node/, see below).
 const [major, minor] = process.versions.node.split('.').map(Number);
 if (major < 22 || (major === 22 && minor < 18)) {
   process.stderr.write(`unhalt: Node ${process.versions.node} is too old; Unhalt needs Node >= 22.18 (see README)\n`);
@@ -13,12 +13,18 @@ import { homedir } from 'node:os';
 // In the user's cache folder, not /tmp: it must survive reboots (a cold cache costs ~0.5 s).
 process.env.NODE_COMPILE_CACHE ??= `${process.env.XDG_CACHE_HOME || `${homedir()}/.cache`}/unhalt/compile-cache`;
 module.enableCompileCache?.(process.env.NODE_COMPILE_CACHE);
+// The bundle of scripts/build-node.mjs while it is current (bin/bundle.mjs), else the sources;
+// UNHALT_SOURCES=1 forces the sources (to compare the two).
+import { currentBundle } from './bundle.mjs';
+const root = new URL('../', import.meta.url);
+const bundle = process.env.UNHALT_SOURCES === '1' ? null : currentBundle(root);
+const entry = (name, source) => (bundle ? new URL(`${name}.mjs`, bundle) : new URL(source, root)).href;
 if (process.argv[2] === 'run') {
   // vCPU 0's thread boots while the rest of Unhalt loads (see worker-pool.ts). koffi's native
   // addon is loaded here first: two threads loading it for the first time at once can crash
   // its initialisation (seen: a fatal napi_throw in the worker).
   await import('koffi');
-  (await import('../electron/vmm/vcpu/worker-pool.ts')).prewarmVcpuWorkers(1);
+  (await import(entry('worker-pool', 'electron/vmm/vcpu/worker-pool.ts'))).prewarmVcpuWorkers(1);
 }
-const { main } = await import('../electron/cli.ts');
+const { main } = await import(entry('cli', 'electron/cli.ts'));
 process.exitCode = await main(process.argv.slice(2));

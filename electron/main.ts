@@ -11,7 +11,7 @@ import { handleCall, requestId } from './service/dispatch.ts';
 import { toApiError } from './service/errors.ts';
 import { HomeBusyError } from './service/home-owner.ts';
 import { unhaltHome } from './service/paths.ts';
-import { createService, type ServiceSession, type UnhaltService } from './service/service.ts';
+import { SERVICE_SPARE_VCPU_WORKERS, createService, type ServiceSession, type UnhaltService } from './service/service.ts';
 import { NOT_BUILT_PAGE, RENDERER_DIST, readStatic, rendererBuilt, resolveStatic } from './service/static-files.ts';
 import {
   ALLOWED_PERMISSIONS, APP_ENTRY, APP_HOST, APP_SCHEME, IPC_CALL, IPC_EVENT, WEB_PREFERENCES, WINDOW_OPTIONS, isAppUrl,
@@ -47,7 +47,7 @@ async function start(): Promise<void> {
 
   const home = unhaltHome();
   try {
-    service = await createService({ home, ownerCommand: 'the Unhalt app' });
+    service = await createService({ home, ownerCommand: 'the Unhalt app', spareVcpuWorkers: SERVICE_SPARE_VCPU_WORKERS });
   } catch (e) {
     // A second app or `unhalt serve` on this home: its message names the owner (home-owner.ts).
     return fail(e instanceof HomeBusyError ? e : new Error(`cannot open the VM library in ${home}: ${(e as Error).message}`));

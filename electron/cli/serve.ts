@@ -8,7 +8,7 @@ import { HomeBusyError } from '../service/home-owner.ts';
 import { persistentHostToken } from '../service/host-token.ts';
 import { describeIoError } from '../service/io-errors.ts';
 import { unhaltHome } from '../service/paths.ts';
-import { createService, type UnhaltService } from '../service/service.ts';
+import { SERVICE_SPARE_VCPU_WORKERS, createService, type UnhaltService } from '../service/service.ts';
 import { integer } from '../vmm/config/vm-config.ts';
 import { EXIT_CODES, parse, say } from './args.ts';
 import { onStopSignals } from './stop-signals.ts';
@@ -35,7 +35,7 @@ export async function serveCommand(argv: string[]): Promise<number> {
   let service: UnhaltService;
   let server: HostServer;
   try {
-    service = await createService({ home, ownerCommand: 'unhalt serve' });
+    service = await createService({ home, ownerCommand: 'unhalt serve', spareVcpuWorkers: SERVICE_SPARE_VCPU_WORKERS });
   } catch (e) {
     const known = e instanceof MakeDirError || e instanceof HomeBusyError;
     say(known ? e.message : `cannot open the VM library in ${home}: ${describeIoError(e)}`);

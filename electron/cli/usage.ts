@@ -29,6 +29,12 @@ export const MACHINES_USAGE = `usage: unhalt machines
 Lists the machine types and their default properties.
 `;
 
+export const EXPORT_USAGE = `usage: unhalt export VM --format qemu|libvirt|kubevirt [--output F] [--for-host pvm|hardware]
+       unhalt export --config 'cpus=2,halt-poll-ns=1000000' [--guest probe|linux] --format F ...
+Writes a VM of the library (or a configuration) as a QEMU command line, a libvirt domain or a
+KubeVirt VirtualMachine; knobs without an equivalent are listed in its header (docs/export.md).
+`;
+
 export const OVERVIEW = `usage: unhalt <command> [options]      (unhalt <command> --help for one command)
 
 commands:
@@ -37,6 +43,7 @@ commands:
   machines  list machine types and their default properties
   serve     host mode: the app in a browser, on 127.0.0.1 with a token in the URL
   bench     A/B experiment: one workload under two or more configurations
+  export    a VM as a QEMU command line, a libvirt domain or a KubeVirt VirtualMachine
 
-${[RUN_USAGE, BENCH_USAGE, DOCTOR_USAGE, SERVE_USAGE].map((u) => u.split('\n')[0]!.replace(/^usage: /, '')).join('\n')}
+${[RUN_USAGE, BENCH_USAGE, DOCTOR_USAGE, SERVE_USAGE, EXPORT_USAGE].map((u) => u.split('\n')[0]!.replace(/^usage: /, '')).join('\n')}
 `;

@@ -22,6 +22,7 @@ import { parseAgentLine } from '../vmm/agent/line-protocol.ts';
 import { parseConfigString } from '../vmm/config/config-string.ts';
 import { resolveMachine } from '../vmm/config/resolve.ts';
 import type { VmConfig } from '../vmm/config/vm-config.ts';
+import { qemuCpu, qemuOvercommit } from '../vmm/export/qemu.ts';
 import { PROBE_KERNEL } from '../vmm/guests.ts';
 import { LINUX_HOST_BUILD_HINT, LINUX_HOST_WORKLOAD, linuxKitInfo } from '../vmm/guests-linux.ts';
 import { hostCpuModel } from '../vmm/host.ts';
@@ -479,17 +480,15 @@ function statsDelta(sampler: Sampler, fromT?: number): Pick<RunRecord, 'haltExit
 /** The QEMU command line for the same guest and knobs (where QEMU has the knob). */
 export function qemuCommand(c: VmConfig, host: HostCapabilities): { qemuArgs: string[]; qemuCaveat?: string } {
   const { spec, resolution } = resolveMachine(c, host);
-  const features = resolution.features.filter((f) => f.name !== 'kvm-msi-ext-dest-id')
-    .map((f) => `${f.name}=${f.value ? 'on' : 'off'}`);
-  // QEMU 7.2 on PVM aborts setting MSR 0x10a with -cpu host: drop arch-capabilities there.
-  const cpu = ['host', ...(host.kind === 'pvm' ? ['-arch-capabilities'] : []), ...features].join(',');
+  // The knobs as the QEMU export maps them (export/qemu.ts); the board is microvm here, the
+  // smallest QEMU has, for like-for-like timings with Unhalt's.
   const args = [
-    '-machine', 'microvm', '-accel', 'kvm', '-cpu', cpu, '-smp', String(c.cpus), '-m', String(c.memoryMiB),
+    '-machine', 'microvm', '-accel', 'kvm', '-cpu', qemuCpu(resolution.features, host.kind), '-smp', String(c.cpus), '-m', String(c.memoryMiB),
     '-nographic', '-no-reboot', '-device', 'isa-debug-exit,iobase=0xf4,iosize=4',
     '-kernel', spec.kernelPath, '-append', spec.cmdline,
   ];
-  if (c.cpuPm) args.push('-overcommit', 'cpu-pm=on');
-  if (c.memLock) args.push('-overcommit', 'mem-lock=on');
+  const overcommit = qemuOvercommit(c);
+  if (overcommit) args.push('-overcommit', overcommit);
   // What the QEMU row cannot do as labelled: it runs anyway (the noise of QEMU's rows is worth
   // seeing), and the row, the chart and the notes say how it differs.
   const missing: string[] = [];

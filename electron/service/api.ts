@@ -10,6 +10,7 @@
 // the renderer still loads nothing from electron/.
 import type { VmConfig } from '../vmm/config/vm-config.ts';
 import type { Comparison, ExperimentResultRow, ExperimentSpec } from '../experiments/types.ts';
+import type { ExportedText, ExportFormat } from '../vmm/export/types.ts';
 
 /** A VM configuration as stored and edited: the VMM's one schema (electron/vmm/config/vm-config.ts). */
 export type VmConfigDto = VmConfig;
@@ -56,6 +57,10 @@ export interface BootFilesToCheck {
   initrd?: string;
   memoryMiB?: number;
 }
+
+/** An export to where fleets run (docs/export.md): the text, a file name to save it as, its media type. */
+export type ExportedConfigDto = ExportedText;
+export type ExportFormatDto = ExportFormat;
 
 export interface VmRecord {
   id: string;
@@ -201,6 +206,11 @@ export interface UnhaltApi {
    * with the very error createVm would give for these files, resolves when they would pass.
    */
   checkBootFiles(files: BootFilesToCheck): Promise<void>;
+  /**
+   * A (possibly unsaved or recommended) configuration as a QEMU command line, a libvirt domain
+   * or a KubeVirt VirtualMachine, for this host's kind; format is 'qemu' | 'libvirt' | 'kubevirt'.
+   */
+  exportConfig(config: unknown, format: ExportFormatDto): Promise<ExportedConfigDto>;
 
   startVm(id: string): Promise<VmStatus>;
   /** ACPI power button, then a forced stop after `graceMs` (default 3000). */
@@ -263,6 +273,7 @@ export const API_METHODS = {
   deleteVm: { kind: 'call', params: 1 },
   describeConfig: { kind: 'call', params: 1 },
   checkBootFiles: { kind: 'call', params: 1 },
+  exportConfig: { kind: 'call', params: 2 },
   startVm: { kind: 'call', params: 1 },
   stopVm: { kind: 'call', params: 2 },
   forceStopVm: { kind: 'call', params: 1 },

@@ -3,7 +3,7 @@
 // result as UNHALT_HOME/experiments/<id>.json. One experiment runs at a time: two at once on the
 // same host CPUs would measure each other.
 import { randomBytes } from 'node:crypto';
-import { extname, join } from 'node:path';
+import { join } from 'node:path';
 import { readdirSync, readFileSync, rmSync } from 'node:fs';
 import type { Comparison, ExperimentDetail, ExperimentSpec, ExperimentSummary } from './api.ts';
 import { ExperimentError, totalRuns, validateSpec } from '../experiments/spec.ts';
@@ -12,6 +12,7 @@ import { writeFileAtomic } from './atomic-file.ts';
 import { ApiError } from './errors.ts';
 import { textArg } from './validate.ts';
 import { makeDirs } from './make-dir.ts';
+import { entryUrl } from '../entry-url.ts';
 
 /** Ids of saved experiments: ours ("exp-…") and `unhalt bench`'s (an ISO time and a uuid part). */
 export const EXPERIMENT_ID = /^[A-Za-z0-9][A-Za-z0-9_-]{0,79}$/;
@@ -38,8 +39,8 @@ interface RunnerResult {
   status?: string;
 }
 
-/** The runner, as a sibling of service/ in this build (.ts from source, .js when compiled). */
-const RUNNER_URL = new URL(`../experiments/runner${extname(new URL(import.meta.url).pathname)}`, import.meta.url);
+/** The runner (electron/experiments/runner.ts), wherever this build keeps it (entry-url.ts). */
+const RUNNER_URL = entryUrl(new URL('../experiments/runner.ts', import.meta.url));
 
 /** The spec as the API takes it: the experiments layer's one check (spec.ts), as an ApiError. */
 export function validateExperimentSpec(raw: unknown): ExperimentSpec {

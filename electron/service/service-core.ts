@@ -4,13 +4,15 @@
 import { realpathSync, watch, type FSWatcher } from 'node:fs';
 import { basename } from 'node:path';
 import type {
-  AllowedFolder, ApiCallHandlers, ApiEvent, ExperimentDetail, ExperimentSummary, HostInfo, ResolvedDto, Subscription, VmRecord, VmStatus,
+  AllowedFolder, ApiCallHandlers, ApiEvent, ExperimentDetail, ExportedConfigDto, ExperimentSummary, HostInfo, ResolvedDto, Subscription, VmRecord, VmStatus,
 } from './api.ts';
 import { commandLine } from '../vmm/config/cli-args.ts';
-import { resolveMachine, type ResolvedMachine } from '../vmm/config/resolve.ts';
+import { resolveBoot, resolveMachine, type ResolvedMachine } from '../vmm/config/resolve.ts';
 import { checkNameFree, checkPinFit } from '../vmm/config/rules.ts';
 import { haltPollUnavailable } from '../vmm/config/host-rules.ts';
+import { EXPORT_FORMATS, exportConfig, isExportFormat } from '../vmm/export/export.ts';
 import { MAX_HALT_POLL_NS, MAX_HOST_CPU, MAX_NAME_LENGTH, MAX_PIN_ENTRIES, normalizeVmName, sameVmName, validateConfig, type VmConfig } from '../vmm/config/vm-config.ts';
+import { hostKind } from '../vmm/host.ts';
 import { probeHost, type HostCapabilities } from '../vmm/machine/host-caps.ts';
 import { allowedFolders, checkFolderToAdd } from './allowed-folders.ts';
 import { checkBootFiles, checkHostLimits } from './config-checks.ts';
@@ -42,6 +44,11 @@ export interface ServiceOptions {
   shutdownGraceMs?: number;
   /** Who this process is, as a second process refused the same UNHALT_HOME is told (home-owner.ts). */
   ownerCommand?: string;
+  /**
+   * vCPU worker threads to keep loaded for the next start (worker-pool.ts): the app and `unhalt
+   * serve` keep SERVICE_SPARE_VCPU_WORKERS; default none (tests, one-shot users).
+   */
+  spareVcpuWorkers?: number;
   /** Tests: where the experiment runner comes from. */
   loadExperimentRunner?: ConstructorParameters<typeof Experiments>[2];
 }
@@ -371,6 +378,20 @@ export class ServiceCore implements ApiCallHandlers {
       throw toApiError(e);
     }
     await checkBootFiles(c, this.allowedFolders());
+  }
+
+  async exportConfig(raw: unknown, rawFormat: unknown): Promise<ExportedConfigDto> {
+    if (!isExportFormat(rawFormat)) {
+      throw new ApiError('invalid', `export format must be one of ${EXPORT_FORMATS.join(', ')}, got ${JSON.stringify(rawFormat)?.slice(0, 40)}`);
+    }
+    const c = await this.config(raw);
+    // For this host's kind (PVM needs two adjustments); nothing else about this host matters.
+    const kind = hostKind();
+    try {
+      return exportConfig(rawFormat, { config: c, boot: resolveBoot(c, kind), hostKind: kind });
+    } catch (e) {
+      throw toApiError(e);
+    }
   }
 
   async startVm(rawId: unknown): Promise<VmStatus> {

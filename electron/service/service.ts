@@ -10,8 +10,9 @@ import { API_METHOD_NAMES, API_METHODS, type ApiCallHandlers, type ApiEvent, typ
 import { ApiError, toApiError } from './errors.ts';
 import { DEFAULT_STOP_GRACE_MS, ServiceCore, type ServiceOptions } from './service-core.ts';
 import type { EventSink } from './vm-runtime.ts';
+import { SERVICE_SPARE_VCPU_WORKERS, keepVcpuWorkersWarm, releaseSpareVcpuWorkers } from '../vmm/vcpu/worker-pool.ts';
 
-export { DEFAULT_STOP_GRACE_MS, type ServiceOptions };
+export { DEFAULT_STOP_GRACE_MS, SERVICE_SPARE_VCPU_WORKERS, type ServiceOptions };
 
 /** What a transport holds per client: the API plus its end. */
 export interface ServiceSession extends UnhaltApi {
@@ -21,6 +22,7 @@ export interface ServiceSession extends UnhaltApi {
 export async function createService(options: ServiceOptions = {}): Promise<UnhaltService> {
   const core = new ServiceCore(options);
   await core.open();
+  if (options.spareVcpuWorkers) keepVcpuWorkersWarm(options.spareVcpuWorkers);
   return new UnhaltService(core);
 }
 
@@ -130,6 +132,7 @@ export class UnhaltService extends Session {
   /** Stops every VM (ACPI, then force), ends running experiments, writes out the logs. */
   async shutdown(): Promise<void> {
     await this.core.close();
+    if (this.core.options.spareVcpuWorkers) await releaseSpareVcpuWorkers();
   }
 }
 

@@ -3,7 +3,7 @@
 // and the subscribers that stream them. Whatever the guest or the VMM does ends here as a status
 // with a reason; nothing a guest does throws out of this class.
 //
-// Streams are batched per VM: console bytes within ~16 ms, telemetry and guest metrics every
+// Streams are batched per VM: console bytes within ~16 ms (the first at once), telemetry and guest metrics every
 // 200 ms (two samples at 10 Hz), so a transport sends a few messages per second, not one per exit.
 // Times on the API are epoch milliseconds, so history from several runs shares one time axis.
 import type { ApiEvent, GuestMetric, LiveKnobs, ResolvedDto, Subscription, TelemetryMarker, TelemetrySample, VmRunState, VmStatus } from './api.ts';
@@ -309,9 +309,12 @@ export class VmRuntime {
       this.pendingConsoleBytes -= dropped.length;
       this.droppedForSubscribers += dropped.length;
     }
-    this.consoleTimer ??= setTimeout(() => this.flushConsole(), CONSOLE_FLUSH_MS);
+    // Throttled, not delayed: the first bytes after a quiet spell (a start's first output, the
+    // echo of a key) go out at once; what follows within CONSOLE_FLUSH_MS waits for the window's end.
+    if (this.consoleTimer === undefined) this.flushConsole();
   }
 
+  /** Sends what is pending and, if it sent anything, opens a window in which bytes are collected. */
   private flushConsole(): void {
     if (this.consoleTimer) clearTimeout(this.consoleTimer);
     this.consoleTimer = undefined;
@@ -320,6 +323,7 @@ export class VmRuntime {
     this.pendingConsole = [];
     this.pendingConsoleBytes = 0;
     this.send({ type: 'console', vmId: this.id, data });
+    this.consoleTimer = setTimeout(() => this.flushConsole(), CONSOLE_FLUSH_MS);
   }
 
   private onAgent(e: AgentEvent): void {

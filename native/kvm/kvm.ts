@@ -6,10 +6,11 @@ import {
   type CpuidEntry, type IoctlName, type MsrEntry, type Regs, type Sregs,
 } from './abi.ts';
 import {
-  EAGAIN, EINTR, MAP_FAILED, MAP_SHARED, O_CLOEXEC, O_RDWR, PROT_READ, PROT_WRITE, OsError, addressOf, describeErrno,
+  EAGAIN, EINTR, O_CLOEXEC, O_RDWR, OsError, describeErrno,
   callOffThread, closeFdInBackground, errno, libc,
 } from './libc.ts';
 import { createExitRecord, decodeExit, markInterrupted, type VcpuExit } from './exit-record.ts';
+import { mapRunPage, unmapRunPage, type RunPage } from './run-page.ts';
 
 export type { VcpuExit, VcpuExitKind } from './exit-record.ts';
 
@@ -228,13 +229,14 @@ export class Vm {
 
   createVcpu(id: number): Vcpu {
     const fd = ioctlInt(this.fd, 'KVM_CREATE_VCPU', id);
-    const runAddress = libc.mmap(0, this.vcpuMmapSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (typeof runAddress !== 'number' || runAddress === MAP_FAILED) { // MAP_FAILED comes back as a BigInt
-      const err = errno();
+    let run: RunPage;
+    try {
+      run = mapRunPage(fd, this.vcpuMmapSize);
+    } catch (e) {
       libc.close(fd);
-      throw new OsError('mmap kvm_run', err);
+      throw e;
     }
-    return new Vcpu({ fd, id, runAddress, runSize: this.vcpuMmapSize }, true);
+    return new Vcpu({ fd, id, run }, true);
   }
 
   close(): void {
@@ -265,41 +267,36 @@ export class IrqLine {
 export interface VcpuHandle {
   fd: number;
   id: number;
-  runAddress: number;
-  runSize: number;
+  /** kvm_run, mapped into a SharedArrayBuffer every thread can read (run-page.ts). */
+  run: RunPage;
 }
 
 export class Vcpu {
   readonly fd: number;
   readonly id: number;
-  readonly runAddress: number;
-  readonly runSize: number;
+  private readonly runPage: RunPage;
   private readonly owner: boolean;
-  /** Copy of the kvm_run header; ArrayBuffer with a stable address for raw memcpy. */
-  private readonly header = new ArrayBuffer(RUN.headerBytes);
-  private readonly headerView = new DataView(this.header);
-  private readonly headerAddress: number;
-  private readonly dataBuffer = new ArrayBuffer(4096);
-  private readonly dataAddress: number;
+  /** kvm_run itself (run-page.ts): read and written in place, no copy per exit. */
+  private readonly runBytes: Uint8Array;
+  private readonly runView: DataView;
   private readonly regsBuf = Buffer.alloc(SIZEOF.regs);
   private readonly sregsBuf = Buffer.alloc(SIZEOF.sregs);
-  /** Where the pending in-data must be written back before the next KVM_RUN (0 = none). */
-  private pendingInAddress = 0;
+  /** Where in kvm_run the pending in-data must be written back before the next KVM_RUN (0 = none). */
+  private pendingInOffset = 0;
   readonly exit: VcpuExit;
 
   constructor(handle: VcpuHandle, owner = false) {
     this.fd = handle.fd;
     this.id = handle.id;
-    this.runAddress = handle.runAddress;
-    this.runSize = handle.runSize;
+    this.runPage = handle.run;
     this.owner = owner;
-    this.headerAddress = addressOf(this.header);
-    this.dataAddress = addressOf(this.dataBuffer);
-    this.exit = createExitRecord(new Uint8Array(this.dataBuffer));
+    this.runBytes = new Uint8Array(handle.run.sab, handle.run.offset, handle.run.size);
+    this.runView = new DataView(handle.run.sab, handle.run.offset, handle.run.size);
+    this.exit = createExitRecord();
   }
 
   handle(): VcpuHandle {
-    return { fd: this.fd, id: this.id, runAddress: this.runAddress, runSize: this.runSize };
+    return { fd: this.fd, id: this.id, run: this.runPage };
   }
 
   getRegs(): Regs {
@@ -383,9 +380,8 @@ export class Vcpu {
 
   /** Sets or clears kvm_run.immediate_exit (one half of a kick; a signal is the other). */
   setImmediateExit(on: boolean): void {
-    const b = new Uint8Array(this.header, 0, 1);
-    b[0] = on ? 1 : 0;
-    libc.copy(this.runAddress + RUN.immediateExit, this.headerAddress, 1);
+    // Another thread (a kick) may set it: an atomic store, seen by the vCPU's next KVM_RUN.
+    Atomics.store(this.runBytes, RUN.immediateExit, on ? 1 : 0);
   }
 
   /**
@@ -394,9 +390,10 @@ export class Vcpu {
    */
   run(): VcpuExit {
     const exit = this.exit;
-    if (this.pendingInAddress !== 0) {
-      libc.copy(this.pendingInAddress, this.dataAddress, exit.dataLength);
-      this.pendingInAddress = 0;
+    const run = this.runBytes;
+    if (this.pendingInOffset !== 0) {
+      copyBytes(exit.data, 0, run, this.pendingInOffset, exit.dataLength);
+      this.pendingInOffset = 0;
     }
     const ret = libc.ioctlInt(this.fd, IOCTL.KVM_RUN, 0);
     if (ret < 0) {
@@ -408,20 +405,28 @@ export class Vcpu {
       }
       throw new KvmError('KVM_RUN', err);
     }
-    libc.copy(this.headerAddress, this.runAddress, RUN.headerBytes);
-    decodeExit(this.headerView, exit);
-    // PIO data lives outside the header, in the mapping: copy it in now, or back before the next entry.
+    decodeExit(this.runView, exit);
+    // PIO data lives outside the header: copy it in now, or back before the next entry.
     const kind = exit.kind;
-    if (kind === 'io-out') libc.copy(this.dataAddress, this.runAddress + exit.dataOffset, exit.dataLength);
-    else if (kind === 'io-in' || kind === 'mmio-read') this.pendingInAddress = this.runAddress + exit.dataOffset;
+    if (kind === 'io-out') copyBytes(run, exit.dataOffset, exit.data, 0, exit.dataLength);
+    else if (kind === 'io-in' || kind === 'mmio-read') this.pendingInOffset = exit.dataOffset;
     return exit;
   }
 
   /** Releases the kvm_run mapping and the fd (only the creating side owns them). */
   close(): void {
     if (!this.owner) return;
-    libc.munmap(this.runAddress, this.runSize);
+    unmapRunPage(this.runPage);
     libc.close(this.fd);
+  }
+}
+
+/** Copies `length` bytes: a loop for the 1-4 bytes of a port access (no view object per exit). */
+function copyBytes(from: Uint8Array, fromOffset: number, to: Uint8Array, toOffset: number, length: number): void {
+  if (length <= 16) {
+    for (let i = 0; i < length; i++) to[toOffset + i] = from[fromOffset + i]!;
+  } else {
+    to.set(from.subarray(fromOffset, fromOffset + length), toOffset);
   }
 }
 

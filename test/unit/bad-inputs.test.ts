@@ -180,6 +180,8 @@ const CASES: Case[] = [
   { area: 'cli', what: 'UNHALT_KVM_DEVICE is a directory', argv: ['run', '--stats', 'stats.ndjson'], env: { UNHALT_KVM_DEVICE: F.aDirectory }, message: /^unhalt: .*open .*a-directory failed: EISDIR: Is a directory \(UNHALT_KVM_DEVICE names a directory, not a KVM device\)$/m },
   { area: 'cli', what: 'UNHALT_KVM_DEVICE is /dev/null', argv: ['run', '--agent-log', 'agent.log'], env: { UNHALT_KVM_DEVICE: '/dev/null' }, message: /^unhalt: .*KVM_GET_API_VERSION failed: ENOTTY: .*\(\/dev\/null is not a KVM device\)$/m },
   { area: 'cli', what: 'UNHALT_KVM_DEVICE is missing', argv: ['run'], env: { UNHALT_KVM_DEVICE: F.missing }, message: /^unhalt: .*open .*does\/not\/exist failed: ENOENT: No such file or directory \(UNHALT_KVM_DEVICE names a path that does not exist\)$/m },
+  { area: 'cli', what: 'export without a format', argv: ['export', '--config', 'cpus=2'], message: /^unhalt: --format is required: qemu, libvirt, kubevirt$/m },
+  { area: 'cli', what: 'export of a self-contradicting config', argv: ['export', '--config', 'cpu-pm=on,kvm-pv-unhalt=on', '--format', 'qemu'], message: /^unhalt: kvm-pv-unhalt=on contradicts cpu-pm=on: /m },
   { area: 'cli', what: 'bench config string with a bad value', argv: ['bench', '--workload', 'pio', '--config', 'A=cpus=abc', '--config', 'B=cpus=1'], message: /cpus must be a whole number, got "abc"/m },
   // The service API (temporary UNHALT_HOME)
   { area: 'service', what: 'createVm(null)', call: (s) => s.createVm(null), message: /^a VM configuration must be an object$/ },
@@ -196,6 +198,9 @@ const CASES: Case[] = [
   { area: 'service', what: 'startVm of an unknown id', call: (s) => s.startVm('abc'), message: /^there is no VM with the id "abc"$/ },
   { area: 'service', what: 'deleteVm with an object', call: (s) => s.deleteVm({} as never), message: /^a VM id must be text, got an object$/ },
   { area: 'service', what: 'describeConfig with a string', call: (s) => s.describeConfig('cpus=2'), message: /^a VM configuration must be an object$/ },
+  { area: 'service', what: 'exportConfig to an unknown format', call: (s) => s.exportConfig({ cpus: 2 }, 'vmware' as never), message: /^export format must be one of qemu, libvirt, kubevirt, got "vmware"$/ },
+  { area: 'service', what: 'exportConfig of a self-contradicting config', call: (s) => s.exportConfig({ cpuPm: true, cpuFeatures: { 'kvm-pv-unhalt': true } }, 'libvirt'), message: /^kvm-pv-unhalt=on contradicts cpu-pm=on: / },
+  { area: 'service', what: 'exportConfig with a string', call: (s) => s.exportConfig('cpus=2', 'qemu'), message: /^a VM configuration must be an object$/ },
   { area: 'service', what: 'getExperiment with a traversal id', call: (s) => s.getExperiment('../../x'), message: /^there is no experiment with the id "\.\.\/\.\.\/x"$/ },
   { area: 'service', what: 'startExperiment with nothing', call: (s) => s.startExperiment({} as never), message: /^experiment guest must be probe or linux, got undefined$/ },
 ];

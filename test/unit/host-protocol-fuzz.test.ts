@@ -50,7 +50,7 @@ const idRef: fc.Arbitrary<IdRef> = fc.oneof({ weight: 4, arbitrary: fc.nat(20).m
 const huge = fc.integer({ min: 1, max: 200 }).map((k) => 'h'.repeat(k * 1024));
 const anyValue = fc.oneof(fc.anything({ maxDepth: 2 }), huge, fc.constant({ __proto__: { name: 'x' } }), fc.constant({ constructor: 1 }));
 const methods = ['listVms', 'getVm', 'status', 'host', 'subscribe', 'unsubscribe', 'sendConsole', 'stopVm', 'forceStopVm', 'pauseVm', 'resumeVm',
-  'setHaltPollNs', 'setPin', 'describeConfig', 'listExperiments', 'getExperiment', 'startExperiment', 'cancelExperiment', 'deleteExperiment', 'listAllowedFolders', 'removeAllowedFolder', 'dismissLibraryNotices'];
+  'setHaltPollNs', 'setPin', 'describeConfig', 'exportConfig', 'listExperiments', 'getExperiment', 'startExperiment', 'cancelExperiment', 'deleteExperiment', 'listAllowedFolders', 'removeAllowedFolder', 'dismissLibraryNotices'];
 
 const step: fc.Arbitrary<Step> = fc.oneof(
   { weight: 5, arbitrary: fc.record({ kind: fc.constant('create' as const), name, append: fc.option(fc.oneof({ weight: 6, arbitrary: fc.nat(4000).map((n) => `pad=${'p'.repeat(n)}`) }, { weight: 1, arbitrary: fc.oneof(fc.string({ maxLength: 40 }), huge) }), { nil: undefined }) }) },

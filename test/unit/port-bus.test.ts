@@ -125,3 +125,37 @@ describe('PortBus and the board', () => {
     expect(createDeviceState().byteLength).toBe(DEVICE_LAYOUT.words * 4);
   });
 });
+
+describe('port 0x80 (POST / I/O delay) takes no bus lock', () => {
+  it('a write completes while another thread holds the lock, and is kept', async () => {
+    const { Worker } = await import('node:worker_threads');
+    const sab = createDeviceState();
+    const words = new Int32Array(sab);
+    Atomics.store(words, DEVICE_LAYOUT.lock, 1); // held, as by another vCPU in a UART access
+    // In a worker: if the write waited for the lock it would block its thread, not this one.
+    const w = new Worker(`
+      const { workerData, parentPort } = require('node:worker_threads');
+      import(workerData.board).then(({ attachDevices }) => {
+        const nop = () => {};
+        const bus = attachDevices(workerData.sab, { emitConsole: nop, emitAgent: nop, setIrq: nop, onPowerOff: nop, onReset: nop });
+        bus.write(0x80, 1, 0x42);
+        parentPort.postMessage(bus.read(0x80, 1));
+      });
+    `, { eval: true, workerData: { sab, board: new URL('../../electron/vmm/devices/board.ts', import.meta.url).href } });
+    try {
+      const read = await new Promise((resolve, reject) => {
+        const t = setTimeout(() => reject(new Error('the POST write waited for the bus lock')), 3_000);
+        w.once('message', (m) => { clearTimeout(t); resolve(m); });
+        w.once('error', (e) => { clearTimeout(t); reject(e); });
+      });
+      expect(read).toBe(0xff);
+      expect(Atomics.load(words, DEVICE_LAYOUT.lock)).toBe(1);
+      Atomics.store(words, DEVICE_LAYOUT.lock, 0);
+      const { bus } = machine(sab);
+      expect(bus.read(0x80, 1)).toBe(0xff);
+      expect(Atomics.load(words, DEVICE_LAYOUT.post)).toBe(0x42);
+    } finally {
+      await w.terminate();
+    }
+  });
+});

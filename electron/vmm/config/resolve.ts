@@ -32,19 +32,36 @@ export interface Resolution {
   warnings: string[];
 }
 
-/** Machine type defaults + explicit settings + overcommit rules, checked against the host. */
-export function resolveKnobs(c: VmConfig, host: HostCapabilities): Resolution {
+/** The paravirt features a configuration gives its guest on any host, and what the rules changed. */
+export interface MachineFeatures {
+  machine: string;
+  features: ResolvedFeature[];
+  notes: string[];
+}
+
+/**
+ * Machine type defaults + explicit settings + the cpu-pm rule, before any host is asked: what the
+ * configuration means wherever it runs (resolveKnobs checks it against this host; the exports
+ * in ../export/ write it out for other VMMs). Throws ConfigError on a contradiction.
+ */
+export function machineFeatures(c: VmConfig): MachineFeatures {
   const mt = machineType(c.machine);
   if (!mt) throw new ConfigError(`unknown machine type "${c.machine}"`);
   const notes: string[] = [];
-  const warnings: string[] = [];
   // The cpu-pm / pv-unhalt rule and explicit-over-default live in rules.ts (the wizard uses them too).
   checkKnobConflicts(c);
   const features: ResolvedFeature[] = effectiveFeatures(c, mt.defaults);
+  if (features.some((f) => f.source === 'cpu-pm')) notes.push(cpuPmTurnedOffNote(c.machine));
+  return { machine: mt.name, features, notes };
+}
+
+/** Machine type defaults + explicit settings + overcommit rules, checked against the host. */
+export function resolveKnobs(c: VmConfig, host: HostCapabilities): Resolution {
+  const { machine, features, notes } = machineFeatures(c);
+  const warnings: string[] = [];
 
   let disableExits = 0;
   if (c.cpuPm) {
-    if (features.some((f) => f.source === 'cpu-pm')) notes.push(cpuPmTurnedOffNote(c.machine));
     const wanted = DISABLE_EXITS.hlt | DISABLE_EXITS.pause | DISABLE_EXITS.cstate | DISABLE_EXITS.mwait;
     const noCpuPm = cpuPmUnavailable(host);
     if (noCpuPm) throw new RunnabilityError(noCpuPm);
@@ -76,7 +93,7 @@ export function resolveKnobs(c: VmConfig, host: HostCapabilities): Resolution {
   const values = Object.fromEntries(features.map((f) => [f.name, f.value]));
   const { eax, edx } = encodeFeatures(values, { features: host.kvmFeatures, hints: host.kvmHints });
   return {
-    machine: mt.name, features, kvmFeatures: eax, kvmHints: edx, disableExits,
+    machine, features, kvmFeatures: eax, kvmHints: edx, disableExits,
     mwait: (disableExits & DISABLE_EXITS.mwait) !== 0, notes, warnings,
   };
 }
@@ -92,9 +109,19 @@ export interface ResolvedMachine {
   resolution: Resolution;
 }
 
-/** Everything a start needs, checked: files, knobs, host. Throws ConfigError / RunnabilityError. */
-export function resolveMachine(c: VmConfig, host: HostCapabilities): ResolvedMachine {
-  const resolution = resolveKnobs(c, host);
+/** What the guest boots: the kernel, initrd and command line (the probe's and Linux's come from the built kits). */
+export interface BootFiles {
+  kernelPath: string;
+  initrdPath?: string;
+  cmdline: string;
+}
+
+/**
+ * The files and command line a configuration boots on a host of this kind, checked to exist.
+ * The kind matters: on PVM the probe guest is told to avoid hypercalls, and Linux gets its PVM
+ * profile and the PVH vmlinux.
+ */
+export function resolveBoot(c: VmConfig, hostKind: HostCapabilities['kind']): BootFiles {
   let kernelPath: string;
   let initrdPath: string | undefined;
   let cmdline = c.append ?? '';
@@ -105,9 +132,9 @@ export function resolveMachine(c: VmConfig, host: HostCapabilities): ResolvedMac
     kernelPath = PROBE_KERNEL;
     if (c.initrd !== undefined) initrdPath = checkFile(c.initrd, 'initrd');
     // The probe guest kicks halted waiters with IPIs instead of hypercalls on PVM, where those hang.
-    if (host.kind === 'pvm' && !/(^|\s)unhalt\.pvm=/.test(cmdline)) cmdline = `${cmdline} unhalt.pvm=1`.trim();
+    if (hostKind === 'pvm' && !/(^|\s)unhalt\.pvm=/.test(cmdline)) cmdline = `${cmdline} unhalt.pvm=1`.trim();
   } else if (c.guest === 'linux') {
-    const files = linuxGuestFiles(c, host.kind);
+    const files = linuxGuestFiles(c, hostKind);
     kernelPath = files.kernel;
     initrdPath = c.initrd !== undefined ? checkFile(c.initrd, 'initrd') : files.initrd;
     cmdline = files.cmdline;
@@ -115,6 +142,13 @@ export function resolveMachine(c: VmConfig, host: HostCapabilities): ResolvedMac
     kernelPath = checkFile(c.kernel!, 'kernel');
     if (c.initrd !== undefined) initrdPath = checkFile(c.initrd, 'initrd');
   }
+  return initrdPath ? { kernelPath, initrdPath, cmdline } : { kernelPath, cmdline };
+}
+
+/** Everything a start needs, checked: files, knobs, host. Throws ConfigError / RunnabilityError. */
+export function resolveMachine(c: VmConfig, host: HostCapabilities): ResolvedMachine {
+  const resolution = resolveKnobs(c, host);
+  const { kernelPath, initrdPath, cmdline } = resolveBoot(c, host.kind);
   const spec: MachineSpec = {
     name: c.name, cpus: c.cpus, memoryMiB: c.memoryMiB, kernelPath, cmdline,
     kvmFeatures: resolution.kvmFeatures, kvmHints: resolution.kvmHints,
@@ -122,6 +156,12 @@ export function resolveMachine(c: VmConfig, host: HostCapabilities): ResolvedMac
   };
   if (initrdPath) spec.initrdPath = initrdPath;
   if (c.haltPollNs !== undefined) spec.haltPollNs = c.haltPollNs;
-  if (c.pin) spec.pin = Array.from({ length: c.cpus }, (_, i) => c.pin![i % c.pin!.length]!);
+  const pins = vcpuPins(c);
+  if (pins) spec.pin = pins;
   return { spec, resolution };
+}
+
+/** The host CPU of each vCPU thread (vCPU i on pin[i % pin.length]), or undefined when unpinned. */
+export function vcpuPins(c: VmConfig): number[] | undefined {
+  return c.pin && Array.from({ length: c.cpus }, (_, i) => c.pin![i % c.pin!.length]!);
 }

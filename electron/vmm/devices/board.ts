@@ -88,7 +88,7 @@ export function attachDevices(stateSab: SharedArrayBuffer, io: DeviceIo): PortBu
   bus.map({ base: ACPI_PM_BASE, length: ACPI_PM_LENGTH, read: (o, s) => pm.read(o, s), write: (o, s, v) => pm.write(o, s, v) });
   // One write of any width is one power-off request.
   bus.map({ base: DEBUG_EXIT_PORT, length: DEBUG_EXIT_LENGTH, read: () => exit.read(), write: () => exit.write() });
-  bus.map({ base: POST_PORT, length: 1, byteWide: true, read: () => post.read(), write: (_o, _s, v) => post.write(v) });
+  bus.map({ base: POST_PORT, length: 1, byteWide: true, lockFree: true, read: () => post.read(), write: (_o, _s, v) => post.write(v) });
   return bus;
 }
 

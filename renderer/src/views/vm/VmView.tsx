@@ -11,6 +11,7 @@ import { KnobControls } from './KnobControls.tsx';
 import { ConfigPanel } from './ConfigPanel.tsx';
 import { RenameControl } from './RenameControl.tsx';
 import { ConfirmAction } from '../ConfirmAction.tsx';
+import { ExportPanel } from './ExportPanel.tsx';
 
 export function VmView({ id }: { id: string }) {
   const vm = useApp((s) => s.vms.find((v) => v.id === id));
@@ -34,6 +35,7 @@ export function VmView({ id }: { id: string }) {
           <ConsolePane vmId={vm.id} running={vm.status.state !== 'stopped'} />
           <KnobControls vm={vm} />
           <ConfigPanel vm={vm} />
+          <ExportPanel vm={vm} />
         </div>
         <ChartsPanel vm={vm} />
       </div>

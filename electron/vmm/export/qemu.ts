@@ -1,0 +1,73 @@
+// A VM as a QEMU command line: a POSIX shell script (comments, then one `exec qemu-system-x86_64`).
+// QEMU has most of Unhalt's knobs under the same names, since Unhalt took them from QEMU:
+// `-cpu host,kvm-pv-unhalt=on,...`, `-overcommit cpu-pm=on` and `mem-lock=on`. What it has
+// not (per-VM halt polling, vCPU pinning) is said in the comments with what to do instead.
+import type { VmConfig } from '../config/vm-config.ts';
+import type { HostKind } from '../host.ts';
+import { describePins, type ExportPlan, haltPollAdvice, machineTypeNote, NEVER_EXPORTED, shellQuote } from './plan.ts';
+
+export const QEMU_BINARY = 'qemu-system-x86_64';
+
+type Option = [flag: string, value?: string];
+
+/**
+ * `-cpu host,...` with every paravirt feature at its value (the one mapping of features to QEMU;
+ * the bench's side-by-side QEMU runs use it too). On PVM, arch-capabilities goes off: QEMU 7.2's
+ * -cpu host aborts there setting MSR 0x10a.
+ */
+export function qemuCpu(features: readonly { name: string; value: boolean }[], hostKind: HostKind): string {
+  return ['host', ...(hostKind === 'pvm' ? ['arch-capabilities=off'] : []),
+    ...features.filter((f) => !NEVER_EXPORTED.has(f.name)).map((f) => `${f.name}=${f.value ? 'on' : 'off'}`)].join(',');
+}
+
+/** `-overcommit` for cpu-pm and mem-lock, or undefined when both are off (QEMU's defaults). */
+export function qemuOvercommit(c: Pick<VmConfig, 'cpuPm' | 'memLock'>): string | undefined {
+  return c.cpuPm || c.memLock ? `cpu-pm=${c.cpuPm ? 'on' : 'off'},mem-lock=${c.memLock ? 'on' : 'off'}` : undefined;
+}
+
+/** The options in order, each flag with its value. */
+function qemuOptions(plan: ExportPlan): Option[] {
+  const c = plan.config;
+  const opts: Option[] = [
+    ['-name', `guest=${c.name},debug-threads=on`],
+    ['-machine', 'q35'], ['-accel', 'kvm'], ['-cpu', qemuCpu(plan.features, plan.hostKind)],
+    ['-smp', String(c.cpus)], ['-m', String(c.memoryMiB)],
+  ];
+  const overcommit = qemuOvercommit(c);
+  if (overcommit) opts.push(['-overcommit', overcommit]);
+  // Unhalt's board: no disks, network, USB or display; a reset ends the VM, as in Unhalt.
+  opts.push(['-nodefaults'], ['-no-user-config'], ['-display', 'none'], ['-no-reboot']);
+  opts.push(['-kernel', plan.boot.kernelPath]);
+  if (plan.boot.initrdPath) opts.push(['-initrd', plan.boot.initrdPath]);
+  if (plan.boot.cmdline) opts.push(['-append', plan.boot.cmdline]);
+  opts.push(['-serial', 'mon:stdio'], ['-serial', `file:${plan.agentLog ?? `${plan.slug}.ttyS1.log`}`]);
+  return opts;
+}
+
+/** The argument vector, without the binary. */
+export function qemuArgs(plan: ExportPlan): string[] {
+  return qemuOptions(plan).flatMap(([flag, value]) => (value === undefined ? [flag] : [flag, value]));
+}
+
+export function qemuScript(plan: ExportPlan): string {
+  const c = plan.config;
+  const gaps: string[] = [];
+  if (c.haltPollNs !== undefined) gaps.push(...haltPollAdvice(c.haltPollNs));
+  if (plan.pins) {
+    gaps.push(`pin: QEMU does not pin vCPU threads (${describePins(plan.pins)}). With debug-threads=on (below) each`,
+      '  vCPU thread is named "CPU N/KVM": pin it with taskset -p -c CPU TID (TIDs in /proc/QEMU_PID/task/*/comm),',
+      '  or let libvirt do it (<cputune><vcpupin>, the libvirt export).');
+  }
+  const lines = [
+    '#!/bin/sh',
+    `# VM "${c.name}" exported by Unhalt for QEMU with KVM: ${c.cpus} vCPU${c.cpus > 1 ? 's' : ''}, ${c.memoryMiB} MiB, guest ${c.guest}.`,
+    ...machineTypeNote(plan, 'q35 with -nodefaults (QEMU\'s "q35" is an alias of its newest pc-q35-X.Y; name the version your fleet runs, from qemu-system-x86_64 -machine help, to freeze the board as well)'),
+    ...plan.notes.map((n) => `Note: ${n}.`),
+    ...(plan.hostKind === 'pvm' ? ['Made for a PVM host: arch-capabilities=off keeps -cpu host from aborting there (harmless elsewhere).'] : []),
+    ...(gaps.length ? ['Knobs QEMU has no option for:', ...gaps.map((g) => `  ${g}`)] : ['Every knob of this VM has a QEMU option.']),
+    'ttyS0 is this terminal (Ctrl-A x quits, Ctrl-A c switches to the monitor); ttyS1, the guest\'s agent channel, goes to a file.',
+  ].map((l) => (l.startsWith('#') ? l : `# ${l}`));
+  const body = qemuOptions(plan).map(([flag, value]) => (value === undefined ? flag : `${flag} ${shellQuote(value)}`));
+  return `${lines.join('\n')}\nexec ${QEMU_BINARY} \\\n${body.map((b) => `  ${b}`).join(' \\\n')}\n`;
+}
+
