@@ -59,7 +59,8 @@ describe.skipIf(!kvmAvailable)('knobs on real KVM', () => {
   });
 
   it('halt polling changes while the VM runs, and shows up in the stats', async () => {
-    const g = await startProbe({ append: 'scenario=idle ms=1500', config: { haltPollNs: 0 } });
+    // The guest idles long enough for both samples even where waits are stretched (TCG's L1).
+    const g = await startProbe({ append: `scenario=idle ms=${Math.round(scaled(3000))}`, config: { haltPollNs: 0 } });
     const sampler = Sampler.forVm(g.vm, { intervalMs: 50 });
     await g.waitForEvent('boot');
     await new Promise((r) => setTimeout(r, 300));
@@ -154,7 +155,9 @@ describe.skipIf(!kvmAvailable)('knobs on real KVM', () => {
       console.log('skipped: needs root to drop CAP_IPC_LOCK with setpriv');
       ctx.skip();
     }
-    const r = await runCli(['run', '--memory', '64', '--overcommit', 'mem-lock=on'], {
+    // The probe guest named: where KVM has hardware semantics the default guest is Linux, which
+    // needs more than 64 MiB and would be refused before any locking.
+    const r = await runCli(['run', '--guest', 'probe', '--memory', '64', '--overcommit', 'mem-lock=on'], {
       prefix: ['prlimit', '--memlock=65536', 'setpriv', '--inh-caps=-ipc_lock', '--bounding-set=-ipc_lock'],
     });
     expect(r.code).toBe(1);

@@ -55,7 +55,8 @@ class L1 {
       while ((nl = this.buffered.indexOf('\n')) >= 0) {
         const line = this.buffered.slice(0, nl).replace(/\r$/, '');
         this.buffered = this.buffered.slice(nl + 1);
-        const m = /^@nested (?:(fail) )?(.*)$/.exec(line);
+        // vitest may end its output with a terminal escape and no newline: the phase can follow it.
+        const m = /@nested (?:(fail) )?(.*)$/.exec(line);
         if (m) this.phases.push(parsePhase(m[2]!, m[1] === 'fail', performance.now() - this.startedAt));
         if (m || process.env.UNHALT_NESTED_VERBOSE) process.stdout.write(`L1| ${line}\n`);
       }
