@@ -64,9 +64,12 @@ describe.skipIf(!kvmAvailable)('KVM binary stats', () => {
 
   it('gives one series per vCPU on a 2-vCPU VM, and stops with the VM', async () => {
     const fdsBefore = openFdCount();
-    probe = await startProbe({ cpus: 2, append: 'scenario=idle ms=3000' });
+    // Idle long enough, and sample after the guest is up: where everything is slower (L1 under
+    // TCG) a fixed 600 ms ends before the guest's first halt.
+    probe = await startProbe({ cpus: 2, append: `scenario=idle ms=${Math.round(scaled(3000))}` });
     const sampler = Sampler.forVm(probe.vm, { intervalMs: 50 });
-    await sleep(600);
+    await probe.waitForEvent('boot');
+    await sleep(scaled(600));
     sampler.markEvent('check');
     await probe.vm.stop();
     probe = undefined;
