@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import type { Page } from 'playwright-core';
 import {
-  artifact, ensureRendererBuilt, launchBrowser, skipReason, startHostMode, tempHome, waitFor, type Browser, type HostMode,
+  artifact, ensureRendererBuilt, launchBrowser, skipReason, startHostMode, tempHome, typeInto, waitFor, type Browser, type HostMode,
 } from './support.ts';
 
 const reason = skipReason();
@@ -60,7 +60,7 @@ describe.skipIf(reason !== null)('the app in host mode', () => {
     const { page } = browser!;
     await page.getByRole('button', { name: 'New VM', exact: true }).click();
     await page.getByRole('heading', { name: 'New virtual machine' }).waitFor();
-    await page.getByLabel('Name').fill(vmName);
+    await typeInto(page, 'Name', vmName);
     await page.getByRole('radio', { name: /Probe/ }).check();
     await page.screenshot({ path: artifact('wizard-basics.png'), fullPage: true });
     const next = page.locator('button[data-action="next"]');
@@ -205,9 +205,9 @@ describe.skipIf(reason !== null)('the app in host mode', () => {
     await page.getByRole('button', { name: 'Compare', exact: true }).click();
     await page.getByRole('heading', { name: 'Compare configurations' }).waitFor();
     await page.getByRole('button', { name: 'halt polling 0 vs default' }).click();
-    await page.getByLabel('Workload', { exact: true }).fill('pio');
-    await page.getByLabel('Workload parameters').fill('count=5000');
-    await page.getByLabel('Runs each').fill('1');
+    await typeInto(page, 'Workload', 'pio');
+    await typeInto(page, 'Workload parameters', 'count=5000');
+    await typeInto(page, 'Runs each', '1');
     await page.getByLabel('Also under QEMU').uncheck();
     await page.getByRole('button', { name: 'Run experiment' }).click();
     const panel = page.locator('section.experiment');

@@ -8,20 +8,12 @@ import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
-import { artifact, ensureRendererBuilt, launchBrowser, skipReason, startHostMode, tempHome, waitFor, type Browser, type HostMode } from './support.ts';
+import { artifact, ensureRendererBuilt, launchBrowser, skipReason, startHostMode, tempHome, typeInto, waitFor, type Browser, type HostMode } from './support.ts';
 import { qemuSkipReason } from '../support/qemu-probe.ts';
 import { scaled } from '../support/time-scale.ts';
 
 const reason = skipReason() ?? qemuSkipReason() ?? null;
 if (reason) console.warn(`[e2e compare] skipped: ${reason}`);
-
-/** Replaces a field's text the way a person does: click, select all, type. */
-async function typeInto(page: Page, label: string, text: string): Promise<void> {
-  await page.getByLabel(label, { exact: true }).click();
-  await page.keyboard.press('Control+A');
-  await page.keyboard.press('Backspace');
-  await page.keyboard.type(text);
-}
 
 /** Processes whose parent is `pid` and whose name starts with `prefix`, from /proc. */
 function childrenOf(pid: number, prefix: string): number[] {

@@ -12,8 +12,11 @@ import { rmSync } from 'node:fs';
 import type { Page } from 'playwright-core';
 import { scaled } from '../support/time-scale.ts';
 import {
-  artifact, ensureRendererBuilt, launchBrowser, skipReason, startHostMode, tempHome, waitFor, type Browser, type HostMode,
+  artifact, ensureRendererBuilt, launchBrowser, skipReason, startHostMode, tempHome, typeInto, waitFor, type Browser, type HostMode,
 } from './support.ts';
+
+/** Type, then Tab out of the field, so its blur-time check runs. */
+const LEAVE = { leave: true, delay: 25 };
 
 const reason = skipReason();
 if (reason) console.warn(`[e2e] skipped: ${reason}`);
@@ -33,12 +36,6 @@ async function clear(page: Page, label: string): Promise<void> {
   await page.getByLabel(label, { exact: true }).click();
   await page.keyboard.press('Control+A');
   await page.keyboard.press('Backspace');
-}
-
-async function typeInto(page: Page, label: string, text: string): Promise<void> {
-  await clear(page, label);
-  await page.keyboard.type(text, { delay: 25 });
-  await page.keyboard.press('Tab');
 }
 
 const value = (page: Page, label: string) => page.getByLabel(label, { exact: true }).inputValue();
@@ -91,7 +88,7 @@ describe.skipIf(reason !== null)('fields keep what is typed and say what is wron
   it('typed numbers are kept as typed: clearing never snaps to the minimum, "512" is 512 MiB and "4" is 4 vCPUs', async () => {
     const { page } = browser!;
     await openWizard(page, host!.url);
-    await typeInto(page, 'Name', `typed-${suffix}`);
+    await typeInto(page, 'Name', `typed-${suffix}`, LEAVE);
     await next(page);
     expect(await step(page)).toBe('resources');
 
@@ -134,11 +131,11 @@ describe.skipIf(reason !== null)('fields keep what is typed and say what is wron
   it('bad values are refused at the field, in the API\'s words', async () => {
     const { page } = browser!;
     await openWizard(page, host!.url);
-    await typeInto(page, 'Name', `cpupm-${suffix}`);
+    await typeInto(page, 'Name', `cpupm-${suffix}`, LEAVE);
 
     // An own kernel the service would refuse is refused when the field is left, not at Create.
     await page.getByRole('radio', { name: /Own kernel/ }).click();
-    await typeInto(page, 'Kernel', '/etc/passwd');
+    await typeInto(page, 'Kernel', '/etc/passwd', LEAVE);
     const kernelError = await waitFor('the kernel field\'s message', () => fieldError(page, 'Kernel'), 10_000);
     expect(kernelError).toMatch(/^kernel \/etc\/passwd is outside the folders Unhalt may give to a guest/);
     await page.locator('button[data-action="next"]').click();
@@ -162,23 +159,23 @@ describe.skipIf(reason !== null)('fields keep what is typed and say what is wron
     // Halt polling: a value the API takes passes (no browser bubble); one it refuses says why.
     expect(await step(page)).toBe('halt-poll');
     await page.getByRole('radio', { name: /This VM's own maximum/ }).click();
-    await typeInto(page, 'Maximum poll time (ns)', '-5');
+    await typeInto(page, 'Maximum poll time (ns)', '-5', LEAVE);
     expect(await fieldError(page, 'Maximum poll time (ns)')).toBe('halt-poll-ns must be between 0 and 1000000000, got -5');
     await page.screenshot({ path: artifact('ui-fields/halt-poll-refused.png'), fullPage: true });
-    await typeInto(page, 'Maximum poll time (ns)', '1500');
+    await typeInto(page, 'Maximum poll time (ns)', '1500', LEAVE);
     expect(await fieldError(page, 'Maximum poll time (ns)')).toBe('');
     await next(page);
 
     // A pin list that does not parse keeps what was typed and says why; Next stays.
     expect(await step(page)).toBe('pinning');
-    await typeInto(page, 'Or type a list', 'abc');
+    await typeInto(page, 'Or type a list', 'abc', LEAVE);
     expect(await value(page, 'Or type a list')).toBe('abc');
     expect(await fieldError(page, 'Or type a list')).toBe('pin: "abc" is not a host CPU number or range (e.g. 0,1 or 0-3)');
     await page.locator('button[data-action="next"]').click();
     await page.waitForTimeout(300);
     expect(await step(page)).toBe('pinning');
     await page.screenshot({ path: artifact('ui-fields/pin-refused.png'), fullPage: true });
-    await typeInto(page, 'Or type a list', '0');
+    await typeInto(page, 'Or type a list', '0', LEAVE);
     expect(await fieldError(page, 'Or type a list')).toBe('');
 
     const id = await finishWizard(page);
@@ -202,7 +199,7 @@ describe.skipIf(reason !== null)('fields keep what is typed and say what is wron
     const before = (await knob('section.vm-view').textContent())!;
 
     // The live pin field refuses at the field, not by greying Apply out.
-    await typeInto(page, 'Pin vCPUs to host CPUs', 'abc');
+    await typeInto(page, 'Pin vCPUs to host CPUs', 'abc', LEAVE);
     expect(await fieldError(page, 'Pin vCPUs to host CPUs')).toBe('pin: "abc" is not a host CPU number or range (e.g. 0,1 or 0-3)');
     await page.screenshot({ path: artifact('ui-fields/live-pin-refused.png'), fullPage: true });
 

@@ -10,8 +10,11 @@ import type { Page } from 'playwright-core';
 import { runCli } from '../support/cli.ts';
 import { apiClient, type ApiClient } from '../support/serve-child.ts';
 import {
-  ROOT, artifact, ensureRendererBuilt, launchBrowser, skipReason, startHostMode, tempHome, waitFor, type Browser, type HostMode,
+  ROOT, artifact, ensureRendererBuilt, launchBrowser, skipReason, startHostMode, tempHome, typeInto, waitFor, type Browser, type HostMode,
 } from './support.ts';
+
+/** Type, then Tab out of the field, so its blur-time check runs. */
+const LEAVE = { leave: true, delay: 20 };
 
 const reason = skipReason();
 if (reason) console.warn(`[e2e] skipped: ${reason}`);
@@ -32,15 +35,6 @@ async function next(page: Page, times = 1): Promise<void> {
     await page.locator('button[data-action="next"]').click();
     await waitFor(`the step after ${before}`, async () => (await page.locator('form.step-panel').getAttribute('data-step')) !== before, 10_000);
   }
-}
-
-/** Clears a text field as a person does (select all, type over it) and leaves it with Tab. */
-async function typeInto(page: Page, label: string, text: string): Promise<void> {
-  await page.getByLabel(label, { exact: true }).click();
-  await page.keyboard.press('Control+A');
-  await page.keyboard.press('Backspace');
-  await page.keyboard.type(text, { delay: 20 });
-  await page.keyboard.press('Tab');
 }
 
 describe.skipIf(reason !== null)('the same bad configuration gets the same message on the CLI, the API and the wizard', () => {
@@ -74,35 +68,35 @@ describe.skipIf(reason !== null)('the same bad configuration gets the same messa
       what: 'more vCPUs than a VM may have',
       cli: ['--cpus', '300'],
       api: { cpus: 300 },
-      wizard: async (page) => { await next(page); await typeInto(page, 'vCPUs', '300'); },
+      wizard: async (page) => { await next(page); await typeInto(page, 'vCPUs', '300', LEAVE); },
       message: /^cpus must be between 1 and 254, got 300$/,
     },
     {
       what: 'an emptied vCPU field',
       cli: ['--cpus', ''],
       api: { cpus: '' },
-      wizard: async (page) => { await next(page); await typeInto(page, 'vCPUs', ''); },
+      wizard: async (page) => { await next(page); await typeInto(page, 'vCPUs', '', LEAVE); },
       message: /^cpus is empty: give a whole number from 1 to 254$/,
     },
     {
       what: 'less memory than a VM needs',
       cli: ['--memory', '8'],
       api: { memoryMiB: 8 },
-      wizard: async (page) => { await next(page); await typeInto(page, 'Memory (MiB)', '8'); },
+      wizard: async (page) => { await next(page); await typeInto(page, 'Memory (MiB)', '8', LEAVE); },
       message: /^memory \(MiB\) must be between 16 and 1048576, got 8$/,
     },
     {
       what: 'more memory than the host has',
       cli: ['--memory', '999999'],
       api: { memoryMiB: 999999 },
-      wizard: async (page) => { await next(page); await typeInto(page, 'Memory (MiB)', '999999'); },
+      wizard: async (page) => { await next(page); await typeInto(page, 'Memory (MiB)', '999999', LEAVE); },
       message: /^memory 999999 MiB is more than this host has \(\d+ MiB\)$/,
     },
     {
       what: 'a pinned host CPU that does not exist',
       cli: ['--pin', '99'],
       api: { pin: [99] },
-      wizard: async (page) => { await next(page, 6); await typeInto(page, 'Or type a list', '99'); },
+      wizard: async (page) => { await next(page, 6); await typeInto(page, 'Or type a list', '99', LEAVE); },
       message: /^pin: host CPU 99 does not exist or is not available to Unhalt \(available: [\d,-]+\)$/,
     },
     {
@@ -112,7 +106,7 @@ describe.skipIf(reason !== null)('the same bad configuration gets the same messa
       wizard: async (page) => {
         await next(page, 5);
         await page.getByRole('radio', { name: /This VM's own maximum/ }).click();
-        await typeInto(page, 'Maximum poll time (ns)', '2000000000');
+        await typeInto(page, 'Maximum poll time (ns)', '2000000000', LEAVE);
       },
       message: /^halt-poll-ns must be between 0 and 1000000000, got 2000000000$/,
     },
@@ -137,7 +131,7 @@ describe.skipIf(reason !== null)('the same bad configuration gets the same messa
       api: { guest: 'custom', kernel: '<notAKernel>' },
       wizard: async (page) => {
         await page.getByRole('radio', { name: /Own kernel/ }).click();
-        await typeInto(page, 'Kernel', notAKernel);
+        await typeInto(page, 'Kernel', notAKernel, LEAVE);
       },
       message: /^kernel \/.*\/kernels\/notes\.txt is neither a PVH ELF nor a Linux bzImage$/,
     },
@@ -187,7 +181,7 @@ describe.skipIf(reason !== null)('the same bad configuration gets the same messa
     await page.goto(host!.url);
     await page.getByRole('button', { name: 'New VM', exact: true }).click();
     await page.getByRole('radio', { name: /Own kernel/ }).click();
-    await typeInto(page, 'Kernel', './kernel');
+    await typeInto(page, 'Kernel', './kernel', LEAVE);
     const field = page.locator('.field-error').first();
     await field.waitFor({ timeout: 10_000 });
     expect((await field.textContent())!.trim()).toBe(apiMessage);

@@ -5,7 +5,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync } fro
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import { chromium, type BrowserContext, type Locator, type Page } from 'playwright-core';
 
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 export const UNHALT_BIN = join(ROOT, 'bin/unhalt.mjs');
@@ -156,4 +156,17 @@ export async function waitFor<T>(what: string, f: () => Promise<T> | T, timeoutM
     if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what} (last: ${String(last).slice(0, 300)})`);
     await new Promise((r) => setTimeout(r, everyMs));
   }
+}
+
+/**
+ * Replaces a field's text the way a person does: click into it, select all, delete, type (never
+ * `fill`, which hides typing bugs such as a field snapping to its minimum). A string is the
+ * field's exact label. `leave` tabs out afterwards, so blur-time checks run.
+ */
+export async function typeInto(page: Page, field: string | Locator, text: string, opts: { delay?: number; leave?: boolean } = {}): Promise<void> {
+  await (typeof field === 'string' ? page.getByLabel(field, { exact: true }) : field).click();
+  await page.keyboard.press('Control+A');
+  await page.keyboard.press('Backspace');
+  await page.keyboard.type(text, { delay: opts.delay ?? 10 });
+  if (opts.leave) await page.keyboard.press('Tab');
 }

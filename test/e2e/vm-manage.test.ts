@@ -7,10 +7,10 @@
 // Typed and clicked as a person does; screenshots in test/artifacts/vm-manage/.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { existsSync, rmSync } from 'node:fs';
-import type { Locator, Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { runCli } from '../support/cli.ts';
 import {
-  artifact, ensureRendererBuilt, launchBrowser, skipReason, startHostMode, tempHome, waitFor, type Browser, type HostMode,
+  artifact, ensureRendererBuilt, launchBrowser, skipReason, startHostMode, tempHome, typeInto, waitFor, type Browser, type HostMode,
 } from './support.ts';
 
 const reason = skipReason();
@@ -52,13 +52,6 @@ function shellWords(line: string): string[] {
   }
   if (inWord) words.push(word);
   return words;
-}
-
-/** Replaces what a text field holds the way a person does: select it all, type over it. */
-async function typeInto(page: Page, field: Locator, text: string): Promise<void> {
-  await field.click();
-  await page.keyboard.press('Control+A');
-  await page.keyboard.type(text, { delay: 10 });
 }
 
 const state = (page: Page) => page.getByTestId('vm-state').first().textContent();
