@@ -26,6 +26,7 @@ export function describeResolution(c: VmConfig, r: ResolvedMachine): string {
     `exits disabled: ${res.disableExits ? disableExitNames(res.disableExits).join(', ') : 'none (cpu-pm=off)'}`,
     `mwait in guest: ${res.mwait ? 'yes' : 'no'}`,
     `halt polling:  ${spec.haltPollNs === undefined ? 'host default' : `max ${spec.haltPollNs} ns`}`,
+    `PCI devices:   host bridge 00:00.0${spec.virtio?.length ? `, ${spec.virtio.map((d) => `virtio-${d}`).join(', ')}` : ''}`,
     `pinning:       ${spec.pin ? spec.pin.map((h, i) => `vCPU${i}->CPU${h}`).join(' ') : 'none'}`,
     ...res.notes.map((n) => `note: ${n}`),
     ...res.warnings.map((w) => `warning: ${w}`),

@@ -3,6 +3,7 @@
 // changes are the runtime's own state (LiveKnobs), not edits of the spec it was built from.
 import type { Vcpu } from '../../native/kvm/kvm.ts';
 import type { GuestMemory } from './memory/guest-memory.ts';
+import type { VirtioDeviceName } from './devices/board.ts';
 
 /** Everything needed to start a machine, already validated and resolved (see config/). */
 export interface MachineSpec {
@@ -23,6 +24,8 @@ export interface MachineSpec {
   disableExits?: number;
   /** Advertise MONITOR/MWAIT (only when MWAIT exits are disabled). */
   mwait?: boolean;
+  /** virtio-pci devices on the PCI bus (devices/board.ts VIRTIO_DEVICES); the host bridge is always there. */
+  virtio?: VirtioDeviceName[];
   /** Tests only (never set from a config): ways to make a guest fail on purpose. */
   testHooks?: VmTestHooks;
 }
@@ -39,6 +42,8 @@ export interface VmTestHooks {
    * instruction emulator lacks) so that the host produces the fault for real.
    */
   beforeFirstRun?(ctx: { vcpus: readonly Vcpu[]; memory: GuestMemory }): void;
+  /** Serve virtio notifications as MMIO exits even where KVM has ioeventfds (the fallback path, for real). */
+  noIoeventfd?: boolean;
 }
 
 /** The knobs that can change while a VM runs; the runtime holds their current values. */

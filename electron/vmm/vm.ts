@@ -4,7 +4,12 @@
 // ends. The main thread only dispatches here: it never blocks on a device lock, a worker or a
 // file (docs/architecture.md, "Threads").
 import { EventEmitter } from 'node:events';
-import type { Worker } from 'node:worker_threads';
+import { Worker } from 'node:worker_threads';
+import { entryUrl } from '../entry-url.ts';
+import { EventFdWriter } from '../../native/kvm/eventfd.ts';
+import { attachPci, type VirtioDeviceName } from './devices/board.ts';
+import type { VirtioCounters } from './devices/virtio/virtio-pci.ts';
+import type { IoWorkerData, IoWorkerMessage } from './devices/virtio/io-worker.ts';
 import { takeVcpuWorker, whenLoaded } from './vcpu/worker-pool.ts';
 import { CAP } from '../../native/kvm/abi.ts';
 import { kickThread } from '../../native/kvm/kick.ts';
@@ -68,6 +73,7 @@ export function describeGuestFault(f: Record<string, number>): string {
 
 export { MIN_MEMORY_MIB } from './vm-limits.ts';
 const WORKER_EXIT_DEADLINE_MS = 5000;
+const IO_WORKER_URL = entryUrl(new URL('./devices/virtio/io-worker.ts', import.meta.url));
 /** How long a release waits for workers still loading their modules (seconds under emulation). */
 const WORKER_LOAD_WAIT_MS = 30_000;
 /** How long pause() waits for the vCPU threads to acknowledge before it kicks them again. */
@@ -99,6 +105,11 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
   private live: LiveKnobs;
   private workers: Worker[] = [];
   private workerExited: Promise<void>[] = [];
+  /** The I/O thread serving the virtio devices' queues (none without virtio devices). */
+  private ioWorker?: Worker;
+  private ioWorkerExited?: Promise<void>;
+  /** The virtio counters as the VM ended (its device state goes with the machine). */
+  private finalVirtioCounters?: Partial<Record<VirtioDeviceName, VirtioCounters>>;
   private readonly consoleRingSab = ByteRing.create(64 * 1024);
   private readonly agentRingSab = ByteRing.create(64 * 1024);
   private readonly consoleRing = new ByteRing(this.consoleRingSab);
@@ -147,6 +158,7 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
   private async launch(build: () => Promise<BuiltMachine>): Promise<VirtualMachine> {
     try {
       this.attach(await build());
+      await this.startIoWorker();
       await this.launchWorkers();
     } catch (e) {
       this.draining = false;
@@ -181,6 +193,57 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
     this.spec.testHooks?.beforeFirstRun?.({ vcpus: machine.vcpus, memory: machine.memory });
   }
 
+  /**
+   * Starts the I/O thread when the board has virtio devices, and waits (asynchronously) until it
+   * sleeps on their eventfds: from then on no notification of the guest's can be missed.
+   */
+  private async startIoWorker(): Promise<void> {
+    const machine = this.machine!;
+    if (machine.board.virtio.length === 0) return;
+    const data: IoWorkerData = {
+      deviceSab: machine.deviceSab, board: machine.board, ram: machine.memory.ramHandle(), vmFd: machine.vm.fd, stopFd: machine.ioStopFd,
+    };
+    const worker = new Worker(IO_WORKER_URL, { name: 'virtio-io', workerData: data });
+    this.ioWorker = worker;
+    this.ioWorkerExited = new Promise((resolve) => worker.once('exit', () => resolve()));
+    let started = false;
+    // A back end that fails ends the VM, as a vCPU worker's failure does.
+    const fail = (message: string) => {
+      if (this.control.end(END.workerError, -1)) this.endMessage = message;
+      void this.teardown();
+    };
+    await new Promise<void>((resolve, reject) => {
+      worker.on('error', (e) => (started ? fail(`the I/O thread crashed: ${e.message}`) : reject(new Error(`the I/O thread failed to start: ${e.message}`))));
+      worker.once('exit', (code) => { if (!started) reject(new Error(`the I/O thread exited (code ${code}) before it was ready`)); });
+      worker.on('message', (m: IoWorkerMessage) => {
+        if (m.type === 'ready') {
+          started = true;
+          resolve();
+        } else if (m.type === 'failed') fail(`the I/O thread failed: ${m.message}`);
+      });
+    });
+  }
+
+  /** Wakes the I/O thread out of poll and waits for it to end (bounded: then it is terminated). */
+  private async stopIoWorker(): Promise<void> {
+    const worker = this.ioWorker;
+    if (!worker || !this.machine) return;
+    this.ioWorker = undefined;
+    new EventFdWriter().signal(this.machine.ioStopFd);
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([this.ioWorkerExited, new Promise((r) => { timer = setTimeout(r, WORKER_EXIT_DEADLINE_MS); })]);
+    clearTimeout(timer);
+    await worker.terminate();
+  }
+
+  /** Counters of each virtio device (notifications by kind, interrupts, requests, bytes), read without the lock. */
+  virtioCounters(): Partial<Record<VirtioDeviceName, VirtioCounters>> {
+    const m = this.machine;
+    if (!m) return this.finalVirtioCounters ?? {};
+    const noIo = { signalMsi: () => {}, signalEventFd: () => {}, setIoeventfd: () => {} };
+    return Object.fromEntries(attachPci(m.deviceSab, m.board, noIo).virtio.map((v) => [v.name, v.device.counters()]));
+  }
+
   private spawnWorkers(): void {
     for (let i = 0; i < this.spec.cpus; i++) {
       const worker = takeVcpuWorker(`vcpu-${i}`);
@@ -201,7 +264,7 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
       const worker = this.workers[i]!;
       const data: VcpuWorkerData = {
         vcpu: vcpu.handle(), vmFd: machine.vm.fd, cpus: this.spec.cpus, controlSab: this.control.sab,
-        deviceSab: machine.deviceSab, consoleRingSab: this.consoleRingSab, agentRingSab: this.agentRingSab,
+        deviceSab: machine.deviceSab, board: machine.board, consoleRingSab: this.consoleRingSab, agentRingSab: this.agentRingSab,
         hostCpu: this.live.pin?.[vcpu.id],
       };
       const started = new Promise<void>((resolve, reject) => {
@@ -389,6 +452,8 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
     await Promise.race([Promise.all(this.workers.map(whenLoaded)), new Promise((r) => { loadWait = setTimeout(r, WORKER_LOAD_WAIT_MS); })]);
     clearTimeout(loadWait);
     for (const w of this.workers) await w.terminate();
+    await this.stopIoWorker();
+    if (this.machine?.board.virtio.length) this.finalVirtioCounters = this.virtioCounters();
     await this.machine?.close();
     // Guest RAM's SAB goes with the last reference: this one, then the workers'.
     this.machine = undefined;

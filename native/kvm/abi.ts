@@ -23,6 +23,8 @@ export const SIZEOF = {
   pitConfig: 64,
   enableCap: 104,
   segment: 24,
+  ioeventfd: 64,
+  msi: 32,
 } as const;
 
 /** ioctl request numbers, each with the name errors report. */
@@ -39,6 +41,7 @@ export const IOCTL = {
   KVM_CREATE_IRQCHIP: io(0x60),
   KVM_IRQ_LINE: iow(0x61, SIZEOF.irqLevel),
   KVM_CREATE_PIT2: iow(0x77, SIZEOF.pitConfig),
+  KVM_IOEVENTFD: iow(0x79, SIZEOF.ioeventfd),
   KVM_RUN: io(0x80),
   KVM_GET_REGS: ior(0x81, SIZEOF.regs),
   KVM_SET_REGS: iow(0x82, SIZEOF.regs),
@@ -54,6 +57,7 @@ export const IOCTL = {
   KVM_GET_MP_STATE: ior(0x98, 4),
   KVM_ENABLE_CAP: iow(0xa3, SIZEOF.enableCap),
   KVM_GET_TSC_KHZ: io(0xa3),
+  KVM_SIGNAL_MSI: iow(0xa5, SIZEOF.msi),
   KVM_GET_STATS_FD: io(0xce),
 } as const;
 
@@ -70,7 +74,14 @@ export const CAP = {
   EXT_CPUID: 7,
   NR_VCPUS: 9,
   NR_MEMSLOTS: 10,
+  IRQFD: 32,
   PIT2: 33,
+  /** KVM_IOEVENTFD: a guest write to an address signals an eventfd instead of exiting to userspace. */
+  IOEVENTFD: 36,
+  /** KVM_SIGNAL_MSI: inject an MSI (address, data) into the in-kernel irqchip. */
+  SIGNAL_MSI: 77,
+  /** An ioeventfd with len 0 matches a write of any width. */
+  IOEVENTFD_ANY_LENGTH: 122,
   SET_IDENTITY_MAP_ADDR: 37,
   IMMEDIATE_EXIT: 136,
   MAX_VCPUS: 66,
@@ -81,6 +92,9 @@ export const CAP = {
   HALT_POLL: 182,
   BINARY_STATS_FD: 203,
 } as const;
+
+/** struct kvm_ioeventfd flags. */
+export const IOEVENTFD_FLAG = { DATAMATCH: 1, PIO: 2, DEASSIGN: 4 } as const;
 
 /** KVM_EXIT_* reasons. */
 export const EXIT = {

@@ -1,7 +1,7 @@
 // Typed KVM handles in the shape of rust-vmm's kvm-ioctls: Kvm (the /dev/kvm fd) -> Vm -> Vcpu.
 // Every failing ioctl throws a KvmError naming the ioctl and the errno.
 import {
-  CAP, IOCTL, KVM_API_VERSION, KVM_PIT_SPEAKER_DUMMY, RUN, SIZEOF,
+  CAP, IOCTL, IOEVENTFD_FLAG, KVM_API_VERSION, KVM_PIT_SPEAKER_DUMMY, RUN, SIZEOF,
   decodeCpuid2, decodeMsrs, decodeRegs, decodeSregs, encodeCpuid2, encodeMsrs, encodeRegs, encodeSregs,
   type CpuidEntry, type IoctlName, type MsrEntry, type Regs, type Sregs,
 } from './abi.ts';
@@ -261,6 +261,57 @@ export class IrqLine {
     this.buf.writeUInt32LE(level ? 1 : 0, 4);
     ioctlBuf(this.vmFd, 'KVM_IRQ_LINE', this.buf);
   }
+}
+
+/**
+ * Injects MSIs (KVM_SIGNAL_MSI) into the in-kernel irqchip; usable from any thread given the VM
+ * fd (an I/O thread signals its device's MSI-X vectors with it). One reused buffer per instance.
+ */
+export class MsiSignal {
+  private readonly buf = Buffer.alloc(SIZEOF.msi);
+  private readonly vmFd: number;
+  constructor(vmFd: number) {
+    this.vmFd = vmFd;
+  }
+  /** Returns whether the interrupt was delivered (0 from KVM: the guest blocked it). */
+  signal(address: number | bigint, data: number): boolean {
+    const a = BigInt(address);
+    this.buf.writeUInt32LE(Number(a & 0xffffffffn), 0);
+    this.buf.writeUInt32LE(Number((a >> 32n) & 0xffffffffn), 4);
+    this.buf.writeUInt32LE(data >>> 0, 8);
+    this.buf.writeUInt32LE(0, 12); // flags: no device id (not needed with the x86 irqchip)
+    return ioctlBuf(this.vmFd, 'KVM_SIGNAL_MSI', this.buf) > 0;
+  }
+}
+
+export interface IoEventFd {
+  /** Guest-physical address (MMIO) or port (with pio). */
+  address: number;
+  /** Width of the write that triggers it: 1, 2, 4, 8, or 0 for any (KVM_CAP_IOEVENTFD_ANY_LENGTH). */
+  length: number;
+  /** The eventfd KVM signals. */
+  fd: number;
+  pio?: boolean;
+  /** Only a write of this value triggers it. */
+  datamatch?: number;
+}
+
+/**
+ * Assigns (or, with deassign, removes) an ioeventfd: a guest write to the address then signals
+ * the eventfd inside KVM, without an exit to userspace. A VM ioctl: any thread may call it.
+ */
+export function setIoEventFd(vmFd: number, e: IoEventFd, deassign = false): void {
+  const buf = Buffer.alloc(SIZEOF.ioeventfd);
+  buf.writeBigUInt64LE(BigInt(e.datamatch ?? 0), 0);
+  buf.writeBigUInt64LE(BigInt(e.address), 8);
+  buf.writeUInt32LE(e.length, 16);
+  buf.writeInt32LE(e.fd, 20);
+  let flags = 0;
+  if (e.datamatch !== undefined) flags |= IOEVENTFD_FLAG.DATAMATCH;
+  if (e.pio) flags |= IOEVENTFD_FLAG.PIO;
+  if (deassign) flags |= IOEVENTFD_FLAG.DEASSIGN;
+  buf.writeUInt32LE(flags, 24);
+  ioctlBuf(vmFd, 'KVM_IOEVENTFD', buf);
 }
 
 /** What a worker thread needs to drive a vCPU created elsewhere (plain data: postMessage-able). */

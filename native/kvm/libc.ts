@@ -22,6 +22,11 @@ export const libc = {
   preadAddress: lib.func('pread', 'int64', ['int', 'uint64', 'size_t', 'int64']),
   clock_gettime: lib.func('int clock_gettime(int clock, _Out_ uint8_t *ts)'),
   eventfd: lib.func('int eventfd(unsigned int initval, int flags)'),
+  /** read/write of an eventfd's 8-byte counter. */
+  read: lib.func('int64 read(int fd, _Out_ uint8_t *buf, size_t count)'),
+  write: lib.func('int64 write(int fd, const uint8_t *buf, size_t count)'),
+  /** poll(2) over a struct pollfd array in a JS buffer (8 bytes each: fd, events, revents). */
+  poll: lib.func('int poll(_Inout_ uint8_t *fds, unsigned long nfds, int timeout)'),
   gettid: lib.func('int gettid()'),
   getpid: lib.func('int getpid()'),
   tgkill: lib.func('int tgkill(int tgid, int tid, int sig)'),
@@ -45,6 +50,8 @@ export const MAP_SHARED = 1;
 export const MAP_FAILED = 2 ** 64 - 1;
 export const MADV_HUGEPAGE = 14;
 export const EFD_CLOEXEC = 0x80000;
+export const EFD_NONBLOCK = 0x800;
+export const POLLIN = 1;
 export const EINTR = 4;
 export const EAGAIN = 11;
 export const LOCK_EX = 2;

@@ -13,7 +13,8 @@ import { checkInitrd } from '../boot/initrd.ts';
 import { LAYOUT } from '../boot/layout.ts';
 import { buildCpuid, hostKvmFeatures } from '../cpu/cpuid.ts';
 import { setBootCpuState, setBootMsrs, setLapicLints } from '../cpu/boot-state.ts';
-import { createDeviceState } from '../devices/board.ts';
+import { createDeviceState, type BoardConfig } from '../devices/board.ts';
+import { createEventFd } from '../../../native/kvm/eventfd.ts';
 import type { GuestMemory } from '../memory/guest-memory.ts';
 import type { MachineSpec } from '../machine-spec.ts';
 import { missingCapability } from '../machine/required-caps.ts';
@@ -30,6 +31,10 @@ export class BuiltMachine {
   readonly deviceSab: SharedArrayBuffer;
   /** KVM_IRQ_LINE on this VM, usable from any thread. */
   readonly irq: IrqLine;
+  /** Which PCI devices the board carries and their eventfds (plain data for every thread). */
+  readonly board: BoardConfig;
+  /** Written to stop the I/O thread (-1 without virtio devices). */
+  readonly ioStopFd: number;
   /** KVM binary stats fds of the VM and each vCPU (-1 where the host's KVM has none). */
   readonly statsFds: { readonly vm: number; readonly vcpus: readonly number[] };
   private closed = false;
@@ -42,6 +47,8 @@ export class BuiltMachine {
     this.vcpus = parts.vcpus;
     this.deviceSab = parts.deviceSab;
     this.irq = parts.irq;
+    this.board = parts.board;
+    this.ioStopFd = parts.ioStopFd;
     this.statsFds = parts.statsFds;
   }
 
@@ -61,6 +68,7 @@ export class BuiltMachine {
     if (this.closed) return;
     this.closed = true;
     for (const fd of [...this.statsFds.vcpus, this.statsFds.vm]) if (fd >= 0) closeFd(fd);
+    for (const fd of [...this.board.virtio.map((d) => d.eventFd), this.ioStopFd]) if (fd >= 0) closeFd(fd);
     for (const v of this.vcpus) v.close();
     this.kvm.close();
     if (this.memory.isLocked) this.memory.unlock();
@@ -82,6 +90,7 @@ export async function buildMachine(spec: MachineSpec, files: BootFiles): Promise
   const image = buildGuestImage(spec, files);
   const opened: { close(): void }[] = [];
   const statsFds = { vm: -1, vcpus: [] as number[] };
+  const eventFds: number[] = [];
   try {
     const kvm = Kvm.open();
     opened.push(kvm);
@@ -122,15 +131,36 @@ export async function buildMachine(spec: MachineSpec, files: BootFiles): Promise
       setLapicLints(vcpu);
       if (i === 0) setBootCpuState(vcpu, mem, image.boot);
     }
+    const board = boardFor(spec, (cap) => vm.checkExtension(cap), eventFds);
+    const ioStopFd = board.virtio.length ? createEventFd() : -1;
+    if (ioStopFd >= 0) eventFds.push(ioStopFd);
     // Last, on a thread of its own (GuestMemory.lock): every KVM ioctl above is done by then.
     if (spec.memLock) await mem.lock();
     return new BuiltMachine({
-      spec, image, kvm, vm, vcpus, deviceSab: createDeviceState(), irq: new IrqLine(vm.fd), statsFds,
+      spec, image, kvm, vm, vcpus, deviceSab: createDeviceState(board), irq: new IrqLine(vm.fd), board, ioStopFd, statsFds,
     });
   } catch (e) {
-    for (const fd of [...statsFds.vcpus, statsFds.vm]) if (fd >= 0) closeFd(fd);
+    for (const fd of [...statsFds.vcpus, statsFds.vm, ...eventFds]) if (fd >= 0) closeFd(fd);
     for (const r of opened.reverse()) r.close();
     if (image.memory.isLocked) image.memory.unlock();
     throw e;
   }
+}
+
+/**
+ * The board's PCI devices: one eventfd per virtio device (its I/O thread's wake-up), MSIs through
+ * KVM_SIGNAL_MSI (required), notifications by ioeventfd where KVM has them.
+ */
+function boardFor(spec: MachineSpec, check: (cap: number) => number, eventFds: number[]): BoardConfig {
+  const names = spec.virtio ?? [];
+  if (names.length === 0) return { virtio: [] };
+  if (check(CAP.SIGNAL_MSI) <= 0) throw new Error('this host\'s KVM cannot inject MSIs (no KVM_CAP_SIGNAL_MSI): virtio devices need it; turn them off');
+  const virtio = names.map((name) => {
+    const eventFd = createEventFd();
+    eventFds.push(eventFd);
+    return { name, eventFd };
+  });
+  const board: BoardConfig = { virtio };
+  if (!spec.testHooks?.noIoeventfd && check(CAP.IOEVENTFD) > 0) board.ioeventfdLength = check(CAP.IOEVENTFD_ANY_LENGTH) > 0 ? 0 : 2;
+  return board;
 }

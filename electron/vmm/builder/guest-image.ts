@@ -9,6 +9,7 @@ import { describeUnknownKernel, detectKernelFormat } from '../boot/kernel-format
 import { E820_RAM, E820_RESERVED, type E820Entry, LAYOUT } from '../boot/layout.ts';
 import { loadPvh } from '../boot/pvh.ts';
 import { buildAcpiTables } from '../firmware/acpi.ts';
+import { PCI_MMIO_WINDOW } from '../devices/board.ts';
 import { GuestMemory, HIGH_MEMORY_START, MiB } from '../memory/guest-memory.ts';
 import type { MachineSpec } from '../machine-spec.ts';
 
@@ -37,7 +38,7 @@ export function kernelFormatOf(spec: Pick<MachineSpec, 'kernelPath'>, files: Boo
 export function buildGuestImage(spec: ImageSpec, files: BootFiles): GuestImage {
   const format = kernelFormatOf(spec, files);
   const memory = new GuestMemory(spec.memoryMiB * MiB);
-  const acpi = buildAcpiTables({ cpus: spec.cpus, baseAddress: LAYOUT.acpi });
+  const acpi = buildAcpiTables({ cpus: spec.cpus, baseAddress: LAYOUT.acpi, pciMmioWindow: PCI_MMIO_WINDOW });
   memory.write(LAYOUT.acpi, acpi.bytes);
   const e820 = memoryMap(memory);
   const input = { kernel: files.kernel.bytes, initrd: files.initrd, cmdline: spec.cmdline, rsdpAddress: acpi.rsdpAddress, e820 };

@@ -18,6 +18,7 @@ export const VM_OPTIONS = {
   'halt-poll-ns': { type: 'string' },
   pin: { type: 'string' },
   'pvm-profile': { type: 'string' },
+  rng: { type: 'string' },
 } as const;
 
 export type VmOptionValues = Partial<Record<keyof typeof VM_OPTIONS, string>>;
@@ -32,6 +33,7 @@ export function configFromOptions(v: VmOptionValues): VmConfig {
     haltPollNs: v['halt-poll-ns'],
     pin: v.pin === undefined ? undefined : parseCpuList(v.pin),
     pvmProfile: v['pvm-profile'],
+    rng: v.rng,
   });
 }
 
@@ -47,6 +49,7 @@ export function optionsFromConfig(c: VmConfig): string[] {
   if (c.haltPollNs !== undefined) a.push('--halt-poll-ns', String(c.haltPollNs));
   if (c.pin) a.push('--pin', c.pin.join(','));
   if (!c.pvmProfile) a.push('--pvm-profile', 'off');
+  if (c.rng) a.push('--rng', 'on');
   return a;
 }
 

@@ -7,7 +7,7 @@ import { ConfigError, validateConfig, type VmConfig } from './vm-config.ts';
 
 const SIMPLE: Record<string, string> = {
   cpus: 'cpus', memory: 'memoryMiB', machine: 'machine', 'cpu-pm': 'cpuPm', 'mem-lock': 'memLock',
-  'halt-poll-ns': 'haltPollNs', guest: 'guest', name: 'name', 'pvm-profile': 'pvmProfile',
+  'halt-poll-ns': 'haltPollNs', guest: 'guest', name: 'name', 'pvm-profile': 'pvmProfile', rng: 'rng',
 };
 
 /** Parses a config string on top of `base` (raw fields, e.g. the guest), validating the result. */
@@ -38,6 +38,7 @@ export function formatConfigString(c: VmConfig): string {
   if (c.haltPollNs !== undefined) parts.push(`halt-poll-ns=${c.haltPollNs}`);
   if (c.pin) parts.push(`pin=${c.pin.join('+')}`);
   if (!c.pvmProfile) parts.push('pvm-profile=off');
+  if (c.rng) parts.push('rng=on');
   for (const [k, v] of Object.entries(c.cpuFeatures)) parts.push(`${k}=${v ? 'on' : 'off'}`);
   return parts.join(',');
 }

@@ -155,6 +155,7 @@ export function resolveMachine(c: VmConfig, host: HostCapabilities): ResolvedMac
     disableExits: resolution.disableExits, mwait: resolution.mwait, memLock: c.memLock,
   };
   if (initrdPath) spec.initrdPath = initrdPath;
+  if (c.rng) spec.virtio = ['rng'];
   if (c.haltPollNs !== undefined) spec.haltPollNs = c.haltPollNs;
   const pins = vcpuPins(c);
   if (pins) spec.pin = pins;

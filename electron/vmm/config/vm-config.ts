@@ -34,6 +34,8 @@ export interface VmConfig {
   pin?: number[];
   /** Linux guests on PVM hosts: add the parameters that keep a stock kernel off missing instructions. */
   pvmProfile: boolean;
+  /** A virtio-rng device (virtio-pci, fed from the host's getrandom); present only when on. */
+  rng?: true;
 }
 
 export const DEFAULTS = { cpus: 1, memoryMiB: 128, name: 'vm' } as const;
@@ -53,7 +55,7 @@ export class ConfigError extends Error {
 }
 
 const FIELDS = new Set(['version', 'name', 'guest', 'kernel', 'initrd', 'append', 'cpus', 'memoryMiB', 'machine',
-  'cpuFeatures', 'cpuPm', 'memLock', 'haltPollNs', 'pin', 'pvmProfile']);
+  'cpuFeatures', 'cpuPm', 'memLock', 'haltPollNs', 'pin', 'pvmProfile', 'rng']);
 
 // The one number syntax of every option, config string and API field: decimal digits, an optional
 // sign (so a negative value gets a range message, not a syntax one), no hex, no exponents —
@@ -196,6 +198,7 @@ export function validateConfig(raw: unknown): VmConfig {
   if (r.initrd !== undefined) config.initrd = checkBootPath(r.initrd, 'initrd');
   if (r.append !== undefined) config.append = text(r.append, 'append', MAX_APPEND_LENGTH);
   if (r.haltPollNs !== undefined) config.haltPollNs = checkHaltPollNs(r.haltPollNs);
+  if (r.rng !== undefined && bool(r.rng, 'rng')) config.rng = true;
   if (r.pin !== undefined) {
     if (!Array.isArray(r.pin) || r.pin.length === 0) throw new ConfigError('pin must be a non-empty list of host CPU numbers');
     if (r.pin.length > MAX_PIN_ENTRIES) throw new ConfigError(`pin lists ${r.pin.length} host CPUs; at most ${MAX_PIN_ENTRIES} are allowed`);

@@ -10,6 +10,10 @@ import { PortBus, UNHANDLED_TABLE_WORDS } from './port-bus.ts';
 import { POST_PORT, POST_STATE_WORDS, PostPort } from './post-port.ts';
 import { SharedLock } from './shared-lock.ts';
 import { Uart16550, UART_STATE_WORDS } from './uart16550.ts';
+import { PCI_CONFIG_WORDS } from './pci/pci-config.ts';
+import { HostBridge, PCI_CONFIG_ADDRESS_PORT, PCI_CONFIG_DATA_PORT, PCI_HOST_STATE_WORDS, PciHost, type PciFunction } from './pci/pci-host.ts';
+import { MSIX_BAR_SIZE, REGS_BAR_SIZE, VirtioPci, virtioStateWords, type VirtioDeviceType } from './virtio/virtio-pci.ts';
+import { VIRTIO_RNG } from './virtio/virtio-rng.ts';
 
 export const COM1_BASE = 0x3f8;
 export const COM1_IRQ = 4;
@@ -24,7 +28,10 @@ export const DEVICE_LAYOUT = Object.freeze({
   com2: 80, // UART_STATE_WORDS (32)
   acpiPm: 112, // ACPI_PM_STATE_WORDS (4)
   post: 116, // POST_STATE_WORDS (1)
-  words: 120,
+  pciHost: 120, // PCI_HOST_STATE_WORDS (1): CONFIG_ADDRESS
+  hostBridge: 124, // PCI_CONFIG_WORDS (64)
+  virtioRng: 188, // virtioStateWords(1) (108)
+  words: 296,
 });
 
 // Catch a layout edit that makes two parts overlap (checked once at load).
@@ -35,6 +42,9 @@ const parts: [number, number][] = [
   [DEVICE_LAYOUT.com2, UART_STATE_WORDS],
   [DEVICE_LAYOUT.acpiPm, ACPI_PM_STATE_WORDS],
   [DEVICE_LAYOUT.post, POST_STATE_WORDS],
+  [DEVICE_LAYOUT.pciHost, PCI_HOST_STATE_WORDS],
+  [DEVICE_LAYOUT.hostBridge, PCI_CONFIG_WORDS],
+  [DEVICE_LAYOUT.virtioRng, virtioStateWords(VIRTIO_RNG.queues)],
 ];
 for (let i = 0; i < parts.length; i++) {
   const end = i + 1 < parts.length ? parts[i + 1][0] : DEVICE_LAYOUT.words;
@@ -54,12 +64,118 @@ export interface DeviceIo {
   onReset(): void;
 }
 
+/**
+ * The 32-bit PCI memory window (below the I/O APIC, above any RAM: guest RAM below 4 GiB ends at
+ * 3 GiB), in the DSDT's PCI0._CRS. BARs are assigned in it at power-on, one 64 KiB block per slot.
+ */
+export const PCI_MMIO_WINDOW = Object.freeze({ base: 0xe0000000, size: 0x10000000 });
+const SLOT_BLOCK = 0x10000;
+
+/** The virtio devices a board can carry: type, where its state lives, its PCI slot. */
+export const VIRTIO_DEVICES = Object.freeze({
+  rng: { type: VIRTIO_RNG, stateWord: DEVICE_LAYOUT.virtioRng, slot: 1 },
+} satisfies Record<string, { type: VirtioDeviceType; stateWord: number; slot: number }>);
+export type VirtioDeviceName = keyof typeof VIRTIO_DEVICES;
+
+/**
+ * Which PCI devices a VM's board carries and how their notifications reach the I/O thread; plain
+ * data, the same in every thread (fds are process-wide). The host bridge is always there.
+ */
+export interface BoardConfig {
+  virtio: { name: VirtioDeviceName; eventFd: number }[];
+  /** KVM has ioeventfds: the width they match (0 = any, KVM_CAP_IOEVENTFD_ANY_LENGTH); absent: none. */
+  ioeventfdLength?: number;
+}
+
+export const NO_PCI_DEVICES: BoardConfig = Object.freeze({ virtio: [] });
+
+/** Host-side effects of the PCI devices, wired by each thread. */
+export interface PciIo {
+  /** KVM_SIGNAL_MSI on the VM fd. */
+  signalMsi(address: number, data: number): void;
+  /** Add 1 to an eventfd (a notify that came as an MMIO exit, for the I/O thread). */
+  signalEventFd(fd: number): void;
+  /** KVM_IOEVENTFD assign / deassign on the VM fd (only called when BoardConfig.ioeventfdLength is set). */
+  setIoeventfd(address: number, length: number, fd: number, assign: boolean): void;
+}
+
+/** Where slot `slot`'s BARs sit at power-on. */
+export function slotBars(slot: number): { regs: number; msix: number } {
+  const regs = PCI_MMIO_WINDOW.base + slot * SLOT_BLOCK;
+  return { regs, msix: regs + REGS_BAR_SIZE * 2 };
+}
+if (REGS_BAR_SIZE * 2 + MSIX_BAR_SIZE > SLOT_BLOCK) throw new Error('a slot\'s BARs do not fit its block');
+
 /** Allocates and initializes the device state of one VM. */
-export function createDeviceState(): SharedArrayBuffer {
+export function createDeviceState(board: BoardConfig = NO_PCI_DEVICES): SharedArrayBuffer {
   const sab = new SharedArrayBuffer(DEVICE_LAYOUT.words * 4);
   Uart16550.initState(view(sab, DEVICE_LAYOUT.com1, UART_STATE_WORDS));
   Uart16550.initState(view(sab, DEVICE_LAYOUT.com2, UART_STATE_WORDS));
+  const noIo: PciIo = { signalMsi: () => {}, signalEventFd: () => {}, setIoeventfd: () => {} };
+  const pci = attachPci(sab, board, noIo);
+  pci.bridge.config.reset();
+  for (const d of pci.virtio) d.device.powerOn();
   return sab;
+}
+
+/** One thread's view of the PCI bus: the host (ports and BARs), the bridge, the virtio functions. */
+export interface PciBoard {
+  host: PciHost;
+  bridge: HostBridge;
+  virtio: { name: VirtioDeviceName; device: VirtioPci; eventFd: number }[];
+  lock: SharedLock;
+}
+
+/** This thread's PCI functions over shared device state. */
+export function attachPci(stateSab: SharedArrayBuffer, board: BoardConfig, io: PciIo): PciBoard {
+  const bridge = new HostBridge(new Uint8Array(stateSab, DEVICE_LAYOUT.hostBridge * 4, PCI_CONFIG_WORDS * 4));
+  const slots: (PciFunction | undefined)[] = [bridge];
+  const virtio = board.virtio.map(({ name, eventFd }) => {
+    const d = VIRTIO_DEVICES[name];
+    const length = board.ioeventfdLength;
+    const device = new VirtioPci(view(stateSab, d.stateWord, virtioStateWords(d.type.queues)), d.type, slotBars(d.slot), {
+      signalMsi: (a, v) => io.signalMsi(a, v),
+      notify: () => io.signalEventFd(eventFd),
+      ...(length !== undefined ? { setIoeventfd: (address: number, _q: number, assign: boolean) => io.setIoeventfd(address, length, eventFd, assign) } : {}),
+    });
+    slots[d.slot] = device;
+    return { name, device, eventFd };
+  });
+  return { host: new PciHost(view(stateSab, DEVICE_LAYOUT.pciHost, PCI_HOST_STATE_WORDS), slots), bridge, virtio, lock: lockOf(stateSab) };
+}
+
+/** Guest-physical accesses outside RAM: a BAR's registers under the bus lock, else all ones. */
+export class BoardMmio {
+  private readonly pci: PciBoard;
+  constructor(pci: PciBoard) {
+    this.pci = pci;
+  }
+  read(address: number, data: Uint8Array, size: number): void {
+    this.pci.lock.lock();
+    try {
+      if (!this.pci.host.mmioRead(address, data, size)) data.fill(0xff, 0, size);
+    } finally {
+      this.pci.lock.unlock();
+    }
+  }
+  write(address: number, data: Uint8Array, size: number): void {
+    this.pci.lock.lock();
+    try {
+      this.pci.host.mmioWrite(address, data, size);
+    } finally {
+      this.pci.lock.unlock();
+    }
+  }
+}
+
+/** A vCPU worker's devices: the port bus with the PCI host's ports on it, and MMIO to the BARs. */
+export function attachBoard(stateSab: SharedArrayBuffer, io: DeviceIo & PciIo, board: BoardConfig): { pio: PortBus; mmio: BoardMmio; pci: PciBoard } {
+  const pio = attachDevices(stateSab, io);
+  const pci = attachPci(stateSab, board, io);
+  const host = pci.host;
+  pio.map({ base: PCI_CONFIG_ADDRESS_PORT, length: 4, read: (o, s) => host.readAddress(o, s), write: (o, s, v) => host.writeAddress(o, s, v) });
+  pio.map({ base: PCI_CONFIG_DATA_PORT, length: 4, read: (o, s) => host.readData(o, s), write: (o, s, v) => host.writeData(o, s, v) });
+  return { pio, mmio: new BoardMmio(pci), pci };
 }
 
 /** This thread's port bus over shared device state, with this thread's I/O callbacks. */

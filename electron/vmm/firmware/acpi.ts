@@ -9,6 +9,8 @@ export interface AcpiOptions {
   cpus: number;
   /** Guest-physical address the returned bytes are copied to (16-byte aligned). */
   baseAddress: number;
+  /** The PCI host bridge's 32-bit memory window (DSDT \_SB.PCI0._CRS); absent: no PCI0 (tests of the bare tables). */
+  pciMmioWindow?: { base: number; size: number };
 }
 
 export interface AcpiTables {
@@ -40,7 +42,7 @@ export function buildAcpiTables(opts: AcpiOptions): AcpiTables {
     throw new RangeError('baseAddress must be 16-byte aligned');
   }
 
-  const dsdt = buildDsdt();
+  const dsdt = buildDsdt(opts.pciMmioWindow);
   const madt = buildMadt(cpus);
   const facs = buildFacs();
   // Layout: RSDP first (the legacy scan looks at 16-byte boundaries), FACS 64-byte aligned.
@@ -180,12 +182,62 @@ function interruptOverride(t: Table, o: number, irq: number, gsi: number, flags:
   return o + 10;
 }
 
-// DSDT: Name (_S5, Package () { 5, 5, 0, 0 }) — SLP_TYPa, SLP_TYPb, reserved, reserved.
-function buildDsdt(): Uint8Array {
-  const aml = amlName('_S5_', amlPackage([amlInteger(5), amlInteger(5), amlInteger(0), amlInteger(0)]));
+// DSDT: Name (_S5, Package () { 5, 5, 0, 0 }) — SLP_TYPa, SLP_TYPb, reserved, reserved — and,
+// with a PCI window, the PCI host bridge \_SB.PCI0 (pciHostBridge).
+function buildDsdt(pciWindow?: { base: number; size: number }): Uint8Array {
+  const aml = [
+    ...amlName('_S5_', amlPackage([amlInteger(5), amlInteger(5), amlInteger(0), amlInteger(0)])),
+    ...(pciWindow ? amlScope('\\_SB_', pciHostBridge(pciWindow)) : []),
+  ];
   const t = new Table(HEADER + aml.length);
   t.bytes.set(aml, HEADER);
   return t.finish('DSDT', 2); // revision 2: 64-bit AML integers
+}
+
+/**
+ * Device (PCI0): a PCI host bridge (PNP0A03, segment 0, bus 0) that Linux enumerates through
+ * configuration mechanism #1 (ports 0xCF8-0xCFF, consumed here) with its windows in _CRS: bus
+ * number 0, the I/O ports around the configuration ports, and the 32-bit memory window its BARs
+ * are assigned in. No _PRT: the functions on it have no INTx pin (MSI-X only).
+ */
+function pciHostBridge(window: { base: number; size: number }): number[] {
+  const crs = [
+    ...wordAddress(2, 0, 0, 0, 1), // WordBusNumber 0..0
+    0x47, 0x01, 0xf8, 0x0c, 0xf8, 0x0c, 0x01, 0x08, // IO (Decode16, 0xCF8, 0xCF8, 1, 8)
+    ...wordAddress(1, 0x03, 0x0000, 0x0cf7, 0x0cf8), // WordIO 0x0000-0x0CF7, entire range
+    ...wordAddress(1, 0x03, 0x0d00, 0xffff, 0xf300), // WordIO 0x0D00-0xFFFF
+    ...dwordMemory(window.base, window.size),
+    0x79, 0x00, // EndTag (checksum 0: not computed)
+  ];
+  return amlDevice('PCI0', [
+    ...amlName('_HID', amlInteger(eisaId('PNP0A03'))),
+    ...amlName('_UID', amlInteger(0)),
+    ...amlName('_SEG', amlInteger(0)),
+    ...amlName('_BBN', amlInteger(0)),
+    ...amlName('_CRS', amlBuffer(crs)),
+  ]);
+}
+
+// Word Address Space Descriptor (ACPI 6.4, 6.4.3.5.3): a producer with fixed minimum and maximum.
+function wordAddress(type: number, typeFlags: number, min: number, max: number, length: number): number[] {
+  const w = (v: number) => [v & 0xff, v >>> 8];
+  return [0x88, 0x0d, 0x00, type, 0x0c, typeFlags, ...w(0), ...w(min), ...w(max), ...w(0), ...w(length)];
+}
+
+// DWord Address Space Descriptor, memory: producer, fixed, non-cacheable, read-write.
+function dwordMemory(base: number, size: number): number[] {
+  const d = (v: number) => [v & 0xff, (v >>> 8) & 0xff, (v >>> 16) & 0xff, v >>> 24];
+  return [0x87, 0x17, 0x00, 0x00, 0x0c, 0x01, ...d(0), ...d(base), ...d(base + size - 1), ...d(0), ...d(size)];
+}
+
+/** EISA ID (e.g. "PNP0A03") as the DWORD that ASL's EisaId() makes. */
+export function eisaId(id: string): number {
+  if (!/^[A-Z]{3}[0-9A-F]{4}$/.test(id)) throw new RangeError(`bad EISA ID ${id}`);
+  const c = (i: number) => id.charCodeAt(i) - 0x40;
+  const b0 = (c(0) << 2) | (c(1) >>> 3);
+  const b1 = ((c(1) & 7) << 5) | c(2);
+  const product = parseInt(id.slice(3), 16);
+  return (b0 | (b1 << 8) | ((product >>> 8) << 16) | ((product & 0xff) << 24)) >>> 0;
 }
 
 // --- AML encoding (ACPI spec, chapter 20) ---------------------------------------------------
@@ -225,6 +277,33 @@ export function amlPackage(elements: number[][]): number[] {
   if (elements.length > 255) throw new RangeError('AML package has more than 255 elements');
   const body = [elements.length, ...elements.flat()];
   return [PACKAGE_OP, ...amlPkgLength(body.length), ...body];
+}
+
+const SCOPE_OP = 0x10;
+const BUFFER_OP = 0x11;
+const EXT_OP_PREFIX = 0x5b;
+const DEVICE_OP = 0x82;
+
+function nameSegBytes(nameSeg: string): number[] {
+  if (!/^[A-Z_][A-Z0-9_]{3}$/.test(nameSeg)) throw new RangeError(`bad NameSeg ${nameSeg}`);
+  return [...nameSeg].map((c) => c.charCodeAt(0));
+}
+
+/** Scope (\NAME) { body }: a root-relative name of one segment. */
+export function amlScope(rootName: string, body: number[]): number[] {
+  if (!rootName.startsWith('\\')) throw new RangeError('amlScope takes a root name (\\XXXX)');
+  const content = [0x5c, ...nameSegBytes(rootName.slice(1)), ...body];
+  return [SCOPE_OP, ...amlPkgLength(content.length), ...content];
+}
+
+export function amlDevice(nameSeg: string, body: number[]): number[] {
+  const content = [...nameSegBytes(nameSeg), ...body];
+  return [EXT_OP_PREFIX, DEVICE_OP, ...amlPkgLength(content.length), ...content];
+}
+
+export function amlBuffer(bytes: number[]): number[] {
+  const content = [...amlInteger(bytes.length), ...bytes];
+  return [BUFFER_OP, ...amlPkgLength(content.length), ...content];
 }
 
 export function amlName(nameSeg: string, value: number[]): number[] {

@@ -6,6 +6,7 @@ import { extname } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { MADV_HUGEPAGE, OsError, addressOf, libc } from '../../../native/kvm/libc.ts';
 import type { LockRequest, LockResult } from './lock-worker.ts';
+import type { GuestRamHandle } from '../devices/virtio/guest-ram.ts';
 
 const LOCK_WORKER_URL = new URL(`./lock-worker${extname(new URL(import.meta.url).pathname)}`, import.meta.url);
 
@@ -75,6 +76,14 @@ export class GuestMemory {
     throw new RangeError(
       `guest address range 0x${gpa.toString(16)}+0x${length.toString(16)} is outside guest RAM`,
     );
+  }
+
+  /** What a device thread needs to reach guest RAM (plain data: postMessage-able; devices/virtio/guest-ram.ts). */
+  ramHandle(): GuestRamHandle {
+    return {
+      sab: this.sab, base: this.base, size: this.size,
+      ranges: this.regions.map((r) => ({ guestPhysAddr: r.guestPhysAddr, size: r.size, offset: r.offset })),
+    };
   }
 
   /** A view of guest memory (no copy). */

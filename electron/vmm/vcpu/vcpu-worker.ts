@@ -4,13 +4,14 @@
 // SharedArrayBuffers; console bytes go to shared rings that the main thread drains, so nothing
 // waits for a later exit to be seen.
 import { parentPort } from 'node:worker_threads';
-import { IrqLine, Vcpu, type VcpuHandle } from '../../../native/kvm/kvm.ts';
+import { IrqLine, MsiSignal, Vcpu, setIoEventFd, type VcpuHandle } from '../../../native/kvm/kvm.ts';
+import { EventFdWriter } from '../../../native/kvm/eventfd.ts';
 import { libc } from '../../../native/kvm/libc.ts';
 import { pinCurrentThread } from '../../../native/kvm/affinity.ts';
-import { attachDevices } from '../devices/board.ts';
+import { attachBoard, type BoardConfig } from '../devices/board.ts';
 import { ByteRing } from '../devices/byte-ring.ts';
 import { COMMAND, COUNTER, END, VmControl, type EndCode } from './control.ts';
-import { NO_COUNTER, UNMAPPED_MMIO, dispatchExit, type ExitDevices } from './exit-dispatch.ts';
+import { NO_COUNTER, dispatchExit, type ExitDevices } from './exit-dispatch.ts';
 
 export interface VcpuWorkerData {
   vcpu: VcpuHandle;
@@ -18,6 +19,8 @@ export interface VcpuWorkerData {
   cpus: number;
   controlSab: SharedArrayBuffer;
   deviceSab: SharedArrayBuffer;
+  /** The board's PCI devices (board.ts), the same for every thread. */
+  board: BoardConfig;
   consoleRingSab: SharedArrayBuffer;
   agentRingSab: SharedArrayBuffer;
   /** Host CPU to pin this thread to, if any. */
@@ -51,15 +54,20 @@ function endVm(code: EndCode, message: string): void {
 
 const consoleRing = new ByteRing(data.consoleRingSab);
 const agentRing = new ByteRing(data.agentRingSab);
-const bus = attachDevices(data.deviceSab, {
+const msi = new MsiSignal(data.vmFd);
+const eventFds = new EventFdWriter();
+const board = attachBoard(data.deviceSab, {
   emitConsole: (b) => { consoleRing.write(b); },
   emitAgent: (b) => { agentRing.write(b); },
   setIrq: (line, level) => irq.set(line, level),
   onPowerOff: () => endVm(END.powerOff, 'the guest powered off'),
   onReset: () => endVm(END.reset, 'the guest reset the machine'),
-});
+  signalMsi: (address, value) => { msi.signal(address, value); },
+  signalEventFd: (fd) => eventFds.signal(fd),
+  setIoeventfd: (address, length, fd, assign) => setIoEventFd(data.vmFd, { address, length, fd }, !assign),
+}, data.board);
 
-const devices: ExitDevices = { pio: bus, mmio: UNMAPPED_MMIO };
+const devices: ExitDevices = { pio: board.pio, mmio: board.mmio };
 
 // run -> decode (Vcpu.run) -> dispatch (exit-dispatch.ts) -> act. Device output has already gone
 // to the shared rings when dispatch returns, so nothing waits for a later exit to be seen.

@@ -211,6 +211,8 @@ irq_stub_\name:
 	IRQ timer, VEC_TIMER
 	IRQ wake, VEC_WAKE
 	IRQ spurious, VEC_SPURIOUS
+	IRQ virtq, VEC_VIRTQ
+	IRQ virtcfg, VEC_VIRTCFG
 
 irq_common:
 	pushq %rax

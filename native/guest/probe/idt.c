@@ -36,6 +36,8 @@ void idt_init(void)
 	set_gate(VEC_TIMER, irq_stub_timer);
 	set_gate(VEC_WAKE, irq_stub_wake);
 	set_gate(VEC_SPURIOUS, irq_stub_spurious);
+	set_gate(VEC_VIRTQ, irq_stub_virtq);
+	set_gate(VEC_VIRTCFG, irq_stub_virtcfg);
 }
 
 void idt_load(void) { __asm__ volatile("lidt %0" ::"m"(idtr)); }
@@ -57,6 +59,10 @@ void irq_dispatch(u64 vector)
 		break;
 	case VEC_WAKE:
 		c->wakes++;
+		break;
+	case VEC_VIRTQ:
+	case VEC_VIRTCFG:
+		virtio_irq(vector);
 		break;
 	case VEC_SPURIOUS:
 		return;   /* no EOI for spurious interrupts */

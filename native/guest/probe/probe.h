@@ -133,13 +133,17 @@ extern u64 ap_stack_tops[256];   /* indexed by initial APIC ID */
 extern const u8 trampoline_start[], trampoline_end[];
 extern void *const exc_stubs[32];
 extern void irq_stub_uart0(void), irq_stub_sci(void), irq_stub_timer(void), irq_stub_wake(void),
-	irq_stub_spurious(void);
+	irq_stub_spurious(void), irq_stub_virtq(void), irq_stub_virtcfg(void);
 /* Call with interrupts disabled: sti;hlt, returns (interrupts disabled
  * again) after an interrupt was handled.  Check your condition with
  * interrupts disabled before calling, so no wake-up can be lost. */
 void cpu_wait(void);
 NORETURN void triple_fault(void);
 NORETURN void halt_forever(void);
+
+/* ---- virtio.c ---- */
+NORETURN void scenario_virtio_rng(void);
+void virtio_irq(u64 vector);
 
 /* ---- lib.c ---- */
 void *memset(void *d, int c, size_t n);

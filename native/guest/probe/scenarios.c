@@ -227,6 +227,8 @@ NORETURN void run_scenario(const char *name)
 		scenario_flood();
 	if (!memcmp(name, "cpuid", 6))
 		scenario_cpuid();
+	if (!memcmp(name, "virtio-rng", 11))
+		scenario_virtio_rng();
 	con_printf("probe: unknown scenario '%s'\n", name);
 	event("unknown_scenario");
 	power_off();

@@ -1,0 +1,455 @@
+// The virtio-pci modern transport (virtio 1.2, 4.1): one PCI function whose BAR 0 holds the
+// common configuration, ISR, device configuration and notification registers (each found through
+// a vendor capability), and whose BAR 1 holds the MSI-X table and pending bits. Every register's
+// state is in shared words, so any vCPU worker's instance (MMIO exits) and the I/O thread's (the
+// queues) act on one device; all of it is called under the bus lock. The I/O thread serves the
+// queues (serviceQueues); a notification reaches it through an ioeventfd where KVM has them
+// (assigned here whenever the guest moves BAR 0 or toggles memory decoding), else through the
+// notify register's MMIO exit (`io.notify`).
+//
+// A guest that programs garbage (a queue size that is not a power of two, rings outside RAM, a
+// descriptor loop...) gets DEVICE_NEEDS_RESET and a configuration interrupt; only a reset (status
+// 0) brings the device back.
+
+import { MsixTable, MSIX_ENTRY_BYTES } from '../pci/msix.ts';
+import { PciConfig, PCI_COMMAND, PCI_BAR0, PCI_CONFIG_BYTES, type PciCapability } from '../pci/pci-config.ts';
+import type { PciFunction } from '../pci/pci-host.ts';
+import type { GuestRam } from './guest-ram.ts';
+import { MAX_QUEUE_SIZE, QUEUE_ERROR, SplitQueue, type Chain } from './virtqueue.ts';
+
+export const VIRTIO_VENDOR_ID = 0x1af4;
+/** Modern device IDs are 0x1040 + the virtio device type. */
+export const VIRTIO_DEVICE_ID_BASE = 0x1040;
+export const VIRTIO_F_VERSION_1 = 32;
+export const VIRTIO_MSI_NO_VECTOR = 0xffff;
+
+export const STATUS = Object.freeze({
+  acknowledge: 1, driver: 2, driverOk: 4, featuresOk: 8, needsReset: 0x40, failed: 0x80,
+});
+
+// BAR 0: one 16 KiB memory BAR with the four register blocks on their own pages.
+export const BAR_REGS = 0;
+export const BAR_MSIX = 1;
+export const REGS_BAR_SIZE = 0x4000;
+export const MSIX_BAR_SIZE = 0x1000;
+export const COMMON_CFG = 0x0000;
+export const COMMON_CFG_LENGTH = 0x38;
+export const ISR_CFG = 0x1000;
+export const DEVICE_CFG = 0x2000;
+export const NOTIFY_CFG = 0x3000;
+export const NOTIFY_OFF_MULTIPLIER = 4;
+export const MSIX_TABLE = 0x000;
+export const MSIX_PBA = 0x800;
+
+const VIRTIO_PCI_CAP = 0x09;
+const CAP_COMMON = 1;
+const CAP_NOTIFY = 2;
+const CAP_ISR = 3;
+const CAP_DEVICE = 4;
+
+/** What a virtio device type brings to the transport; its back end runs on the I/O thread. */
+export interface VirtioDeviceType {
+  /** Virtio device type (4 = entropy source). */
+  readonly type: number;
+  readonly name: string;
+  readonly queues: number;
+  readonly maxQueueSize: number;
+  /** Device-specific feature bits (the transport adds VIRTIO_F_VERSION_1). */
+  readonly features: bigint;
+  /** PCI class code (0xCCSSPP). */
+  readonly classCode: number;
+  /** Bytes of device-specific configuration (0: none, no capability). */
+  readonly configBytes: number;
+  readConfig?(offset: number, size: number): number;
+  /**
+   * One available chain of queue `queue`, on the I/O thread: do the request, return the bytes
+   * written into the chain's device-writable buffers (the used length).
+   */
+  serve(queue: number, chain: Chain, ram: GuestRam): number;
+}
+
+// Shared state words of one device.
+const W = Object.freeze({
+  deviceFeatureSelect: 0, driverFeatureSelect: 1, driverFeaturesLo: 2, driverFeaturesHi: 3,
+  configVector: 4, status: 5, generation: 6, queueSelect: 7, isr: 8,
+  /**
+   * Counters (telemetry and tests): notifications that came as MMIO exits; notifications the I/O
+   * thread took from the device's eventfd (both kinds: the rest came by ioeventfd); MSIs sent.
+   */
+  mmioNotifies: 9, kicks: 10, interrupts: 11,
+  /** BAR 0 address whose notify addresses have ioeventfds assigned (0: none). */
+  ioeventfdBase: 12,
+  /** The QUEUE_ERROR that made the device need a reset (0: none). */
+  error: 13,
+  pba: 14,
+  resets: 15,
+  /** The QUEUE_ERROR of the last DEVICE_NEEDS_RESET (kept across resets: diagnostics) and how many there were. */
+  lastError: 16,
+  needsResets: 17,
+  queues: 20,
+});
+const Q = Object.freeze({
+  size: 0, vector: 1, enable: 2, descLo: 3, descHi: 4, availLo: 5, availHi: 6, usedLo: 7, usedHi: 8,
+  lastAvail: 9, usedIdx: 10, requests: 11, bytes: 12,
+});
+const Q_WORDS = 16;
+
+/** Shared words a device with `queues` queues needs, its configuration space and MSI-X table included. */
+export function virtioStateWords(queues: number): number {
+  return W.queues + Q_WORDS * queues + (queues + 1) * (MSIX_ENTRY_BYTES / 4) + PCI_CONFIG_BYTES / 4;
+}
+
+/** Host-side effects of the transport, wired by each thread (board.ts). */
+export interface VirtioPciIo {
+  /** KVM_SIGNAL_MSI. */
+  signalMsi(address: number, data: number): void;
+  /** The notify register was written by an MMIO exit (no ioeventfd took it): wake the I/O thread. */
+  notify(queue: number): void;
+  /** Assign (or remove) the ioeventfd of each queue's notify address; absent: KVM has none. */
+  setIoeventfd?(address: number, queue: number, assign: boolean): void;
+}
+
+export interface VirtioCounters {
+  mmioNotifies: number;
+  /** Notifications the I/O thread took (ioeventfd + MMIO exits). */
+  kicks: number;
+  interrupts: number;
+  resets: number;
+  status: number;
+  error: number;
+  lastError: number;
+  needsResets: number;
+  requests: number[];
+  bytes: number[];
+}
+
+export class VirtioPci implements PciFunction {
+  readonly config: PciConfig;
+  readonly type: VirtioDeviceType;
+  readonly msix: MsixTable;
+  private readonly s: Int32Array;
+  private readonly io: VirtioPciIo;
+  private readonly scratch = new Uint8Array(COMMON_CFG_LENGTH + 8);
+  private readonly scratchView = new DataView(this.scratch.buffer);
+  private readonly msixCapOffset: number;
+  private queue?: SplitQueue;
+
+  /**
+   * `state`: virtioStateWords(type.queues) shared words. `bars`: where BAR 0 and BAR 1 sit at
+   * reset (in the PCI MMIO window).
+   */
+  constructor(state: Int32Array, type: VirtioDeviceType, bars: { regs: number; msix: number }, io: VirtioPciIo) {
+    if (state.length < virtioStateWords(type.queues)) throw new RangeError('virtio state too small');
+    if (type.maxQueueSize > MAX_QUEUE_SIZE) throw new RangeError('queue too large');
+    this.s = state;
+    this.type = type;
+    this.io = io;
+    const vectors = type.queues + 1;
+    const msixWords = W.queues + Q_WORDS * type.queues;
+    const tableBytes = vectors * MSIX_ENTRY_BYTES;
+    const buf = state.buffer as SharedArrayBuffer;
+    const configAt = state.byteOffset + (msixWords * 4) + tableBytes;
+    const caps: PciCapability[] = [
+      MsixTable.capability(vectors, BAR_MSIX, MSIX_TABLE, MSIX_PBA),
+      virtioCap(CAP_COMMON, COMMON_CFG, COMMON_CFG_LENGTH),
+      virtioCap(CAP_ISR, ISR_CFG, 1),
+      ...(type.configBytes > 0 ? [virtioCap(CAP_DEVICE, DEVICE_CFG, type.configBytes)] : []),
+      virtioCap(CAP_NOTIFY, NOTIFY_CFG, NOTIFY_OFF_MULTIPLIER * type.queues, NOTIFY_OFF_MULTIPLIER),
+    ];
+    this.config = new PciConfig(new Uint8Array(buf, configAt, PCI_CONFIG_BYTES), {
+      vendorId: VIRTIO_VENDOR_ID,
+      deviceId: VIRTIO_DEVICE_ID_BASE + type.type,
+      revision: 1, // modern only
+      classCode: type.classCode,
+      subsystemVendorId: VIRTIO_VENDOR_ID,
+      subsystemId: 0x1100,
+      bars: [{ index: BAR_REGS, size: REGS_BAR_SIZE, address: bars.regs }, { index: BAR_MSIX, size: MSIX_BAR_SIZE, address: bars.msix }],
+      capabilities: caps,
+    });
+    this.msixCapOffset = this.config.capabilities[0]!.offset;
+    this.msix = new MsixTable(
+      new Uint8Array(buf, state.byteOffset + msixWords * 4, tableBytes),
+      new Int32Array(buf, state.byteOffset + W.pba * 4, 1),
+      () => this.config.read(this.msixCapOffset + 2, 2),
+      { signal: (a, d) => { this.s[W.interrupts]!++; io.signalMsi(a, d); } },
+    );
+  }
+
+  /** Power-on state (once, when the VM is built). */
+  powerOn(): void {
+    this.config.reset();
+    this.msix.reset();
+    this.s.fill(0, 0, W.queues + Q_WORDS * this.type.queues);
+    this.resetDevice();
+  }
+
+  /** The features the device offers (VERSION_1 always). */
+  get offeredFeatures(): bigint {
+    return this.type.features | (1n << BigInt(VIRTIO_F_VERSION_1));
+  }
+
+  get status(): number {
+    return this.s[W.status]!;
+  }
+
+  counters(): VirtioCounters {
+    const q = Array.from({ length: this.type.queues }, (_, i) => W.queues + Q_WORDS * i);
+    return {
+      mmioNotifies: this.s[W.mmioNotifies]! >>> 0, kicks: this.s[W.kicks]! >>> 0,
+      interrupts: this.s[W.interrupts]! >>> 0, resets: this.s[W.resets]! >>> 0,
+      status: this.s[W.status]!, error: this.s[W.error]!, lastError: this.s[W.lastError]!, needsResets: this.s[W.needsResets]! >>> 0,
+      requests: q.map((b) => this.s[b + Q.requests]! >>> 0), bytes: q.map((b) => this.s[b + Q.bytes]! >>> 0),
+    };
+  }
+
+  // --- PCI ------------------------------------------------------------------------------------
+
+  configChanged(offset: number, size: number): void {
+    const end = offset + size;
+    const cap = this.msixCapOffset + 2;
+    if (offset < cap + 2 && end > cap) this.msix.deliverPending();
+    if ((offset < PCI_COMMAND + 2 && end > PCI_COMMAND) || (offset < PCI_BAR0 + 4 && end > PCI_BAR0)) this.updateIoeventfds();
+  }
+
+  mmioRead(bar: number, offset: number, data: Uint8Array, size: number): void {
+    if (bar === BAR_MSIX) {
+      if (offset < MSIX_PBA) this.msix.readTable(offset - MSIX_TABLE, data, size);
+      else this.msix.readPba(offset - MSIX_PBA, data, size);
+      return;
+    }
+    data.fill(0, 0, size);
+    if (offset >= COMMON_CFG && offset + size <= COMMON_CFG + COMMON_CFG_LENGTH) {
+      this.fillCommon();
+      data.set(this.scratch.subarray(offset, offset + size));
+    } else if (offset === ISR_CFG) {
+      // Reading the ISR status clears it (4.1.4.5).
+      data[0] = this.s[W.isr]!;
+      this.s[W.isr] = 0;
+    } else if (offset >= DEVICE_CFG && offset + size <= DEVICE_CFG + this.type.configBytes && this.type.readConfig) {
+      const v = this.type.readConfig(offset - DEVICE_CFG, size);
+      for (let i = 0; i < size; i++) data[i] = (v >>> (8 * i)) & 0xff;
+    }
+  }
+
+  mmioWrite(bar: number, offset: number, data: Uint8Array, size: number): void {
+    if (bar === BAR_MSIX) {
+      if (offset < MSIX_PBA) this.msix.writeTable(offset - MSIX_TABLE, data, size);
+      return;
+    }
+    let v = 0;
+    for (let i = 0; i < Math.min(size, 4); i++) v |= data[i]! << (8 * i);
+    v >>>= 0;
+    if (offset >= NOTIFY_CFG && offset < NOTIFY_CFG + NOTIFY_OFF_MULTIPLIER * this.type.queues) {
+      const queue = Math.floor((offset - NOTIFY_CFG) / NOTIFY_OFF_MULTIPLIER);
+      this.s[W.mmioNotifies]!++;
+      this.io.notify(queue);
+    } else if (offset >= COMMON_CFG && offset < COMMON_CFG + COMMON_CFG_LENGTH) {
+      this.writeCommon(offset, size, v);
+    }
+  }
+
+  // --- common configuration ---------------------------------------------------------------------
+
+  private qbase(): number {
+    const sel = this.s[W.queueSelect]!;
+    return sel < this.type.queues ? W.queues + Q_WORDS * sel : -1;
+  }
+
+  private fillCommon(): void {
+    const d = this.scratchView;
+    const s = this.s;
+    const sel = s[W.deviceFeatureSelect]!;
+    const offered = this.offeredFeatures;
+    d.setUint32(0x00, s[W.deviceFeatureSelect]!, true);
+    d.setUint32(0x04, sel === 0 ? Number(offered & 0xffffffffn) : sel === 1 ? Number(offered >> 32n) : 0, true);
+    d.setUint32(0x08, s[W.driverFeatureSelect]!, true);
+    const gsel = s[W.driverFeatureSelect]!;
+    d.setUint32(0x0c, gsel === 0 ? s[W.driverFeaturesLo]! : gsel === 1 ? s[W.driverFeaturesHi]! : 0, true);
+    d.setUint16(0x10, s[W.configVector]!, true);
+    d.setUint16(0x12, this.type.queues, true);
+    d.setUint8(0x14, s[W.status]!);
+    d.setUint8(0x15, s[W.generation]!);
+    d.setUint16(0x16, s[W.queueSelect]!, true);
+    const q = this.qbase();
+    const qw = (i: number) => (q < 0 ? 0 : s[q + i]!);
+    d.setUint16(0x18, qw(Q.size), true);
+    d.setUint16(0x1a, q < 0 ? VIRTIO_MSI_NO_VECTOR : qw(Q.vector), true);
+    d.setUint16(0x1c, qw(Q.enable), true);
+    d.setUint16(0x1e, q < 0 ? 0 : s[W.queueSelect]!, true); // queue_notify_off = queue index
+    d.setUint32(0x20, qw(Q.descLo), true);
+    d.setUint32(0x24, qw(Q.descHi), true);
+    d.setUint32(0x28, qw(Q.availLo), true);
+    d.setUint32(0x2c, qw(Q.availHi), true);
+    d.setUint32(0x30, qw(Q.usedLo), true);
+    d.setUint32(0x34, qw(Q.usedHi), true);
+  }
+
+  private writeCommon(offset: number, size: number, v: number): void {
+    const s = this.s;
+    const q = this.qbase();
+    const queueIdle = q >= 0 && s[q + Q.enable] === 0;
+    switch (offset) {
+      case 0x00: if (size === 4) s[W.deviceFeatureSelect] = v | 0; return;
+      case 0x08: if (size === 4) s[W.driverFeatureSelect] = v | 0; return;
+      case 0x0c:
+        // Features are the driver's to choose only until it says FEATURES_OK.
+        if (size !== 4 || (s[W.status]! & STATUS.featuresOk) !== 0) return;
+        if (s[W.driverFeatureSelect] === 0) s[W.driverFeaturesLo] = v | 0;
+        else if (s[W.driverFeatureSelect] === 1) s[W.driverFeaturesHi] = v | 0;
+        return;
+      case 0x10: if (size === 2) s[W.configVector] = this.vectorOrNone(v); return;
+      case 0x14: if (size === 1) this.writeStatus(v & 0xff); return;
+      case 0x16: if (size === 2) s[W.queueSelect] = v & 0xffff; return;
+      case 0x18: if (size === 2 && queueIdle) s[q + Q.size] = v & 0xffff; return;
+      case 0x1a: if (size === 2 && q >= 0) s[q + Q.vector] = this.vectorOrNone(v); return;
+      case 0x1c: if (size === 2 && queueIdle && v === 1) this.enableQueue(q); return;
+      default: break;
+    }
+    // The three 64-bit ring addresses, as two 32-bit halves (or one 64-bit write split by the caller).
+    if (size === 4 && queueIdle && offset >= 0x20 && offset < 0x38) s[q + Q.descLo + (offset - 0x20) / 4] = v | 0;
+  }
+
+  /** A vector the table has, else NO_VECTOR (reads back so: the driver sees the mapping failed). */
+  private vectorOrNone(v: number): number {
+    return v < this.msix.vectors ? v : VIRTIO_MSI_NO_VECTOR;
+  }
+
+  private writeStatus(v: number): void {
+    const s = this.s;
+    if (v === 0) {
+      this.resetDevice();
+      return;
+    }
+    let next = v & ~STATUS.needsReset;
+    if ((next & STATUS.featuresOk) !== 0 && (s[W.status]! & STATUS.featuresOk) === 0 && !this.featuresAcceptable()) {
+      next &= ~STATUS.featuresOk; // the driver reads it back and gives up (3.1.1)
+    }
+    s[W.status] = next | (s[W.status]! & STATUS.needsReset);
+  }
+
+  private featuresAcceptable(): boolean {
+    const chosen = BigInt(this.s[W.driverFeaturesLo]! >>> 0) | (BigInt(this.s[W.driverFeaturesHi]! >>> 0) << 32n);
+    return (chosen & ~this.offeredFeatures) === 0n && (chosen & (1n << BigInt(VIRTIO_F_VERSION_1))) !== 0n;
+  }
+
+  private enableQueue(q: number): void {
+    const size = this.s[q + Q.size]!;
+    if (size === 0 || size > this.type.maxQueueSize || (size & (size - 1)) !== 0) {
+      this.needsReset(QUEUE_ERROR.badSize);
+      return;
+    }
+    this.s[q + Q.lastAvail] = 0;
+    this.s[q + Q.usedIdx] = 0;
+    this.s[q + Q.enable] = 1;
+  }
+
+  /** Device reset (status 0): everything the driver set is forgotten; MSI-X (PCI's) stays. */
+  private resetDevice(): void {
+    const s = this.s;
+    s[W.deviceFeatureSelect] = 0;
+    s[W.driverFeatureSelect] = 0;
+    s[W.driverFeaturesLo] = 0;
+    s[W.driverFeaturesHi] = 0;
+    s[W.configVector] = VIRTIO_MSI_NO_VECTOR;
+    s[W.status] = 0;
+    s[W.queueSelect] = 0;
+    s[W.isr] = 0;
+    s[W.error] = 0;
+    s[W.generation] = (s[W.generation]! + 1) & 0xff;
+    s[W.resets]!++;
+    for (let i = 0; i < this.type.queues; i++) {
+      const q = W.queues + Q_WORDS * i;
+      s[q + Q.size] = this.type.maxQueueSize;
+      s[q + Q.vector] = VIRTIO_MSI_NO_VECTOR;
+      for (const k of [Q.enable, Q.descLo, Q.descHi, Q.availLo, Q.availHi, Q.usedLo, Q.usedHi, Q.lastAvail, Q.usedIdx]) s[q + k] = 0;
+    }
+  }
+
+  /** DEVICE_NEEDS_RESET (2.1.2): set the bit, and tell a driver that is running with a configuration interrupt. */
+  needsReset(error: number): void {
+    const s = this.s;
+    if ((s[W.status]! & STATUS.needsReset) !== 0) return;
+    s[W.error] = error;
+    s[W.lastError] = error;
+    s[W.needsResets]!++;
+    s[W.status] = s[W.status]! | STATUS.needsReset;
+    s[W.generation] = (s[W.generation]! + 1) & 0xff;
+    if ((s[W.status]! & STATUS.driverOk) !== 0) this.interrupt(s[W.configVector]!, 2);
+  }
+
+  private interrupt(vector: number, isrBit: number): void {
+    this.s[W.isr] = this.s[W.isr]! | isrBit;
+    if (vector !== VIRTIO_MSI_NO_VECTOR) this.msix.raise(vector);
+  }
+
+  // --- notifications -------------------------------------------------------------------------
+
+  /** The notify address of `queue` with BAR 0 where it is now. */
+  notifyAddress(queue: number, regsBase = this.config.barAddress(BAR_REGS)): number {
+    return regsBase + NOTIFY_CFG + NOTIFY_OFF_MULTIPLIER * queue;
+  }
+
+  /** Keeps the ioeventfds on the notify addresses BAR 0 decodes now (none while decoding is off). */
+  private updateIoeventfds(): void {
+    const set = this.io.setIoeventfd;
+    if (!set) return;
+    const base = this.config.memoryEnabled && this.config.barAt(this.config.barAddress(BAR_REGS)) === BAR_REGS ? this.config.barAddress(BAR_REGS) : 0;
+    const old = this.s[W.ioeventfdBase]! >>> 0;
+    if (base === old) return;
+    for (let q = 0; q < this.type.queues; q++) if (old !== 0) set(this.notifyAddress(q, old), q, false);
+    this.s[W.ioeventfdBase] = base | 0;
+    for (let q = 0; q < this.type.queues; q++) if (base !== 0) set(this.notifyAddress(q, base), q, true);
+  }
+
+  // --- the I/O thread ---------------------------------------------------------------------------
+
+  /**
+   * Serves every enabled queue (the I/O thread, under the bus lock): takes each available chain,
+   * lets the device type serve it, puts it on the used ring, and interrupts the driver once per
+   * queue unless it asked not to be. A bad ring or chain stops the device (needsReset).
+   */
+  serviceQueues(ram: GuestRam, kicks = 1): void {
+    const s = this.s;
+    s[W.kicks] = (s[W.kicks]! + kicks) | 0;
+    if ((s[W.status]! & (STATUS.driverOk | STATUS.needsReset | STATUS.failed)) !== STATUS.driverOk || !this.config.busMaster) return;
+    this.queue ??= new SplitQueue(ram);
+    const sq = this.queue;
+    for (let i = 0; i < this.type.queues; i++) {
+      const q = W.queues + Q_WORDS * i;
+      if (s[q + Q.enable] !== 1) continue;
+      const addr = (lo: number) => (s[q + lo]! >>> 0) + (s[q + lo + 1]! >>> 0) * 0x1_0000_0000;
+      if (!sq.bind({ size: s[q + Q.size]!, desc: addr(Q.descLo), avail: addr(Q.availLo), used: addr(Q.usedLo) })) {
+        this.needsReset(sq.error);
+        return;
+      }
+      let n = sq.pending(s[q + Q.lastAvail]!);
+      if (n < 0) {
+        this.needsReset(sq.error);
+        return;
+      }
+      let served = 0;
+      while (n-- > 0) {
+        const last = s[q + Q.lastAvail]!;
+        if (!sq.pop(last)) {
+          this.needsReset(sq.error);
+          return;
+        }
+        const written = this.type.serve(i, sq.chain, ram);
+        sq.push(s[q + Q.usedIdx]!, sq.chain.head, written);
+        s[q + Q.usedIdx] = (s[q + Q.usedIdx]! + 1) & 0xffff;
+        s[q + Q.lastAvail] = (last + 1) & 0xffff;
+        s[q + Q.requests]!++;
+        s[q + Q.bytes] = (s[q + Q.bytes]! + written) | 0;
+        served++;
+      }
+      if (served > 0 && !sq.interruptSuppressed()) this.interrupt(s[q + Q.vector]!, 1);
+    }
+  }
+}
+
+function virtioCap(type: number, offset: number, length: number, multiplier?: number): PciCapability {
+  const le32 = (v: number) => [v & 0xff, (v >>> 8) & 0xff, (v >>> 16) & 0xff, v >>> 24];
+  const body = [0, type, BAR_REGS, 0, 0, 0, ...le32(offset), ...le32(length), ...(multiplier !== undefined ? le32(multiplier) : [])];
+  body[0] = 2 + body.length; // cap_len counts the ID and next bytes
+  return { id: VIRTIO_PCI_CAP, body };
+}
