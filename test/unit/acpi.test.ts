@@ -3,7 +3,8 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { buildAcpiTables, amlPkgLength } from '../../electron/vmm/firmware/acpi.ts';
+import { buildAcpiTables, amlPkgLength, eisaId } from '../../electron/vmm/firmware/acpi.ts';
+import { PCI_MMIO_WINDOW } from '../../electron/vmm/devices/board.ts';
 
 const BASE = 0xe0000;
 
@@ -123,6 +124,18 @@ describe('ACPI tables', () => {
     expect(() => buildAcpiTables({ cpus: 256, baseAddress: BASE })).toThrow(RangeError);
   });
 
+  it('with a PCI window, the DSDT also holds \\_SB.PCI0 (PNP0A03) after \\_S5, and the tables still fit below 1 MiB', () => {
+    const { bytes, tables } = buildAcpiTables({ cpus: 255, baseAddress: BASE, pciMmioWindow: PCI_MMIO_WINDOW });
+    const d = tables.find((t) => t.signature === 'DSDT')!;
+    const aml = bytes.subarray(d.address - BASE + 36, d.address - BASE + d.length);
+    expect([...aml.subarray(0, 5)]).toEqual([0x08, 0x5f, 0x53, 0x35, 0x5f]); // \_S5 first: the probe's scan finds it
+    const text = String.fromCharCode(...aml);
+    for (const name of ['\\_SB_', 'PCI0', '_HID', '_SEG', '_BBN', '_CRS']) expect(text).toContain(name);
+    expect(BASE + bytes.length).toBeLessThanOrEqual(0x100000);
+    expect(eisaId('PNP0A03')).toBe(0x030ad041);
+    expect(eisaId('PNP0A08')).toBe(0x080ad041);
+  });
+
   it('encodes AML PkgLength in 1..4 bytes', () => {
     expect(amlPkgLength(7)).toEqual([8]);
     expect(amlPkgLength(62)).toEqual([63]);
@@ -159,6 +172,30 @@ describe('ACPI tables', () => {
       const out = execFileSync('acpiexec', ['-b', 'evaluate \\_S5_', ...files], { cwd: dir, encoding: 'utf8', stdio: 'pipe' });
       expect(out).not.toMatch(/mismatch|Invalid|checksum/i);
       expect(out).toMatch(/\[Package\] Contains 4 Elements:\s+\[Integer\] = 0+5\s+\[Integer\] = 0+5\s+\[Integer\] = 0+\s+\[Integer\] = 0+\s/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it.skipIf(!hasAcpica)('iasl decodes PCI0\'s _CRS as the bus, the config ports, two I/O windows and the 32-bit memory window', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'unhalt-acpi-'));
+    try {
+      const { bytes, tables } = buildAcpiTables({ cpus: 2, baseAddress: BASE, pciMmioWindow: PCI_MMIO_WINDOW });
+      const d = tables.find((t) => t.signature === 'DSDT')!;
+      const f = join(dir, 'dsdt.dat');
+      writeFileSync(f, bytes.subarray(d.address - BASE, d.address - BASE + d.length));
+      execFileSync('iasl', ['-d', f], { cwd: dir, stdio: 'pipe' });
+      const dsl = readFileSync(join(dir, 'dsdt.dsl'), 'utf8').replace(/\s+/g, ' ');
+      expect(dsl).toContain('Device (PCI0)');
+      expect(dsl).toContain('EisaId ("PNP0A03")');
+      expect(dsl).toMatch(/WordBusNumber \(ResourceProducer, MinFixed, MaxFixed, PosDecode, 0x0000, \/\/ Granularity 0x0000, \/\/ Range Minimum 0x0000, \/\/ Range Maximum 0x0000, \/\/ Translation Offset 0x0001,/);
+      expect(dsl).toMatch(/IO \(Decode16, 0x0CF8, \/\/ Range Minimum 0x0CF8, \/\/ Range Maximum 0x01, \/\/ Alignment 0x08,/);
+      expect(dsl).toMatch(/WordIO \(ResourceProducer, MinFixed, MaxFixed, PosDecode, EntireRange, 0x0000, \/\/ Granularity 0x0000, \/\/ Range Minimum 0x0CF7,/);
+      expect(dsl).toMatch(/0x0D00, \/\/ Range Minimum 0xFFFF, \/\/ Range Maximum 0x0000, \/\/ Translation Offset 0xF300,/);
+      expect(dsl).toMatch(/DWordMemory \(ResourceProducer, PosDecode, MinFixed, MaxFixed, NonCacheable, ReadWrite, 0x00000000, \/\/ Granularity 0xE0000000, \/\/ Range Minimum 0xEFFFFFFF, \/\/ Range Maximum 0x00000000, \/\/ Translation Offset 0x10000000,/);
+      const out = execFileSync('acpiexec', ['-b', 'evaluate \\_SB.PCI0._HID', f], { cwd: dir, encoding: 'utf8', stdio: 'pipe' });
+      expect(out).not.toMatch(/mismatch|Invalid|checksum|AE_/i);
+      expect(out).toMatch(/\[Integer\] = 0+30AD041/);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -11,6 +11,8 @@ const samples: Record<string, unknown>[] = [
   { name: 'lab vm_1', cpuFeatures: { 'kvm-pv-unhalt': false, 'kvm-hint-dedicated': true }, memLock: true, append: "scenario=idle ms=500 it's" },
   { guest: 'custom', kernel: '/boot/vmlinux', initrd: '/tmp/initrd img', append: 'console=ttyS0', pvmProfile: false },
   { guest: 'linux', cpus: 2 },
+  { cpus: 2, rng: true },
+  { guest: 'linux', rng: 'on' },
 ];
 
 function viaCli(c: VmConfig): VmConfig {
@@ -37,6 +39,17 @@ describe('config round trips', () => {
     const c = parseConfigString('cpus=4,memory=512,machine=unhalt-1.0,cpu-pm=on,kvm-pv-unhalt=off,halt-poll-ns=0,pin=0+1');
     expect(c).toMatchObject({ cpus: 4, memoryMiB: 512, machine: 'unhalt-1.0', cpuPm: true, haltPollNs: 0, pin: [0, 1], cpuFeatures: { 'kvm-pv-unhalt': false } });
     expect(parseConfigString('pin=0-3').pin).toEqual([0, 1, 2, 3]);
+  });
+
+  it('rng: on adds the virtio-rng device everywhere; off is the default and is not stored', () => {
+    expect(parseConfigString('cpus=1,rng=on').rng).toBe(true);
+    expect(configFromOptions({ rng: 'on' }).rng).toBe(true);
+    expect(validateConfig({ rng: false })).toEqual(validateConfig({}));
+    expect(configFromOptions({ rng: 'off' })).toEqual(validateConfig({}));
+    expect(formatConfigString(validateConfig({ rng: true }))).toContain('rng=on');
+    expect(commandLine(validateConfig({ rng: true }))).toContain('--rng on');
+    expect(() => configFromOptions({ rng: 'maybe' })).toThrow(/rng must be on or off, got "maybe"/);
+    expect(() => parseConfigString('rng=1')).toThrow(/rng must be on or off/);
   });
 
   it('prints an equivalent, shell-quoted command line', () => {
