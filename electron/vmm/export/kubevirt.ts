@@ -99,6 +99,7 @@ export function kubevirtYaml(plan: ExportPlan): string {
               autoattachMemBalloon: false,
               autoattachPodInterface: false,
               autoattachSerialConsole: true,
+              ...(c.rng ? { rng: {} } : {}),
             },
           },
         },

@@ -83,6 +83,7 @@ export function libvirtXml(plan: ExportPlan): string {
     "    <serial type='file'>", `      <source path='${esc(agentLog)}'/>`, "      <target type='isa-serial' port='1'/>", '    </serial>',
     "    <console type='pty'>", "      <target type='serial' port='0'/>", '    </console>',
     "    <memballoon model='none'/>",
+    ...(c.rng ? ["    <rng model='virtio'>", "      <backend model='random'>/dev/urandom</backend>", '    </rng>'] : []),
     '  </devices>');
   if (qemuArgs.length) x.push('  <qemu:commandline>', ...qemuArgs.map((a) => `    <qemu:arg value='${esc(a)}'/>`), '  </qemu:commandline>');
   x.push('</domain>');

@@ -28,8 +28,9 @@ export interface ExitDevices {
 }
 
 /**
- * Nothing is mapped outside RAM but the in-kernel LAPIC and IOAPIC, which KVM handles itself:
- * reads of anything else float high (as on a bus nobody answers), writes are dropped.
+ * An MMIO space with nothing in it (the in-kernel LAPIC and IOAPIC are KVM's own): reads float
+ * high (as on a bus nobody answers), writes are dropped. The board's MMIO (devices/board.ts,
+ * BoardMmio) answers so too wherever no PCI BAR is decoded.
  */
 export const UNMAPPED_MMIO: MmioIo = Object.freeze({
   read: (_address: number, data: Uint8Array, size: number) => { data.fill(0xff, 0, size); },

@@ -50,6 +50,7 @@ export function ConfigPanel({ vm }: { vm: VmRecord }) {
       : Object.keys(c.cpuFeatures).length ? Object.entries(c.cpuFeatures).map(([k, v]) => `${k}=${v ? 'on' : 'off'}`).join(', ') : `the defaults of ${c.machine}`],
     ['cpu-pm', c.cpuPm ? `on${r?.disableExits.length ? ` (exits disabled: ${r.disableExits.join(', ')})` : ''}` : 'off'],
     ['mem-lock', c.memLock ? 'on' : 'off'],
+    ['virtio-rng', c.rng ? 'on (virtio-pci, from the host\'s getrandom)' : 'off'],
     ['Halt polling', haltPollNow(c, vm.status, host)],
     ['Pinning', `${pinNow(c, vm.status)}${c.pin?.length || vm.status.live?.pin?.length ? ' (vCPU i on the i-th listed, round-robin)' : ''}`],
     ...(c.guest !== 'probe' ? [['PVM profile', c.pvmProfile ? 'on' : 'off'] as [string, React.ReactNode]] : []),
