@@ -15,7 +15,7 @@ import { probeHost } from '../../electron/vmm/machine/host-caps.ts';
 import { VirtualMachine } from '../../electron/vmm/vm.ts';
 import { STATUS } from '../../electron/vmm/devices/virtio/virtio-pci.ts';
 import { QUEUE_ERROR } from '../../electron/vmm/devices/virtio/virtqueue.ts';
-import { kvmAvailable, watch } from '../support/probe.ts';
+import { kvmAvailable, openFdCount, threadCount, watch } from '../support/probe.ts';
 
 const hostHasIoeventfd = kvmAvailable && (() => {
   const kvm = Kvm.open();
@@ -109,6 +109,29 @@ describe.skipIf(!kvmAvailable)('PCI host bridge and virtio-rng on real KVM (prob
       expect(g.counters).toMatchObject({ error: 0, lastError: error, needsResets: 1, requests: [1] }); // error: cleared by the reset
     });
   }
+
+  it('stopping a VM while its I/O thread sleeps releases that thread, the eventfds and every other fd', async () => {
+    const start = async () => {
+      const { spec } = resolveMachine(validateConfig({ guest: 'probe', cpus: 1, memoryMiB: 64, append: 'scenario=echo', name: 'rng-stop', rng: true }), probeHost());
+      const g = watch(await VirtualMachine.start(spec));
+      await g.waitForConsole('probe> ');
+      return g;
+    };
+    const settle = () => new Promise((r) => setTimeout(r, 300));
+    // Warm up the process-wide pieces (worker pool, koffi) once.
+    await (await start()).vm.stop();
+    await settle();
+    const fds = openFdCount();
+    const threads = threadCount();
+    for (let i = 0; i < 3; i++) {
+      const g = await start();
+      expect(threadCount()).toBeGreaterThan(threads); // its vCPU and I/O threads
+      expect((await g.vm.stop()).kind).toBe('stopped');
+    }
+    await settle();
+    expect(openFdCount()).toBe(fds);
+    expect(threadCount()).toBe(threads);
+  });
 
   it('without rng=on the bus holds only the host bridge', async () => {
     const g = await runRng('', { rng: false });

@@ -114,6 +114,7 @@ const str = (s: string) => () => parseConfigString(s);
 const CASES: Case[] = [
   // VM configuration objects (saved JSON, API payloads)
   { area: 'config', what: 'not an object (a string)', call: cfg('cpus=2'), message: /^a VM configuration must be an object$/ },
+  { area: 'config', what: 'rng neither on nor off', call: cfg({ rng: 1 }), message: /^rng must be on or off, got 1$/ },
   { area: 'config', what: 'not an object (a list)', call: cfg([1, 2]), message: /^a VM configuration must be an object$/ },
   { area: 'config', what: 'null', call: cfg(null), message: /^a VM configuration must be an object$/ },
   { area: 'config', what: 'unknown field', call: cfg({ cpu: 2 }), message: /^unknown configuration field "cpu"$/ },
@@ -146,6 +147,7 @@ const CASES: Case[] = [
   { area: 'config', what: 'cpu-pm not a boolean', call: cfg({ cpuPm: 'yes' }), message: /^cpu-pm must be on or off, got "yes"$/ },
   // Bench config strings
   { area: 'config-string', what: 'no key=value', call: str('cpus'), message: /^config string: "cpus" is not key=value$/ },
+  { area: 'config-string', what: 'rng=yes', call: str('rng=yes'), message: /^rng must be on or off, got "yes"$/ },
   { area: 'config-string', what: 'empty key', call: str('=5'), message: /^config string: "=5" is not key=value$/ },
   { area: 'config-string', what: 'unknown key', call: str('cpus=2,bogus=1'), message: /^config string: unknown key "bogus"; valid: / },
   { area: 'config-string', what: 'too long', call: str(`cpus=1,${'a'.repeat(5000)}`), message: /^config string is too long$/ },
@@ -155,6 +157,7 @@ const CASES: Case[] = [
   // The command line
   { area: 'cli', what: 'unknown command', argv: ['frobnicate'], message: /^unhalt: unknown command "frobnicate"$/m },
   { area: 'cli', what: 'unknown option', argv: ['run', '--bogus'], message: /^unhalt: Unknown option '--bogus'$/m },
+  { area: 'cli', what: '--rng with a bad value', argv: ['run', '--rng', 'maybe'], message: /^unhalt: rng must be on or off, got "maybe"$/m },
   { area: 'cli', what: 'unknown doctor option (used to crash with a stack trace)', argv: ['doctor', '--bogus'], message: /^unhalt: Unknown option '--bogus'$/m },
   { area: 'cli', what: 'positional argument', argv: ['run', 'extra'], message: /^unhalt: Unexpected argument 'extra'/m },
   { area: 'cli', what: 'cpus not a number', argv: ['run', '--cpus', 'abc'], message: /^unhalt: cpus must be a whole number, got "abc"$/m },

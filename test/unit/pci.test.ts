@@ -79,6 +79,10 @@ describe('PCI configuration mechanism #1 and the host bridge', () => {
     expect(m.pio.read(0xcfc, 4)).toBe(0xffffffff);
     m.cfgWrite(0, 0, 0x12345678); // IDs are read-only
     expect(m.cfgRead(0, 0)).toBe((0x0008 << 16) | 0x1b36);
+    m.cfgWrite(0, 0x0c, 0xffffffff); // cache line size and latency timer read back; header type and BIST do not change
+    expect(m.cfgRead(0, 0x0c)).toBe(0x0000ffff);
+    m.cfgWrite(0, 0x08, 0xffffffff); // revision and class: read-only
+    expect(m.cfgRead(0, 0x08)).toBe(0x06000000);
   });
 
   it('byte and word accesses at 0xCFC+n see the selected register\'s bytes', () => {

@@ -16,6 +16,7 @@ export const PCI_COMMAND = 0x04;
 export const PCI_STATUS = 0x06;
 export const PCI_REVISION = 0x08;
 export const PCI_CLASS_PROG = 0x09;
+export const PCI_CACHE_LINE_SIZE = 0x0c;
 export const PCI_HEADER_TYPE = 0x0e;
 export const PCI_BAR0 = 0x10;
 export const PCI_SUBSYSTEM_VENDOR_ID = 0x2c;
@@ -85,6 +86,9 @@ export class PciConfig {
     this.wmask[PCI_COMMAND] = command & 0xff;
     this.wmask[PCI_COMMAND + 1] = command >>> 8;
     this.wmask[PCI_INTERRUPT_LINE] = 0xff; // scratch for the OS
+    // Cache line size and latency timer: stored and read back, as an OS that sets them expects.
+    this.wmask[PCI_CACHE_LINE_SIZE] = 0xff;
+    this.wmask[PCI_CACHE_LINE_SIZE + 1] = 0xff;
     for (const bar of description.bars ?? []) {
       if (bar.index < 0 || bar.index > 5 || bar.size < 16 || (bar.size & (bar.size - 1)) !== 0) {
         throw new RangeError(`bad BAR ${bar.index} of ${bar.size} bytes`);
