@@ -44,10 +44,11 @@ export function linuxKitInfo(): LinuxKitInfo | undefined {
 
 /**
  * The default command line: the console on ttyS0 with an early console so lines arrive as they
- * are printed; on a panic reboot at once (the VM then ends instead of hanging); no PCI (the
- * board has none); skip the IO-APIC timer check that virtual machines need not pass.
+ * are printed; on a panic reboot at once (the VM then ends instead of hanging); skip the IO-APIC
+ * timer check that virtual machines need not pass. PCI is on: the kernel finds the host bridge
+ * (DSDT \_SB.PCI0, configuration mechanism #1) and any virtio-pci device by itself.
  */
-export const LINUX_DEFAULT_CMDLINE = 'console=ttyS0 earlycon=uart8250,io,0x3f8 panic=-1 reboot=acpi pci=off no_timer_check';
+export const LINUX_DEFAULT_CMDLINE = 'console=ttyS0 earlycon=uart8250,io,0x3f8 panic=-1 reboot=acpi no_timer_check';
 
 /**
  * On PVM hosts (guest ring 0 emulated): measured with QEMU and kvmtool on Debian's 6.1 kernel,

@@ -39,13 +39,17 @@ try {
     if (poller.ready(0)) break;
     for (let i = 0; i < pci.virtio.length; i++) {
       if (!poller.ready(i + 1)) continue;
-      const kicks = poller.take(i + 1);
+      let kicks = poller.take(i + 1);
       const device = pci.virtio[i]!.device;
-      pci.lock.lock();
-      try {
-        device.serviceQueues(ram, kicks);
-      } finally {
-        pci.lock.unlock();
+      // One pass at a time under the lock (a bounded number of chains), the lock let go between
+      // passes so the vCPUs' UART and register accesses interleave with a long queue.
+      for (let more = true; more; kicks = 0) {
+        pci.lock.lock();
+        try {
+          more = device.serviceQueues(ram, kicks);
+        } finally {
+          pci.lock.unlock();
+        }
       }
     }
   }

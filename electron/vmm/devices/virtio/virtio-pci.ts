@@ -93,6 +93,8 @@ const Q = Object.freeze({
   lastAvail: 9, usedIdx: 10, requests: 11, bytes: 12,
 });
 const Q_WORDS = 16;
+/** Chains one serviceQueues call takes from a queue before it lets go of the bus lock. */
+export const MAX_CHAINS_PER_PASS = 16;
 
 /** Shared words a device with `queues` queues needs, its configuration space and MSI-X table included. */
 export function virtioStateWords(queues: number): number {
@@ -406,33 +408,39 @@ export class VirtioPci implements PciFunction {
   /**
    * Serves every enabled queue (the I/O thread, under the bus lock): takes each available chain,
    * lets the device type serve it, puts it on the used ring, and interrupts the driver once per
-   * queue unless it asked not to be. A bad ring or chain stops the device (needsReset).
+   * queue that did work unless it asked not to be. A bad ring or chain stops the device
+   * (needsReset). At most MAX_CHAINS_PER_PASS chains per queue per call, so the bus lock is never
+   * held for a whole ring of a hostile guest's 64 KiB requests: returns true when chains remain,
+   * and the caller calls again after letting go of the lock.
    */
-  serviceQueues(ram: GuestRam, kicks = 1): void {
+  serviceQueues(ram: GuestRam, kicks = 1): boolean {
     const s = this.s;
     s[W.kicks] = (s[W.kicks]! + kicks) | 0;
-    if ((s[W.status]! & (STATUS.driverOk | STATUS.needsReset | STATUS.failed)) !== STATUS.driverOk || !this.config.busMaster) return;
+    if ((s[W.status]! & (STATUS.driverOk | STATUS.needsReset | STATUS.failed)) !== STATUS.driverOk || !this.config.busMaster) return false;
     this.queue ??= new SplitQueue(ram);
     const sq = this.queue;
+    let more = false;
     for (let i = 0; i < this.type.queues; i++) {
       const q = W.queues + Q_WORDS * i;
       if (s[q + Q.enable] !== 1) continue;
       const addr = (lo: number) => (s[q + lo]! >>> 0) + (s[q + lo + 1]! >>> 0) * 0x1_0000_0000;
       if (!sq.bind({ size: s[q + Q.size]!, desc: addr(Q.descLo), avail: addr(Q.availLo), used: addr(Q.usedLo) })) {
         this.needsReset(sq.error);
-        return;
+        return false;
       }
-      let n = sq.pending(s[q + Q.lastAvail]!);
-      if (n < 0) {
+      const available = sq.pending(s[q + Q.lastAvail]!);
+      if (available < 0) {
         this.needsReset(sq.error);
-        return;
+        return false;
       }
+      let n = Math.min(available, MAX_CHAINS_PER_PASS);
+      if (available > n) more = true;
       let served = 0;
       while (n-- > 0) {
         const last = s[q + Q.lastAvail]!;
         if (!sq.pop(last)) {
           this.needsReset(sq.error);
-          return;
+          return false;
         }
         const written = this.type.serve(i, sq.chain, ram);
         sq.push(s[q + Q.usedIdx]!, sq.chain.head, written);
@@ -444,6 +452,7 @@ export class VirtioPci implements PciFunction {
       }
       if (served > 0 && !sq.interruptSuppressed()) this.interrupt(s[q + Q.vector]!, 1);
     }
+    return more;
   }
 }
 
