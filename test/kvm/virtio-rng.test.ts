@@ -57,7 +57,7 @@ describe.skipIf(!kvmAvailable)('PCI host bridge and virtio-rng on real KVM (prob
     const slots = g.events.filter((e) => e.event === 'pci').map((e) => e.fields);
     expect(slots).toEqual([
       { slot: 0, vendor: 0x1b36, device: 0x0008, class: 0x060000 },
-      { slot: 1, vendor: 0x1af4, device: 0x1044, class: 0xff0000 },
+      { slot: 1, vendor: 0x1af4, device: 0x1044, class: 0x00ff00 },
     ]);
     const bars = g.events.filter((e) => e.event === 'pci_bar').map((e) => e.fields);
     expect(bars.map((b) => [b.bar, b.size])).toEqual([[0, 0x4000], [1, 0x1000]]);

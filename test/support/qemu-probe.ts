@@ -46,11 +46,17 @@ export interface Qemu {
   done: Promise<Run>;
 }
 
-export function startQemu(smp: number, append: string, timeoutMs = RUN_TIMEOUT_MS): Qemu {
+/**
+ * `machine`: microvm by default; `q35` (with SeaBIOS, which assigns the BARs) for a PCI bus reached
+ * through 0xCF8/0xCFC, as ours is; `devices`: extra `-device` values (e.g. virtio-rng-pci).
+ */
+export function startQemu(smp: number, append: string, timeoutMs = RUN_TIMEOUT_MS, opts: { machine?: 'microvm' | 'q35'; devices?: string[] } = {}): Qemu {
   const dir = mkdtempSync(join(tmpdir(), 'unhalt-probe-qemu-'));
   const ttyS1 = join(dir, 'ttyS1.txt');
   const args = [
-    '-machine', 'microvm', '-accel', 'kvm', '-cpu', 'host,-arch-capabilities',
+    '-machine', opts.machine ?? 'microvm', '-accel', 'kvm', '-cpu', 'host,-arch-capabilities',
+    ...(opts.machine === 'q35' ? ['-nodefaults', '-no-user-config'] : []),
+    ...(opts.devices ?? []).flatMap((d) => ['-device', d]),
     '-smp', String(smp), '-m', '128',
     '-display', 'none', '-monitor', 'none', '-no-reboot',
     '-device', 'isa-debug-exit,iobase=0xf4,iosize=4',

@@ -325,21 +325,33 @@ NORETURN void scenario_virtio_rng(void)
 	if (dev == 32)
 		fail("no_device");
 
-	/* BARs: size each by writing all ones (decoding off), then restore. */
+	/* BARs: size each by writing all ones (decoding off), then restore.  Memory BARs of 32 or 64
+	 * bits (QEMU's modern virtio BAR is 64-bit); an I/O BAR is skipped. */
 	u64 bar_addr[6] = { 0 };
-	u32 bar_size[6] = { 0 };
+	u64 bar_size[6] = { 0 };
 	pci_write16(dev, 4, 0);
 	for (u32 b = 0; b < 6; b++) {
 		u32 reg = 0x10 + 4 * b, old = pci_read32(dev, reg);
+		bool wide = (old & 7) == 4 && b < 5;
+		u32 old_hi = wide ? pci_read32(dev, reg + 4) : 0;
 		pci_write32(dev, reg, 0xFFFFFFFFu);
-		u32 mask = pci_read32(dev, reg) & ~0xFu;
+		u32 mask = pci_read32(dev, reg);
+		u32 mask_hi = 0xFFFFFFFFu;
+		if (wide) {
+			pci_write32(dev, reg + 4, 0xFFFFFFFFu);
+			mask_hi = pci_read32(dev, reg + 4);
+			pci_write32(dev, reg + 4, old_hi);
+		}
 		pci_write32(dev, reg, old);
-		if (!mask)
-			continue;
-		bar_size[b] = ~mask + 1;
-		bar_addr[b] = old & ~0xFu;
-		con_printf("pci 00:%02x.0 BAR%u 0x%lx size 0x%x\n", dev, b, bar_addr[b], bar_size[b]);
-		event("pci_bar slot=%u bar=%u address=%lu size=%u", dev, b, bar_addr[b], bar_size[b]);
+		if (!(old & 1) && (mask & ~0xFu)) {
+			u64 m = ((u64)mask_hi << 32) | (mask & ~0xFu);
+			bar_size[b] = ~m + 1;
+			bar_addr[b] = ((u64)old_hi << 32) | (old & ~0xFu);
+			con_printf("pci 00:%02x.0 BAR%u 0x%lx size 0x%lx%s\n", dev, b, bar_addr[b], bar_size[b], wide ? " (64-bit)" : "");
+			event("pci_bar slot=%u bar=%u address=%lu size=%lu", dev, b, bar_addr[b], bar_size[b]);
+		}
+		if (wide)
+			b++;
 	}
 	pci_write16(dev, 4, 0x6);   /* memory space + bus master */
 

@@ -19,7 +19,7 @@ export const VIRTIO_RNG: VirtioDeviceType = Object.freeze({
   queues: 1,
   maxQueueSize: 256,
   features: 0n,
-  classCode: 0xff0000, // unclassified device, as QEMU's virtio-rng-pci
+  classCode: 0x00ff00, // class 00 (unclassified), subclass ff: what QEMU's virtio-rng-pci says
   configBytes: 0,
   serve(_queue: number, chain: Chain, ram: GuestRam): number {
     let written = 0;
