@@ -273,14 +273,17 @@ export class MsiSignal {
   constructor(vmFd: number) {
     this.vmFd = vmFd;
   }
-  /** Returns whether the interrupt was delivered (0 from KVM: the guest blocked it). */
-  signal(address: number | bigint, data: number): boolean {
-    const a = BigInt(address);
-    this.buf.writeUInt32LE(Number(a & 0xffffffffn), 0);
-    this.buf.writeUInt32LE(Number((a >> 32n) & 0xffffffffn), 4);
+  /**
+   * Returns whether a LAPIC took the interrupt. Never throws for the message itself: the address
+   * and data are the guest's (an MSI-X entry it programmed), and one naming no CPU (KVM answers -1
+   * or 0) is the guest's own lost interrupt, not the VMM's failure.
+   */
+  signal(address: number, data: number): boolean {
+    this.buf.writeUInt32LE(address % 0x1_0000_0000 >>> 0, 0);
+    this.buf.writeUInt32LE(Math.floor(address / 0x1_0000_0000) >>> 0, 4);
     this.buf.writeUInt32LE(data >>> 0, 8);
     this.buf.writeUInt32LE(0, 12); // flags: no device id (not needed with the x86 irqchip)
-    return ioctlBuf(this.vmFd, 'KVM_SIGNAL_MSI', this.buf) > 0;
+    return libc.ioctlBuf(this.vmFd, IOCTL.KVM_SIGNAL_MSI, this.buf) > 0;
   }
 }
 

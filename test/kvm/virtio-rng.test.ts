@@ -110,6 +110,13 @@ describe.skipIf(!kvmAvailable)('PCI host bridge and virtio-rng on real KVM (prob
     });
   }
 
+  it('an MSI-X entry that names no CPU loses that interrupt and nothing else: the VM runs on and the next request interrupts', async () => {
+    const g = await runRng('bad=msi');
+    expect(event(g.events, 'virtio_rng_bad')).toEqual({ kind: 4, used: 1, irq_lost: 1, status: 15 });
+    expect(event(g.events, 'virtio_rng_recovered')).toMatchObject({ ok: 1, len: 64, status: 15 });
+    expect(g.counters).toMatchObject({ requests: [2], interrupts: 2, needsResets: 0 });
+  });
+
   it('stopping a VM while its I/O thread sleeps releases that thread, the eventfds and every other fd', async () => {
     const start = async () => {
       const { spec } = resolveMachine(validateConfig({ guest: 'probe', cpus: 1, memoryMiB: 64, append: 'scenario=echo', name: 'rng-stop', rng: true }), probeHost());

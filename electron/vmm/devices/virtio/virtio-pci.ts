@@ -86,6 +86,9 @@ const W = Object.freeze({
   /** The QUEUE_ERROR of the last DEVICE_NEEDS_RESET (kept across resets: diagnostics) and how many there were. */
   lastError: 16,
   needsResets: 17,
+  /** Bit per queue: its ioeventfd is assigned; how many assignments KVM refused. */
+  ioeventfdQueues: 18,
+  ioeventfdRefused: 19,
   queues: 20,
 });
 const Q = Object.freeze({
@@ -391,16 +394,33 @@ export class VirtioPci implements PciFunction {
     return regsBase + NOTIFY_CFG + NOTIFY_OFF_MULTIPLIER * queue;
   }
 
-  /** Keeps the ioeventfds on the notify addresses BAR 0 decodes now (none while decoding is off). */
+  /**
+   * Keeps the ioeventfds on the notify addresses BAR 0 decodes now (none while decoding is off).
+   * The guest picks the address: where KVM refuses one (EEXIST, ...), that queue's notifications
+   * simply come as MMIO exits, and the guest's configuration write never fails the vCPU.
+   */
   private updateIoeventfds(): void {
     const set = this.io.setIoeventfd;
     if (!set) return;
     const base = this.config.memoryEnabled && this.config.barAt(this.config.barAddress(BAR_REGS)) === BAR_REGS ? this.config.barAddress(BAR_REGS) : 0;
     const old = this.s[W.ioeventfdBase]! >>> 0;
     if (base === old) return;
-    for (let q = 0; q < this.type.queues; q++) if (old !== 0) set(this.notifyAddress(q, old), q, false);
+    const assigned = this.s[W.ioeventfdQueues]!;
+    for (let q = 0; q < this.type.queues; q++) {
+      if (old === 0 || (assigned & (1 << q)) === 0) continue;
+      try { set(this.notifyAddress(q, old), q, false); } catch { /* gone with the VM or never there */ }
+    }
+    let now = 0;
+    for (let q = 0; q < this.type.queues && base !== 0; q++) {
+      try {
+        set(this.notifyAddress(q, base), q, true);
+        now |= 1 << q;
+      } catch {
+        this.s[W.ioeventfdRefused]!++;
+      }
+    }
     this.s[W.ioeventfdBase] = base | 0;
-    for (let q = 0; q < this.type.queues; q++) if (base !== 0) set(this.notifyAddress(q, base), q, true);
+    this.s[W.ioeventfdQueues] = now;
   }
 
   // --- the I/O thread ---------------------------------------------------------------------------
