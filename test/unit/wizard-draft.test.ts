@@ -13,6 +13,7 @@ describe('the wizard draft', () => {
   it.each([
     { name: 'p', guest: 'probe', append: 'scenario=idle ms=500', cpus: 4, memoryMiB: 512, haltPollNs: 1000000, pin: [1, 0] },
     { name: 'e', guest: 'probe', append: 'foo=1', cpuPm: true },
+    { name: 'r', guest: 'probe', append: 'scenario=virtio-rng bytes=64 rounds=4', rng: true },
     { name: 'k', guest: 'custom', kernel: '/boot/vmlinux', initrd: '/boot/initrd', append: 'console=ttyS0', pvmProfile: false, cpuFeatures: { 'kvm-pv-unhalt': false } },
   ])('edits %j without changing what it means', (raw) => {
     const c = validateConfig(raw);

@@ -37,7 +37,7 @@ export interface DescribeResult {
 
 const STEPS: { id: string; title: string; Component: (p: StepProps) => React.ReactElement; fields: FieldId[] }[] = [
   { id: 'basics', title: 'Basics', Component: BasicsStep, fields: ['name', 'kernel', 'initrd'] },
-  { id: 'resources', title: 'CPUs & memory', Component: ResourcesStep, fields: ['cpus', 'memoryMiB'] },
+  { id: 'resources', title: 'CPUs, memory & devices', Component: ResourcesStep, fields: ['cpus', 'memoryMiB'] },
   { id: 'machine', title: 'Machine type', Component: MachineStep, fields: [] },
   { id: 'features', title: 'Paravirt features', Component: FeaturesStep, fields: ['cpuFeatures'] },
   { id: 'overcommit', title: 'Overcommit', Component: OvercommitStep, fields: ['cpuPm'] },

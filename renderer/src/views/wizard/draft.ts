@@ -22,6 +22,8 @@ export interface Draft {
   haltPollNs: string;
   /** Host CPUs in order, as typed ("0,1", "0-3"): vCPU i runs on the i-th; empty = not pinned. */
   pin: string;
+  /** A virtio-rng device on the PCI bus (rng=on). */
+  rng: boolean;
 }
 
 export const PROBE_SCENARIOS: { name: string; summary: string; args?: string }[] = [
@@ -32,6 +34,7 @@ export const PROBE_SCENARIOS: { name: string; summary: string; args?: string }[]
   { name: 'timer', summary: 'LAPIC timer wake-up lateness from HLT; live=1 reports p50/p99 every second', args: 'live=1' },
   { name: 'spinlock', summary: 'all vCPUs contend one lock; with kvm-pv-unhalt waiters halt and are kicked (2+ vCPUs)', args: 'ms=60000' },
   { name: 'hello', summary: 'brings up every vCPU, prints the paravirt CPUID leaves, powers off' },
+  { name: 'virtio-rng', summary: 'scans the PCI bus and reads random bytes from the virtio-rng device (turn virtio-rng on in step 2), powers off', args: 'bytes=64 rounds=4' },
 ];
 
 export function initialDraft(host: HostInfo | null, guest: 'probe' | 'linux' | undefined, names: Set<string>): Draft {
@@ -61,6 +64,7 @@ export function initialDraft(host: HostInfo | null, guest: 'probe' | 'linux' | u
     haltPollMode: 'default',
     haltPollNs: '200000',
     pin: '',
+    rng: false,
   };
 }
 
@@ -92,6 +96,7 @@ export function draftToConfig(d: Draft): Record<string, unknown> & { version: 1 
     c.pvmProfile = d.pvmProfile;
   }
   if (d.haltPollMode === 'custom') c.haltPollNs = numberOrText(d.haltPollNs);
+  if (d.rng) c.rng = true;
   const pin = typedPin(d.pin);
   if (pin === undefined) c.pin = d.pin;
   else if (pin.length) c.pin = pin;

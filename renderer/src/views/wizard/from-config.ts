@@ -26,6 +26,7 @@ export function configToDraft(c: VmConfigDto, host: HostInfo | null, names: Set<
     haltPollMode: c.haltPollNs === undefined ? 'default' : 'custom',
     haltPollNs: c.haltPollNs === undefined ? base.haltPollNs : asDrafted(base.haltPollNs, c.haltPollNs),
     pin: pinAsDrafted(base.pin, c.pin ?? []),
+    rng: c.rng === true,
   };
 }
 

@@ -196,6 +196,19 @@ export function ResourcesStep(props: StepProps) {
           {mem !== undefined && mem > maxMem / 2 && ' More than half of the host\'s memory.'}
         </Hint>
       </div>
+      <fieldset className="field">
+        <legend>Devices</legend>
+        <label className="toggle">
+          <input type="checkbox" role="switch" checked={draft.rng} onChange={(e) => update({ rng: e.target.checked })} />
+          <span>
+            <strong>virtio-rng</strong>
+            <span className="choice-help">
+              A random-number device on the guest's PCI bus (virtio-pci, MSI-X), fed from the host's getrandom: Linux's
+              virtio_rng driver, or the probe's virtio-rng scenario, reads it.
+            </span>
+          </span>
+        </label>
+      </fieldset>
       <CheckLine describe={describe} anyProblem={anyProblem} />
     </>
   );
@@ -461,6 +474,7 @@ export function SummaryStep({ draft, host, describe }: StepProps) {
         <div><dt>cpu-pm / mem-lock</dt><dd>{draft.cpuPm ? 'on' : 'off'} / {draft.memLock ? 'on' : 'off'}</dd></div>
         <div><dt>Halt polling</dt><dd>{draft.haltPollMode === 'default' ? `host default${host?.haltPollParams.halt_poll_ns !== undefined ? ` (${fmtNs(host.haltPollParams.halt_poll_ns)})` : ''}` : draft.haltPollNs}</dd></div>
         <div><dt>Pinning</dt><dd>{draft.pin.trim() ? draft.pin : 'not pinned'}</dd></div>
+        <div><dt>Devices</dt><dd>{draft.rng ? 'virtio-rng' : 'none besides the serial ports'}</dd></div>
       </dl>
       <h3>Equivalent command line</h3>
       {describe.pending && !r && !describe.error && <p className="muted">Checking…</p>}
