@@ -15,12 +15,13 @@ import { PROBE_KERNEL } from '../../electron/vmm/guests.ts';
 import { allowedHostCpus } from '../../native/kvm/affinity.ts';
 import { kvmAvailable } from '../support/probe.ts';
 import { removeTempHomes, tempHome } from '../support/temp-home.ts';
+import { scaled } from '../support/time-scale.ts';
 
 afterAll(removeTempHomes);
 
 const echoVm = { name: 'echo', guest: 'probe', cpus: 2, memoryMiB: 64, append: 'scenario=echo' };
 
-function until<T>(events: ApiEvent[], pick: (all: ApiEvent[]) => T | undefined, what: string, timeoutMs = 20_000): Promise<T> {
+function until<T>(events: ApiEvent[], pick: (all: ApiEvent[]) => T | undefined, what: string, timeoutMs = scaled(20_000)): Promise<T> {
   return new Promise((resolve, reject) => {
     const start = performance.now();
     const tick = () => {
@@ -128,7 +129,7 @@ describe.skipIf(!kvmAvailable)('service on KVM', () => {
     await new Promise((r) => setTimeout(r, 300));
     const t = performance.now();
     const forced = await svc.stopVm(busy.id, 300);
-    expect(performance.now() - t).toBeLessThan(3000);
+    expect(performance.now() - t).toBeLessThan(scaled(3000));
     expect(forced.lastExit?.kind).toBe('stopped');
     expect(forced.lastExit?.message).toMatch(/did not power off within 300 ms of the ACPI power button; stopped by force|does not handle the ACPI power button/);
     await svc.shutdown();
@@ -227,7 +228,7 @@ describe.skipIf(!kvmAvailable)('service on KVM', () => {
     child.kill('SIGTERM');
     const t = performance.now();
     expect(await exited).toBe(0);
-    expect(performance.now() - t).toBeLessThan(10_000);
+    expect(performance.now() - t).toBeLessThan(scaled(10_000));
     expect(stderr).toMatch(/stopping 1 VM and the server/);
     const saved = JSON.parse(readFileSync(join(home, 'vms.json'), 'utf8'));
     expect(saved.vms.map((v: { id: string }) => v.id)).toEqual([created.result.id]);

@@ -42,7 +42,8 @@ class L1 {
       '-accel', 'tcg,thread=multi,tb-size=512', '-cpu', 'max', '-smp', '2', '-m', '4G', '-machine', 'q35',
       '-display', 'none', '-serial', 'stdio', '-monitor', 'none', '-no-reboot', '-nodefaults',
       '-kernel', join(NESTED, 'vmlinuz'), '-initrd', join(NESTED, 'initramfs.cpio.gz'),
-      '-append', `console=ttyS0 panic=-1 loglevel=4 mitigations=off ${append}`,
+      // UNHALT_NESTED_L1_APPEND: extra L1 kernel words, e.g. unhalt.kvm_amd=vgif=0 (module parameters).
+      '-append', `console=ttyS0 panic=-1 loglevel=4 mitigations=off ${append} ${process.env.UNHALT_NESTED_L1_APPEND ?? ''}`.trim(),
       // snapshot=on: L1 writes to its root go to a throw-away overlay, the image stays cached.
       '-drive', `file=${join(NESTED, 'root.ext4')},if=virtio,format=raw,snapshot=on`,
       '-drive', `file=${resultsImage},if=virtio,format=raw`,
