@@ -32,6 +32,7 @@ export interface DoctorReport {
 const CAPS: [keyof typeof CAP, boolean][] = [
   ...REQUIRED_CAPS.map((c): [keyof typeof CAP, boolean] => [c.cap, true]), ['MAX_VCPUS', false], ['SET_IDENTITY_MAP_ADDR', false], ['GET_TSC_KHZ', false],
   ['X86_DISABLE_EXITS', false], ['HALT_POLL', false], ['BINARY_STATS_FD', false],
+  ['SIGNAL_MSI', false], ['IOEVENTFD', false], ['IOEVENTFD_ANY_LENGTH', false],
 ];
 
 export function runDoctor(): DoctorReport {
@@ -66,7 +67,8 @@ export function runDoctor(): DoctorReport {
       name: 'kvm-capabilities', ok: missing.length === 0,
       detail: missing.length ? `missing: ${missing.join(', ')}` : `all required present; up to ${report.maxVcpus} vCPUs per VM`
         + `; halt polling per VM: ${report.capabilities.HALT_POLL ? 'yes' : 'no'}`
-        + `; binary stats: ${report.capabilities.BINARY_STATS_FD ? 'yes' : 'no'}`,
+        + `; binary stats: ${report.capabilities.BINARY_STATS_FD ? 'yes' : 'no'}`
+        + `; virtio devices: ${!report.capabilities.SIGNAL_MSI ? 'no (no KVM_CAP_SIGNAL_MSI)' : report.capabilities.IOEVENTFD ? 'yes, notifications by ioeventfd' : 'yes, notifications by MMIO exits (no ioeventfd)'}`,
       fix: 'a newer host kernel (5.15 or later) provides these',
     });
     kvm.close();
