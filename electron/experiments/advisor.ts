@@ -23,6 +23,7 @@
 // passes, the advice is to keep the current configuration — a result, not a failure.
 import { ALPHA, compareSamples, formatP, median, type Better, type Comparison } from './stats.ts';
 import { GOAL_KINDS, type GoalKind } from './tune-limits.ts';
+import type { VmConfig } from '../vmm/config/vm-config.ts';
 
 export { GOAL_KINDS, type GoalKind };
 
@@ -143,6 +144,16 @@ export function deltaString(d: KnobDelta): string {
   if (d.pvUnhalt !== undefined) parts.push(`kvm-pv-unhalt=${d.pvUnhalt ? 'on' : 'off'}`);
   if (d.pin !== undefined) parts.push(`pin=${d.pin.join('+')}`);
   return parts.join(',');
+}
+
+/** The configuration with a delta applied (what Apply stores: the machine type and every other setting kept). */
+export function applyDelta(c: VmConfig, d: KnobDelta): VmConfig {
+  const out: VmConfig = { ...c, cpuFeatures: { ...c.cpuFeatures } };
+  if (d.haltPollNs !== undefined) out.haltPollNs = d.haltPollNs;
+  if (d.cpuPm !== undefined) out.cpuPm = d.cpuPm;
+  if (d.pvUnhalt !== undefined) out.cpuFeatures['kvm-pv-unhalt'] = d.pvUnhalt;
+  if (d.pin !== undefined) out.pin = [...d.pin];
+  return out;
 }
 
 export function labelOf(d: KnobDelta): string {

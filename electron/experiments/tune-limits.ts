@@ -12,6 +12,22 @@ export const GOAL_LABELS: Readonly<Record<GoalKind, string>> = {
   'host-cpu': 'least host CPU within a latency bound',
 };
 
+/** A tune request, checked (tune.ts validateTuneSpec): what `unhalt tune` and the API run. */
+export interface TuneSpec {
+  guest: 'probe' | 'linux';
+  workload: string;
+  workloadArgs?: string;
+  /** The current configuration, as a config string (config-string.ts). */
+  config: string;
+  /** The library VM it is, when it is one (for the record and Apply). */
+  vmId?: string;
+  vmName?: string;
+  goal: GoalKind;
+  /** host-cpu: the workload's figure every recommendation must meet, in its unit. */
+  latencyBound?: number;
+  budgetS: number;
+}
+
 /** A budget below this cannot hold two rounds of probe runs anywhere. */
 export const MIN_BUDGET_S = 10;
 /** A day: past that a search is a different tool. */

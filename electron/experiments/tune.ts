@@ -8,30 +8,18 @@ import { resolveMachine } from '../vmm/config/resolve.ts';
 import { ConfigError, type VmConfig } from '../vmm/config/vm-config.ts';
 import { probeHost, type HostCapabilities } from '../vmm/machine/host-caps.ts';
 import { hostSpeed } from '../vmm/host-speed.ts';
-import { AdvisorError, deltaString, goalProblem, searchKnobs, type Advice, type Candidate, type KnobDelta, type Sample } from './advisor.ts';
+import { AdvisorError, applyDelta, deltaString, goalProblem, searchKnobs, type Advice, type Candidate, type KnobDelta, type Sample } from './advisor.ts';
 import { compareConfigs } from './compare.ts';
 import { ExperimentCancelled, ExperimentError, LINUX_ON_PVM, failuresOf, prepareExperiment, summarize } from './runner.ts';
 import { MAX_WORKLOAD_ARGS } from './limits.ts';
-import { GOAL_KINDS, MAX_BUDGET_S, MIN_BUDGET_S, type GoalKind } from './tune-limits.ts';
+import { GOAL_KINDS, MAX_BUDGET_S, MIN_BUDGET_S, type GoalKind, type TuneSpec } from './tune-limits.ts';
+
+export type { TuneSpec };
 import type { ExperimentProgress, ExperimentResultRow, ExperimentSpec, RunFailure, RunRecord } from './types.ts';
 import { workload, type Workload } from './workloads.ts';
 
-export { AdvisorError };
+export { AdvisorError, applyDelta };
 
-export interface TuneSpec {
-  guest: 'probe' | 'linux';
-  workload: string;
-  workloadArgs?: string;
-  /** The current configuration, as a config string (config-string.ts). */
-  config: string;
-  /** The library VM it is, when it is one (for the record and Apply). */
-  vmId?: string;
-  vmName?: string;
-  goal: GoalKind;
-  /** host-cpu: the workload's figure every recommendation must meet, in its unit. */
-  latencyBound?: number;
-  budgetS: number;
-}
 
 /** A tune's result: the advice, and the experiment record's fields (rows, raw runs, failures). */
 export interface TuneResult {
@@ -135,16 +123,6 @@ function pairSpec(spec: TuneSpec, c: Candidate, runs: number) {
     baseline: { name: CURRENT, config: spec.config },
     candidate: { name: rowName(c.label) || 'candidate', config: extra ? `${spec.config},${extra}` : spec.config },
   };
-}
-
-/** The configuration with a delta applied (the config Apply stores; machine type and every other setting kept). */
-export function applyDelta(c: VmConfig, d: KnobDelta): VmConfig {
-  const out: VmConfig = { ...c, cpuFeatures: { ...c.cpuFeatures } };
-  if (d.haltPollNs !== undefined) out.haltPollNs = d.haltPollNs;
-  if (d.cpuPm !== undefined) out.cpuPm = d.cpuPm;
-  if (d.pvUnhalt !== undefined) out.cpuFeatures['kvm-pv-unhalt'] = d.pvUnhalt;
-  if (d.pin !== undefined) out.pin = [...d.pin];
-  return out;
 }
 
 /**
