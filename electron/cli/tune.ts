@@ -74,14 +74,15 @@ export async function tuneCommand(argv: string[]): Promise<number> {
     const offSignals = onStopSignals((signal) => { stoppedBy = signal; abort.abort(); }, 'exiting without waiting for the run in progress');
     let result;
     try {
-      let last = '';
+      let lastRound: string | undefined;
       result = await runTune(spec, (p) => {
         const line = `unhalt tune: ${p.done}/${p.total} s${p.current ? ` ${p.current}` : ' done'}`;
-        if (line === last) return;
-        last = line;
-        // On a terminal one line that updates; otherwise a line per round, not per second.
-        if (tty) process.stderr.write(`\r${line}\x1b[K`);
-        else if (!p.current || /^round \d+: [^,]*$/.test(p.current)) process.stderr.write(`${line}\n`);
+        // On a terminal one line that updates; otherwise a line per round, not per second or run.
+        if (tty) { process.stderr.write(`\r${line}\x1b[K`); return; }
+        const round = p.current?.replace(/, run .*$/, '') ?? 'done';
+        if (round === lastRound) return;
+        lastRound = round;
+        process.stderr.write(`${line.replace(/, run .*$/, '')}\n`);
       }, abort.signal);
     } catch (e) {
       if (!(e instanceof ExperimentCancelled) || !stoppedBy) throw e;

@@ -238,7 +238,13 @@ export async function searchKnobs(input: SearchInput): Promise<Advice> {
 
   const values = (xs: Sample[]) => xs.map(metric).filter((v): v is number => typeof v === 'number' && Number.isFinite(v));
   const allBase = () => [...measured.values()].flatMap((m) => m.base);
-  const vsCurrent = (m: Measured) => compareSamples(values(m.base), values(m.cand), better, { baseline: 'current', candidate: m.c.label, runner: 'unhalt' });
+  // Comparisons are a 4000-resample bootstrap each: computed once per state of the runs.
+  const memo = new Map<string, Comparison>();
+  const compared = (key: string, f: () => Comparison) => memo.get(key) ?? (memo.set(key, f()), memo.get(key)!);
+  const vsCurrent = (m: Measured) => compared(`${m.c.label}|${m.base.length}|${m.cand.length}`,
+    () => compareSamples(values(m.base), values(m.cand), better, { baseline: 'current', candidate: m.c.label, runner: 'unhalt' }));
+  const vsOther = (a: Measured, b: Measured) => compared(`${a.c.label}|${a.cand.length}~${b.c.label}|${b.cand.length}`,
+    () => compareSamples(values(a.cand), values(b.cand), better));
   /** Lower is better: the candidate's median over the current configuration's in the same rounds, turned so that < 1 is an improvement. */
   const score = (m: Measured) => {
     const b = values(m.base);
@@ -271,7 +277,7 @@ export async function searchKnobs(input: SearchInput): Promise<Advice> {
       const cur = vsCurrent(m);
       if (cur.verdict === 'worse') { m.stopped = `significantly worse than the current configuration (${cur.text.replace(/: worse$/, '')})`; continue; }
       if (best && best !== m && score(best) < 1) {
-        const vsBest = compareSamples(values(best.cand), values(m.cand), better);
+        const vsBest = vsOther(best, m);
         if (vsBest.verdict === 'worse') m.stopped = `significantly worse than ${best.c.label} (${vsBest.text.replace(/: worse$/, '')})`;
       }
     }
@@ -357,7 +363,7 @@ export async function searchKnobs(input: SearchInput): Promise<Advice> {
     if (!decisive(leader)) target = leader;
     else {
       const runnerUp = ranked.find((m) => m !== leader && !m.capped && score(m) < 1);
-      if (runnerUp && compareSamples(values(leader.cand), values(runnerUp.cand), better).verdict !== 'worse') target = runnerUp;
+      if (runnerUp && vsOther(leader, runnerUp).verdict !== 'worse') target = runnerUp;
     }
     if (!target) break;
     if (target.cand.length >= MAX_CANDIDATE_RUNS) {
@@ -475,7 +481,12 @@ function report(r: ReportInput): Advice {
     if (k === 0) why.push('No candidate could be measured (see what was skipped).');
     else {
       why.push(`None of the ${k} candidate${k === 1 ? '' : 's'} tried was significantly better than the current configuration (${fmt(current.median, metricUnit)}, ${current.runs} runs)${best ? `; the closest, ${best.label}, measured ${fmt(best.median, metricUnit)}` : ''}.`);
-      if (hitRates.length) why.push(`Polls succeed ${hitRates.join(', ')} of the time, yet the figure does not move: this workload's result does not depend on how its vCPUs wait.`);
+      const rates = points.filter((p) => p.stage === 'halt-poll' && p.pollHitRate !== undefined).map((p) => p.pollHitRate!);
+      if (rates.length && Math.max(...rates) < 0.1) {
+        why.push(`Polls almost never succeed (${hitRates.join(', ')}): KVM stops polling as soon as another task wants the host CPU, so on a host this busy halt polling cannot change the result.`);
+      } else if (hitRates.length) {
+        why.push(`Polls succeed ${hitRates.join(', ')} of the time, yet the figure does not move: this workload's result does not depend on how its vCPUs wait.`);
+      }
       if (current.haltExitsPerS !== undefined) why.push(`Halt exits: ${Math.round(current.haltExitsPerS)}/s with the current configuration.`);
     }
     if (goal.kind === 'host-cpu' && current.meetsBound === false) why.push(`The current configuration misses the bound itself (median ${fmt(current.valueMedian, input.unit)}).`);

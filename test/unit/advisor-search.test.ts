@@ -57,7 +57,8 @@ function harness(model: Model, over: Partial<SearchInput> = {}) {
 // Like this host's timer workload: polling of 1 ms or more cuts the lateness; shorter does nothing.
 const timerLike: Model = { value: (d) => 60_000 * ((d.haltPollNs ?? 0) >= 1_000_000 ? 0.6 : 1) };
 
-describe('the tuning advisor\'s search', () => {
+// Each search computes dozens of bootstrap intervals: generous time on a shared, busy machine.
+describe('the tuning advisor\'s search', { timeout: 60_000 }, () => {
   it('recommends polling of 1 ms or more where that is what helps, with its evidence', async () => {
     const h = harness(timerLike);
     const advice = await searchKnobs(h.input);

@@ -36,7 +36,7 @@ export function TuneResult({ detail, vm }: { detail: ExperimentDetail; vm?: VmRe
     }
   };
   return (
-    <div className="tune-result" data-testid="tune-result" data-recommendation={a.recommendation.kind}>
+    <div className="tune-result" data-testid="tune-result" data-recommendation={a.recommendation.kind} data-experiment-id={detail.id}>
       <h3>Recommendation: {change ? change.label : 'keep the current configuration'}</h3>
       <p data-testid="tune-headline">{a.headline}</p>
       {detail.recommendedConfig && <p className="small">Configuration: <code data-testid="tune-config">{detail.recommendedConfig}</code></p>}
