@@ -85,6 +85,8 @@ export interface SearchInput {
   lowerIsBetter: boolean;
   hasTail: boolean;
   current: CurrentKnobs;
+  /** The host's halt_poll_ns: what a configuration without halt-poll-ns polls (where the curve places it). */
+  defaultHaltPollNs?: number;
   hostCpus: number;
   /** Why this host cannot run a candidate (the runnability check), or undefined when it can. */
   runnable(delta: KnobDelta): string | undefined;
@@ -321,7 +323,7 @@ export async function searchKnobs(input: SearchInput): Promise<Advice> {
     }
     const bestPoll = () => {
       const ranked = contenders().filter((m) => m.c.stage === 'halt-poll');
-      return ranked[0] && score(ranked[0]) < 1 ? pollOf(ranked[0]) : (input.current.haltPollNs ?? 200_000);
+      return ranked[0] && score(ranked[0]) < 1 ? pollOf(ranked[0]) : (input.current.haltPollNs ?? input.defaultHaltPollNs ?? 200_000);
     };
     const logDistance = (a: number, b: number) => Math.abs(Math.log10(a + 1_000) - Math.log10(b + 1_000));
     const fine = HALT_POLL_FINE.filter((ns) => ns !== input.current.haltPollNs);
@@ -440,7 +442,10 @@ function report(r: ReportInput): Advice {
     ...(p.pollHitRate !== undefined ? { pollHitRate: p.pollHitRate } : {}),
     ...(p.stopped ? { stopped: p.stopped } : {}),
   }));
-  if (input.current.haltPollNs !== undefined) curve.push({ haltPollNs: input.current.haltPollNs, label: 'current', median: current.median, ...(current.pollHitRate !== undefined ? { pollHitRate: current.pollHitRate } : {}) });
+  const currentPoll = input.current.haltPollNs ?? input.defaultHaltPollNs;
+  if (currentPoll !== undefined && !curve.some((p) => p.haltPollNs === currentPoll)) {
+    curve.push({ haltPollNs: currentPoll, label: 'current', median: current.median, ...(current.pollHitRate !== undefined ? { pollHitRate: current.pollHitRate } : {}) });
+  }
   curve.sort((a, b) => a.haltPollNs - b.haltPollNs);
 
   const why: string[] = [];

@@ -8,7 +8,7 @@ import { resolveMachine } from '../vmm/config/resolve.ts';
 import { ConfigError, type VmConfig } from '../vmm/config/vm-config.ts';
 import { probeHost, type HostCapabilities } from '../vmm/machine/host-caps.ts';
 import { hostSpeed } from '../vmm/host-speed.ts';
-import { AdvisorError, applyDelta, deltaString, goalProblem, searchKnobs, type Advice, type Candidate, type KnobDelta, type Sample } from './advisor.ts';
+import { AdvisorError, ROUND_RUNS, applyDelta, deltaString, goalProblem, searchKnobs, type Advice, type Candidate, type KnobDelta, type Sample } from './advisor.ts';
 import { compareConfigs } from './compare.ts';
 import { ExperimentCancelled, ExperimentError, LINUX_ON_PVM, failuresOf, prepareExperiment, summarize } from './runner.ts';
 import { MAX_WORKLOAD_ARGS } from './limits.ts';
@@ -170,6 +170,7 @@ export async function runTune(rawSpec: unknown, onProgress: (p: ExperimentProgre
         ...(current.pin ? { pin: current.pin } : {}),
       },
       hostCpus: host.hostCpus.length,
+      ...(typeof host.haltPollParams.halt_poll_ns === 'number' ? { defaultHaltPollNs: host.haltPollParams.halt_poll_ns } : {}),
       runnable: (d) => {
         try {
           resolveMachine(applyDelta(current, d), host);
@@ -206,7 +207,7 @@ export async function runTune(rawSpec: unknown, onProgress: (p: ExperimentProgre
   const recommendedConfig = advice.recommendation.kind === 'change' ? formatConfigString(applyDelta(current, advice.recommendation.delta)) : undefined;
   return {
     kind: 'tune', tune: spec, advice, ...(recommendedConfig ? { recommendedConfig } : {}),
-    spec: { guest: spec.guest, workload: spec.workload, ...(spec.workloadArgs ? { workloadArgs: spec.workloadArgs } : {}), configs, runs: 5 },
+    spec: { guest: spec.guest, workload: spec.workload, ...(spec.workloadArgs ? { workloadArgs: spec.workloadArgs } : {}), configs, runs: ROUND_RUNS },
     status: raw.length === 0 || failures.length === raw.length ? 'failed' : failures.length ? 'partial' : 'ok',
     unit: w.unit, rows, comparisons, raw, failures, wallMs: performance.now() - t0,
     environment: { hostKind: host.kind, hostCpus: host.hostCpus.length, hostSpeed: speed, haltPollParams: host.haltPollParams, node: process.versions.node },

@@ -128,7 +128,7 @@ export class Experiments {
     } catch (e) {
       throw new ApiError('invalid', (e as Error).message);
     }
-    const shown: ExperimentSpec = { guest: spec.guest, workload: spec.workload, ...(spec.workloadArgs ? { workloadArgs: spec.workloadArgs } : {}), configs: [{ name: 'current', config: spec.config }], runs: 5 };
+    const shown: ExperimentSpec = { guest: spec.guest, workload: spec.workload, ...(spec.workloadArgs ? { workloadArgs: spec.workloadArgs } : {}), configs: [{ name: 'current', config: spec.config }], runs: 5 }; // the advisor's rounds: 5 runs a side
     return this.launch(shown, spec.budgetS, { kind: 'tune', tune: spec }, (onProgress, signal) => tune.runTune(spec, onProgress, signal));
   }
 

@@ -2,7 +2,8 @@
 // person opens a VM, clicks Tune…, types the workload and a budget (a budget out of range is
 // refused at the field, the text kept), starts a small-budget tune, watches the progress, reads
 // the result (recommendation, confidence, why, curve, table) and clicks Apply; the VM's
-// configuration then has the recommended knobs, and the tune is in the experiments list.
+// configuration then has the recommended knobs, and the tune is in the experiments list. A
+// running tune is cancelled with its Cancel button.
 // Screenshots go to test/artifacts/.
 //
 // The VM starts with 4 ms halt polling on the ipi workload. Which advice a 50 s search gives
@@ -136,7 +137,12 @@ describe.skipIf(reason !== null)('the advisor on the VM page', () => {
     // The tune is an experiment like the others: listed under Compare.
     await page.getByRole('button', { name: 'Compare' }).first().click();
     await page.getByText('tune · probe · ipi').first().waitFor();
-    await page.getByText(`advisor for ${name}`).first().waitFor();
+    await page.getByText(`advisor for ${name}`).first().click();
+    // There: the same advice, and a row per configuration measured as for any experiment.
+    const listed = page.locator('[data-testid="tune-result"]');
+    await listed.waitFor();
+    expect(await listed.getByTestId('tune-headline').textContent()).toBe(headline);
+    await page.screenshot({ path: artifact('tune-in-experiments.png'), fullPage: true });
     expect(browser!.errors).toEqual([]);
   }, scaled((BUDGET_S + 240) * 1000));
   it('applies a finished tune from the experiments list to its stopped VM', async () => {
@@ -160,4 +166,22 @@ describe.skipIf(reason !== null)('the advisor on the VM page', () => {
     await page.getByText(/^Applied to fleet db on /).waitFor();
     expect(browser!.errors).toEqual([]);
   }, scaled(60_000));
+  it('cancels a running tune: its VM stops at once, and the tune is kept as cancelled', async () => {
+    const { page } = browser!;
+    await page.getByRole('button', { name: 'Library' }).first().click();
+    await page.getByRole('button', { name, exact: true }).first().click();
+    await page.getByRole('heading', { name, level: 1 }).waitFor();
+    await page.getByRole('button', { name: 'Tune…' }).click();
+    const panel = page.getByRole('region', { name: 'Advisor' });
+    await typeInto(page, panel.getByLabel('Workload', { exact: true }), 'ipi', { leave: true });
+    await typeInto(page, panel.getByLabel('Budget', { exact: true }), '10m', { leave: true });
+    await panel.getByRole('button', { name: 'Start tuning' }).click();
+    await panel.getByText(/round 1: /).first().waitFor({ timeout: scaled(60_000) });
+    const t0 = Date.now();
+    await panel.getByRole('button', { name: 'Cancel tuning' }).click();
+    await panel.getByTestId('tune-ended').filter({ hasText: 'The last tune cancelled: cancelled by the user.' }).waitFor({ timeout: scaled(30_000) });
+    expect(Date.now() - t0).toBeLessThan(scaled(15_000));
+    expect(await panel.getByRole('button', { name: 'Start tuning' }).isEnabled()).toBe(true);
+    expect(browser!.errors).toEqual([]);
+  }, scaled(120_000));
 });
