@@ -16,6 +16,8 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { UNHALT_BIN, runCli } from '../support/cli.ts';
 import { kvmAvailable } from '../support/probe.ts';
+import { LibraryStore } from '../../electron/service/library-store.ts';
+import { validateConfig } from '../../electron/vmm/config/vm-config.ts';
 import { scaled } from '../support/time-scale.ts';
 
 const home = () => mkdtempSync(join(tmpdir(), 'unhalt-tune-'));
@@ -92,9 +94,11 @@ describe.skipIf(!kvmAvailable)('unhalt tune', () => {
     expect(t.wallS).toBeLessThanOrEqual(budgetS + marginS(budgetS));
   }, scaled(600_000));
 
-  it('SIGINT stops a tune at once with 130 and keeps nothing', async () => {
+  it('tunes a VM of the library by name; SIGINT stops it at once with 130 and keeps nothing', async () => {
     const h = home();
-    const child = spawn(process.execPath, [UNHALT_BIN, 'tune', '--config', 'cpus=1', '--workload', 'timer', '--budget', '2m'], { env: { ...process.env, UNHALT_HOME: h }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const store = await LibraryStore.open(h);
+    await store.mutate((vms) => { vms.push({ id: 'vm-cli-tune', config: validateConfig({ name: 'web 1', cpus: 1, machine: 'unhalt-1.0' }), createdAt: Date.now(), updatedAt: Date.now() }); });
+    const child = spawn(process.execPath, [UNHALT_BIN, 'tune', 'web 1', '--workload', 'timer', '--budget', '2m'], { env: { ...process.env, UNHALT_HOME: h }, stdio: ['ignore', 'pipe', 'pipe'] });
     let stderr = '';
     let stdout = '';
     child.stdout.on('data', (d) => { stdout += d; });
@@ -104,6 +108,7 @@ describe.skipIf(!kvmAvailable)('unhalt tune', () => {
     }));
     const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
     await signalled;
+    expect(stderr).toMatch(/unhalt tune: \d+\/120 s round 1: halt-poll-ns=0 vs current\n/);
     expect(code).toBe(130);
     expect(stderr).toContain('unhalt: SIGINT: the tune was cancelled; nothing was saved');
     expect(stdout).toBe('');
