@@ -99,6 +99,7 @@ export function TunePanel({ vm }: { vm: VmRecord }) {
             <label htmlFor={`${id}-bound`}>Latency bound</label>
             <input id={`${id}-bound`} value={bound} inputMode="decimal" autoComplete="off" aria-invalid={!!fieldErrors.bound}
               onChange={(e) => setBound(e.target.value)} onBlur={() => leave('bound', checkBound(bound))} />
+            <span className="muted small">the workload&apos;s figure every recommendation must meet, in its unit (ns for ipi and timer; at least, for rates)</span>
             {fieldError('bound')}
           </div>
         )}
