@@ -21,7 +21,7 @@
 // Bonferroni correction for the number of candidates measured (p < 0.05 / k and the 95 % CI
 // excludes 1): trying many knobs must not turn a chance difference into advice. When nothing
 // passes, the advice is to keep the current configuration — a result, not a failure.
-import { ALPHA, compareSamples, formatP, median, type Better, type Comparison } from './stats.ts';
+import { ALPHA, compareSamples, median, type Better, type Comparison } from './stats.ts';
 import { GOAL_KINDS, type GoalKind } from './tune-limits.ts';
 import type { VmConfig } from '../vmm/config/vm-config.ts';
 
@@ -434,7 +434,7 @@ function report(r: ReportInput): Advice {
   const winner = winners[0];
   const metricUnit = goal.kind === 'host-cpu' ? 'ns host CPU' : input.unit;
   const k = r.measured.size;
-  const alphaText = `${ALPHA} / ${k} = ${formatP(r.correctedAlpha)}`;
+  const alphaText = `${ALPHA} / ${k} = ${+r.correctedAlpha.toPrecision(2)}`;
 
   const curve: Advice['curve'] = points.filter((p) => p.stage === 'halt-poll').map((p) => ({
     haltPollNs: p.delta.haltPollNs!, label: p.label, median: p.median,
@@ -485,7 +485,7 @@ function report(r: ReportInput): Advice {
     };
     if (k === 0) why.push('No candidate could be measured (see what was skipped).');
     else {
-      why.push(`None of the ${k} candidate${k === 1 ? '' : 's'} tried was significantly better than the current configuration (${fmt(current.median, metricUnit)}, ${current.runs} runs)${best ? `; the closest, ${best.label}, measured ${fmt(best.median, metricUnit)}` : ''}.`);
+      why.push(`${k === 1 ? 'The one candidate tried was not' : `None of the ${k} candidates tried was`} significantly better than the current configuration (${fmt(current.median, metricUnit)}, ${current.runs} runs)${best ? `; the closest, ${best.label}, measured ${fmt(best.median, metricUnit)}` : ''}.`);
       const rates = points.filter((p) => p.stage === 'halt-poll' && p.pollHitRate !== undefined).map((p) => p.pollHitRate!);
       if (rates.length && Math.max(...rates) < 0.1) {
         why.push(`Polls almost never succeed (${hitRates.join(', ')}): KVM stops polling as soon as another task wants the host CPU, so on a host this busy halt polling cannot change the result.`);
@@ -532,7 +532,7 @@ function pct(x: number): string {
 
 export function fmt(v: number, unit: string): string {
   if (!Number.isFinite(v)) return '—';
-  if (unit === 'ns host CPU') return `${ms(v)} host CPU`;
+  if (unit === 'ns host CPU') return ms(v);
   return `${+v.toPrecision(4)} ${unit}`;
 }
 

@@ -10,6 +10,7 @@ const perS = (v: number | undefined) => (v === undefined ? '—' : String(Math.r
 
 export function formatTuneMarkdown(t: TuneResult): string {
   const a = t.advice;
+  const unitHead = a.metricUnit === 'ns host CPU' ? 'host CPU per run' : a.metricUnit;
   const s = t.tune;
   const lines: string[] = [
     `# Tuning advisor: ${s.workload}${s.workloadArgs ? ` (${s.workloadArgs})` : ''}${s.vmName ? ` for VM "${s.vmName}"` : ''}`,
@@ -27,13 +28,13 @@ export function formatTuneMarkdown(t: TuneResult): string {
       `| halted, waiting | ${msOf(a.price.haltWaitNs[0] ?? undefined)} | ${msOf(a.price.haltWaitNs[1] ?? undefined)} |`);
   }
   if (a.curve.length) {
-    lines.push('', `## ${a.goalText} against halt-poll-ns`, '', `| halt-poll-ns | median (${a.metricUnit}) | 95 % CI | poll hit rate | |`, '| ---: | ---: | ---: | ---: | --- |');
+    lines.push('', `## ${a.goalText} against halt-poll-ns`, '', `| halt-poll-ns | median (${unitHead}) | 95 % CI | poll hit rate | |`, '| ---: | ---: | ---: | ---: | --- |');
     for (const p of a.curve) {
       lines.push(`| ${ns(p.haltPollNs)} | ${fmt(p.median, a.metricUnit)} | ${p.ci ? `${fmt(p.ci[0], a.metricUnit)}–${fmt(p.ci[1], a.metricUnit)}` : '—'} | ${pct(p.pollHitRate)} | ${p.label === 'current' ? 'current' : p.stopped ? 'stopped early' : ''} |`);
     }
   }
   lines.push('', '## Every configuration measured', '',
-    `| configuration | runs | median (${a.metricUnit}) | ratio | 95 % CI | p | poll hit rate | halt exits/s | host CPU/run | poll CPU/run | |`,
+    `| configuration | runs | median (${unitHead}) | ratio | 95 % CI | p | poll hit rate | halt exits/s | host CPU/run | poll CPU/run | |`,
     '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |',
     row(a, a.current), ...a.points.map((p) => row(a, p)));
   if (a.skipped.length) lines.push('', '## Not run', '', ...a.skipped.map((x) => `- ${x.label}: ${x.reason}`));

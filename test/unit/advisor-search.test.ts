@@ -6,6 +6,8 @@ import {
   AdvisorError, HALT_POLL_COARSE, ROUND_RUNS, goalProblem, searchKnobs, type Candidate, type KnobDelta, type Round, type SearchInput,
 } from '../../electron/experiments/advisor.ts';
 import { seededRandom } from '../../electron/experiments/stats.ts';
+import { formatTuneMarkdown } from '../../electron/experiments/tune-format.ts';
+import type { TuneResult } from '../../electron/experiments/tune.ts';
 
 interface Model {
   /** The workload's figure for a configuration (before noise). */
@@ -181,5 +183,21 @@ describe('the tuning advisor\'s search', { timeout: 60_000 }, () => {
     const advice = await searchKnobs(h.input);
     expect(h.measuredLabels).toHaveLength(2);
     expect(advice.budget.rounds).toBe(2);
+  });
+  it('prints the advice as markdown: recommendation, confidence, why, price, the curve, every configuration', async () => {
+    const advice = await searchKnobs(harness(timerLike).input);
+    const md = formatTuneMarkdown({
+      kind: 'tune', advice, recommendedConfig: 'cpus=1,memory=128,machine=unhalt-1.1,halt-poll-ns=1000000', failures: [],
+      tune: { guest: 'probe', workload: 'timer', config: 'cpus=1,memory=128,machine=unhalt-1.1', goal: 'latency-p50', budgetS: 300 },
+    } as unknown as TuneResult);
+    expect(md).toMatch(/^# Tuning advisor: timer\n/);
+    expect(md).toMatch(/\*\*Recommendation: halt-poll-ns=\d+\*\*/);
+    expect(md).toContain('recommended configuration: `cpus=1,memory=128,machine=unhalt-1.1,halt-poll-ns=1000000`');
+    expect(md).toMatch(/confidence: 0\.\d\d× \(95 % CI [0-9.]+–[0-9.]+, (p < 0\.001|p = [0-9.]+)\); significant at 0\.05 \/ \d+ = 0\.\d+ \(\d+ candidates tried\)/);
+    expect(md).toContain('## Why');
+    expect(md).toContain('## Price in host CPU (medians per run)');
+    expect(md).toContain('## lowest p50 (ns) against halt-poll-ns');
+    expect(md).toMatch(/^\| 1 ms \| [0-9.]+ ns \|/m);
+    expect(md).toMatch(/^\| current \| \d+ \| /m);
   });
 });

@@ -11,7 +11,7 @@ type Curve = AdviceDto['curve'];
 const pct = (v: number | undefined) => (v === undefined ? '—' : `${Math.round(v * 100)} %`);
 const msOf = (v: number | null | undefined) => (v === undefined || v === null ? '—' : `${+(v / 1e6).toPrecision(3)} ms`);
 const nsLabel = (v: number) => (v === 0 ? '0' : v >= 1e6 ? `${+(v / 1e6).toPrecision(3)} ms` : v >= 1e3 ? `${+(v / 1e3).toPrecision(3)} µs` : `${v} ns`);
-const figure = (v: number, unit: string) => (!Number.isFinite(v) ? '—' : unit === 'ns host CPU' ? `${msOf(v)} CPU` : `${+v.toPrecision(4)} ${unit}`);
+const figure = (v: number, unit: string) => (!Number.isFinite(v) ? '—' : unit === 'ns host CPU' ? `${msOf(v)} host CPU` : `${+v.toPrecision(4)} ${unit}`);
 
 export function TuneResult({ detail, vm }: { detail: ExperimentDetail; vm?: VmRecord }) {
   const a = detail.advice!;
