@@ -75,7 +75,16 @@ export function TuneResult({ detail, vm }: { detail: ExperimentDetail; vm?: VmRe
           ))}
         </tbody>
       </table>
-      {a.price && <p className="small"><strong>Price:</strong> {a.price.text}</p>}
+      {a.price && (
+        <table className="results tune-price" aria-label="Price in host CPU per run">
+          <thead><tr><th>host CPU per run (medians)</th><th>current</th><th>recommended</th></tr></thead>
+          <tbody>
+            <tr><td>vCPU threads</td><td>{msOf(a.price.hostCpuNs[0])}</td><td>{msOf(a.price.hostCpuNs[1])}</td></tr>
+            <tr><td>of which polling</td><td>{msOf(a.price.pollNs[0])}</td><td>{msOf(a.price.pollNs[1])}</td></tr>
+            <tr><td>halted, waiting</td><td>{msOf(a.price.haltWaitNs[0])}</td><td>{msOf(a.price.haltWaitNs[1])}</td></tr>
+          </tbody>
+        </table>
+      )}
       {a.skipped.length > 0 && (
         <details className="small">
           <summary>Not run ({a.skipped.length})</summary>
