@@ -17,7 +17,7 @@ const METHODS = [
   'host', 'listVms', 'getVm', 'createVm', 'updateVm', 'renameVm', 'keepLiveKnobs', 'cloneVm', 'deleteVm', 'describeConfig', 'checkBootFiles', 'exportConfig',
   'startVm', 'stopVm', 'forceStopVm', 'resetVm', 'pauseVm', 'resumeVm', 'status', 'setHaltPollNs', 'setPin',
   'sendConsole', 'subscribe', 'unsubscribe', 'startExperiment', 'listExperiments', 'getExperiment',
-  'cancelExperiment', 'deleteExperiment',
+  'cancelExperiment', 'deleteExperiment', 'startTune', 'applyTune',
   'dismissLibraryNotices', 'listAllowedFolders', 'addAllowedFolder', 'removeAllowedFolder',
 ] as const;
 // Compile-time: the list names every method of the table and nothing else.

@@ -2,17 +2,16 @@
 // `--config 'cpus=2,...'` instead of VM for a configuration that is not in the library (a
 // recommendation). The library is only read, never changed or locked (a rename is atomic, so a
 // read sees the old file or the new one): the app may own it meanwhile.
-import { existsSync, readFileSync } from 'node:fs';
-import { LibraryFileError, parseLibrary } from '../service/library-schema.ts';
+import { LibraryFileError } from '../service/library-schema.ts';
 import { OutputError, writeOutputFile } from '../service/output-file.ts';
-import { homeLayout, unhaltHome } from '../service/paths.ts';
 import { parseConfigString } from '../vmm/config/config-string.ts';
 import { resolveBoot } from '../vmm/config/resolve.ts';
-import { ConfigError, GUESTS, sameVmName, type VmConfig } from '../vmm/config/vm-config.ts';
+import { ConfigError, GUESTS } from '../vmm/config/vm-config.ts';
 import { EXPORT_FORMATS, exportConfig, isExportFormat } from '../vmm/export/export.ts';
 import { hostKind, type HostKind } from '../vmm/host.ts';
 import { EXIT_CODES, UsageError, parse, say } from './args.ts';
 import { flushStdout, stdoutProblem } from './stdout.ts';
+import { libraryVm } from './library-vm.ts';
 
 export const EXPORT_OPTIONS = {
   format: { type: 'string' },
@@ -54,17 +53,4 @@ export async function exportCommand(argv: string[]): Promise<number> {
     say(e instanceof LibraryFileError ? `the VM library cannot be read: ${e.message}` : e.message);
     return EXIT_CODES.badInput;
   }
-}
-
-/** The VM of that name in UNHALT_HOME's library. */
-function libraryVm(name: string): VmConfig {
-  const file = homeLayout(unhaltHome()).library;
-  if (!existsSync(file)) throw new UsageError(`there is no VM library at ${file} (UNHALT_HOME), so no VM "${name.slice(0, 64)}"; use --config for a configuration`);
-  const { vms } = parseLibrary(readFileSync(file, 'utf8')).file;
-  const vm = vms.find((v) => sameVmName(v.config.name, name));
-  if (!vm) {
-    const names = vms.map((v) => v.config.name);
-    throw new UsageError(`no VM named "${name.slice(0, 64)}" in ${file}${names.length ? `; VMs: ${names.slice(0, 20).join(', ')}${names.length > 20 ? ', ...' : ''}` : ' (it is empty)'}`);
-  }
-  return vm.config;
 }

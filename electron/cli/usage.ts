@@ -17,6 +17,15 @@ export const BENCH_USAGE = `usage: unhalt bench --workload NAME --config A='cpus
 An A/B experiment: one workload under two or more configurations; kept under UNHALT_HOME.
 `;
 
+export const TUNE_USAGE = `usage: unhalt tune VM --workload NAME --budget 5m [--goal latency-p50|latency-p99|throughput|host-cpu]
+                   [--latency-bound N] [--workload-args S] [--format markdown|json] [--output F]
+       unhalt tune --config 'cpus=1,halt-poll-ns=0' [--guest probe|linux] --workload NAME --budget 5m ...
+The tuning advisor: searches halt-poll-ns, cpu-pm, kvm-pv-unhalt and pinning (what this host can
+run) with alternating runs against the current configuration, within the budget, and recommends
+a configuration with its evidence, or to keep the current one. Kept under UNHALT_HOME.
+Exit codes as for bench: 0 ok, 1 bad input (nothing ran), 2 runs failed, 130/143 SIGINT/SIGTERM.
+`;
+
 export const DOCTOR_USAGE = `usage: unhalt doctor [--json]
 Checks this host: /dev/kvm, KVM capabilities, halt polling, PVM, built guests.
 `;
@@ -43,7 +52,8 @@ commands:
   machines  list machine types and their default properties
   serve     host mode: the app in a browser, on 127.0.0.1 with a token in the URL
   bench     A/B experiment: one workload under two or more configurations
+  tune      the tuning advisor: the knob settings that best serve a goal, with the evidence
   export    a VM as a QEMU command line, a libvirt domain or a KubeVirt VirtualMachine
 
-${[RUN_USAGE, BENCH_USAGE, DOCTOR_USAGE, SERVE_USAGE, EXPORT_USAGE].map((u) => u.split('\n')[0]!.replace(/^usage: /, '')).join('\n')}
+${[RUN_USAGE, BENCH_USAGE, TUNE_USAGE, DOCTOR_USAGE, SERVE_USAGE, EXPORT_USAGE].map((u) => u.split('\n')[0]!.replace(/^usage: /, '')).join('\n')}
 `;

@@ -441,7 +441,7 @@ export async function runBare(work: Workload, args: string[], binary: string = L
  * hypercalls are the mechanism the knobs change: cpu-pm=on takes halt exits to 0 on
  * hardware-backed KVM, pv-unhalt kicks are KVM_HC_KICK_CPU hypercalls.
  */
-function statsDelta(sampler: Sampler, fromT?: number): Pick<RunRecord, 'haltExits' | 'haltExitsPerS' | 'hypercalls' | 'pollHitRate' | 'hostCpuNs'> {
+function statsDelta(sampler: Sampler, fromT?: number): Pick<RunRecord, 'haltExits' | 'haltExitsPerS' | 'hypercalls' | 'pollHitRate' | 'hostCpuNs' | 'pollNs' | 'haltWaitNs'> {
   let recs = sampler.records();
   if (fromT !== undefined) {
     const base = recs.filter((r) => r.t <= fromT).at(-1)?.t;
@@ -453,6 +453,8 @@ function statsDelta(sampler: Sampler, fromT?: number): Pick<RunRecord, 'haltExit
   let polls = 0;
   let hits = 0;
   let cpu = 0;
+  let pollNs = 0;
+  let waitNs = 0;
   let seconds = 0;
   for (let v = 0; v < sampler.cpus; v++) {
     const mine = recs.filter((r) => r.vcpu === v);
@@ -464,7 +466,12 @@ function statsDelta(sampler: Sampler, fromT?: number): Pick<RunRecord, 'haltExit
     hypercalls += d('hypercalls');
     polls += d('halt_attempted_poll');
     hits += d('halt_successful_poll');
-    cpu += Number(last.host_cpu_ns ?? 0) - (fromT !== undefined ? Number(first.host_cpu_ns ?? 0) : 0);
+    pollNs += d('halt_poll_success_ns') + d('halt_poll_fail_ns');
+    waitNs += d('halt_wait_ns');
+    // The thread's CPU time from the last sample that could read it: the final sample, taken as
+    // the vCPU thread ends, often finds it gone (null), which read as 0 ns.
+    const lastCpu = mine.findLast((r) => typeof r.host_cpu_ns === 'number')?.host_cpu_ns;
+    cpu += Number(lastCpu ?? 0) - (fromT !== undefined ? Number(first.host_cpu_ns ?? 0) : 0);
     seconds = Math.max(seconds, (last.t - first.t) / 1000);
   }
   return {
@@ -474,6 +481,9 @@ function statsDelta(sampler: Sampler, fromT?: number): Pick<RunRecord, 'haltExit
     ...(sampler.fields.includes('hypercalls') ? { hypercalls } : {}),
     pollHitRate: polls > 0 ? hits / polls : null,
     hostCpuNs: cpu,
+    // Host kernels without the binary stats have neither counter (absent, not 0).
+    ...(sampler.fields.includes('halt_poll_success_ns') ? { pollNs } : {}),
+    ...(sampler.fields.includes('halt_wait_ns') ? { haltWaitNs: waitNs } : {}),
   };
 }
 

@@ -178,7 +178,7 @@ export function compareSamples(baseline: readonly number[], candidate: readonly 
 
 export function describeComparison(ratio: number | null, ci: [number, number] | null, p: number | null, verdict: VerdictKind): string {
   const r = ratio === null ? '—' : `${ratio.toFixed(2)}×`;
-  const parts = [ci ? `95 % CI ${ci[0].toFixed(2)}–${ci[1].toFixed(2)}` : '', p === null ? '' : `p = ${formatP(p)}`].filter(Boolean);
+  const parts = [ci ? `95 % CI ${ci[0].toFixed(2)}–${ci[1].toFixed(2)}` : '', p === null ? '' : p < 0.001 ? 'p < 0.001' : `p = ${formatP(p)}`].filter(Boolean);
   return `${r}${parts.length ? ` (${parts.join(', ')})` : ''}: ${verdict}`;
 }
 

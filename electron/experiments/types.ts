@@ -51,6 +51,10 @@ export interface RunRecord {
   hypercalls?: number;
   pollHitRate?: number | null;
   hostCpuNs?: number;
+  /** Host CPU time the vCPUs spent polling before halting (KVM halt_poll_success_ns + halt_poll_fail_ns). */
+  pollNs?: number;
+  /** Time the vCPUs spent halted, waiting for a wake-up (KVM halt_wait_ns). */
+  haltWaitNs?: number;
   wallMs: number;
   error?: string;
 }

@@ -11,6 +11,8 @@
 import type { VmConfig } from '../vmm/config/vm-config.ts';
 import type { Comparison, ExperimentResultRow, ExperimentSpec } from '../experiments/types.ts';
 import type { ExportedText, ExportFormat } from '../vmm/export/types.ts';
+import type { Advice } from '../experiments/advisor.ts';
+import type { TuneSpec } from '../experiments/tune-limits.ts';
 
 /** A VM configuration as stored and edited: the VMM's one schema (electron/vmm/config/vm-config.ts). */
 export type VmConfigDto = VmConfig;
@@ -146,6 +148,19 @@ export interface GuestMetric {
 /** Experiments: the runner's own types (electron/experiments/types.ts) and limits (plain data). */
 export type { Comparison, ExperimentSpec, ExperimentResultRow };
 export { CONFIG_NAME, FEW_RUNS, MAX_CONFIGS, MAX_RUNS } from '../experiments/limits.ts';
+/** The tuning advisor's goals and budget rule (plain data and one pure function). */
+export { GOAL_KINDS, GOAL_LABELS, MAX_BUDGET_S, MIN_BUDGET_S, parseBudget, type GoalKind } from '../experiments/tune-limits.ts';
+export type AdviceDto = Advice;
+export type TuneSpecDto = TuneSpec;
+
+/** What the VM page's advisor asks for (startTune): the rest comes from the VM. */
+export interface TuneRequest {
+  workload: string;
+  workloadArgs?: string;
+  goal: string;
+  latencyBound?: number;
+  budgetS: number;
+}
 
 export interface ExperimentSummary {
   id: string;
@@ -155,6 +170,9 @@ export interface ExperimentSummary {
   state: 'running' | 'done' | 'failed' | 'cancelled';
   progress: { done: number; total: number; current?: string };
   error?: string;
+  /** A tuning advisor's run (startTune): progress is seconds of its budget. */
+  kind?: 'tune';
+  tune?: TuneSpecDto;
 }
 
 export interface ExperimentDetail extends ExperimentSummary {
@@ -166,6 +184,12 @@ export interface ExperimentDetail extends ExperimentSummary {
   /** Every failed run, one line each. */
   failures?: { config: string; runner: string; run: number; error: string }[];
   environment: Record<string, unknown>;
+  /** A tune's advice: the recommendation, why, the confidence, the curve. */
+  advice?: AdviceDto;
+  /** The recommended configuration as a config string (machine type pinned). */
+  recommendedConfig?: string;
+  /** Where a tune's recommendation was applied (applyTune). */
+  applied?: { vmId: string; vmName: string; at: number; config: string };
 }
 
 export type ApiEvent =
@@ -240,6 +264,16 @@ export interface UnhaltApi {
   cancelExperiment(id: string): Promise<ExperimentSummary>;
   /** Removes a finished experiment from the list and from disk. */
   deleteExperiment(id: string): Promise<void>;
+  /**
+   * The tuning advisor on a VM's configuration: searches the knobs this host can run within the
+   * budget and records the result as an experiment (kind 'tune').
+   */
+  startTune(vmId: string, request: TuneRequest): Promise<ExperimentSummary>;
+  /**
+   * Stores a finished tune's recommendation in the VM's saved configuration (a stopped VM only:
+   * a running VM's settings are fixed at boot, so it is refused and nothing changes).
+   */
+  applyTune(experimentId: string, vmId: string): Promise<VmRecord>;
 
   /** The user has seen the library's notices (HostInfo.library.notices). */
   dismissLibraryNotices(): Promise<void>;
@@ -291,6 +325,8 @@ export const API_METHODS = {
   getExperiment: { kind: 'call', params: 1 },
   cancelExperiment: { kind: 'call', params: 1 },
   deleteExperiment: { kind: 'call', params: 1 },
+  startTune: { kind: 'call', params: 2 },
+  applyTune: { kind: 'call', params: 2 },
   dismissLibraryNotices: { kind: 'call', params: 0 },
   listAllowedFolders: { kind: 'call', params: 0 },
   addAllowedFolder: { kind: 'call', params: 1 },

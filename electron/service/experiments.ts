@@ -5,7 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { readdirSync, readFileSync, rmSync } from 'node:fs';
-import type { Comparison, ExperimentDetail, ExperimentSpec, ExperimentSummary } from './api.ts';
+import type { AdviceDto, Comparison, ExperimentDetail, ExperimentSpec, ExperimentSummary, TuneSpecDto as TuneSpec } from './api.ts';
 import { ExperimentError, totalRuns, validateSpec } from '../experiments/spec.ts';
 import { betterOf, compareRows } from '../experiments/stats.ts';
 import { writeFileAtomic } from './atomic-file.ts';
@@ -41,6 +41,15 @@ interface RunnerResult {
 
 /** The runner (electron/experiments/runner.ts), wherever this build keeps it (entry-url.ts). */
 const RUNNER_URL = entryUrl(new URL('../experiments/runner.ts', import.meta.url));
+/** The tuning advisor (electron/experiments/tune.ts), loaded like the runner. */
+const TUNE_URL = entryUrl(new URL('../experiments/tune.ts', import.meta.url));
+
+/** What the service needs of electron/experiments/tune.ts. */
+interface TuneModule {
+  /** The one check of a tune request, against this host (throws with a readable message). */
+  prepareTune(spec: unknown): TuneSpec;
+  runTune(spec: TuneSpec, onProgress: (p: Progress) => void, signal?: AbortSignal): Promise<RunnerResult & { spec: ExperimentSpec; advice: AdviceDto; tune: TuneSpec; recommendedConfig?: string }>;
+}
 
 /** The spec as the API takes it: the experiments layer's one check (spec.ts), as an ApiError. */
 export function validateExperimentSpec(raw: unknown): ExperimentSpec {
@@ -69,11 +78,15 @@ export class Experiments {
 
   private readonly onDelete: (id: string) => void;
 
-  constructor(dir: string, onUpdate: (s: ExperimentSummary) => void, loadRunner?: () => Promise<RunnerModule>, onDelete: (id: string) => void = () => {}) {
+  private readonly loadTune: () => Promise<TuneModule>;
+
+  constructor(dir: string, onUpdate: (s: ExperimentSummary) => void, loadRunner?: () => Promise<RunnerModule>, onDelete: (id: string) => void = () => {},
+    loadTune?: () => Promise<TuneModule>) {
     this.dir = dir;
     this.onUpdate = onUpdate;
     this.onDelete = onDelete;
     this.loadRunner = loadRunner ?? (() => import(RUNNER_URL.href) as Promise<RunnerModule>);
+    this.loadTune = loadTune ?? (() => import(TUNE_URL.href) as Promise<TuneModule>);
   }
 
   async start(raw: unknown): Promise<ExperimentSummary> {
@@ -92,10 +105,48 @@ export class Experiments {
     } catch (e) {
       throw new ApiError('invalid', (e as Error).message);
     }
+    return this.launch(spec, totalRuns(spec), {}, (onProgress, signal) => runner.runExperiment(spec, onProgress, signal));
+  }
+
+  /**
+   * Starts the tuning advisor (electron/experiments/tune.ts) as an experiment: one at a time with
+   * the others, listed with them, cancelled the same way; progress is seconds of the budget.
+   */
+  async startTune(raw: unknown): Promise<ExperimentSummary> {
+    this.assertIdle();
+    let tune: TuneModule;
+    try {
+      tune = await this.loadTune();
+      if (typeof tune.runTune !== 'function') throw new Error('it exports no runTune');
+    } catch (e) {
+      throw new ApiError('host', `the tuning advisor is not available in this build (it could not be loaded: ${(e as Error).message})`);
+    }
+    this.assertIdle();
+    let spec: TuneSpec;
+    try {
+      spec = tune.prepareTune(raw);
+    } catch (e) {
+      throw new ApiError('invalid', (e as Error).message);
+    }
+    const shown: ExperimentSpec = { guest: spec.guest, workload: spec.workload, ...(spec.workloadArgs ? { workloadArgs: spec.workloadArgs } : {}), configs: [{ name: 'current', config: spec.config }], runs: 5 }; // the advisor's rounds: 5 runs a side
+    return this.launch(shown, spec.budgetS, { kind: 'tune', tune: spec }, (onProgress, signal) => tune.runTune(spec, onProgress, signal));
+  }
+
+  /** Records what a tune's Apply did (the VM and the configuration it got). */
+  markApplied(id: string, applied: NonNullable<ExperimentDetail['applied']>): ExperimentDetail {
+    const d = this.read(id);
+    if (!d) throw new ApiError('not-found', `there is no experiment with the id "${id.slice(0, 40)}"`);
+    d.applied = applied;
+    this.save(d);
+    this.onUpdate(summary(d));
+    return d;
+  }
+
+  private launch(spec: ExperimentSpec, total: number, extra: Partial<StoredExperiment>,
+    run: (onProgress: (p: Progress) => void, signal: AbortSignal) => Promise<RunnerResult & { spec?: ExperimentSpec; advice?: AdviceDto; recommendedConfig?: string }>): ExperimentSummary {
     const id = `exp-${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
-    const total = totalRuns(spec);
     const detail: StoredExperiment = {
-      id, createdAt: Date.now(), spec, state: 'running', progress: { done: 0, total }, rows: [], environment: {},
+      id, createdAt: Date.now(), spec, state: 'running', progress: { done: 0, total }, rows: [], environment: {}, ...extra,
     };
     makeDirs(this.dir, 0o700);
     this.save(detail);
@@ -111,7 +162,13 @@ export class Experiments {
     };
     const done = (async () => {
       try {
-        const result = await runner.runExperiment(spec, onProgress, abort.signal);
+        const result = await run(onProgress, abort.signal);
+        if (result && typeof result === 'object' && 'advice' in result) {
+          Object.assign(detail, {
+            spec: result.spec ?? detail.spec, advice: result.advice,
+            ...(typeof result.recommendedConfig === 'string' ? { recommendedConfig: result.recommendedConfig } : {}),
+          });
+        }
         Object.assign(detail, {
           rows: Array.isArray(result?.rows) ? result.rows : [],
           ...(Array.isArray(result?.comparisons) ? { comparisons: result.comparisons } : {}),
@@ -249,6 +306,7 @@ const SHUTDOWN = 'shutdown';
 function summary(d: ExperimentDetail): ExperimentSummary {
   return {
     id: d.id, createdAt: d.createdAt, spec: d.spec, state: d.state, progress: { ...d.progress },
+    ...(d.kind ? { kind: d.kind } : {}), ...(d.tune ? { tune: d.tune } : {}),
     ...(d.error ? { error: d.error } : {}),
   };
 }

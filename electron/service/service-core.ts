@@ -19,6 +19,8 @@ import { checkBootFiles, checkHostLimits } from './config-checks.ts';
 import { ConsoleLogFile, consoleLogPath } from './console-log.ts';
 import { ApiError, toApiError } from './errors.ts';
 import { Experiments } from './experiments.ts';
+import { applyDelta } from '../experiments/advisor.ts';
+import { formatConfigString } from '../vmm/config/config-string.ts';
 import { LockBusyError } from './file-lock.ts';
 import { buildHostInfo, type ExtraCheck } from './host-info.ts';
 import { MAX_VMS, type LibraryRecord } from './library-schema.ts';
@@ -530,6 +532,46 @@ export class ServiceCore implements ApiCallHandlers {
 
   deleteExperiment(rawId: unknown): void {
     this.experiments.delete(rawId);
+  }
+
+  /** The tuning advisor on a VM's saved configuration; the request names the workload, goal and budget. */
+  startTune(rawVmId: unknown, raw: unknown): Promise<ExperimentSummary> {
+    this.open_();
+    const rec = this.record(rawVmId);
+    if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new ApiError('invalid', 'a tune request must be an object { workload, goal, budgetS }');
+    const { workload, workloadArgs, goal, latencyBound, budgetS, ...rest } = raw as Record<string, unknown>;
+    const unknownField = Object.keys(rest)[0];
+    if (unknownField !== undefined) throw new ApiError('invalid', `unknown tune field "${clip(unknownField, 40)}"`);
+    if (rec.config.guest !== 'probe' && rec.config.guest !== 'linux') {
+      throw new ApiError('invalid', `VM "${rec.config.name}" boots its own kernel: the advisor runs the bench workloads, which need the probe or the Linux guest`);
+    }
+    return this.experiments.startTune({
+      guest: rec.config.guest, config: formatConfigString(rec.config), vmId: rec.id, vmName: rec.config.name,
+      workload, goal, budgetS,
+      ...(workloadArgs !== undefined ? { workloadArgs } : {}), ...(latencyBound !== undefined ? { latencyBound } : {}),
+    });
+  }
+
+  /** A finished tune's recommendation into a stopped VM's saved configuration; recorded in the tune. */
+  async applyTune(rawExperimentId: unknown, rawVmId: unknown): Promise<VmRecord> {
+    const d = this.experiments.get(rawExperimentId);
+    if (d.kind !== 'tune' || !d.advice) throw new ApiError('conflict', `experiment ${d.id} is not a tune: there is no recommendation to apply`);
+    if (d.state !== 'done') throw new ApiError('conflict', `tune ${d.id} is ${d.state}: only a finished tune's recommendation can be applied`);
+    const rec = d.advice.recommendation;
+    if (rec.kind !== 'change') throw new ApiError('conflict', 'the advice was to keep the current configuration: there is nothing to apply');
+    const id = this.record(rawVmId).id;
+    const refuseRunning = () => {
+      const rt = this.runtimes.get(id);
+      if (rt?.running) throw new ApiError('conflict', `the VM is ${rt.status().state}: its settings are fixed at boot, so nothing was changed; stop it, then apply the recommendation (${rec.label})`);
+    };
+    refuseRunning();
+    const updated = await this.changeRecord(id, (r) => {
+      refuseRunning(); // again inside the change: a start may have claimed the VM meanwhile
+      r.config = this.shape(applyDelta(r.config, rec.delta));
+    });
+    this.experiments.markApplied(d.id, { vmId: id, vmName: updated.config.name, at: Date.now(), config: formatConfigString(updated.config) });
+    this.broadcastLibrary();
+    return this.dto(updated);
   }
 
   runningVmIds(): string[] {

@@ -5,6 +5,7 @@ import { CONFIG_NAME, FEW_RUNS, MAX_RUNS, type ExperimentDetail, type Experiment
 import { api, useApp, navigate, errorMessage } from '../../state/app.ts';
 import { ago } from '../../lib/format.ts';
 import { ResultsView } from './ResultsView.tsx';
+import { TuneResult } from './TuneResult.tsx';
 
 interface ConfigRow {
   name: string;
@@ -35,7 +36,7 @@ export const PRESETS: { label: string; configs: ConfigRow[]; workload?: { probe:
 ];
 
 /** The runner's workloads (electron/experiments/workloads.ts); free text is accepted too. */
-const WORKLOADS: Record<'probe' | 'linux', { name: string; summary: string; args?: string }[]> = {
+export const WORKLOADS: Record<'probe' | 'linux', { name: string; summary: string; args?: string }[]> = {
   probe: [
     { name: 'ipi', summary: 'IPI ping-pong between two vCPUs that wait in HLT: wake-up round-trip latency (p50); needs 2 vCPUs' },
     { name: 'timer', summary: 'LAPIC timer wake-up lateness from HLT (p50)' },
@@ -220,8 +221,8 @@ function PastExperiments({ experiments, selected }: { experiments: ExperimentSum
             <li key={x.id}>
               <button type="button" className="exp-item" aria-current={x.id === selected ? 'true' : undefined}
                 onClick={() => navigate({ view: 'compare', experimentId: x.id })}>
-                <span className="exp-name">{x.spec.guest} · {x.spec.workload}</span>
-                <span className="exp-configs">{x.spec.configs.map((c) => c.name).join(' vs ')}</span>
+                <span className="exp-name">{x.kind === 'tune' ? 'tune · ' : ''}{x.spec.guest} · {x.spec.workload}</span>
+                <span className="exp-configs">{x.kind === 'tune' ? `advisor for ${x.tune?.vmName ?? 'a configuration'}` : x.spec.configs.map((c) => c.name).join(' vs ')}</span>
                 <span className={`badge exp-${x.state}`}>{x.state === 'running' ? `${x.progress.done}/${x.progress.total}` : x.state}</span>
                 <span className="muted small">{ago(x.createdAt)}</span>
               </button>
@@ -280,7 +281,7 @@ function ExperimentPanel({ id, summary }: { id: string; summary?: ExperimentSumm
       <div className="progress-row">
         <progress max={1} value={x.state === 'done' ? 1 : frac} aria-label="Experiment progress" />
         <span className="small">
-          {x.state === 'running' ? `${x.progress.done} of ${x.progress.total}${x.progress.current ? ` — ${x.progress.current}` : ''}`
+          {x.state === 'running' ? `${x.progress.done} of ${x.progress.total}${x.kind === 'tune' ? ' s' : ''}${x.progress.current ? ` — ${x.progress.current}` : ''}`
             : x.state === 'done' ? 'done' : `${x.state}${x.error ? `: ${x.error}` : ''}`}
         </span>
         {x.state === 'running' && (
@@ -290,6 +291,7 @@ function ExperimentPanel({ id, summary }: { id: string; summary?: ExperimentSumm
           }}>{cancelling ? 'Cancelling…' : 'Cancel experiment'}</button>
         )}
       </div>
+      {detail?.advice && <TuneResult detail={detail} />}
       {detail && detail.rows.length > 0 ? <ResultsView detail={detail} />
         : x.state === 'running' ? <p className="muted">Results appear here when the runs finish.</p>
           : x.state === 'done' ? <p className="error">The experiment finished without results: no run reported its measurement.</p> : null}

@@ -12,6 +12,7 @@ import { ConfigPanel } from './ConfigPanel.tsx';
 import { RenameControl } from './RenameControl.tsx';
 import { ConfirmAction } from '../ConfirmAction.tsx';
 import { ExportPanel } from './ExportPanel.tsx';
+import { TunePanel } from './TunePanel.tsx';
 
 export function VmView({ id }: { id: string }) {
   const vm = useApp((s) => s.vms.find((v) => v.id === id));
@@ -36,6 +37,7 @@ export function VmView({ id }: { id: string }) {
           <KnobControls vm={vm} />
           <ConfigPanel vm={vm} />
           <ExportPanel vm={vm} />
+          <TunePanel vm={vm} />
         </div>
         <ChartsPanel vm={vm} />
       </div>
