@@ -18,6 +18,7 @@ export const NESTED_FILES = [
   'test/kvm/service.test.ts',
   'test/kvm/cli.test.ts',
   'test/kvm/smp-start.test.ts',
+  'test/kvm/virtio-rng.test.ts',
   'test/linux/linux-boot.test.ts',
   'test/linux/linux-hw.test.ts',
 ];
