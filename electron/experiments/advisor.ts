@@ -348,7 +348,9 @@ export async function searchKnobs(input: SearchInput): Promise<Advice> {
     return best && score(best) < 1 ? { ...best.c.delta } : {};
   })();
   const variants: KnobDelta[] = [];
-  if (!input.current.cpuPm) variants.push({ ...around, cpuPm: true });
+  // cpu-pm=on keeps HLT in the guest, so no halt exit is left to poll on: it is tried without the
+  // halt polling found above (a recommendation naming both would set a knob that does nothing).
+  if (!input.current.cpuPm) variants.push({ ...withoutHaltPolling(around), cpuPm: true });
   if (input.current.cpus >= 2) variants.push({ ...around, pvUnhalt: !input.current.pvUnhalt });
   if (!input.current.pin) variants.push({ ...around, pin: Array.from({ length: Math.min(input.current.cpus, input.hostCpus) }, (_, i) => i) });
   for (const v of variants) {
@@ -539,4 +541,9 @@ export function fmt(v: number, unit: string): string {
 export function seconds(msValue: number): string {
   const s = msValue / 1000;
   return s >= 120 ? `${+(s / 60).toPrecision(3)} min` : `${+s.toPrecision(3)} s`;
+}
+
+function withoutHaltPolling(d: KnobDelta): KnobDelta {
+  const { haltPollNs: _ignored, ...rest } = d;
+  return rest;
 }

@@ -102,14 +102,16 @@ describe.skipIf(!kvmAvailable)('unhalt tune', () => {
     let stderr = '';
     let stdout = '';
     child.stdout.on('data', (d) => { stdout += d; });
+    // One SIGINT only: a second one, after the tune has removed its handlers, would kill it.
+    let sent = false;
     const signalled = new Promise<void>((resolve) => child.stderr.on('data', (d) => {
       stderr += d;
-      if (/round 1:/.test(stderr)) { child.kill('SIGINT'); resolve(); }
+      if (!sent && /round 1:/.test(stderr)) { sent = true; child.kill('SIGINT'); resolve(); }
     }));
-    const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+    const code = await new Promise<number | string | null>((resolve) => child.on('close', (c, sig) => resolve(c ?? sig)));
     await signalled;
     expect(stderr).toMatch(/unhalt tune: \d+\/120 s round 1: halt-poll-ns=0 vs current\n/);
-    expect(code).toBe(130);
+    expect(code, stderr).toBe(130);
     expect(stderr).toContain('unhalt: SIGINT: the tune was cancelled; nothing was saved');
     expect(stdout).toBe('');
     expect(readdirSync(join(h, 'experiments'))).toEqual([]);
