@@ -39,7 +39,8 @@ class L1 {
     const log = createWriteStream(join(ARTIFACTS, 'l1-console.log'));
     const args = [
       ...qemu.dataArgs,
-      '-accel', 'tcg,thread=multi,tb-size=512', '-cpu', 'max', '-smp', '2', '-m', '4G', '-machine', 'q35',
+      // UNHALT_NESTED_L1_CPUS: L1's CPU count (2; 1 takes IPIs between emulation threads away).
+      '-accel', 'tcg,thread=multi,tb-size=512', '-cpu', 'max', '-smp', process.env.UNHALT_NESTED_L1_CPUS ?? '2', '-m', '4G', '-machine', 'q35',
       '-display', 'none', '-serial', 'stdio', '-monitor', 'none', '-no-reboot', '-nodefaults',
       '-kernel', join(NESTED, 'vmlinuz'), '-initrd', join(NESTED, 'initramfs.cpio.gz'),
       // UNHALT_NESTED_L1_APPEND: extra L1 kernel words, e.g. unhalt.kvm_amd=vgif=0 (module parameters).
