@@ -3,11 +3,7 @@
 // not be written); 2 one or more runs failed (the VM or its guest did not deliver: "the VM
 // failed"), each named on stderr in one line and in the output, whose table marks them
 // (partial results are still printed).
-import { join } from 'node:path';
-import { randomUUID } from 'node:crypto';
-import { writeFileAtomic } from '../service/atomic-file.ts';
-import { describeIoError } from '../service/io-errors.ts';
-import { OutputError, checkOutputPath, writeOutputFile } from '../service/output-file.ts';
+import { OutputError, checkOutputPath } from '../service/output-file.ts';
 import { ConfigError, integer } from '../vmm/config/vm-config.ts';
 import { homeLayout, unhaltHome } from '../service/paths.ts';
 import { failureLines, formatCsv, formatMarkdown, statusLine } from '../experiments/format.ts';
@@ -17,7 +13,7 @@ import { hostKind } from '../vmm/host.ts';
 import type { ExperimentSpec } from '../experiments/types.ts';
 import { EXIT_CODES, SIGNAL_EXIT_CODES, UsageError, parse, say } from './args.ts';
 import { onStopSignals, type StopSignal } from './stop-signals.ts';
-import { flushStdout, stdoutProblem } from './stdout.ts';
+import { deliverReport, experimentId, keepRecord } from './experiment-output.ts';
 import { MakeDirError, makeDirs } from '../service/make-dir.ts';
 
 export const BENCH_OPTIONS = {
@@ -86,27 +82,13 @@ export async function benchCommand(argv: string[]): Promise<number> {
       offSignals();
     }
     if (tty) process.stderr.write('\n');
-    const id = `${new Date().toISOString().replace(/[:.]/g, '-')}-${randomUUID().slice(0, 8)}`;
+    const id = experimentId();
     const record = { id, createdAt: Date.now(), ...result };
     const out = values.format === 'json' ? `${JSON.stringify(record, null, 2)}\n` : values.format === 'csv' ? formatCsv(result) : formatMarkdown(result);
     // The results are shown (or written) even if keeping them fails, and each failure is said.
-    let ok = true;
-    if (values.output) {
-      try {
-        writeOutputFile(values.output, out, 'the bench output');
-      } catch (e) {
-        if (!(e instanceof OutputError)) throw e;
-        say(e.message);
-        ok = false;
-      }
-    } else {
-      process.stdout.write(out);
-      await flushStdout();
-      if (stdoutProblem()) ok = false; // main says it
-    }
-    const saved = saveExperiment(id, record);
-    if (saved.ok) say(`experiment saved: ${saved.file}`);
-    else { say(saved.message); ok = false; }
+    const shown = await deliverReport(out, values.output, 'the bench output');
+    const kept = keepRecord(id, record, 'experiment');
+    const ok = shown && kept;
     const status = statusLine(result);
     if (status) {
       for (const line of [...failureLines(result.failures), status]) say(line);
@@ -120,14 +102,3 @@ export async function benchCommand(argv: string[]): Promise<number> {
 }
 
 /** Keeps the record under UNHALT_HOME/experiments (a folder of ours: plain atomic writes). */
-function saveExperiment(id: string, record: object): { ok: true; file: string } | { ok: false; message: string } {
-  const dir = homeLayout(unhaltHome()).experiments;
-  const file = join(dir, `${id}.json`);
-  try {
-    makeDirs(dir, 0o700);
-    writeFileAtomic(file, `${JSON.stringify(record, null, 2)}\n`);
-    return { ok: true, file };
-  } catch (e) {
-    return { ok: false, message: `the experiment was not saved in ${dir}: ${describeIoError(e)}` };
-  }
-}

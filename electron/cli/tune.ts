@@ -4,13 +4,9 @@
 // input, nothing ran (or the result could not be written); 2 one or more runs failed (each named
 // on stderr; the advice is still printed, from the runs that gave values); 130 / 143 cancelled
 // by SIGINT / SIGTERM (the run in progress ends at once, nothing is saved).
-import { randomUUID } from 'node:crypto';
-import { join } from 'node:path';
-import { writeFileAtomic } from '../service/atomic-file.ts';
-import { describeIoError } from '../service/io-errors.ts';
 import { LibraryFileError } from '../service/library-schema.ts';
 import { MakeDirError, makeDirs } from '../service/make-dir.ts';
-import { OutputError, checkOutputPath, writeOutputFile } from '../service/output-file.ts';
+import { OutputError, checkOutputPath } from '../service/output-file.ts';
 import { homeLayout, unhaltHome } from '../service/paths.ts';
 import { ConfigError, decimal } from '../vmm/config/vm-config.ts';
 import { hostKind } from '../vmm/host.ts';
@@ -23,7 +19,7 @@ import { prepareTune, runTune, type TuneSpec } from '../experiments/tune.ts';
 import { EXIT_CODES, SIGNAL_EXIT_CODES, UsageError, parse, say } from './args.ts';
 import { libraryRecord } from './library-vm.ts';
 import { onStopSignals, type StopSignal } from './stop-signals.ts';
-import { flushStdout, stdoutProblem } from './stdout.ts';
+import { deliverReport, experimentId, keepRecord } from './experiment-output.ts';
 
 export const TUNE_OPTIONS = {
   config: { type: 'string' },
@@ -93,31 +89,12 @@ export async function tuneCommand(argv: string[]): Promise<number> {
       offSignals();
     }
     if (tty) process.stderr.write('\n');
-    const id = `${new Date().toISOString().replace(/[:.]/g, '-')}-tune-${randomUUID().slice(0, 8)}`;
+    const id = experimentId('tune');
     const record = { id, createdAt: Date.now(), ...result };
     const out = values.format === 'json' ? `${JSON.stringify(record, null, 2)}\n` : formatTuneMarkdown(result);
-    let ok = true;
-    if (values.output) {
-      try {
-        writeOutputFile(values.output, out, 'the tune output');
-      } catch (e) {
-        if (!(e instanceof OutputError)) throw e;
-        say(e.message);
-        ok = false;
-      }
-    } else {
-      process.stdout.write(out);
-      await flushStdout();
-      if (stdoutProblem()) ok = false;
-    }
-    const dir = homeLayout(unhaltHome()).experiments;
-    try {
-      writeFileAtomic(join(dir, `${id}.json`), `${JSON.stringify(record, null, 1)}\n`);
-      say(`tune saved: ${join(dir, `${id}.json`)}`);
-    } catch (e) {
-      say(`the tune was not saved in ${dir}: ${describeIoError(e)}`);
-      ok = false;
-    }
+    const shown = await deliverReport(out, values.output, 'the tune output');
+    const kept = keepRecord(id, record, 'tune');
+    const ok = shown && kept;
     if (result.failures.length) {
       for (const f of result.failures) say(`failed: ${f.config} run ${f.run}: ${f.error}`);
       return EXIT_CODES.vmFailed;
