@@ -4,17 +4,23 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { innerSelection, NESTED_FILES } from '../nested/inner-report.ts';
+import { filesWithoutResults, innerSelection, NESTED_FILES, NESTED_PROBE_FILES } from '../nested/inner-report.ts';
 // @ts-expect-error plain ESM build script without types
 import { moduleLoadOrder } from '../../native/guest/linux/kernel-modules.mjs';
 
 describe('innerSelection', () => {
-  it('defaults to every nested file, the kvm and linux lanes, and no test pattern', () => {
+  it('defaults to every nested file, the kvm and linux lanes, with no test pattern', () => {
     const s = innerSelection({});
     expect(s.files).toEqual(NESTED_FILES);
     expect(s.lanes).toEqual(['kvm', 'linux']);
     expect(s.tests).toBeUndefined();
     expect(s.append).not.toMatch(/unhalt\.tests=/);
+  });
+
+  it('leaves the Linux files out on request', () => {
+    const s = innerSelection({ UNHALT_NESTED_LINUX: '0' });
+    expect(s.files).toEqual(NESTED_PROBE_FILES);
+    expect(s.lanes).toEqual(['kvm']);
   });
 
   it('narrows to named files and a one-word test pattern, carried as kernel command-line words', () => {
@@ -25,6 +31,13 @@ describe('innerSelection', () => {
 
   it('refuses a pattern with spaces (it would split into several kernel words)', () => {
     expect(() => innerSelection({ UNHALT_NESTED_TESTS: 'PCI bus' })).toThrow(/one word/);
+  });
+});
+
+describe('filesWithoutResults', () => {
+  it('names the selected files that no lane report has results for', () => {
+    const reports = [{ testResults: [{ name: '/project/test/kvm/boot.test.ts', assertionResults: [] }] }];
+    expect(filesWithoutResults(['test/kvm/boot.test.ts', 'test/kvm/knobs.test.ts'], reports)).toEqual(['test/kvm/knobs.test.ts']);
   });
 });
 

@@ -38,9 +38,10 @@ const t0 = performance.now();
 // dependencies and load order come from each module's own depends= field (the package ships no
 // modules.dep).
 export const L1_MODULE_ROOTS = ['kvm_amd', 'virtio_pci', 'virtio_blk'];
-// Host programs the kvm and linux lanes run inside L1, copied with every library they link.
-const HOST_PROGRAMS = ['qemu-system-x86_64', 'setpriv', 'prlimit'];
-const HOST_DATA_DIRS = ['/usr/share/qemu', '/usr/share/seabios'];
+// Host programs the kvm and linux lanes run inside L1, copied with every library they link
+// (e2fsprogs: the Linux disk checks make an ext4 image and read the guest's files back from it).
+const HOST_PROGRAMS = ['qemu-system-x86_64', 'setpriv', 'prlimit', 'mke2fs', 'debugfs', 'e2fsck'];
+const HOST_DATA_DIRS = ['/usr/share/qemu', '/usr/share/seabios', '/etc/mke2fs.conf'];
 
 function log(msg) {
   if (!quiet) process.stdout.write(`nested l1: ${msg} (${((performance.now() - t0) / 1000).toFixed(1)} s)\n`);
