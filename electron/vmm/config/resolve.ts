@@ -10,6 +10,7 @@ import { DISABLE_EXITS, type HostCapabilities } from '../machine/host-caps.ts';
 import { encodeFeatures, feature } from '../machine/features.ts';
 import { cpuPmUnavailable, featureOnButUnavailable, featureUnavailable, haltPollUnavailable } from './host-rules.ts';
 import { machineType } from '../machine/machine-types.ts';
+import { macForVm } from '../devices/virtio/virtio-net.ts';
 import type { MachineSpec } from '../vm.ts';
 import { RunnabilityError, checkHostFit, checkKnobConflicts, cpuPmTurnedOffNote, effectiveFeatures, type EffectiveFeature } from './rules.ts';
 import { ConfigError, type VmConfig } from './vm-config.ts';
@@ -156,6 +157,10 @@ export function resolveMachine(c: VmConfig, host: HostCapabilities): ResolvedMac
   };
   if (initrdPath) spec.initrdPath = initrdPath;
   if (c.rng) spec.virtio = ['rng'];
+  if (c.net) {
+    spec.virtio = [...(spec.virtio ?? []), 'net'];
+    spec.net = { mac: macForVm(c.name), backEnd: c.net };
+  }
   if (c.haltPollNs !== undefined) spec.haltPollNs = c.haltPollNs;
   const pins = vcpuPins(c);
   if (pins) spec.pin = pins;
