@@ -11,6 +11,8 @@
 import koffi, { type LibraryHandle, type TypeObject } from 'koffi';
 
 export const LIBSLIRP_SONAME = 'libslirp.so.0';
+/** UNHALT_LIBSLIRP names another file to load (a build of one's own; tests: one that is not there). */
+const libraryPath = () => process.env.UNHALT_LIBSLIRP || LIBSLIRP_SONAME;
 /** What to install when the library is missing (one line for the user). */
 export const LIBSLIRP_PACKAGE = 'libslirp0';
 
@@ -71,9 +73,9 @@ function load(): Binding | string {
   if (binding !== undefined) return binding;
   let lib: LibraryHandle;
   try {
-    lib = koffi.load(LIBSLIRP_SONAME);
+    lib = koffi.load(libraryPath());
   } catch {
-    return (binding = `user networking needs libslirp (${LIBSLIRP_SONAME}), which is not installed: apt-get install ${LIBSLIRP_PACKAGE}`);
+    return (binding = `user networking needs libslirp (${libraryPath()}), which cannot be loaded: install it with apt-get install ${LIBSLIRP_PACKAGE}`);
   }
   // struct in_addr is one network-order u32; struct in6_addr is 16 bytes aligned to 4 (a union
   // with u32[4]), which is what places the fields after it.
