@@ -49,12 +49,13 @@ export function parseNetOption(text: string): NetConfig {
 
 /** `[tcp|udp]:[HOSTADDR]:HOSTPORT-[GUESTADDR]:GUESTPORT` (QEMU's hostfwd syntax). */
 export function parseHostForward(text: string): HostForward {
-  const m = /^(?:(tcp|udp):)?([^:-]*):([^:-]*)-([^:-]*):([^:-]*)$/.exec(text);
+  // As QEMU reads it: three fields before the dash, the protocol's possibly empty (tcp).
+  const m = /^(tcp|udp|):([^:-]*):([^:-]*)-([^:-]*):([^:-]*)$/.exec(text);
   const bad = (why: string) => new ConfigError(`hostfwd "${text.slice(0, 60)}" ${why}; the syntax is ${HOSTFWD_SYNTAX}`);
   if (!m) throw bad('is malformed');
   const [, protocol, hostAddress, hostPort, guestAddress, guestPort] = m;
   return checkHostForward({
-    protocol: protocol ?? 'tcp',
+    protocol: protocol || 'tcp',
     hostAddress: hostAddress === '' ? DEFAULT_HOST_ADDRESS : hostAddress,
     hostPort: port(hostPort!, () => bad(`has a bad host port "${hostPort!.slice(0, 10)}" (give 1 to 65535)`)),
     guestAddress: guestAddress === '' ? USER_NET.dhcpStart : guestAddress,
@@ -116,6 +117,27 @@ function checkHostForward(raw: unknown, text?: string): HostForward {
     return v;
   };
   return { protocol: r.protocol, hostAddress, hostPort: portOf(r.hostPort, 'host'), guestAddress, guestPort: portOf(r.guestPort, 'guest') };
+}
+
+/**
+ * The MAC of a VM's network card: locally administered and unicast (first byte xxxxxx10), the
+ * same for the same VM name on every run and in every export, different for different names
+ * (two mixed FNV-1a hashes of the name; no crypto needed, the renderer may call it too).
+ */
+export function macForVm(name: string): string {
+  const bytes = new TextEncoder().encode(name);
+  const fnv = (seed: number) => {
+    let h = seed >>> 0;
+    for (const b of bytes) h = Math.imul(h ^ b, 0x01000193) >>> 0;
+    // A final mix (MurmurHash3's), so names that differ in one character differ in every byte.
+    h = Math.imul(h ^ (h >>> 16), 0x85ebca6b);
+    h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35);
+    return (h ^ (h >>> 16)) >>> 0;
+  };
+  const a = fnv(0x811c9dc5);
+  const b = fnv(0x050c5d1f);
+  const m = [(a >>> 24) & 0xfc | 0x02, (a >>> 16) & 0xff, (a >>> 8) & 0xff, a & 0xff, (b >>> 24) & 0xff, (b >>> 16) & 0xff];
+  return m.map((x) => x.toString(16).padStart(2, '0')).join(':');
 }
 
 function port(text: string, bad: () => ConfigError): number {

@@ -10,9 +10,9 @@ import { DISABLE_EXITS, type HostCapabilities } from '../machine/host-caps.ts';
 import { encodeFeatures, feature } from '../machine/features.ts';
 import { cpuPmUnavailable, featureOnButUnavailable, featureUnavailable, haltPollUnavailable } from './host-rules.ts';
 import { machineType } from '../machine/machine-types.ts';
-import { macForVm } from '../devices/virtio/virtio-net.ts';
 import type { MachineSpec } from '../vm.ts';
 import { RunnabilityError, checkHostFit, checkKnobConflicts, cpuPmTurnedOffNote, effectiveFeatures, type EffectiveFeature } from './rules.ts';
+import { macForVm } from './net-config.ts';
 import { ConfigError, type VmConfig } from './vm-config.ts';
 
 export { RunnabilityError };

@@ -9,7 +9,6 @@
 // lock; the link is called with the lock released (it may answer at once, from inside, with a
 // frame for the guest). Frames for a guest that has no receive buffer wait in a short backlog;
 // beyond it they are dropped and counted, as a real card drops them.
-import { createHash } from 'node:crypto';
 import type { PollSet } from '../../../../native/kvm/poll-set.ts';
 import type { GuestRam } from './guest-ram.ts';
 import type { IoBackEnd, IoBackEndContext } from './io-back-end.ts';
@@ -44,13 +43,6 @@ export const VIRTIO_NET: VirtioDeviceType = Object.freeze({
   // Without a back end (a thread that only reads registers) there is nothing to send to.
   serve: () => 0,
 });
-
-/** A locally administered unicast MAC that is the same for the same VM name, e.g. 02:5a:…. */
-export function macForVm(name: string): string {
-  const h = createHash('sha256').update(`unhalt-net:${name}`).digest();
-  const b = [(h[0]! & 0xfc) | 0x02, h[1]!, h[2]!, h[3]!, h[4]!, h[5]!];
-  return b.map((x) => x.toString(16).padStart(2, '0')).join(':');
-}
 
 export function macBytes(mac: string): number[] {
   const b = mac.split(':').map((x) => Number.parseInt(x, 16));
