@@ -1,11 +1,15 @@
 // The network's one syntax and rule (electron/vmm/config/net-config.ts) on every text surface:
 // `--net`, config strings, saved JSON; QEMU's hostfwd syntax with its defaults, and what is
 // refused (one line naming the part that is wrong).
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
+import { LibraryStore } from '../../electron/service/library-store.ts';
 import { configFromOptions, optionsFromConfig } from '../../electron/vmm/config/cli-args.ts';
 import { formatConfigString, parseConfigString } from '../../electron/vmm/config/config-string.ts';
 import { checkNet, formatNetOption, macForVm, parseHostForward, parseNetOption } from '../../electron/vmm/config/net-config.ts';
 import { ConfigError, validateConfig } from '../../electron/vmm/config/vm-config.ts';
+import { removeTempHomes, tempHome } from '../support/temp-home.ts';
+
+afterAll(removeTempHomes);
 
 describe('hostfwd: QEMU\'s syntax', () => {
   it('takes protocol, addresses and ports, with QEMU\'s defaults (tcp, the first DHCP address) and 127.0.0.1 for an empty host address', () => {
@@ -108,5 +112,14 @@ describe('--net and config strings: one syntax, round trips, one rule', () => {
     }
     expect(new Set(macs).size).toBe(macs.length);
     expect(macForVm('vm')).toBe(macForVm('vm'));
+  });
+
+  it('the saved library keeps a network as it was given and reads it back through the same rule', async () => {
+    const home = tempHome();
+    const config = validateConfig({ name: 'web', net: parseNetOption('user,hostfwd=tcp::8080-:80,hostfwd=udp:0.0.0.0:5353-:53') });
+    const a = await LibraryStore.open(home);
+    await a.mutate((vms) => { vms.push({ id: 'id-web', config, createdAt: 1, updatedAt: 1 }); });
+    const b = await LibraryStore.open(home);
+    expect(b.list()[0]!.config.net).toEqual(config.net);
   });
 });
