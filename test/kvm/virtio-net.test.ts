@@ -7,7 +7,11 @@
 // leaves no thread, fd or socket behind.
 import { createServer, connect, type AddressInfo, type Server } from 'node:net';
 import { createSocket } from 'node:dgram';
-import { describe, expect, it } from 'vitest';
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
 import type { AgentEvent } from '../../electron/vmm/agent/line-protocol.ts';
 import { resolveMachine } from '../../electron/vmm/config/resolve.ts';
 import { validateConfig } from '../../electron/vmm/config/vm-config.ts';
@@ -181,4 +185,77 @@ describe.skipIf(!kvmAvailable)('virtio-net over user networking (libslirp) on re
       expectRefused(r, /^unhalt: user networking needs libslirp \(\/nonexistent\/libslirp\.so\.0\), which cannot be loaded: install it with apt-get install libslirp0$/);
     });
   });
+});
+
+// A TAP in a network namespace of the test's own (the host's interfaces are never touched): the
+// VMM runs inside it (`ip netns exec`), the tap's far side is the namespace's kernel with
+// 10.0.3.1, and a server there accepts the guest's connection.
+const canNetns = kvmAvailable && process.getuid?.() === 0 && existsSync('/dev/net/tun')
+  && spawnSync('ip', ['netns', 'list']).status === 0;
+
+describe.skipIf(!canNetns)('virtio-net over a TAP in a network namespace of the test\'s own', () => {
+  const ns = `unhalt-test-${process.pid}`;
+  // Also when a failed or timed-out test never reached its own clean-up.
+  afterAll(() => { spawnSync('ip', ['netns', 'del', ns]); });
+  const inNs = (...args: string[]) => {
+    const r = spawnSync('ip', ['-n', ns, ...args], { encoding: 'utf8' });
+    if (r.status !== 0) throw new Error(`ip -n ${ns} ${args.join(' ')}: ${r.stderr.trim()}`);
+  };
+  const withNamespace = async (body: () => Promise<void>) => {
+    const add = spawnSync('ip', ['netns', 'add', ns], { encoding: 'utf8' });
+    if (add.status !== 0) throw new Error(`ip netns add: ${add.stderr.trim()}`);
+    try {
+      inNs('link', 'set', 'lo', 'up');
+      inNs('tuntap', 'add', 'dev', 'tap0', 'mode', 'tap');
+      inNs('addr', 'add', '10.0.3.1/24', 'dev', 'tap0');
+      inNs('link', 'set', 'tap0', 'up');
+      await body();
+    } finally {
+      spawnSync('ip', ['netns', 'del', ns]); // takes the tap with it
+    }
+  };
+
+  it('the guest (static 10.0.3.15) ARPs for 10.0.3.1 and connects to a server in the namespace; a missing tap and a non-tap are one line', async () => {
+    await withNamespace(async () => {
+      const server = spawn('ip', ['netns', 'exec', ns, process.execPath, '-e', [
+        "const s = require('net').createServer((c) => { console.log('accepted'); c.on('error', () => {}); c.on('close', () => process.exit(0)); });",
+        "s.listen(7777, '10.0.3.1', () => console.log('listening'));",
+        'setTimeout(() => process.exit(3), 120000);',
+      ].join('\n')], { stdio: ['ignore', 'pipe', 'pipe'] });
+      let out = '';
+      server.stdout.on('data', (d) => { out += d; });
+      const serverDone = new Promise<number | null>((r) => server.on('close', r));
+      try {
+        await new Promise<void>((resolve, reject) => {
+          const t = setTimeout(() => reject(new Error(`the namespace's server did not start: ${out}`)), scaled(20_000));
+          server.stdout.on('data', () => { if (out.includes('listening')) { clearTimeout(t); resolve(); } });
+        });
+        const prefix = ['ip', 'netns', 'exec', ns];
+        const log = join(mkdtempSync(join(tmpdir(), 'unhalt-tap-')), 'agent.log');
+        const r = await runCli(['run', '--guest', 'probe', '--net', 'tap=tap0', '--agent-log', log,
+          '--append', 'scenario=net-connect port=7777 ip=10.0.3.15 gw=10.0.3.1'], { prefix });
+        expect(r.code, r.stderr).toBe(0);
+        const agent = readFileSync(log, 'utf8');
+        rmSync(dirname(log), { recursive: true, force: true });
+        expect(agent).toMatch(/@u1 net_static ip=167772943 gw=167772929/);
+        expect(agent).toMatch(/@u1 net_arp ip=167772929 mac=\d+/);
+        expect(agent).toMatch(/@u1 net_connect port=7777 syn_ack=1 rst=0/);
+        expect(await serverDone).toBe(0);
+        expect(out).toContain('accepted'); // (its peer address may be gone already: the guest resets at once)
+
+        for (const [tap, why] of [
+          ['tap9', /^unhalt: tap tap9 does not exist: create it first \(ip tuntap add dev tap9 mode tap/],
+          ['lo', /^unhalt: lo is a network interface but not a tap/],
+        ] as const) {
+          const bad = await runCli(['run', '--guest', 'probe', '--net', `tap=${tap}`, '--append', 'scenario=net-dhcp'], { prefix });
+          expect(bad.code).toBe(1);
+          expect(bad.stdout).toBe('');
+          expect(bad.stderr.trim().split('\n').filter((l) => !l.startsWith('unhalt: note:'))).toEqual([expect.stringMatching(why)]);
+        }
+      } finally {
+        server.kill('SIGKILL');
+      }
+    });
+    expect(spawnSync('ip', ['netns', 'list'], { encoding: 'utf8' }).stdout).not.toContain(ns);
+  }, scaled(120_000));
 });

@@ -7,6 +7,9 @@
  *   scenario=net-connect port=P       DHCP, ARP for the gateway, a TCP SYN to 10.0.2.2:P, report the answer
  *   scenario=net-listen port=P        DHCP, then wait (wait_ms) for a TCP SYN to our port P
  *
+ * ip=A.B.C.D gw=A.B.C.D (net-connect, net-listen) skips DHCP: a static address, e.g. on a TAP
+ * with no DHCP server.
+ *
  * Every frame carries the 12-byte virtio_net_hdr (VERSION_1) in a descriptor of its own ahead
  * of the frame (transmit: two descriptors, header then frame; receive: one 2 KiB buffer each).
  * ARP requests for our address are answered whatever the scenario waits for.
@@ -468,10 +471,34 @@ static bool is_tcp_for_us(const u8 *f, u32 n)
 	if (t + 20 > f + n || get16(t + 2) != tcp_port || (tcp_peer_port && get16(t) != tcp_peer_port))
 		return false;
 	tcp_peer = get32(f + 14 + 12);
+	memcpy(gw_mac, f + 6, 6);   /* where an answer goes */
 	tcp_peer_port = get16(t);
 	tcp_peer_seq = get32(t + 4);
 	tcp_flags = t[13];
 	return (tcp_flags & (TCP_RST | TCP_SYN)) != 0;   /* an answer to a SYN, or a SYN */
+}
+
+/* A dotted IPv4 address from the command line (host byte order), 0 when absent or malformed. */
+static u32 ip_arg(const char *key)
+{
+	char s[16];
+	if (!cmdline_get(key, s, sizeof s))
+		return 0;
+	u32 a = 0, part = 0, dots = 0, digits = 0;
+	for (const char *p = s;; p++) {
+		if (*p >= '0' && *p <= '9') {
+			part = part * 10 + (u32)(*p - '0');
+			if (part > 255 || ++digits > 3)
+				return 0;
+		} else if ((*p == '.' || *p == 0) && digits) {
+			a = a << 8 | part;
+			part = digits = 0;
+			if (*p == 0)
+				return dots == 3 ? a : 0;
+			dots++;
+		} else
+			return 0;
+	}
 }
 
 static u16 port_arg(const char *scenario)
@@ -489,7 +516,14 @@ NORETURN void scenario_net(const char *name)
 	if (stage)
 		fail(ev, stage, "device set-up");
 	my_ip = 0;
-	dhcp(ev);
+	u32 static_ip = ip_arg("ip"), static_gw = ip_arg("gw");
+	if (static_ip && static_gw && memcmp(name, "net-dhcp", 9)) {
+		my_ip = static_ip;
+		offer_router = static_gw;
+		event("net_static ip=%u gw=%u", my_ip, offer_router);
+	} else {
+		dhcp(ev);
+	}
 	if (!memcmp(name, "net-dhcp", 9))
 		power_off();
 
@@ -519,7 +553,9 @@ NORETURN void scenario_net(const char *name)
 			send_tcp(offer_router, tcp_port, port, tcp_seq + 1, tcp_peer_seq + 1, TCP_ACK);
 			send_tcp(offer_router, tcp_port, port, tcp_seq + 1, tcp_peer_seq + 1, TCP_RST | TCP_ACK);
 		}
-		con_printf("tcp 10.0.2.2:%u -> %s\n", port, syn_ack ? "SYN-ACK" : rst ? "RST" : "no answer");
+		char gw[16];
+		ip_text(gw, offer_router);
+		con_printf("tcp %s:%u -> %s\n", gw, port, syn_ack ? "SYN-ACK" : rst ? "RST" : "no answer");
 		event("net_connect port=%u syn_ack=%u rst=%u us=%lu", port, syn_ack, rst, us);
 		power_off();
 	}

@@ -2,6 +2,7 @@
 // is served by its type alone.
 import type { BoardConfig } from '../board.ts';
 import type { IoBackEnd, IoBackEndContext } from './io-back-end.ts';
+import { TapNetLink } from './net-tap.ts';
 import { UserNetLink } from './net-user.ts';
 import { VirtioNetBackEnd } from './virtio-net.ts';
 
@@ -9,7 +10,7 @@ export function createBackEnd(entry: BoardConfig['virtio'][number], ctx: IoBackE
   if (entry.name === 'net' && entry.net) {
     const net = entry.net.backEnd;
     if (net.mode === 'user') return new VirtioNetBackEnd(ctx, (receive) => new UserNetLink(net.hostfwd, receive));
-    throw new Error(`the ${net.mode} network back end is not available`);
+    return new VirtioNetBackEnd(ctx, (receive) => new TapNetLink(net.tap, receive));
   }
   return undefined;
 }
