@@ -44,7 +44,8 @@ function qemuOptions(plan: ExportPlan): Option[] {
   opts.push(['-serial', 'mon:stdio'], ['-serial', `file:${plan.agentLog ?? `${plan.slug}.ttyS1.log`}`]);
   // rng=on: virtio-rng on PCI, fed from the host's getrandom (QEMU's default rng-random backend reads /dev/urandom).
   if (c.rng) opts.push(['-device', 'virtio-rng-pci']);
-  if (c.net) opts.push(['-netdev', qemuNetdev(c.net)], ['-device', `virtio-net-pci,netdev=n0,mac=${macForVm(c.name)}`]);
+  // disable-legacy=on: a modern-only 1af4:1041 as Unhalt's card is (QEMU's default is the transitional 1af4:1000).
+  if (c.net) opts.push(['-netdev', qemuNetdev(c.net)], ['-device', `virtio-net-pci,disable-legacy=on,netdev=n0,mac=${macForVm(c.name)}`]);
   return opts;
 }
 
