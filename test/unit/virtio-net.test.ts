@@ -7,7 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { attachBoard, createDeviceState, slotBars, type BoardConfig } from '../../electron/vmm/devices/board.ts';
 import { GuestRam } from '../../electron/vmm/devices/virtio/guest-ram.ts';
-import { Chain } from '../../electron/vmm/devices/virtio/virtqueue.ts';
+import { Chain, QUEUE_ERROR } from '../../electron/vmm/devices/virtio/virtqueue.ts';
 import {
   MAX_FRAME_BYTES, NET_HDR_BYTES, RX_BACKLOG_FRAMES, VIRTIO_NET_F_MAC, VIRTIO_NET_F_STATUS, VirtioNetBackEnd, netConfigBytes, readTxFrame, writeRxFrame, type NetLink,
 } from '../../electron/vmm/devices/virtio/virtio-net.ts';
@@ -202,7 +202,7 @@ function driver(m: ReturnType<typeof netBoard>) {
 function testLink() {
   const sent: Uint8Array[] = [];
   let receive: (f: Uint8Array) => void = () => {};
-  const link: NetLink = { send: (f) => { sent.push(f); }, fillPoll: () => -1, afterPoll: () => {}, close: () => {} };
+  const link: NetLink = { send: (f) => { sent.push(f); return true; }, fillPoll: () => -1, afterPoll: () => {}, close: () => {} };
   return { sent, link, open: (r: (f: Uint8Array) => void) => { receive = r; return link; }, deliver: (f: Uint8Array) => receive(f) };
 }
 
@@ -289,6 +289,25 @@ describe('the virtio-net back end on the transport', () => {
     expect(d.txUsed()).toBe(1);
     expect(m.device.counters().drops[1]).toBe(1);
     expect(d.status() & STATUS.needsReset).toBe(0);
+  });
+
+  it('a receive ring with a descriptor loop marks the device DEVICE_NEEDS_RESET when a frame comes; the back end goes on', () => {
+    const m = netBoard();
+    const d = driver(m);
+    const t = testLink();
+    const be = new VirtioNetBackEnd({ device: m.device, ram: m.guest, lock: m.b.pci.lock }, t.open);
+    d.postRx(1);
+    const v = m.guest.view;
+    v.setUint16(RX.desc + 12, 2 | 1, true); // WRITE | NEXT
+    v.setUint16(RX.desc + 14, 0, true); // -> itself
+    t.deliver(frame(64));
+    expect(() => be.afterPoll(new PollSet([]))).not.toThrow();
+    expect(d.status() & STATUS.needsReset).toBe(STATUS.needsReset);
+    expect(m.device.counters().lastError).toBe(QUEUE_ERROR.chainTooLong);
+    expect(d.rxUsed()).toBe(0);
+    t.deliver(frame(64)); // more frames for a broken device: nothing written, nothing thrown
+    expect(() => be.afterPoll(new PollSet([]))).not.toThrow();
+    expect(d.rxUsed()).toBe(0);
   });
 
   it('after a device reset nothing is delivered until the driver is back', () => {

@@ -12,16 +12,14 @@ export class TapNetLink implements NetLink {
   private readonly receive: (frame: Uint8Array) => void;
   private readonly buf = new Uint8Array(MAX_FRAME_BYTES);
   private index = -1;
-  /** Frames the tap did not take (its queue full, the interface down). */
-  dropped = 0;
 
   constructor(name: string, receive: (frame: Uint8Array) => void) {
     this.tap = new TapFd(openTap(name));
     this.receive = receive;
   }
 
-  send(frame: Uint8Array): void {
-    if (!this.tap.write(frame)) this.dropped++;
+  send(frame: Uint8Array): boolean {
+    return this.tap.write(frame); // false: its queue is full or the interface is down
   }
 
   fillPoll(set: PollSet): number {

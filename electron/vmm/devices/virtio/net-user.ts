@@ -28,8 +28,9 @@ export class UserNetLink implements NetLink {
     }
   }
 
-  send(frame: Uint8Array): void {
+  send(frame: Uint8Array): boolean {
     this.slirp.input(frame);
+    return true; // libslirp takes every frame (what it cannot route it drops as a router would)
   }
 
   fillPoll(set: PollSet): number {

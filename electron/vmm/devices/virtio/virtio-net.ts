@@ -119,8 +119,11 @@ rxHeader[NUM_BUFFERS_OFFSET] = 1;
 
 /** Where frames go and come from: user networking (libslirp) or a TAP device. */
 export interface NetLink {
-  /** A frame the guest sent. May call the link's receive callback before it returns. */
-  send(frame: Uint8Array): void;
+  /**
+   * A frame the guest sent. May call the link's receive callback before it returns. False when
+   * the link lost it (a tap's queue full): counted as a transmit drop.
+   */
+  send(frame: Uint8Array): boolean;
   fillPoll(set: PollSet): number;
   afterPoll(set: PollSet): void;
   close(): void;
@@ -153,7 +156,7 @@ export class VirtioNetBackEnd implements IoBackEnd {
 
   afterKick(): void {
     // Taken under the lock, sent without it: the link may answer from inside send().
-    for (let f = this.tx.shift(); f; f = this.tx.shift()) this.link.send(f);
+    for (let f = this.tx.shift(); f; f = this.tx.shift()) if (!this.link.send(f)) this.ctx.device.countDrop(TX_QUEUE);
     // A notification of the receive queue means new buffers: the backlog may fit now.
     this.flushRx();
   }
