@@ -161,6 +161,11 @@ export interface SlirpNetwork {
   nameserver: string;
   /** Guest connections to 127.0.0.1 through the gateway are refused. */
   restrictLoopback?: boolean;
+  /**
+   * IPv6 as QEMU's user network has it (fec0::/64, host fec0::2, DNS fec0::3, router
+   * advertisements on a timer); off unless asked for.
+   */
+  ipv6?: boolean;
 }
 
 export const DEFAULT_SLIRP_NETWORK: SlirpNetwork = Object.freeze({
@@ -242,6 +247,7 @@ export class Slirp {
     this.addPoll = reg((fd: number, events: number) => this.pollSet!.add(fd, toPoll(events)), t.addPoll);
     this.getRevents = reg((idx: number) => fromPoll(this.pollSet!.revents(idx)), t.getRevents);
     const zero6 = { s6: [0, 0, 0, 0] };
+    const v6 = (last: number) => in6Addr([0xfe, 0xc0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, last]);
     const cfg = {
       version: CONFIG_VERSION,
       restricted: 0,
@@ -249,12 +255,12 @@ export class Slirp {
       vnetwork: inAddr(net.network),
       vnetmask: inAddr(net.netmask),
       vhost: inAddr(net.host),
-      in6_enabled: false,
-      vprefix_addr6: zero6, vprefix_len: 0, vhost6: zero6,
+      in6_enabled: net.ipv6 ?? false,
+      vprefix_addr6: net.ipv6 ? v6(0) : zero6, vprefix_len: net.ipv6 ? 64 : 0, vhost6: net.ipv6 ? v6(2) : zero6,
       vhostname: null, tftp_server_name: null, tftp_path: null, bootfile: null,
       vdhcp_start: inAddr(net.dhcpStart),
       vnameserver: inAddr(net.nameserver),
-      vnameserver6: zero6,
+      vnameserver6: net.ipv6 ? v6(3) : zero6,
       vdnssearch: null, vdomainname: null,
       if_mtu: 0, if_mru: 0, // libslirp's defaults (1500)
       disable_host_loopback: net.restrictLoopback ?? false,
@@ -304,12 +310,18 @@ export class Slirp {
     this.runTimers();
   }
 
-  /** Runs the timers that are due. */
+  /** How many timers libslirp has made, and when the next one is due (ms on clockMs's scale). */
+  timerState(): { timers: number; nextMs?: number } {
+    const next = this.nextTimerMs();
+    return next === undefined ? { timers: this.timers.size } : { timers: this.timers.size, nextMs: next };
+  }
+
+  /** Runs the timers that are due (at `now`, ms on clockMs's scale). */
   runTimers(now = clockMs()): void {
     for (const timer of this.timers.values()) {
       if (timer.expireMs === undefined || timer.expireMs > now) continue;
       timer.expireMs = undefined;
-      koffi.call(timer.cb, koffi.pointer(this.b.types.timerCb), timer.cbOpaque);
+      koffi.call(timer.cb, this.b.types.timerCb, timer.cbOpaque);
     }
   }
 
@@ -338,8 +350,14 @@ export class Slirp {
   }
 }
 
+/** struct in6_addr's 16 bytes as the four u32 koffi writes (little-endian reads of them). */
+function in6Addr(bytes: number[]): { s6: number[] } {
+  const b = Buffer.from(bytes);
+  return { s6: [0, 4, 8, 12].map((o) => b.readUInt32LE(o)) };
+}
+
 /** libslirp's clock in ms (timer_mod's scale: clock_get_ns / 1e6). */
-function clockMs(): number {
+export function clockMs(): number {
   return Number(process.hrtime.bigint() / 1_000_000n);
 }
 
