@@ -119,6 +119,28 @@ describe.skipIf(!kvmAvailable)('virtio-net over user networking (libslirp) on re
     expect(await udpFree(udpPort)).toBe(true);
   });
 
+  it('UDP request-response: each datagram to 10.0.2.2:P comes back from a host echo server, one frame each way per round', async () => {
+    const echo = createSocket('udp4');
+    echo.on('message', (m, r) => echo.send(m, r.port, r.address));
+    const port = await new Promise<number>((resolve) => echo.bind(0, '127.0.0.1', () => resolve(echo.address().port)));
+    try {
+      const rounds = 50;
+      const g = await startNet(`scenario=net-udp-rr port=${port} rounds=${rounds} bytes=64`, 'user');
+      expect((await g.vm.exited).kind).toBe('poweroff');
+      const f = event(g.events, 'net_udp_rr');
+      expect(f).toMatchObject({ ok: 1, port, rounds, bytes: 64, lost: 0 });
+      expect(f.min_ns).toBeGreaterThan(0);
+      expect(f.p50_ns).toBeGreaterThanOrEqual(f.min_ns!);
+      const c = g.vm.virtioCounters().net!;
+      // DISCOVER + ARP + the datagrams out; OFFER + ARP reply + the echoes in.
+      expect(c.requests[1]).toBeGreaterThanOrEqual(rounds + 2);
+      expect(c.requests[0]).toBeGreaterThanOrEqual(rounds + 2);
+      expect(c.drops).toEqual([0, 0]);
+    } finally {
+      echo.close();
+    }
+  });
+
   it('stopping a VM while its I/O thread waits on libslirp releases the thread, every fd and the forwarded port', async () => {
     const hostPort = await freePort();
     const start = async () => {

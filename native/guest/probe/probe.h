@@ -149,7 +149,7 @@ u8 pci_read8(u32 dev, u32 reg);
 void pci_write16(u32 dev, u32 reg, u16 v);
 
 /* ---- virtio_net.c ---- */
-NORETURN void scenario_net(const char *name);   /* net-dhcp, net-connect, net-listen */
+NORETURN void scenario_net(const char *name);   /* net-dhcp, net-connect, net-listen, net-udp-rr */
 
 /* ---- lib.c ---- */
 void *memset(void *d, int c, size_t n);

@@ -6,6 +6,9 @@
  *   scenario=net-dhcp                 DHCPDISCOVER, report the DHCPOFFER
  *   scenario=net-connect port=P       DHCP, ARP for the gateway, a TCP SYN to 10.0.2.2:P, report the answer
  *   scenario=net-listen port=P        DHCP, then wait (wait_ms) for a TCP SYN to our port P
+ *   scenario=net-udp-rr port=P        DHCP, ARP, then `rounds` UDP datagrams of `bytes` to the
+ *                                     gateway's port P, each waited for until it comes back (an echo
+ *                                     server on the host): request-response round trips by the TSC
  *
  * ip=A.B.C.D gw=A.B.C.D (net-connect, net-listen) skips DHCP: a static address, e.g. on a TAP
  * with no DHCP server.
@@ -509,9 +512,78 @@ static u16 port_arg(const char *scenario)
 	return (u16)p;
 }
 
+/* ---- UDP request-response ---- */
+#define RR_SPORT 40999
+#define RR_MAX_SAMPLES 4096
+static u32 rr_buf[RR_MAX_SAMPLES];
+static u16 rr_port;
+static u32 rr_seq;
+
+static void send_udp(u16 dport, u32 seq, u32 bytes)
+{
+	u8 *u = ipv4(eth(txframe, gw_mac, 0x0800), 17, my_ip, offer_router, 8 + bytes);
+	put16(u, RR_SPORT);
+	put16(u + 2, dport);
+	put16(u + 4, (u16)(8 + bytes));
+	put16(u + 6, 0);
+	memset(u + 8, 0x5a, bytes);
+	put32(u + 8, seq);
+	vnet_send(14 + 20 + 8 + bytes);
+}
+
+static bool is_echo(const u8 *f, u32 n)
+{
+	if (n < 14 + 20 + 8 + 4 || get16(f + 12) != 0x0800 || f[14 + 9] != 17 || get32(f + 14 + 16) != my_ip)
+		return false;
+	const u8 *u = f + 14 + (f[14] & 15) * 4;
+	if (u + 12 > f + n || get16(u) != rr_port || get16(u + 2) != RR_SPORT)
+		return false;
+	return get32(u + 8) == rr_seq;
+}
+
+static NORETURN void udp_rr(const char *ev)
+{
+	rr_port = port_arg(ev);
+	u32 rounds = (u32)cmdline_u64("rounds", 1000);
+	u32 bytes = (u32)cmdline_u64("bytes", 32);
+	if (bytes < 4 || bytes > 1400)
+		bytes = 32;
+	if (rounds == 0 || rounds > 1000000)
+		rounds = 1000;
+	arp_target = offer_router;
+	bool arp = false;
+	for (u32 i = 0; i < 3 && !arp; i++) {
+		send_arp(1, 0, arp_target);
+		arp = receive_until(slow_host_deadline_us(1000000), is_arp_reply);
+	}
+	if (!arp)
+		fail(ev, 12, "no ARP reply from the gateway");
+	struct samples rr;
+	samples_init(&rr, rr_buf, RR_MAX_SAMPLES);
+	u32 lost = 0;
+	u64 t_all = rdtsc();
+	for (u32 r = 0; r < rounds; r++) {
+		rr_seq = r + 1;
+		u64 t0 = rdtsc();
+		send_udp(rr_port, rr_seq, bytes);
+		if (receive_until(slow_host_deadline_us(1000000), is_echo))
+			samples_add(&rr, rdtsc() - t0);
+		else
+			lost++;
+	}
+	u64 us = (rdtsc() - t_all) * 1000 / tsc_khz;
+	struct summary sm;
+	samples_summarize(&rr, &sm);
+	con_printf("udp rr %u rounds of %u bytes: p50 %lu ns, p99 %lu ns, %u lost\n", rounds, bytes, sm.p50_ns, sm.p99_ns, lost);
+	event("net_udp_rr ok=%u port=%u rounds=%u bytes=%u lost=%u p50_ns=%lu p99_ns=%lu min_ns=%lu mean_ns=%lu us=%lu", lost < rounds,
+	      rr_port, rounds, bytes, lost, sm.p50_ns, sm.p99_ns, sm.min_ns, sm.mean_ns, us);
+	power_off();
+}
+
 NORETURN void scenario_net(const char *name)
 {
-	const char *ev = !memcmp(name, "net-dhcp", 9) ? "net_dhcp" : !memcmp(name, "net-connect", 12) ? "net_connect" : "net_listen";
+	const char *ev = !memcmp(name, "net-dhcp", 9) ? "net_dhcp" : !memcmp(name, "net-connect", 12) ? "net_connect"
+	               : !memcmp(name, "net-udp-rr", 11) ? "net_udp_rr" : "net_listen";
 	u32 stage = vnet_init();
 	if (stage)
 		fail(ev, stage, "device set-up");
@@ -526,6 +598,8 @@ NORETURN void scenario_net(const char *name)
 	}
 	if (!memcmp(name, "net-dhcp", 9))
 		power_off();
+	if (!memcmp(name, "net-udp-rr", 11))
+		udp_rr(ev);
 
 	if (!memcmp(name, "net-connect", 12)) {
 		u16 port = port_arg(ev);
