@@ -223,7 +223,8 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
           started = true;
           resolve();
         } else if (m.type === 'failed') {
-          // Before `ready` it is a back end that could not open (a port in use, a library missing): the start fails with its line.
+          // Before `ready`: a back end that could not open (a port taken since the preflight, a
+          // tap gone): the start fails with its line.
           if (started) fail(`the I/O thread failed: ${m.message}`);
           else reject(new Error(m.message));
         }

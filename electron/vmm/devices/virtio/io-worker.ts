@@ -2,8 +2,9 @@
 // poll(2) on one eventfd per device — signalled by KVM itself through an ioeventfd when the guest
 // writes a notify register (no exit to userspace), or by a vCPU worker that took the write as an
 // MMIO exit — and on a stop eventfd, plus whatever fds its back ends add each round (a network
-// link's sockets), for as long as the shortest timeout a back end asks for. Device state is the board's shared state (board.ts), taken
-// under the bus lock like any vCPU's access; interrupts go out as MSIs from here (KVM_SIGNAL_MSI).
+// link's sockets), for at most the shortest timeout a back end asks for. Device state is the
+// board's shared state (board.ts), taken under the bus lock like any vCPU's access; interrupts go
+// out as MSIs from here (KVM_SIGNAL_MSI).
 import { parentPort, workerData } from 'node:worker_threads';
 import { EventFdWriter, takeEventFd } from '../../../../native/kvm/eventfd.ts';
 import { MsiSignal, setIoEventFd } from '../../../../native/kvm/kvm.ts';
