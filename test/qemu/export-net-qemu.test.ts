@@ -76,7 +76,7 @@ describe.skipIf(!!skip)('the exported QEMU command line with user networking', (
       setTimeout(() => sock.destroy(), 5000);
     });
     const context = `stderr: ${run.stderr.slice(-300)}; script: ${run.text.slice(-400)}`;
-    expect(run.text).toContain(`-netdev user,id=n0,hostfwd=tcp:127.0.0.1:${hostPort}-:8080`);
+    expect(run.text).toContain(`-netdev user,id=n0,ipv6=off,hostfwd=tcp:127.0.0.1:${hostPort}-:8080`);
     expect(field(run.events, 'net_up'), context).toMatchObject({ mac: mac48(macForVm('export net')), link: 1 });
     expect(field(run.events, 'net_dhcp'), context).toMatchObject({ ok: 1, yiaddr: ip('10.0.2.15'), router: ip('10.0.2.2'), dns: ip('10.0.2.3') });
     expect(field(run.events, 'net_syn'), context).toMatchObject({ port: 8080, syn: 1, src: ip('10.0.2.2') });

@@ -49,10 +49,13 @@ function qemuOptions(plan: ExportPlan): Option[] {
   return opts;
 }
 
-/** `-netdev` for a network: QEMU's user networking is libslirp too, with the same hostfwd syntax; a tap is the user's. */
+/**
+ * `-netdev` for a network: QEMU's user networking is libslirp too, with the same hostfwd syntax
+ * (ipv6=off: Unhalt's user network is IPv4 only, QEMU's has IPv6 by default); a tap is the user's.
+ */
 export function qemuNetdev(n: NetConfig): string {
   if (n.mode === 'tap') return `tap,id=n0,ifname=${n.tap},script=no,downscript=no`;
-  return ['user', 'id=n0', ...n.hostfwd.map((f) => `hostfwd=${formatHostForward(f)}`)].join(',');
+  return ['user', 'id=n0', 'ipv6=off', ...n.hostfwd.map((f) => `hostfwd=${formatHostForward(f)}`)].join(',');
 }
 
 /** The argument vector, without the binary. */
