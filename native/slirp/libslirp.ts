@@ -133,7 +133,9 @@ function load(): Binding | string {
   });
   const f = (proto: string) => lib.func(proto);
   return (binding = {
-    slirp_new: lib.func('slirp_new', 'void *', [koffi.pointer(config), koffi.pointer(callbacks), 'void *']),
+    // The callbacks go as a pointer to memory of ours: libslirp keeps that pointer (slirp->cb), so
+    // a struct koffi would marshal for the call alone would be freed under it.
+    slirp_new: lib.func('slirp_new', 'void *', [koffi.pointer(config), 'void *', 'void *']),
     slirp_cleanup: f('void slirp_cleanup(void *slirp)'),
     slirp_input: f('void slirp_input(void *slirp, const uint8_t *pkt, int len)'),
     slirp_pollfds_fill: f('void slirp_pollfds_fill(void *slirp, _Inout_ uint32_t *timeout, void *add_poll, void *opaque)'),
@@ -209,8 +211,8 @@ export class Slirp {
   private pollSet?: SlirpPollSet;
   private readonly addPoll: unknown;
   private readonly getRevents: unknown;
-  // Kept alive for the instance's life: libslirp keeps the pointers it was given.
-  private readonly cbStruct: Record<string, unknown>;
+  /** The SlirpCb libslirp points at, in memory that does not move (koffi.alloc), for the instance's life. */
+  private cbMemory: unknown;
 
   constructor(net: SlirpNetwork, handlers: SlirpHandlers) {
     const b = need();
@@ -221,7 +223,7 @@ export class Slirp {
       this.registered.push(p);
       return p;
     };
-    this.cbStruct = {
+    const callbacks = {
       send_packet: reg((buf: unknown, len: number | bigint) => {
         const n = Number(len);
         handlers.sendPacket(new Uint8Array(koffi.view(buf, n)));
@@ -268,9 +270,11 @@ export class Slirp {
       outbound_addr: null, outbound_addr6: null,
       disable_dns: false,
     };
-    this.handle = b.slirp_new(cfg, this.cbStruct, null);
+    this.cbMemory = koffi.alloc(t.callbacks, 1);
+    koffi.encode(this.cbMemory, t.callbacks, callbacks);
+    this.handle = b.slirp_new(cfg, this.cbMemory, null);
     if (!this.handle) {
-      this.unregisterAll();
+      this.release();
       throw new Error('libslirp refused its configuration (slirp_new returned NULL)');
     }
   }
@@ -336,7 +340,7 @@ export class Slirp {
     if (!this.handle) return;
     this.b.slirp_cleanup(this.handle);
     this.handle = undefined;
-    this.unregisterAll();
+    this.release();
   }
 
   private live(): unknown {
@@ -344,9 +348,12 @@ export class Slirp {
     return this.handle;
   }
 
-  private unregisterAll(): void {
+  /** After slirp_cleanup (or a failed slirp_new): nothing will call back any more. */
+  private release(): void {
     for (const p of this.registered.splice(0)) koffi.unregister(p as never);
     this.timers.clear();
+    if (this.cbMemory) koffi.free(this.cbMemory);
+    this.cbMemory = undefined;
   }
 }
 
