@@ -1,8 +1,8 @@
 // User networking through the service's API on real KVM: a VM created with `net` (the library's
 // JSON) starts with its port forward, the equivalent command line carries `--net`, and a second
 // VM asking for the same host port is refused with one line naming the port (a `host` error: the
-// host's port is taken, the configuration is fine),
-// nothing of it started, the first VM running on; a stop frees the port for the second.
+// host's port is taken, the configuration is fine), nothing of it started, the first VM running
+// on; a stop frees the port for the second.
 import { createServer, type AddressInfo } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ApiError } from '../../electron/service/errors.ts';
