@@ -1,4 +1,5 @@
 // Human-readable resolved configuration (`unhalt run --dry-run`) and machine list (`unhalt machines`).
+import { USER_NET, type NetConfig } from '../vmm/config/net-config.ts';
 import { commandLine } from '../vmm/config/cli-args.ts';
 import type { ResolvedMachine } from '../vmm/config/resolve.ts';
 import type { VmConfig } from '../vmm/config/vm-config.ts';
@@ -28,12 +29,19 @@ export function describeResolution(c: VmConfig, r: ResolvedMachine): string {
     `mwait in guest: ${res.mwait ? 'yes' : 'no'}`,
     `halt polling:  ${spec.haltPollNs === undefined ? 'host default' : `max ${spec.haltPollNs} ns`}`,
     `PCI devices:   host bridge 00:00.0${(spec.virtio ?? []).map((d) => `, virtio-${d} 00:${VIRTIO_DEVICES[d].slot.toString(16).padStart(2, '0')}.0`).join('')}`,
+    ...(spec.net ? [`network:       ${describeNet(spec.net.backEnd)}, MAC ${spec.net.mac}`] : []),
     `pinning:       ${spec.pin ? spec.pin.map((h, i) => `vCPU${i}->CPU${h}`).join(' ') : 'none'}`,
     ...res.notes.map((n) => `note: ${n}`),
     ...res.warnings.map((w) => `warning: ${w}`),
     `equivalent:    ${commandLine(c)}`,
   ];
   return `${lines.join('\n')}\n`;
+}
+
+function describeNet(n: NetConfig): string {
+  if (n.mode === 'tap') return `tap ${n.tap}`;
+  const fwd = n.hostfwd.map((f) => `${f.protocol} ${f.hostAddress}:${f.hostPort} -> ${f.guestAddress}:${f.guestPort}`);
+  return `user (libslirp: ${USER_NET.network}/24, gateway ${USER_NET.gateway}, DNS ${USER_NET.nameserver}, DHCP from ${USER_NET.dhcpStart})${fwd.length ? `; forwards ${fwd.join(', ')}` : ''}`;
 }
 
 export function describeMachines(): string {

@@ -505,6 +505,7 @@ export function qemuCommand(c: VmConfig, host: HostCapabilities): { qemuArgs: st
   if (c.haltPollNs !== undefined) missing.push(`ran at the host's halt polling (${host.haltPollParams.halt_poll_ns ?? '?'} ns), not halt-poll-ns=${c.haltPollNs}: QEMU has no per-VM halt-polling option`);
   if (c.pin) missing.push('ran unpinned: QEMU does not pin vCPU threads itself');
   if (c.rng) missing.push('ran without virtio-rng: the microvm board of the QEMU rows has no PCI bus (bench/virtio-notify.ts compares the devices on q35)');
+  if (c.net) missing.push('ran without a network: the microvm board of the QEMU rows has no PCI bus (bench/virtio-net-rr.ts compares virtio-net on q35)');
   return missing.length ? { qemuArgs: args, qemuCaveat: missing.join('; ') } : { qemuArgs: args };
 }
 

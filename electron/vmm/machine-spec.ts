@@ -3,7 +3,7 @@
 // changes are the runtime's own state (LiveKnobs), not edits of the spec it was built from.
 import type { Vcpu } from '../../native/kvm/kvm.ts';
 import type { GuestMemory } from './memory/guest-memory.ts';
-import type { VirtioDeviceName } from './devices/board.ts';
+import type { NetBackEndSpec, VirtioDeviceName } from './devices/board.ts';
 
 /** Everything needed to start a machine, already validated and resolved (see config/). */
 export interface MachineSpec {
@@ -26,6 +26,8 @@ export interface MachineSpec {
   mwait?: boolean;
   /** virtio-pci devices on the PCI bus (devices/board.ts VIRTIO_DEVICES); the host bridge is always there. */
   virtio?: VirtioDeviceName[];
+  /** The virtio-net device's MAC and back end (with 'net' in `virtio`). */
+  net?: NetBackEndSpec;
   /** Tests only (never set from a config): ways to make a guest fail on purpose. */
   testHooks?: VmTestHooks;
 }

@@ -10,6 +10,7 @@ import { EventFdWriter } from '../../native/kvm/eventfd.ts';
 import { attachPci, type VirtioDeviceName } from './devices/board.ts';
 import type { VirtioCounters } from './devices/virtio/virtio-pci.ts';
 import type { IoWorkerData, IoWorkerMessage } from './devices/virtio/io-worker.ts';
+import { checkNetBackEnd } from './devices/virtio/net-preflight.ts';
 import { takeVcpuWorker, whenLoaded } from './vcpu/worker-pool.ts';
 import { CAP } from '../../native/kvm/abi.ts';
 import { kickThread } from '../../native/kvm/kick.ts';
@@ -157,6 +158,8 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
 
   private async launch(build: () => Promise<BuiltMachine>): Promise<VirtualMachine> {
     try {
+      // What the network back end needs from the host, before anything is built.
+      await checkNetBackEnd(this.spec.net);
       this.attach(await build());
       await this.startIoWorker();
       await this.launchWorkers();
@@ -219,7 +222,12 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
         if (m.type === 'ready') {
           started = true;
           resolve();
-        } else if (m.type === 'failed') fail(`the I/O thread failed: ${m.message}`);
+        } else if (m.type === 'failed') {
+          // Before `ready`: a back end that could not open (a port taken since the preflight, a
+          // tap gone): the start fails with its line.
+          if (started) fail(`the I/O thread failed: ${m.message}`);
+          else reject(new Error(m.message));
+        }
       });
     });
   }

@@ -14,6 +14,8 @@ describe('the wizard draft', () => {
     { name: 'p', guest: 'probe', append: 'scenario=idle ms=500', cpus: 4, memoryMiB: 512, haltPollNs: 1000000, pin: [1, 0] },
     { name: 'e', guest: 'probe', append: 'foo=1', cpuPm: true },
     { name: 'r', guest: 'probe', append: 'scenario=virtio-rng bytes=64 rounds=4', rng: true },
+    { name: 'n', guest: 'probe', append: 'scenario=net-dhcp', net: { mode: 'user', hostfwd: [{ protocol: 'tcp', hostAddress: '127.0.0.1', hostPort: 2222, guestAddress: '10.0.2.15', guestPort: 22 }] } },
+    { name: 't', guest: 'probe', net: { mode: 'tap', tap: 'tap0' } },
     { name: 'k', guest: 'custom', kernel: '/boot/vmlinux', initrd: '/boot/initrd', append: 'console=ttyS0', pvmProfile: false, cpuFeatures: { 'kvm-pv-unhalt': false } },
   ])('edits %j without changing what it means', (raw) => {
     const c = validateConfig(raw);

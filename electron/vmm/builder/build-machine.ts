@@ -15,6 +15,7 @@ import { buildCpuid, hostKvmFeatures } from '../cpu/cpuid.ts';
 import { setBootCpuState, setBootMsrs, setLapicLints } from '../cpu/boot-state.ts';
 import { createDeviceState, type BoardConfig } from '../devices/board.ts';
 import { createEventFd } from '../../../native/kvm/eventfd.ts';
+import { netConfigBytes } from '../devices/virtio/virtio-net.ts';
 import type { GuestMemory } from '../memory/guest-memory.ts';
 import type { MachineSpec } from '../machine-spec.ts';
 import { missingCapability } from '../machine/required-caps.ts';
@@ -155,9 +156,10 @@ function boardFor(spec: MachineSpec, check: (cap: number) => number, eventFds: n
   const names = spec.virtio ?? [];
   if (names.length === 0) return { virtio: [] };
   if (check(CAP.SIGNAL_MSI) <= 0) throw new Error('this host\'s KVM cannot inject MSIs (no KVM_CAP_SIGNAL_MSI): virtio devices need it; turn them off');
-  const virtio = names.map((name) => {
+  const virtio = names.map((name): BoardConfig['virtio'][number] => {
     const eventFd = createEventFd();
     eventFds.push(eventFd);
+    if (name === 'net' && spec.net) return { name, eventFd, deviceConfig: netConfigBytes(spec.net.mac), net: spec.net };
     return { name, eventFd };
   });
   const board: BoardConfig = { virtio };

@@ -1,6 +1,7 @@
 // `unhalt run` options <-> VmConfig, both ways: the wizard shows the equivalent command line, and
 // a round-trip test keeps the two in step.
 import { formatCpuOption, parseCpuList, parseCpuOption, parseOvercommit } from './knob-syntax.ts';
+import { formatNetOption, parseNetOption } from './net-config.ts';
 import { validateConfig, type VmConfig } from './vm-config.ts';
 
 /** node:util parseArgs options that describe a VM (run-only options like --timeout live in the CLI). */
@@ -19,6 +20,7 @@ export const VM_OPTIONS = {
   pin: { type: 'string' },
   'pvm-profile': { type: 'string' },
   rng: { type: 'string' },
+  net: { type: 'string' },
 } as const;
 
 export type VmOptionValues = Partial<Record<keyof typeof VM_OPTIONS, string>>;
@@ -34,6 +36,7 @@ export function configFromOptions(v: VmOptionValues): VmConfig {
     pin: v.pin === undefined ? undefined : parseCpuList(v.pin),
     pvmProfile: v['pvm-profile'],
     rng: v.rng,
+    net: v.net === undefined ? undefined : parseNetOption(v.net),
   });
 }
 
@@ -50,6 +53,7 @@ export function optionsFromConfig(c: VmConfig): string[] {
   if (c.pin) a.push('--pin', c.pin.join(','));
   if (!c.pvmProfile) a.push('--pvm-profile', 'off');
   if (c.rng) a.push('--rng', 'on');
+  if (c.net) a.push('--net', formatNetOption(c.net));
   return a;
 }
 

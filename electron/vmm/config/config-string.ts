@@ -3,6 +3,7 @@
 // is a key of its own; lists join with `+`.
 import { FEATURE_NAMES } from '../machine/features.ts';
 import { parseCpuList } from './knob-syntax.ts';
+import { formatNetOption, parseNetOption } from './net-config.ts';
 import { ConfigError, validateConfig, type VmConfig } from './vm-config.ts';
 
 const SIMPLE: Record<string, string> = {
@@ -15,6 +16,9 @@ export function parseConfigString(spec: string, base: Record<string, unknown> = 
   if (spec.length > 4096) throw new ConfigError('config string is too long');
   const raw: Record<string, unknown> = { ...base };
   const features: Record<string, unknown> = { ...(base.cpuFeatures as Record<string, unknown> | undefined) };
+  // `net=user,hostfwd=...,hostfwd=...`: the same text as `--net`, its parts being keys here too.
+  let net: string | undefined;
+  const hostfwd: string[] = [];
   for (const part of spec.split(',')) {
     if (part.trim() === '') continue;
     const eq = part.indexOf('=');
@@ -22,11 +26,15 @@ export function parseConfigString(spec: string, base: Record<string, unknown> = 
     const key = part.slice(0, eq).trim();
     const value = part.slice(eq + 1).trim();
     if (key === 'pin') raw.pin = parseCpuList(value);
+    else if (key === 'net') net = value;
+    else if (key === 'hostfwd') hostfwd.push(`hostfwd=${value}`);
     else if (key in SIMPLE) raw[SIMPLE[key]!] = value;
     else if (FEATURE_NAMES.includes(key)) features[key] = value;
-    else throw new ConfigError(`config string: unknown key "${key.slice(0, 40)}"; valid: ${[...Object.keys(SIMPLE), 'pin', ...FEATURE_NAMES].join(', ')}`);
+    else throw new ConfigError(`config string: unknown key "${key.slice(0, 40)}"; valid: ${[...Object.keys(SIMPLE), 'pin', 'net', 'hostfwd', ...FEATURE_NAMES].join(', ')}`);
   }
   if (Object.keys(features).length) raw.cpuFeatures = features;
+  if (hostfwd.length && net !== 'user') throw new ConfigError('config string: hostfwd= needs net=user before it');
+  if (net !== undefined) raw.net = parseNetOption([net, ...hostfwd].join(','));
   return validateConfig(raw);
 }
 
@@ -39,6 +47,7 @@ export function formatConfigString(c: VmConfig): string {
   if (c.pin) parts.push(`pin=${c.pin.join('+')}`);
   if (!c.pvmProfile) parts.push('pvm-profile=off');
   if (c.rng) parts.push('rng=on');
+  if (c.net) parts.push(`net=${formatNetOption(c.net)}`);
   for (const [k, v] of Object.entries(c.cpuFeatures)) parts.push(`${k}=${v ? 'on' : 'off'}`);
   return parts.join(',');
 }

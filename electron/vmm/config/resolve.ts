@@ -12,6 +12,7 @@ import { cpuPmUnavailable, featureOnButUnavailable, featureUnavailable, haltPoll
 import { machineType } from '../machine/machine-types.ts';
 import type { MachineSpec } from '../vm.ts';
 import { RunnabilityError, checkHostFit, checkKnobConflicts, cpuPmTurnedOffNote, effectiveFeatures, type EffectiveFeature } from './rules.ts';
+import { macForVm } from './net-config.ts';
 import { ConfigError, type VmConfig } from './vm-config.ts';
 
 export { RunnabilityError };
@@ -156,6 +157,10 @@ export function resolveMachine(c: VmConfig, host: HostCapabilities): ResolvedMac
   };
   if (initrdPath) spec.initrdPath = initrdPath;
   if (c.rng) spec.virtio = ['rng'];
+  if (c.net) {
+    spec.virtio = [...(spec.virtio ?? []), 'net'];
+    spec.net = { mac: macForVm(c.name), backEnd: c.net };
+  }
   if (c.haltPollNs !== undefined) spec.haltPollNs = c.haltPollNs;
   const pins = vcpuPins(c);
   if (pins) spec.pin = pins;

@@ -4,6 +4,7 @@
 import { MIN_MEMORY_MIB } from '../vm-limits.ts';
 import { FEATURE_NAMES } from '../machine/features.ts';
 import { resolveMachineName } from '../machine/machine-types.ts';
+import { checkNet, type NetConfig } from './net-config.ts';
 
 export const CONFIG_VERSION = 1;
 export const GUESTS = ['probe', 'linux', 'custom'] as const;
@@ -36,6 +37,8 @@ export interface VmConfig {
   pvmProfile: boolean;
   /** A virtio-rng device (virtio-pci, fed from the host's getrandom); present only when on. */
   rng?: true;
+  /** A virtio-net device and its back end (net-config.ts: the schema and its syntax); absent: no network. */
+  net?: NetConfig;
 }
 
 export const DEFAULTS = { cpus: 1, memoryMiB: 128, name: 'vm' } as const;
@@ -55,7 +58,7 @@ export class ConfigError extends Error {
 }
 
 const FIELDS = new Set(['version', 'name', 'guest', 'kernel', 'initrd', 'append', 'cpus', 'memoryMiB', 'machine',
-  'cpuFeatures', 'cpuPm', 'memLock', 'haltPollNs', 'pin', 'pvmProfile', 'rng']);
+  'cpuFeatures', 'cpuPm', 'memLock', 'haltPollNs', 'pin', 'pvmProfile', 'rng', 'net']);
 
 // The one number syntax of every option, config string and API field: decimal digits, an optional
 // sign (so a negative value gets a range message, not a syntax one), no hex, no exponents —
@@ -199,6 +202,7 @@ export function validateConfig(raw: unknown): VmConfig {
   if (r.append !== undefined) config.append = text(r.append, 'append', MAX_APPEND_LENGTH);
   if (r.haltPollNs !== undefined) config.haltPollNs = checkHaltPollNs(r.haltPollNs);
   if (r.rng !== undefined && bool(r.rng, 'rng')) config.rng = true;
+  if (r.net !== undefined) config.net = checkNet(r.net);
   if (r.pin !== undefined) {
     if (!Array.isArray(r.pin) || r.pin.length === 0) throw new ConfigError('pin must be a non-empty list of host CPU numbers');
     if (r.pin.length > MAX_PIN_ENTRIES) throw new ConfigError(`pin lists ${r.pin.length} host CPUs; at most ${MAX_PIN_ENTRIES} are allowed`);

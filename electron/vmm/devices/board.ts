@@ -12,8 +12,10 @@ import { SharedLock } from './shared-lock.ts';
 import { Uart16550, UART_STATE_WORDS } from './uart16550.ts';
 import { PCI_CONFIG_WORDS } from './pci/pci-config.ts';
 import { HostBridge, PCI_CONFIG_ADDRESS_PORT, PCI_CONFIG_DATA_PORT, PCI_HOST_STATE_WORDS, PciHost, type PciFunction } from './pci/pci-host.ts';
-import { MSIX_BAR_SIZE, REGS_BAR_SIZE, VirtioPci, virtioStateWords, type VirtioDeviceType } from './virtio/virtio-pci.ts';
+import { MSIX_BAR_SIZE, REGS_BAR_SIZE, VirtioPci, virtioStateWords, withDeviceConfig, type VirtioDeviceType } from './virtio/virtio-pci.ts';
 import { VIRTIO_RNG } from './virtio/virtio-rng.ts';
+import { VIRTIO_NET } from './virtio/virtio-net.ts';
+import type { NetConfig } from '../config/net-config.ts';
 
 export const COM1_BASE = 0x3f8;
 export const COM1_IRQ = 4;
@@ -31,7 +33,8 @@ export const DEVICE_LAYOUT = Object.freeze({
   pciHost: 120, // PCI_HOST_STATE_WORDS (1): CONFIG_ADDRESS
   hostBridge: 124, // PCI_CONFIG_WORDS (64)
   virtioRng: 188, // virtioStateWords(1) (108)
-  words: 296,
+  virtioNet: 296, // virtioStateWords(2) (128)
+  words: 424,
 });
 
 // Catch a layout edit that makes two parts overlap (checked once at load).
@@ -45,6 +48,7 @@ const parts: [number, number][] = [
   [DEVICE_LAYOUT.pciHost, PCI_HOST_STATE_WORDS],
   [DEVICE_LAYOUT.hostBridge, PCI_CONFIG_WORDS],
   [DEVICE_LAYOUT.virtioRng, virtioStateWords(VIRTIO_RNG.queues)],
+  [DEVICE_LAYOUT.virtioNet, virtioStateWords(VIRTIO_NET.queues)],
 ];
 for (let i = 0; i < parts.length; i++) {
   const end = i + 1 < parts.length ? parts[i + 1][0] : DEVICE_LAYOUT.words;
@@ -74,6 +78,7 @@ const SLOT_BLOCK = 0x10000;
 /** The virtio devices a board can carry: type, where its state lives, its PCI slot. */
 export const VIRTIO_DEVICES = Object.freeze({
   rng: { type: VIRTIO_RNG, stateWord: DEVICE_LAYOUT.virtioRng, slot: 1 },
+  net: { type: VIRTIO_NET, stateWord: DEVICE_LAYOUT.virtioNet, slot: 3 },
 } satisfies Record<string, { type: VirtioDeviceType; stateWord: number; slot: number }>);
 export type VirtioDeviceName = keyof typeof VIRTIO_DEVICES;
 
@@ -82,9 +87,21 @@ export type VirtioDeviceName = keyof typeof VIRTIO_DEVICES;
  * data, the same in every thread (fds are process-wide). The host bridge is always there.
  */
 export interface BoardConfig {
-  virtio: { name: VirtioDeviceName; eventFd: number }[];
+  virtio: {
+    name: VirtioDeviceName;
+    eventFd: number;
+    /** Device-specific configuration the guest reads (fixed at build: a MAC and link status). */
+    deviceConfig?: number[];
+    /** virtio-net: its MAC and back end (the I/O thread opens it). */
+    net?: NetBackEndSpec;
+  }[];
   /** KVM has ioeventfds: the width they match (0 = any, KVM_CAP_IOEVENTFD_ANY_LENGTH); absent: none. */
   ioeventfdLength?: number;
+}
+
+export interface NetBackEndSpec {
+  mac: string;
+  backEnd: NetConfig;
 }
 
 export const NO_PCI_DEVICES: BoardConfig = Object.freeze({ virtio: [] });
@@ -130,10 +147,11 @@ export interface PciBoard {
 export function attachPci(stateSab: SharedArrayBuffer, board: BoardConfig, io: PciIo): PciBoard {
   const bridge = new HostBridge(new Uint8Array(stateSab, DEVICE_LAYOUT.hostBridge * 4, PCI_CONFIG_WORDS * 4));
   const slots: (PciFunction | undefined)[] = [bridge];
-  const virtio = board.virtio.map(({ name, eventFd }) => {
+  const virtio = board.virtio.map(({ name, eventFd, deviceConfig }) => {
     const d = VIRTIO_DEVICES[name];
     const length = board.ioeventfdLength;
-    const device = new VirtioPci(view(stateSab, d.stateWord, virtioStateWords(d.type.queues)), d.type, slotBars(d.slot), {
+    const type = deviceConfig ? withDeviceConfig(d.type, deviceConfig) : d.type;
+    const device = new VirtioPci(view(stateSab, d.stateWord, virtioStateWords(d.type.queues)), type, slotBars(d.slot), {
       signalMsi: (a, v) => io.signalMsi(a, v),
       notify: () => io.signalEventFd(eventFd),
       ...(length !== undefined ? { setIoeventfd: (address: number, _q: number, assign: boolean) => io.setIoeventfd(address, length, eventFd, assign) } : {}),

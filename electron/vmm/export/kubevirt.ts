@@ -8,6 +8,7 @@ import {
   describePins, type ExportPlan, featureValue, haltPollAdvice, machineTypeNote, NEVER_EXPORTED, passthroughDefault,
 } from './plan.ts';
 import { toYaml, type YamlValue } from './yaml.ts';
+import { macForVm } from '../config/net-config.ts';
 
 /** Features KubeVirt has a field for. */
 const KUBEVIRT_FIELD = new Set(['kvmclock', 'kvm-pv-eoi', 'kvm-pv-unhalt']);
@@ -40,6 +41,14 @@ export function kubevirtYaml(plan: ExportPlan): string {
   if (plan.pins) {
     gaps.push(`pin (${describePins(plan.pins)}): KubeVirt cannot pin to named host CPUs. dedicatedCpuPlacement is set:`,
       '  the kubelet\'s CPU manager (static policy) gives each vCPU a host CPU of its own and pins it there.');
+  }
+  if (c.net?.mode === 'tap') {
+    gaps.push(`tap=${c.net.tap}: KubeVirt has no tap back end; attach a bridge network through Multus (interfaces[].bridge) instead.`);
+  }
+  if (c.net?.mode === 'user' && c.net.hostfwd.length) {
+    gaps.push('hostfwd: the masquerade interface forwards the listed guest ports from the pod; reach them from the host with a Service:',
+      ...c.net.hostfwd.map((f) => `  virtctl expose vm ${plan.slug} --name ${plan.slug}-${f.protocol}-${f.hostPort} --type NodePort --port ${f.hostPort} --target-port ${f.guestPort} --protocol ${f.protocol.toUpperCase()}`),
+      '  (KubeVirt\'s masquerade network gives the guest 10.0.2.2, gateway 10.0.2.1, not 10.0.2.15.)');
   }
   if (unreachable.length) {
     gaps.push(`${unreachable.map((f) => `${f.name}=${f.value ? 'on' : 'off'}`).join(', ')}: KubeVirt has no field for ${unreachable.length > 1 ? 'these' : 'this'}`,
@@ -97,11 +106,17 @@ export function kubevirtYaml(plan: ExportPlan): string {
               // Unhalt's board: no disks, network, display or balloon; one serial console.
               autoattachGraphicsDevice: false,
               autoattachMemBalloon: false,
-              autoattachPodInterface: false,
+              ...(c.net?.mode === 'user' ? {
+                interfaces: [{
+                  name: 'default', masquerade: {}, macAddress: macForVm(c.name), model: 'virtio',
+                  ...(c.net.hostfwd.length ? { ports: c.net.hostfwd.map((f) => ({ port: f.guestPort, protocol: f.protocol.toUpperCase() })) } : {}),
+                }],
+              } : { autoattachPodInterface: false }),
               autoattachSerialConsole: true,
               ...(c.rng ? { rng: {} } : {}),
             },
           },
+          ...(c.net?.mode === 'user' ? { networks: [{ name: 'default', pod: {} }] } : {}),
         },
       },
     },

@@ -8,6 +8,7 @@
 import {
   describePins, type ExportPlan, featureValue, haltPollAdvice, machineTypeNote, NEVER_EXPORTED, passthroughDefault, shellQuote,
 } from './plan.ts';
+import { macForVm, type NetConfig } from '../config/net-config.ts';
 
 const QEMU_NS = 'http://libvirt.org/schemas/domain/qemu/1.0';
 /** Features with a libvirt element of their own (the rest ride on host-passthrough). */
@@ -43,6 +44,11 @@ export function libvirtXml(plan: ExportPlan): string {
     ...(c.memLock ? ['mem-lock=on: <memoryBacking><locked/>; give the domain a <memtune><hard_limit> so libvirt can size RLIMIT_MEMLOCK (it needs the right to raise it).'] : []),
     ...(plan.pins ? [`pin: <cputune><vcpupin> (${describePins(plan.pins)}).`] : []),
     ...(c.haltPollNs !== undefined ? ['Knobs libvirt and QEMU have no option for:', ...haltPollAdvice(c.haltPollNs).map((l) => `  ${l}`)] : []),
+    ...(c.net?.mode === 'user' && c.net.hostfwd.length ? [
+      'hostfwd: libvirt\'s user interface forwards ports only with the passt back end (libvirt 9.0 or newer, <backend type=\'passt\'/>),',
+      '  used below; with passt the guest gets the host\'s own address by DHCP instead of 10.0.2.15.',
+    ] : []),
+    ...(c.net?.mode === 'tap' ? [`tap=${c.net.tap}: an ethernet interface on the existing tap (managed='no': libvirt neither creates nor removes it).`] : []),
     ...(plan.hostKind === 'pvm' ? ['Made for a PVM host: arch-capabilities is disabled, or -cpu host aborts there (harmless elsewhere).'] : []),
     `ttyS0 is a pty (virsh console ${shellQuote(c.name)}); ttyS1, the guest's agent channel, goes to a file.`,
   ];
@@ -84,10 +90,21 @@ export function libvirtXml(plan: ExportPlan): string {
     "    <console type='pty'>", "      <target type='serial' port='0'/>", '    </console>',
     "    <memballoon model='none'/>",
     ...(c.rng ? ["    <rng model='virtio'>", "      <backend model='random'>/dev/urandom</backend>", '    </rng>'] : []),
+    ...(c.net ? libvirtInterface(c.net, macForVm(c.name)) : []),
     '  </devices>');
   if (qemuArgs.length) x.push('  <qemu:commandline>', ...qemuArgs.map((a) => `    <qemu:arg value='${esc(a)}'/>`), '  </qemu:commandline>');
   x.push('</domain>');
   return `${x.join('\n')}\n`;
+}
+
+/** The <interface> of a network: user (slirp, or passt when ports are forwarded) or an existing tap. */
+function libvirtInterface(n: NetConfig, mac: string): string[] {
+  const common = [`      <mac address='${mac}'/>`, "      <model type='virtio'/>"];
+  if (n.mode === 'tap') return ["    <interface type='ethernet'>", `      <target dev='${esc(n.tap)}' managed='no'/>`, ...common, '    </interface>'];
+  const forwards = n.hostfwd.flatMap((f) => [
+    `      <portForward proto='${f.protocol}' address='${esc(f.hostAddress)}'>`, `        <range start='${f.hostPort}' to='${f.guestPort}'/>`, '      </portForward>',
+  ]);
+  return ["    <interface type='user'>", ...common, ...(forwards.length ? ["      <backend type='passt'/>", ...forwards] : []), '    </interface>'];
 }
 
 function esc(s: string): string {

@@ -3,6 +3,7 @@
 // `-cpu host,kvm-pv-unhalt=on,...`, `-overcommit cpu-pm=on` and `mem-lock=on`. What it has
 // not (per-VM halt polling, vCPU pinning) is said in the comments with what to do instead.
 import type { VmConfig } from '../config/vm-config.ts';
+import { formatHostForward, macForVm, type NetConfig } from '../config/net-config.ts';
 import type { HostKind } from '../host.ts';
 import { describePins, type ExportPlan, haltPollAdvice, machineTypeNote, NEVER_EXPORTED, shellQuote } from './plan.ts';
 
@@ -43,7 +44,18 @@ function qemuOptions(plan: ExportPlan): Option[] {
   opts.push(['-serial', 'mon:stdio'], ['-serial', `file:${plan.agentLog ?? `${plan.slug}.ttyS1.log`}`]);
   // rng=on: virtio-rng on PCI, fed from the host's getrandom (QEMU's default rng-random backend reads /dev/urandom).
   if (c.rng) opts.push(['-device', 'virtio-rng-pci']);
+  // disable-legacy=on: a modern-only 1af4:1041 as Unhalt's card is (QEMU's default is the transitional 1af4:1000).
+  if (c.net) opts.push(['-netdev', qemuNetdev(c.net)], ['-device', `virtio-net-pci,disable-legacy=on,netdev=n0,mac=${macForVm(c.name)}`]);
   return opts;
+}
+
+/**
+ * `-netdev` for a network: QEMU's user networking is libslirp too, with the same hostfwd syntax
+ * (ipv6=off: Unhalt's user network is IPv4 only, QEMU's has IPv6 by default); a tap is the user's.
+ */
+export function qemuNetdev(n: NetConfig): string {
+  if (n.mode === 'tap') return `tap,id=n0,ifname=${n.tap},script=no,downscript=no`;
+  return ['user', 'id=n0', 'ipv6=off', ...n.hostfwd.map((f) => `hostfwd=${formatHostForward(f)}`)].join(',');
 }
 
 /** The argument vector, without the binary. */

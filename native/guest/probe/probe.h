@@ -144,6 +144,12 @@ NORETURN void halt_forever(void);
 /* ---- virtio.c ---- */
 NORETURN void scenario_virtio_rng(void);
 void virtio_irq(u64 vector);
+u32 pci_read32(u32 dev, u32 reg);      /* configuration mechanism #1, bus 0, function 0 */
+u8 pci_read8(u32 dev, u32 reg);
+void pci_write16(u32 dev, u32 reg, u16 v);
+
+/* ---- virtio_net.c ---- */
+NORETURN void scenario_net(const char *name);   /* net-dhcp, net-connect, net-listen, net-udp-rr */
 
 /* ---- lib.c ---- */
 void *memset(void *d, int c, size_t n);

@@ -229,6 +229,9 @@ NORETURN void run_scenario(const char *name)
 		scenario_cpuid();
 	if (!memcmp(name, "virtio-rng", 11))
 		scenario_virtio_rng();
+	if (!memcmp(name, "net-dhcp", 9) || !memcmp(name, "net-connect", 12) || !memcmp(name, "net-listen", 11)
+	    || !memcmp(name, "net-udp-rr", 11))
+		scenario_net(name);
 	con_printf("probe: unknown scenario '%s'\n", name);
 	event("unknown_scenario");
 	power_off();

@@ -86,14 +86,14 @@ void virtio_irq(u64 vector)
 		config_irqs++;
 }
 
-/* ---- PCI configuration mechanism #1 ---- */
+/* ---- PCI configuration mechanism #1 (pci_read32/read8/write16 also serve virtio_net.c) ---- */
 static u32 cfg_addr(u32 dev, u32 reg) { return 0x80000000u | (dev << 11) | (reg & 0xFC); }
-static u32 pci_read32(u32 dev, u32 reg)
+u32 pci_read32(u32 dev, u32 reg)
 {
 	outl(PCI_ADDR, cfg_addr(dev, reg));
 	return inl(PCI_DATA);
 }
-static u8 pci_read8(u32 dev, u32 reg)
+u8 pci_read8(u32 dev, u32 reg)
 {
 	outl(PCI_ADDR, cfg_addr(dev, reg));
 	return inb(PCI_DATA + (reg & 3));
@@ -103,7 +103,7 @@ static void pci_write32(u32 dev, u32 reg, u32 v)
 	outl(PCI_ADDR, cfg_addr(dev, reg));
 	outl(PCI_DATA, v);
 }
-static void pci_write16(u32 dev, u32 reg, u16 v)
+void pci_write16(u32 dev, u32 reg, u16 v)
 {
 	outl(PCI_ADDR, cfg_addr(dev, reg));
 	outw(PCI_DATA + (reg & 2), v);

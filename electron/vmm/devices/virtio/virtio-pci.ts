@@ -62,6 +62,11 @@ export interface VirtioDeviceType {
   readonly configBytes: number;
   readConfig?(offset: number, size: number): number;
   /**
+   * Bit per queue the device fills when it has data (a network card's receive queue):
+   * serviceQueues leaves its chains available, and the back end takes them with fillQueue.
+   */
+  readonly deviceFilled?: number;
+  /**
    * One available chain of queue `queue`, on the I/O thread: do the request, return the bytes
    * written into the chain's device-writable buffers (the used length).
    */
@@ -94,6 +99,8 @@ const W = Object.freeze({
 const Q = Object.freeze({
   size: 0, vector: 1, enable: 2, descLo: 3, descHi: 4, availLo: 5, availHi: 6, usedLo: 7, usedHi: 8,
   lastAvail: 9, usedIdx: 10, requests: 11, bytes: 12,
+  /** Requests the back end dropped (a frame with no receive buffer for it, a malformed one). */
+  drops: 13,
 });
 const Q_WORDS = 16;
 /** Chains one serviceQueues call takes from a queue before it lets go of the bus lock. */
@@ -126,6 +133,24 @@ export interface VirtioCounters {
   needsResets: number;
   requests: number[];
   bytes: number[];
+  drops: number[];
+}
+
+/** How a chain of a queue is served on the I/O thread (a device type, or a back end with state). */
+export interface QueueServer {
+  serve(queue: number, chain: Chain, ram: GuestRam): number;
+}
+
+/** `type` with fixed device-specific configuration bytes (chosen when the VM is built, e.g. a MAC). */
+export function withDeviceConfig(type: VirtioDeviceType, bytes: readonly number[]): VirtioDeviceType {
+  return Object.freeze({
+    ...type,
+    readConfig: (offset: number, size: number) => {
+      let v = 0;
+      for (let i = 0; i < size; i++) v |= (bytes[offset + i] ?? 0) << (8 * i);
+      return v >>> 0;
+    },
+  });
 }
 
 export class VirtioPci implements PciFunction {
@@ -204,6 +229,7 @@ export class VirtioPci implements PciFunction {
       interrupts: this.s[W.interrupts]! >>> 0, resets: this.s[W.resets]! >>> 0,
       status: this.s[W.status]!, error: this.s[W.error]!, lastError: this.s[W.lastError]!, needsResets: this.s[W.needsResets]! >>> 0,
       requests: q.map((b) => this.s[b + Q.requests]! >>> 0), bytes: q.map((b) => this.s[b + Q.bytes]! >>> 0),
+      drops: q.map((b) => this.s[b + Q.drops]! >>> 0),
     };
   }
 
@@ -433,7 +459,7 @@ export class VirtioPci implements PciFunction {
    * held for a whole ring of a hostile guest's 64 KiB requests: returns true when chains remain,
    * and the caller calls again after letting go of the lock.
    */
-  serviceQueues(ram: GuestRam, kicks = 1): boolean {
+  serviceQueues(ram: GuestRam, kicks = 1, server: QueueServer = this.type): boolean {
     const s = this.s;
     s[W.kicks] = (s[W.kicks]! + kicks) | 0;
     if ((s[W.status]! & (STATUS.driverOk | STATUS.needsReset | STATUS.failed)) !== STATUS.driverOk || !this.config.busMaster) return false;
@@ -442,7 +468,7 @@ export class VirtioPci implements PciFunction {
     let more = false;
     for (let i = 0; i < this.type.queues; i++) {
       const q = W.queues + Q_WORDS * i;
-      if (s[q + Q.enable] !== 1) continue;
+      if (s[q + Q.enable] !== 1 || ((this.type.deviceFilled ?? 0) & (1 << i)) !== 0) continue;
       const addr = (lo: number) => (s[q + lo]! >>> 0) + (s[q + lo + 1]! >>> 0) * 0x1_0000_0000;
       if (!sq.bind({ size: s[q + Q.size]!, desc: addr(Q.descLo), avail: addr(Q.availLo), used: addr(Q.usedLo) })) {
         this.needsReset(sq.error);
@@ -462,7 +488,7 @@ export class VirtioPci implements PciFunction {
           this.needsReset(sq.error);
           return false;
         }
-        const written = this.type.serve(i, sq.chain, ram);
+        const written = server.serve(i, sq.chain, ram);
         sq.push(s[q + Q.usedIdx]!, sq.chain.head, written);
         s[q + Q.usedIdx] = (s[q + Q.usedIdx]! + 1) & 0xffff;
         s[q + Q.lastAvail] = (last + 1) & 0xffff;
@@ -473,6 +499,55 @@ export class VirtioPci implements PciFunction {
       if (served > 0 && !sq.interruptSuppressed()) this.interrupt(s[q + Q.vector]!, 1);
     }
     return more;
+  }
+
+  /** Counts a request the back end dropped on `queue` (the I/O thread; read by anyone). */
+  countDrop(queue: number): void {
+    if (queue < this.type.queues) Atomics.add(this.s, W.queues + Q_WORDS * queue + Q.drops, 1);
+  }
+
+  /**
+   * Fills available chains of a device-filled queue (the I/O thread, under the bus lock): while
+   * `fill` has data it is handed the next chain and returns the bytes it wrote (the chain goes on
+   * the used ring) or -1 (the chain is left available, nothing more is filled this call). At most
+   * MAX_CHAINS_PER_PASS chains; one interrupt for all of them. Returns how many were filled, or
+   * -1 when the queue cannot take any (not running, no chain available, or just broken).
+   */
+  fillQueue(queue: number, ram: GuestRam, fill: (chain: Chain) => number): number {
+    const s = this.s;
+    if ((s[W.status]! & (STATUS.driverOk | STATUS.needsReset | STATUS.failed)) !== STATUS.driverOk || !this.config.busMaster) return -1;
+    const q = W.queues + Q_WORDS * queue;
+    if (queue >= this.type.queues || s[q + Q.enable] !== 1) return -1;
+    this.queue ??= new SplitQueue(ram);
+    const sq = this.queue;
+    const addr = (lo: number) => (s[q + lo]! >>> 0) + (s[q + lo + 1]! >>> 0) * 0x1_0000_0000;
+    if (!sq.bind({ size: s[q + Q.size]!, desc: addr(Q.descLo), avail: addr(Q.availLo), used: addr(Q.usedLo) })) {
+      this.needsReset(sq.error);
+      return -1;
+    }
+    const available = sq.pending(s[q + Q.lastAvail]!);
+    if (available <= 0) {
+      if (available < 0) this.needsReset(sq.error);
+      return -1;
+    }
+    let filled = 0;
+    for (let n = Math.min(available, MAX_CHAINS_PER_PASS); n > 0; n--) {
+      const last = s[q + Q.lastAvail]!;
+      if (!sq.pop(last)) {
+        this.needsReset(sq.error);
+        return filled > 0 ? filled : -1;
+      }
+      const written = fill(sq.chain);
+      if (written < 0) break;
+      sq.push(s[q + Q.usedIdx]!, sq.chain.head, written);
+      s[q + Q.usedIdx] = (s[q + Q.usedIdx]! + 1) & 0xffff;
+      s[q + Q.lastAvail] = (last + 1) & 0xffff;
+      s[q + Q.requests]!++;
+      s[q + Q.bytes] = (s[q + Q.bytes]! + written) | 0;
+      filled++;
+    }
+    if (filled > 0 && !sq.interruptSuppressed()) this.interrupt(s[q + Q.vector]!, 1);
+    return filled;
   }
 }
 

@@ -3,6 +3,7 @@
 // configuration would give now (describeConfig).
 import { useEffect, useState } from 'react';
 import type { ResolvedDto, VmRecord } from '../../../../electron/service/api.ts';
+import { formatNetOption } from '../../../../electron/vmm/config/net-config.ts';
 import { api, errorMessage, useApp } from '../../state/app.ts';
 import { haltPollNow, pinNow, probeScenario } from '../../lib/config.ts';
 import { clock, mib } from '../../lib/format.ts';
@@ -51,6 +52,7 @@ export function ConfigPanel({ vm }: { vm: VmRecord }) {
     ['cpu-pm', c.cpuPm ? `on${r?.disableExits.length ? ` (exits disabled: ${r.disableExits.join(', ')})` : ''}` : 'off'],
     ['mem-lock', c.memLock ? 'on' : 'off'],
     ['virtio-rng', c.rng ? 'on (virtio-pci, from the host\'s getrandom)' : 'off'],
+    ['Network', c.net ? <code>{formatNetOption(c.net)}</code> : 'none'],
     ['Halt polling', haltPollNow(c, vm.status, host)],
     ['Pinning', `${pinNow(c, vm.status)}${c.pin?.length || vm.status.live?.pin?.length ? ' (vCPU i on the i-th listed, round-robin)' : ''}`],
     ...(c.guest !== 'probe' ? [['PVM profile', c.pvmProfile ? 'on' : 'off'] as [string, React.ReactNode]] : []),

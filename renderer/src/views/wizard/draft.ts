@@ -1,5 +1,6 @@
 // The wizard's working copy of a VM configuration and its conversion to the API's config.
 import type { HostInfo } from '../../../../electron/service/api.ts';
+import type { NetConfig } from '../../../../electron/vmm/config/net-config.ts';
 import { typedPin } from './validate.ts';
 
 export interface Draft {
@@ -24,6 +25,8 @@ export interface Draft {
   pin: string;
   /** A virtio-rng device on the PCI bus (rng=on). */
   rng: boolean;
+  /** The VM's network as stored (the wizard has no field for it yet: kept, never lost, on an edit). */
+  net?: NetConfig;
 }
 
 export const PROBE_SCENARIOS: { name: string; summary: string; args?: string }[] = [
@@ -97,6 +100,7 @@ export function draftToConfig(d: Draft): Record<string, unknown> & { version: 1 
   }
   if (d.haltPollMode === 'custom') c.haltPollNs = numberOrText(d.haltPollNs);
   if (d.rng) c.rng = true;
+  if (d.net) c.net = d.net;
   const pin = typedPin(d.pin);
   if (pin === undefined) c.pin = d.pin;
   else if (pin.length) c.pin = pin;
