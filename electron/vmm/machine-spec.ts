@@ -4,6 +4,7 @@
 import type { Vcpu } from '../../native/kvm/kvm.ts';
 import type { GuestMemory } from './memory/guest-memory.ts';
 import type { VirtioDeviceName } from './devices/board.ts';
+import type { DiskSpec } from './devices/virtio/disk-image.ts';
 
 /** Everything needed to start a machine, already validated and resolved (see config/). */
 export interface MachineSpec {
@@ -26,6 +27,8 @@ export interface MachineSpec {
   mwait?: boolean;
   /** virtio-pci devices on the PCI bus (devices/board.ts VIRTIO_DEVICES); the host bridge is always there. */
   virtio?: VirtioDeviceName[];
+  /** virtio-blk disks, in order (the first is the guest's vda), each in its own PCI slot (board.ts). */
+  disks?: DiskSpec[];
   /** Tests only (never set from a config): ways to make a guest fail on purpose. */
   testHooks?: VmTestHooks;
 }

@@ -1,7 +1,7 @@
 // `unhalt run` options <-> VmConfig, both ways: the wizard shows the equivalent command line, and
 // a round-trip test keeps the two in step.
 import { formatCpuOption, parseCpuList, parseCpuOption, parseOvercommit } from './knob-syntax.ts';
-import { validateConfig, type VmConfig } from './vm-config.ts';
+import { formatDiskOption, parseDiskOption, validateConfig, type VmConfig } from './vm-config.ts';
 
 /** node:util parseArgs options that describe a VM (run-only options like --timeout live in the CLI). */
 export const VM_OPTIONS = {
@@ -19,9 +19,11 @@ export const VM_OPTIONS = {
   pin: { type: 'string' },
   'pvm-profile': { type: 'string' },
   rng: { type: 'string' },
+  /** FILE[,readonly=on], repeatable: one virtio-blk disk each. */
+  disk: { type: 'string', multiple: true },
 } as const;
 
-export type VmOptionValues = Partial<Record<keyof typeof VM_OPTIONS, string>>;
+export type VmOptionValues = Partial<Record<Exclude<keyof typeof VM_OPTIONS, 'disk'>, string>> & { disk?: string[] };
 
 export function configFromOptions(v: VmOptionValues): VmConfig {
   const over = v.overcommit === undefined ? {} : parseOvercommit(v.overcommit);
@@ -34,6 +36,7 @@ export function configFromOptions(v: VmOptionValues): VmConfig {
     pin: v.pin === undefined ? undefined : parseCpuList(v.pin),
     pvmProfile: v['pvm-profile'],
     rng: v.rng,
+    disks: v.disk?.map(parseDiskOption),
   });
 }
 
@@ -50,6 +53,7 @@ export function optionsFromConfig(c: VmConfig): string[] {
   if (c.pin) a.push('--pin', c.pin.join(','));
   if (!c.pvmProfile) a.push('--pvm-profile', 'off');
   if (c.rng) a.push('--rng', 'on');
+  for (const d of c.disks ?? []) a.push('--disk', formatDiskOption(d));
   return a;
 }
 

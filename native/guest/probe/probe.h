@@ -144,6 +144,10 @@ NORETURN void halt_forever(void);
 /* ---- virtio.c ---- */
 NORETURN void scenario_virtio_rng(void);
 void virtio_irq(u64 vector);
+u32 virtio_queue_irqs(void);     /* VEC_VIRTQ interrupts taken so far (any virtio driver's) */
+
+/* ---- virtio_blk.c ---- */
+NORETURN void scenario_virtio_blk(void);
 
 /* ---- lib.c ---- */
 void *memset(void *d, int c, size_t n);

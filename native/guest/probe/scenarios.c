@@ -229,6 +229,8 @@ NORETURN void run_scenario(const char *name)
 		scenario_cpuid();
 	if (!memcmp(name, "virtio-rng", 11))
 		scenario_virtio_rng();
+	if (!memcmp(name, "virtio-blk", 11))
+		scenario_virtio_blk();
 	con_printf("probe: unknown scenario '%s'\n", name);
 	event("unknown_scenario");
 	power_off();

@@ -63,10 +63,16 @@ export interface VirtioDeviceType {
   readConfig?(offset: number, size: number): number;
   /**
    * One available chain of queue `queue`, on the I/O thread: do the request, return the bytes
-   * written into the chain's device-writable buffers (the used length).
+   * written into the chain's device-writable buffers (the used length), or SERVE_NEEDS_RESET
+   * when the request is one the device cannot even answer (the device then needs a reset).
    */
   serve(queue: number, chain: Chain, ram: GuestRam): number;
+  /** The type's own counters (requests by kind, bytes...), read from shared state by any thread. */
+  counters?(): Record<string, number>;
 }
+
+/** serve()'s answer for a chain that makes the device need a reset (QUEUE_ERROR.badRequest). */
+export const SERVE_NEEDS_RESET = -1;
 
 // Shared state words of one device.
 const W = Object.freeze({
@@ -126,6 +132,8 @@ export interface VirtioCounters {
   needsResets: number;
   requests: number[];
   bytes: number[];
+  /** The device type's own counters (virtio-blk: reads, writes, bytes read / written, flushes...). */
+  device?: Record<string, number>;
 }
 
 export class VirtioPci implements PciFunction {
@@ -204,6 +212,7 @@ export class VirtioPci implements PciFunction {
       interrupts: this.s[W.interrupts]! >>> 0, resets: this.s[W.resets]! >>> 0,
       status: this.s[W.status]!, error: this.s[W.error]!, lastError: this.s[W.lastError]!, needsResets: this.s[W.needsResets]! >>> 0,
       requests: q.map((b) => this.s[b + Q.requests]! >>> 0), bytes: q.map((b) => this.s[b + Q.bytes]! >>> 0),
+      ...(this.type.counters ? { device: this.type.counters() } : {}),
     };
   }
 
@@ -463,6 +472,10 @@ export class VirtioPci implements PciFunction {
           return false;
         }
         const written = this.type.serve(i, sq.chain, ram);
+        if (written === SERVE_NEEDS_RESET) {
+          this.needsReset(QUEUE_ERROR.badRequest);
+          return false;
+        }
         sq.push(s[q + Q.usedIdx]!, sq.chain.head, written);
         s[q + Q.usedIdx] = (s[q + Q.usedIdx]! + 1) & 0xffff;
         s[q + Q.lastAvail] = (last + 1) & 0xffff;
