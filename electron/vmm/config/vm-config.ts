@@ -182,7 +182,9 @@ export function parseDiskOption(text: string): Record<string, unknown> {
   for (const o of opts) {
     const eq = o.indexOf('=');
     const key = eq < 0 ? o : o.slice(0, eq);
-    if (key !== 'readonly') throw new ConfigError(`disk option "${o.slice(0, 40)}" is not known; valid: readonly=on|off`);
+    if (key !== 'readonly') {
+      throw new ConfigError(`disk option "${o.slice(0, 40)}" is not known; valid: readonly=on|off${eq < 0 ? ' (a disk path may not contain a comma)' : ''}`);
+    }
     raw.readonly = eq < 0 ? '' : o.slice(eq + 1);
   }
   return raw;
