@@ -1,0 +1,84 @@
+// Disks through every configuration surface (one rule, vm-config.ts checkDisk): `--disk
+// FILE[,readonly=on]` (repeatable), config strings (`disk=FILE,readonly=on`), saved JSON, and the
+// exports (QEMU -drive/-device, libvirt <disk>, KubeVirt disks + hostDisk volumes), each round
+// trip back to the same configuration; every malformed disk refused with one line.
+import { parseArgs } from 'node:util';
+import { describe, expect, it } from 'vitest';
+import { VM_OPTIONS, commandLine, configFromOptions, optionsFromConfig } from '../../electron/vmm/config/cli-args.ts';
+import { formatConfigString, parseConfigString } from '../../electron/vmm/config/config-string.ts';
+import { ConfigError, validateConfig } from '../../electron/vmm/config/vm-config.ts';
+import { exportConfig } from '../../electron/vmm/export/export.ts';
+import { MAX_DISKS } from '../../electron/vmm/vm-limits.ts';
+import { parseYamlSubset } from '../support/yaml-subset.ts';
+
+const boot = { kernelPath: '/srv/kernels/probe.elf', cmdline: 'scenario=virtio-blk' };
+const DISKS = [{ path: '/srv/images/root.img' }, { path: '/srv/images/data disk.raw', readonly: true as const }];
+
+describe('disks in the configuration', () => {
+  it('--disk is repeatable, keeps order, and round-trips through the command line', () => {
+    const { values } = parseArgs({ args: ['--disk', '/srv/images/root.img', '--disk', '/srv/images/data disk.raw,readonly=on'], options: VM_OPTIONS, strict: true });
+    const c = configFromOptions(values);
+    expect(c.disks).toEqual(DISKS);
+    const again = configFromOptions(parseArgs({ args: optionsFromConfig(c), options: VM_OPTIONS, strict: true }).values);
+    expect(again).toEqual(c);
+    expect(commandLine(c)).toContain("--disk /srv/images/root.img --disk '/srv/images/data disk.raw,readonly=on'");
+    expect(configFromOptions({ disk: ['/a.img,readonly=off'] }).disks).toEqual([{ path: '/a.img' }]);
+  });
+
+  it('config strings: disk=FILE, with readonly=on right after it belonging to that disk', () => {
+    const c = parseConfigString('cpus=2,disk=/srv/images/root.img,disk=/srv/images/data disk.raw,readonly=on,rng=on');
+    expect(c.disks).toEqual(DISKS);
+    expect(formatConfigString(c)).toBe(`cpus=2,memory=128,machine=${c.machine},rng=on,disk=/srv/images/root.img,disk=/srv/images/data disk.raw,readonly=on`);
+    expect(parseConfigString(formatConfigString(c))).toEqual(c);
+    expect(() => parseConfigString('cpus=2,readonly=on')).toThrow(/^config string: readonly= belongs right after a disk=FILE$/);
+    expect(() => parseConfigString('disk=/a.img,cpus=2,readonly=on')).toThrow(/belongs right after a disk=FILE/);
+  });
+
+  it('saved JSON round-trips; no disks means no field', () => {
+    const c = validateConfig({ disks: DISKS });
+    expect(validateConfig(JSON.parse(JSON.stringify(c)))).toEqual(c);
+    expect('disks' in validateConfig({ disks: [] })).toBe(false);
+    expect('disks' in validateConfig({})).toBe(false);
+  });
+
+  const bad: [string, unknown, RegExp][] = [
+    ['not a list', '/a.img', /^disks must be a list of \{ path, readonly \}$/],
+    ['too many', Array.from({ length: MAX_DISKS + 1 }, (_, i) => ({ path: `/d${i}.img` })), new RegExp(`^${MAX_DISKS + 1} disks given; at most ${MAX_DISKS} are allowed$`)],
+    ['a relative path', [{ path: 'root.img' }], /^disk must be an absolute path \(its full path on the host, starting with \/\), got "root\.img"$/],
+    ['an empty path', [{ path: ' ' }], /^disk is an empty path$/],
+    ['a comma in the path', [{ path: '/a,b.img' }], /contains a comma, which separates disk options; rename the file or link to it$/],
+    ['an unknown field', [{ path: '/a.img', cache: 'none' }], /^unknown disk field "cache"; valid: path, readonly$/],
+    ['a bad readonly', [{ path: '/a.img', readonly: 'yes' }], /^disk readonly must be on or off, got "yes"$/],
+    ['a NUL', [{ path: '/a\0.img' }], /^disk contains a NUL character$/],
+  ];
+  for (const [what, disks, message] of bad) {
+    it(`refuses ${what} in one line`, () => {
+      expect(() => validateConfig({ disks })).toThrow(ConfigError);
+      expect(() => validateConfig({ disks })).toThrow(message);
+    });
+  }
+});
+
+describe('disks in the exports', () => {
+  const config = validateConfig({ name: 'disks', disks: DISKS });
+  it('QEMU: one -drive (raw, readonly=on where read-only, commas doubled) and one virtio-blk-pci per disk, in order', () => {
+    const text = exportConfig('qemu', { config, boot, hostKind: 'hardware' }).text;
+    expect(text).toContain('-drive file=/srv/images/root.img,if=none,id=disk0,format=raw');
+    expect(text).toContain("-drive 'file=/srv/images/data disk.raw,if=none,id=disk1,format=raw,readonly=on'");
+    expect(text.indexOf('drive=disk0')).toBeLessThan(text.indexOf('drive=disk1'));
+    expect(text).toMatch(/-device virtio-blk-pci,drive=disk0/);
+  });
+  it('libvirt: <disk type=file device=disk> with a raw driver, vda then vdb, <readonly/> where read-only', () => {
+    const text = exportConfig('libvirt', { config, boot, hostKind: 'hardware' }).text;
+    expect(text).toContain("<disk type='file' device='disk'>\n      <driver name='qemu' type='raw'/>\n      <source file='/srv/images/root.img'/>\n      <target dev='vda' bus='virtio'/>\n    </disk>");
+    expect(text).toContain("<source file='/srv/images/data disk.raw'/>\n      <target dev='vdb' bus='virtio'/>\n      <readonly/>\n    </disk>");
+  });
+  it('KubeVirt: virtio disks with hostDisk volumes of the same names, read-only marked, the feature gate named', () => {
+    const text = exportConfig('kubevirt', { config, boot, hostKind: 'hardware' }).text;
+    const doc = parseYamlSubset(text) as any;
+    const spec = doc.spec.template.spec;
+    expect(spec.domain.devices.disks).toEqual([{ name: 'disk0', disk: { bus: 'virtio' } }, { name: 'disk1', disk: { bus: 'virtio', readonly: true } }]);
+    expect(spec.volumes).toEqual([{ name: 'disk0', hostDisk: { path: '/srv/images/root.img', type: 'Disk' } }, { name: 'disk1', hostDisk: { path: '/srv/images/data disk.raw', type: 'Disk' } }]);
+    expect(text).toMatch(/HostDisk feature gate/);
+  });
+});
