@@ -128,7 +128,7 @@ describe.skipIf(!kvmAvailable)('virtio-blk on real KVM (probe guest driver, real
     const run = spawnRun(['--guest', 'probe', '--memory', '64', '--name', 'killme', '--append', 'scenario=virtio-blk sector=40 sectors=32 seed=11 hold=1', '--disk', img], log);
     await run.waitLine(/@u1 virtio_blk_flush status=0 /);
     // While it holds the image, a VM of this process is refused, naming that process and its VM.
-    await expect(startBlk('', [{ path: img }])).rejects.toThrow(new RegExp(`^disk ${img}: is in use by process ${run.child.pid} \\(VM "killme", `));
+    await expect(startBlk('', [{ path: img }])).rejects.toThrow(new RegExp(`^disk ${img}: is in use by process ${run.child.pid} \\(VM "killme"\\); stop that VM first`));
     run.child.kill('SIGKILL');
     expect(await run.exited).toEqual({ code: null, signal: 'SIGKILL' });
     const data = readFileSync(img);

@@ -2,8 +2,14 @@
 // FILE[,readonly=on]` (repeatable), config strings (`disk=FILE,readonly=on`), saved JSON, and the
 // exports (QEMU -drive/-device, libvirt <disk>, KubeVirt disks + hostDisk volumes), each round
 // trip back to the same configuration; every malformed disk refused with one line.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
+import { createService } from '../../electron/service/service.ts';
+import { rejection } from '../support/api-errors.ts';
+import { removeTempHomes, tempHome } from '../support/temp-home.ts';
 import { VM_OPTIONS, commandLine, configFromOptions, optionsFromConfig } from '../../electron/vmm/config/cli-args.ts';
 import { formatConfigString, parseConfigString } from '../../electron/vmm/config/config-string.ts';
 import { ConfigError, validateConfig } from '../../electron/vmm/config/vm-config.ts';
@@ -11,6 +17,7 @@ import { exportConfig } from '../../electron/vmm/export/export.ts';
 import { MAX_DISKS } from '../../electron/vmm/vm-limits.ts';
 import { parseYamlSubset } from '../support/yaml-subset.ts';
 
+afterAll(removeTempHomes);
 const boot = { kernelPath: '/srv/kernels/probe.elf', cmdline: 'scenario=virtio-blk' };
 const DISKS = [{ path: '/srv/images/root.img' }, { path: '/srv/images/data disk.raw', readonly: true as const }];
 
@@ -80,5 +87,32 @@ describe('disks in the exports', () => {
     expect(spec.domain.devices.disks).toEqual([{ name: 'disk0', disk: { bus: 'virtio' } }, { name: 'disk1', disk: { bus: 'virtio', readonly: true } }]);
     expect(spec.volumes).toEqual([{ name: 'disk0', hostDisk: { path: '/srv/images/root.img', type: 'Disk' } }, { name: 'disk1', hostDisk: { path: '/srv/images/data disk.raw', type: 'Disk' } }]);
     expect(text).toMatch(/HostDisk feature gate/);
+  });
+});
+
+describe('disks through the service: only from allowed folders, checked before anything is stored', () => {
+  it('refuses /etc/shadow and a foreign folder as a disk; takes an image inside UNHALT_HOME; a qcow2 there is refused with the command', async () => {
+    const home = tempHome('disks');
+    const outside = mkdtempSync(join(tmpdir(), 'unhalt-disk-outside-'));
+    const svc = await createService({ home });
+    try {
+      const shadow = await rejection(svc.createVm({ name: 'd', guest: 'probe', disks: [{ path: '/etc/shadow', readonly: true }] }));
+      expect(shadow.code).toBe('invalid');
+      expect(shadow.message).toMatch(/^disk \/etc\/shadow is outside the folders Unhalt may give to a guest \(/);
+      const foreign = join(outside, 'x.img');
+      writeFileSync(foreign, Buffer.alloc(4096));
+      expect((await rejection(svc.createVm({ name: 'd', guest: 'probe', disks: [{ path: foreign }] }))).message).toMatch(/is outside the folders/);
+      const qcow2 = join(home, 'x.qcow2');
+      writeFileSync(qcow2, Buffer.concat([Buffer.from('QFI\xfb', 'latin1'), Buffer.alloc(4092)]));
+      expect((await rejection(svc.createVm({ name: 'd', guest: 'probe', disks: [{ path: qcow2 }] }))).message)
+        .toBe(`disk ${qcow2}: is a qcow2 image; disks are raw images: convert it with qemu-img convert -f qcow2 -O raw ${qcow2} ${join(home, 'x.raw')}`);
+      const img = join(home, 'ok.img');
+      writeFileSync(img, Buffer.alloc(4096));
+      const rec = await svc.createVm({ name: 'd', guest: 'probe', disks: [{ path: img, readonly: true }] });
+      expect(rec.config.disks).toEqual([{ path: img, readonly: true }]);
+    } finally {
+      await svc.close();
+      rmSync(outside, { recursive: true, force: true });
+    }
   });
 });

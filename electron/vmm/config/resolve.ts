@@ -11,7 +11,6 @@ import { encodeFeatures, feature } from '../machine/features.ts';
 import { cpuPmUnavailable, featureOnButUnavailable, featureUnavailable, haltPollUnavailable } from './host-rules.ts';
 import { machineType } from '../machine/machine-types.ts';
 import type { MachineSpec } from '../vm.ts';
-import { checkDiskImage } from '../devices/virtio/disk-image.ts';
 import { RunnabilityError, checkHostFit, checkKnobConflicts, cpuPmTurnedOffNote, effectiveFeatures, type EffectiveFeature } from './rules.ts';
 import { ConfigError, type VmConfig } from './vm-config.ts';
 
@@ -157,12 +156,8 @@ export function resolveMachine(c: VmConfig, host: HostCapabilities): ResolvedMac
   };
   if (initrdPath) spec.initrdPath = initrdPath;
   if (c.rng) spec.virtio = ['rng'];
-  // Each image checked now (one line per refusal, before anything starts); locked at build time.
-  if (c.disks) spec.disks = c.disks.map((d) => {
-    const disk = { path: d.path, readonly: d.readonly === true };
-    checkDiskImage(disk);
-    return disk;
-  });
+  // Checked with the boot files (checkBootFiles), opened and locked at build time (disk-image.ts).
+  if (c.disks) spec.disks = c.disks.map((d) => ({ path: d.path, readonly: d.readonly === true }));
   if (c.haltPollNs !== undefined) spec.haltPollNs = c.haltPollNs;
   const pins = vcpuPins(c);
   if (pins) spec.pin = pins;

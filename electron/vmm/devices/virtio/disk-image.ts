@@ -14,6 +14,7 @@ import { closeSync, fstatSync, openSync, readFileSync, readSync, statSync, type 
 import { basename } from 'node:path';
 import { EAGAIN, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, LOCK_EX, LOCK_NB, LOCK_SH, errno, libc } from '../../../../native/kvm/libc.ts';
 import { ConfigError } from '../../config/vm-config.ts';
+import { shownPath } from '../../boot/shown-path.ts';
 
 export const SECTOR_BYTES = 512;
 /** qcow2's magic, "QFI\xfb", at offset 0. */
@@ -39,7 +40,7 @@ export interface DiskBackend {
 }
 
 function fail(path: string, why: string): never {
-  throw new ConfigError(`disk ${path}: ${why}`);
+  throw new ConfigError(`disk ${shownPath(path)}: ${why}`);
 }
 
 const shellQuote = (s: string) => (/^[A-Za-z0-9_./=:+-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`);
@@ -177,15 +178,17 @@ function describeHolder(st: Stats, wantReadonly: boolean): string {
   if (mine.length) return `VM "${mine[0]!.vm}" (${mine[0]!.readonly ? 'read-only' : 'read-write'}, this process, pid ${process.pid})`;
   const pid = flockHolder(st.ino, wantReadonly);
   if (pid === undefined) return 'another process';
+  // `unhalt run --name NAME` says its VM's name on its command line; of any other process only
+  // its short name is shown (a service passes this message to its clients).
   let args: string[] = [];
+  let comm = '';
   try {
-    args = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean);
+    args = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+    comm = readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
   } catch { /* gone meanwhile, or not ours to read */ }
-  // `unhalt run --name NAME` says its VM's name on its command line.
   const at = args.indexOf('--name');
-  const name = at >= 0 && args[at + 1] ? `VM "${args[at + 1]}", ` : '';
-  const cmd = args.map((a) => basename(a)).join(' ').slice(0, 60);
-  return `process ${pid}${name || cmd ? ` (${name}${cmd}${cmd.length === 60 ? '...' : ''})` : ''}`;
+  const what = at >= 0 && args[at + 1] ? `VM "${args[at + 1]}"` : comm;
+  return `process ${pid}${what ? ` (${what})` : ''}`;
 }
 
 /** The pid of a process holding an flock on inode `ino` that conflicts with the lock we want. */
