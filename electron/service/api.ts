@@ -231,6 +231,11 @@ export interface UnhaltApi {
    */
   checkBootFiles(files: BootFilesToCheck): Promise<void>;
   /**
+   * Creates an empty raw disk image of `sizeMiB` MiB (sparse) at `path`, which must not exist and
+   * must lie in an allowed folder; the wizard's "create an image" for a new disk.
+   */
+  createDiskImage(path: string, sizeMiB: number): Promise<void>;
+  /**
    * A (possibly unsaved or recommended) configuration as a QEMU command line, a libvirt domain
    * or a KubeVirt VirtualMachine, for this host's kind; format is 'qemu' | 'libvirt' | 'kubevirt'.
    */
@@ -307,6 +312,7 @@ export const API_METHODS = {
   deleteVm: { kind: 'call', params: 1 },
   describeConfig: { kind: 'call', params: 1 },
   checkBootFiles: { kind: 'call', params: 1 },
+  createDiskImage: { kind: 'call', params: 2 },
   exportConfig: { kind: 'call', params: 2 },
   startVm: { kind: 'call', params: 1 },
   stopVm: { kind: 'call', params: 2 },

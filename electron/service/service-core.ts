@@ -11,10 +11,11 @@ import { resolveBoot, resolveMachine, type ResolvedMachine } from '../vmm/config
 import { checkNameFree, checkPinFit } from '../vmm/config/rules.ts';
 import { haltPollUnavailable } from '../vmm/config/host-rules.ts';
 import { EXPORT_FORMATS, exportConfig, isExportFormat } from '../vmm/export/export.ts';
-import { MAX_HALT_POLL_NS, MAX_HOST_CPU, MAX_NAME_LENGTH, MAX_PIN_ENTRIES, normalizeVmName, sameVmName, validateConfig, type VmConfig } from '../vmm/config/vm-config.ts';
+import { MAX_HALT_POLL_NS, MAX_HOST_CPU, MAX_NAME_LENGTH, MAX_PIN_ENTRIES, checkDisk, normalizeVmName, sameVmName, validateConfig, type VmConfig } from '../vmm/config/vm-config.ts';
 import { hostKind } from '../vmm/host.ts';
 import { probeHost, type HostCapabilities } from '../vmm/machine/host-caps.ts';
-import { allowedFolders, checkFolderToAdd } from './allowed-folders.ts';
+import { allowedFolders, checkFolderToAdd, confineNewFileToAllowedFolders } from './allowed-folders.ts';
+import { createRawImage } from '../vmm/devices/virtio/disk-image.ts';
 import { checkBootFiles, checkHostLimits } from './config-checks.ts';
 import { ConsoleLogFile, consoleLogPath } from './console-log.ts';
 import { ApiError, toApiError } from './errors.ts';
@@ -380,6 +381,17 @@ export class ServiceCore implements ApiCallHandlers {
       throw toApiError(e);
     }
     await checkBootFiles(c, this.allowedFolders());
+  }
+
+  async createDiskImage(rawPath: unknown, sizeMiB: unknown): Promise<void> {
+    try {
+      const path = checkDisk({ path: rawPath }).path;
+      // Where a guest may be given files from (the file is not there yet: its folder is resolved).
+      confineNewFileToAllowedFolders(path, 'disk', this.allowedFolders());
+      createRawImage(path, sizeMiB);
+    } catch (e) {
+      throw toApiError(e, 'invalid');
+    }
   }
 
   async exportConfig(raw: unknown, rawFormat: unknown): Promise<ExportedConfigDto> {

@@ -2,7 +2,7 @@
 // FILE[,readonly=on]` (repeatable), config strings (`disk=FILE,readonly=on`), saved JSON, and the
 // exports (QEMU -drive/-device, libvirt <disk>, KubeVirt disks + hostDisk volumes), each round
 // trip back to the same configuration; every malformed disk refused with one line.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -113,6 +113,32 @@ describe('disks through the service: only from allowed folders, checked before a
     } finally {
       await svc.close();
       rmSync(outside, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('createDiskImage (the wizard\'s "create an image")', () => {
+  it('makes a sparse raw image of the size in an allowed folder, never over a file, never outside', async () => {
+    const home = tempHome('new-disk');
+    const svc = await createService({ home });
+    try {
+      const img = join(home, 'new.img');
+      await svc.createDiskImage(img, 64);
+      const st = statSync(img);
+      expect(st.size).toBe(64 * 1024 * 1024);
+      expect(st.blocks * 512).toBeLessThan(1024 * 1024); // sparse
+      // A VM takes it as its disk at once.
+      expect((await svc.createVm({ name: 'n', guest: 'probe', disks: [{ path: img }] })).config.disks).toEqual([{ path: img }]);
+      const again = await rejection(svc.createDiskImage(img, 64));
+      expect(again.message).toBe(`disk ${img}: already exists; pick it as the disk, or choose a new name to create one`);
+      expect(statSync(img).size).toBe(64 * 1024 * 1024);
+      expect((await rejection(svc.createDiskImage('/etc/unhalt-disk.img', 1))).message).toMatch(/^disk \/etc\/unhalt-disk\.img is outside the folders/);
+      expect((await rejection(svc.createDiskImage(join(home, 'no-such-folder', 'x.img'), 1))).message).toMatch(/is outside the folders/);
+      expect((await rejection(svc.createDiskImage(join(home, 'big.img'), 0))).message).toBe('disk size (MiB) must be between 1 and 1048576, got 0');
+      expect((await rejection(svc.createDiskImage('rel.img', 1))).message).toMatch(/^disk must be an absolute path/);
+      expect(existsSync(join(home, 'big.img'))).toBe(false);
+    } finally {
+      await svc.close();
     }
   });
 });

@@ -10,10 +10,10 @@
 // the fd closes or the process dies however it dies (SIGKILL included), so a crashed VMM never
 // leaves a disk locked. A refusal names the holder: a VM of this process by its name, another
 // process by its pid and command line (from /proc/locks, which lists flock holders by pid).
-import { closeSync, fstatSync, openSync, readFileSync, readSync, statSync, type Stats } from 'node:fs';
+import { closeSync, fstatSync, ftruncateSync, openSync, readFileSync, readSync, statSync, unlinkSync, type Stats } from 'node:fs';
 import { basename } from 'node:path';
 import { EAGAIN, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, LOCK_EX, LOCK_NB, LOCK_SH, errno, libc } from '../../../../native/kvm/libc.ts';
-import { ConfigError } from '../../config/vm-config.ts';
+import { ConfigError, checkDisk, integer } from '../../config/vm-config.ts';
 import { shownPath } from '../../boot/shown-path.ts';
 
 export const SECTOR_BYTES = 512;
@@ -106,6 +106,35 @@ export function checkDiskImage(disk: DiskSpec): { sizeBytes: number } {
   } finally {
     closeSync(fd);
   }
+}
+
+/** The largest image createRawImage makes (1 TiB; sparse, so it costs nothing until written). */
+export const MAX_NEW_IMAGE_MIB = 1024 * 1024;
+
+/**
+ * A new, empty raw image of `sizeMiB` MiB at `path` (sparse: ftruncate), refused if anything is
+ * there already — never over a file. The path obeys the disk rule (checkDisk).
+ */
+export function createRawImage(path: string, sizeMiB: unknown): void {
+  const p = checkDisk({ path }).path;
+  const mib = integer(sizeMiB, 'disk size (MiB)', 1, MAX_NEW_IMAGE_MIB);
+  let fd: number;
+  try {
+    fd = openSync(p, 'wx', 0o644);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'EEXIST') fail(p, 'already exists; pick it as the disk, or choose a new name to create one');
+    if (code === 'ENOENT') fail(p, 'cannot be created: its folder does not exist');
+    fail(p, `cannot be created (${code ?? (e as Error).message})`);
+  }
+  try {
+    ftruncateSync(fd, mib * 1024 * 1024);
+  } catch (e) {
+    closeSync(fd);
+    unlinkSync(p); // ours: just created
+    fail(p, `cannot be made ${mib} MiB (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+  }
+  closeSync(fd);
 }
 
 // This process's held images, by device and inode: who to name when a second VM asks.

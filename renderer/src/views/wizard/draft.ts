@@ -35,6 +35,7 @@ export const PROBE_SCENARIOS: { name: string; summary: string; args?: string }[]
   { name: 'spinlock', summary: 'all vCPUs contend one lock; with kvm-pv-unhalt waiters halt and are kicked (2+ vCPUs)', args: 'ms=60000' },
   { name: 'hello', summary: 'brings up every vCPU, prints the paravirt CPUID leaves, powers off' },
   { name: 'virtio-rng', summary: 'scans the PCI bus and reads random bytes from the virtio-rng device (turn virtio-rng on in step 2), powers off', args: 'bytes=64 rounds=4' },
+  { name: 'virtio-blk', summary: 'reads, writes, flushes and reads back sectors of the first disk (add one under Storage), powers off', args: 'sector=8 sectors=8' },
 ];
 
 export function initialDraft(host: HostInfo | null, guest: 'probe' | 'linux' | undefined, names: Set<string>): Draft {
