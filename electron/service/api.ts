@@ -58,6 +58,8 @@ export interface BootFilesToCheck {
   kernel?: string;
   initrd?: string;
   memoryMiB?: number;
+  /** Disk images, as VmConfig.disks holds them (the wizard asks for one at a time). */
+  disks?: { path: string; readonly?: boolean }[];
 }
 
 /** An export to where fleets run (docs/export.md): the text, a file name to save it as, its media type. */

@@ -370,13 +370,13 @@ export class ServiceCore implements ApiCallHandlers {
   }
 
   async checkBootFiles(raw: unknown): Promise<void> {
-    if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new ApiError('invalid', 'the files to check must be an object { kernel, initrd, memoryMiB }');
-    const { kernel, initrd, memoryMiB, ...rest } = raw as Record<string, unknown>;
-    if (Object.keys(rest).length) throw new ApiError('invalid', `unknown field "${clip(Object.keys(rest)[0]!)}" (valid: kernel, initrd, memoryMiB)`);
+    if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new ApiError('invalid', 'the files to check must be an object { kernel, initrd, memoryMiB, disks }');
+    const { kernel, initrd, memoryMiB, disks, ...rest } = raw as Record<string, unknown>;
+    if (Object.keys(rest).length) throw new ApiError('invalid', `unknown field "${clip(Object.keys(rest)[0]!)}" (valid: kernel, initrd, memoryMiB, disks)`);
     let c: VmConfig;
     try {
       // The schema's own path and memory rules first, exactly as createVm applies them.
-      c = validateConfig({ guest: kernel === undefined ? 'probe' : 'custom', kernel, initrd, memoryMiB });
+      c = validateConfig({ guest: kernel === undefined ? 'probe' : 'custom', kernel, initrd, memoryMiB, disks });
     } catch (e) {
       throw toApiError(e);
     }

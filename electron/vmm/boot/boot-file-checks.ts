@@ -44,11 +44,9 @@ export function statBootFile(path: string, what: 'kernel' | 'initrd', confine?: 
 
 /** The kernel and initrd a configuration names (built-in guests' own files are not checked here). */
 export async function checkBootFiles(c: Pick<VmConfig, 'kernel' | 'initrd' | 'memoryMiB' | 'disks'>, confine?: ConfineFile): Promise<void> {
-  // Disk images: where they may come from first, then the image rules (devices/virtio/disk-image.ts).
-  for (const d of c.disks ?? []) {
-    confine?.(d.path, 'disk');
-    checkDiskImage({ path: d.path, readonly: d.readonly === true });
-  }
+  // Disk images: the image rules (devices/virtio/disk-image.ts), confined as a boot file is (after
+  // the stat, before anything is read).
+  for (const d of c.disks ?? []) checkDiskImage({ path: d.path, readonly: d.readonly === true }, confine && ((p) => confine(p, 'disk')));
   let kernelBytes = 0;
   if (c.kernel !== undefined) {
     statBootFile(c.kernel, 'kernel', confine);

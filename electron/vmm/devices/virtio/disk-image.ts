@@ -94,10 +94,12 @@ function checkContent(path: string, fd: number, size: number): void {
 
 /**
  * Everything that can be checked without holding the image (resolve.ts: `--dry-run` and every
- * start see the same refusals). The lock is taken by openDisk, at build time.
+ * start see the same refusals). The lock is taken by OpenDisk.open, at build time.
  */
-export function checkDiskImage(disk: DiskSpec): { sizeBytes: number } {
+export function checkDiskImage(disk: DiskSpec, confine?: (path: string) => void): { sizeBytes: number } {
   statImage(disk.path);
+  // Where it may come from (the service's allowed folders) before anything is read from it.
+  confine?.(disk.path);
   const fd = openImage(disk.path, disk.readonly);
   try {
     const size = fstatSync(fd).size;

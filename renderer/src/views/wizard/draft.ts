@@ -24,6 +24,13 @@ export interface Draft {
   pin: string;
   /** A virtio-rng device on the PCI bus (rng=on). */
   rng: boolean;
+  /** virtio-blk disks, in order (paths as typed). */
+  disks: DraftDisk[];
+}
+
+export interface DraftDisk {
+  path: string;
+  readonly: boolean;
 }
 
 export const PROBE_SCENARIOS: { name: string; summary: string; args?: string }[] = [
@@ -66,6 +73,7 @@ export function initialDraft(host: HostInfo | null, guest: 'probe' | 'linux' | u
     haltPollNs: '200000',
     pin: '',
     rng: false,
+    disks: [],
   };
 }
 
@@ -98,6 +106,7 @@ export function draftToConfig(d: Draft): Record<string, unknown> & { version: 1 
   }
   if (d.haltPollMode === 'custom') c.haltPollNs = numberOrText(d.haltPollNs);
   if (d.rng) c.rng = true;
+  if (d.disks.length) c.disks = d.disks.map((x) => ({ path: x.path.trim(), ...(x.readonly ? { readonly: true } : {}) }));
   const pin = typedPin(d.pin);
   if (pin === undefined) c.pin = d.pin;
   else if (pin.length) c.pin = pin;

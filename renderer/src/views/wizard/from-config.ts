@@ -27,6 +27,7 @@ export function configToDraft(c: VmConfigDto, host: HostInfo | null, names: Set<
     haltPollNs: c.haltPollNs === undefined ? base.haltPollNs : asDrafted(base.haltPollNs, c.haltPollNs),
     pin: pinAsDrafted(base.pin, c.pin ?? []),
     rng: c.rng === true,
+    disks: (c.disks ?? []).map((d) => ({ path: d.path, readonly: d.readonly === true })),
   };
 }
 
