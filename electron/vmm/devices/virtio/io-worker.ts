@@ -55,7 +55,7 @@ try {
       for (let more = true; more; kicks = 0) {
         pci.lock.lock();
         try {
-          more = device.serviceQueues(ram, kicks);
+          more = device.serviceQueues(ram, kicks, pci.lock);
         } finally {
           pci.lock.unlock();
         }

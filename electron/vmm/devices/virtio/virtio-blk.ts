@@ -101,6 +101,8 @@ export function virtioBlkType(disk: DiskBackend, stats: Float64Array, io?: BlkFi
     features: blkFeatures(disk),
     classCode: 0x018000, // mass storage, "other": what QEMU's virtio-blk-pci says
     configBytes: BLK_CONFIG_BYTES,
+    // pread/pwrite/fdatasync with the bus lock released: a flush must not hold up the vCPUs' UARTs.
+    servesUnlocked: true,
     readConfig(offset: number, size: number): number {
       if (offset + size > BLK_CONFIG_BYTES) return 0;
       return size === 1 ? configView.getUint8(offset) : size === 2 ? configView.getUint16(offset, true) : configView.getUint32(offset, true);

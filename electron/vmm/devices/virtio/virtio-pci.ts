@@ -67,6 +67,12 @@ export interface VirtioDeviceType {
    * when the request is one the device cannot even answer (the device then needs a reset).
    */
   serve(queue: number, chain: Chain, ram: GuestRam): number;
+  /**
+   * serve() may run with the bus lock released (file I/O that can take milliseconds: virtio-blk).
+   * The transport then marks the queue in service, and a reset waits for the request to end —
+   * as QEMU drains in-flight requests — so nothing is written to guest RAM after a reset.
+   */
+  readonly servesUnlocked?: boolean;
   /** The type's own counters (requests by kind, bytes...), read from shared state by any thread. */
   counters?(): Record<string, number>;
 }
@@ -100,7 +106,11 @@ const W = Object.freeze({
 const Q = Object.freeze({
   size: 0, vector: 1, enable: 2, descLo: 3, descHi: 4, availLo: 5, availHi: 6, usedLo: 7, usedHi: 8,
   lastAvail: 9, usedIdx: 10, requests: 11, bytes: 12,
+  /** 1 while the I/O thread serves a chain of this queue with the bus lock released (servesUnlocked). */
+  inService: 13,
 });
+/** How long a reset waits for a request in flight (the I/O thread ends every request; this bounds a lost one). */
+const RESET_DRAIN_LIMIT_MS = 10_000;
 const Q_WORDS = 16;
 /** Chains one serviceQueues call takes from a queue before it lets go of the bus lock. */
 export const MAX_CHAINS_PER_PASS = 16;
@@ -360,6 +370,12 @@ export class VirtioPci implements PciFunction {
   /** Device reset (status 0): everything the driver set is forgotten; MSI-X (PCI's) stays. */
   private resetDevice(): void {
     const s = this.s;
+    // A request served outside the bus lock finishes first: after the reset nothing of it may land.
+    for (let i = 0; i < this.type.queues; i++) {
+      const cell = W.queues + Q_WORDS * i + Q.inService;
+      const end = Date.now() + RESET_DRAIN_LIMIT_MS;
+      while (Atomics.load(s, cell) !== 0 && Date.now() < end) Atomics.wait(s, cell, 1, 100);
+    }
     s[W.deviceFeatureSelect] = 0;
     s[W.driverFeatureSelect] = 0;
     s[W.driverFeaturesLo] = 0;
@@ -442,7 +458,7 @@ export class VirtioPci implements PciFunction {
    * held for a whole ring of a hostile guest's 64 KiB requests: returns true when chains remain,
    * and the caller calls again after letting go of the lock.
    */
-  serviceQueues(ram: GuestRam, kicks = 1): boolean {
+  serviceQueues(ram: GuestRam, kicks = 1, busLock?: { lock(): void; unlock(): void }): boolean {
     const s = this.s;
     s[W.kicks] = (s[W.kicks]! + kicks) | 0;
     if ((s[W.status]! & (STATUS.driverOk | STATUS.needsReset | STATUS.failed)) !== STATUS.driverOk || !this.config.busMaster) return false;
@@ -471,7 +487,24 @@ export class VirtioPci implements PciFunction {
           this.needsReset(sq.error);
           return false;
         }
-        const written = this.type.serve(i, sq.chain, ram);
+        let written: number;
+        if (this.type.servesUnlocked && busLock) {
+          // The chain is ours (taken from the ring under the lock); its I/O needs no device state.
+          const resets = s[W.resets];
+          Atomics.store(s, q + Q.inService, 1);
+          busLock.unlock();
+          try {
+            written = this.type.serve(i, sq.chain, ram);
+          } finally {
+            Atomics.store(s, q + Q.inService, 0);
+            Atomics.notify(s, q + Q.inService);
+            busLock.lock();
+          }
+          // Reset while it was in flight: the driver has forgotten the queue; the completion goes nowhere.
+          if (s[W.resets] !== resets) return false;
+        } else {
+          written = this.type.serve(i, sq.chain, ram);
+        }
         if (written === SERVE_NEEDS_RESET) {
           this.needsReset(QUEUE_ERROR.badRequest);
           return false;
