@@ -20,6 +20,7 @@ import { DISK_SLOT_BASE } from '../../electron/vmm/devices/board.ts';
 import { STATUS } from '../../electron/vmm/devices/virtio/virtio-pci.ts';
 import { QUEUE_ERROR } from '../../electron/vmm/devices/virtio/virtqueue.ts';
 import { UNHALT_BIN, runCli } from '../support/cli.ts';
+import { createService } from '../../electron/service/service.ts';
 import { kvmAvailable, watch, type Watched } from '../support/probe.ts';
 import { scaled } from '../support/time-scale.ts';
 
@@ -183,6 +184,42 @@ describe.skipIf(!kvmAvailable)('virtio-blk on real KVM (probe guest driver, real
     expect(event(w.events, 'virtio_blk')).toMatchObject({ ok: 1 });
   });
 
+  it('discard punches a hole where the file system can: the guest reads zeros, the file keeps its size and gives the blocks back', async () => {
+    const img = image('discard.img');
+    const before = statSync(img);
+    const g = await runBlk('sector=8 sectors=8 seed=2 discard=1', [{ path: img }]);
+    expect(event(g.events, 'virtio_blk_dev')).toMatchObject({ discard: 1 }); // ext4 / tmpfs punch holes
+    expect(event(g.events, 'virtio_blk_discard')).toEqual({ status: 0, read_status: 0, zeros: 1 });
+    const after = statSync(img);
+    expect(after.size).toBe(before.size);
+    expect(after.blocks).toBeLessThan(before.blocks);
+    const data = readFileSync(img);
+    expect(data.subarray(8 * 512, 16 * 512).every((b) => b === 0)).toBe(true);
+    expect(data[16 * 512]).toBe(((16 * 512) * 13 + 5) & 0xff); // the next sector as it was
+    expect(g.vm.virtioCounters().blk0!.device).toMatchObject({ discards: 1 });
+  });
+
+  it('a VM of the service on an image another VM of the service runs is refused at start, naming it', async () => {
+    const svcHome = mkdtempSync(join(tmpdir(), 'unhalt-virtio-blk-svc-'));
+    const img = join(svcHome, 'shared.img');
+    writeFileSync(img, Buffer.alloc(64 * 1024));
+    const svc = await createService({ home: svcHome });
+    try {
+      const a = await svc.createVm({ name: 'first', guest: 'probe', memoryMiB: 64, append: 'scenario=virtio-blk hold=1', disks: [{ path: img }] });
+      const b = await svc.createVm({ name: 'second', guest: 'probe', memoryMiB: 64, append: 'scenario=virtio-blk', disks: [{ path: img }] });
+      await svc.startVm(a.id);
+      const refused = await svc.startVm(b.id).then(() => undefined, (e: { code: string; message: string }) => e);
+      expect(refused?.message).toMatch(new RegExp(`disk ${img}: is in use by VM "first" \\(read-write, this process, pid ${process.pid}\\); stop that VM first`));
+      expect((await svc.getVm(b.id)).status.state).toBe('stopped');
+      await svc.forceStopVm(a.id);
+      // Stopped, the image is free: the second one runs on it now.
+      await svc.startVm(b.id);
+    } finally {
+      await svc.close();
+      rmSync(svcHome, { recursive: true, force: true });
+    }
+  });
+
   it('guest garbage: out-of-range and partial-sector requests get IOERR; a chain with no status byte gets DEVICE_NEEDS_RESET, then a reset works', async () => {
     const img = image('garbage.img');
     const before = sha(img);
@@ -241,6 +278,12 @@ describe.skipIf(!kvmAvailable)('bad disk images given to unhalt run: one line, e
     const ro = await runCli(['run', '--guest', 'probe', '--memory', '64', '--append', 'scenario=virtio-blk write=0', '--disk', `${immutable},readonly=on`], { env: { UNHALT_HOME: home } });
     expect(ro.code).toBe(0);
     expect(ro.stdout).toContain('virtio-blk 00:08.0 capacity 8 sectors, blk_size 512, read-only');
+  });
+  it('a relative --disk path means the file in the working directory', async () => {
+    image('relative.img');
+    const r = await runCli(['run', '--guest', 'probe', '--dry-run', '--disk', 'relative.img,readonly=on'], { env: { UNHALT_HOME: home }, cwd: dir });
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain(`virtio-blk 00:08.0 (${join(dir, 'relative.img')}, read-only)`);
   });
   it('--dry-run shows the disks and their slots, and refuses what a start refuses', async () => {
     const img = image('dry.img');

@@ -2,12 +2,13 @@
  * Unhalt probe guest: a virtio-blk driver (virtio 1.x over PCI, one split queue, MSI-X) — the
  * `virtio-blk` scenario (docs/guest-contract.md).
  *
- *   scenario=virtio-blk disk=0 sector=8 sectors=8 seed=1 write=1 hold=0 bad=none
+ *   scenario=virtio-blk disk=0 sector=8 sectors=8 seed=1 write=1 hold=0 discard=0 bad=none
  *
  * Finds the disk-th 1af4:1042 on bus 0, maps its capabilities, negotiates VERSION_1 and the
  * features it knows (RO, BLK_SIZE, SEG_MAX, FLUSH, DISCARD), reads the capacity, then: reads
  * `sectors` sectors at `sector` (their checksum), asks for the disk's ID, and with write=1 writes
- * a pattern there, flushes, and reads it back.  hold=1 halts forever after the flush is reported
+ * a pattern there, flushes, and reads it back; discard=1 then discards those sectors (when
+ * offered) and reads zeros back.  hold=1 halts forever after the flush is reported
  * (a test kills the VMM then).  bad=range reads past the capacity (IOERR expected), bad=nostatus
  * posts a chain with no status byte (DEVICE_NEEDS_RESET expected, then a reset and a working read).
  * bench=1 times 4 KiB random reads (`ops`) and sequential 64 KiB reads (`seq_kib`).
@@ -37,6 +38,7 @@
 #define T_OUT 1
 #define T_FLUSH 4
 #define T_GET_ID 8
+#define T_DISCARD 11
 
 #define CC_DFSELECT 0x00
 #define CC_DF 0x04
@@ -251,7 +253,7 @@ static u32 blk_request(u32 type, u64 sector, u8 *buf, u32 bytes, i64 *used_len)
 	u32 n = 0;
 	vq.desc[n++] = (struct desc){ .addr = (u64)&hdr, .len = 16, .flags = 0 };
 	if (bytes)
-		vq.desc[n++] = (struct desc){ .addr = (u64)buf, .len = bytes, .flags = (u16)(type == T_OUT ? 0 : 2) };
+		vq.desc[n++] = (struct desc){ .addr = (u64)buf, .len = bytes, .flags = (u16)(type == T_OUT || type == T_DISCARD ? 0 : 2) };
 	vq.desc[n++] = (struct desc){ .addr = (u64)&status_byte, .len = 1, .flags = 2 };
 	i64 len = submit(n, 2000000);
 	if (used_len)
@@ -388,6 +390,21 @@ NORETURN void scenario_virtio_blk(void)
 		u32 rst = blk_request(T_IN, sector, data, bytes, &len);
 		u32 back = fnv1a(data, bytes);
 		event("virtio_blk_verify status=%u sum=%u match=%u", rst, back, back == sum);
+		if (cmdline_u64("discard", 0)) {
+			/* One segment: sector, count, flags 0 (no unmap hint); then the range reads zeros. */
+			static struct { u64 sector; u32 count, flags; } seg __attribute__((aligned(16)));
+			seg.sector = sector;
+			seg.count = sectors;
+			seg.flags = 0;
+			u32 dst = blk_request(T_DISCARD, 0, (u8 *)&seg, sizeof seg, 0);
+			memset(data, 0xAB, bytes);
+			u32 zst = blk_request(T_IN, sector, data, bytes, 0);
+			u32 zeros = 1;
+			for (u32 i = 0; i < bytes; i++)
+				if (data[i])
+					zeros = 0;
+			event("virtio_blk_discard status=%u read_status=%u zeros=%u", dst, zst, zeros);
+		}
 	}
 	event("virtio_blk ok=1 irqs=%u status=%u", virtio_queue_irqs(), rd8(common + CC_STATUS));
 	power_off();
