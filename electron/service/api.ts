@@ -202,7 +202,20 @@ export type ApiEvent =
   | { type: 'guest-metric'; vmId: string; metric: GuestMetric }
   | { type: 'library'; vms: VmRecord[] }
   | { type: 'experiment'; experiment: ExperimentSummary }
-  | { type: 'experiment-deleted'; id: string };
+  | { type: 'experiment-deleted'; id: string }
+  | { type: 'disk-conversion'; conversion: DiskConversionDto };
+
+/** A qcow2 -> raw conversion the service runs (convertDiskImage), as its events report it. */
+export interface DiskConversionDto {
+  id: string;
+  source: string;
+  /** The raw image it makes: the source's path with `.qcow2` replaced by `.raw`. */
+  target: string;
+  state: 'running' | 'done' | 'failed';
+  /** 0-100, as qemu-img -p reports it. */
+  percent: number;
+  message?: string;
+}
 
 export interface Subscription {
   vmId: string;
@@ -237,6 +250,11 @@ export interface UnhaltApi {
    * must lie in an allowed folder; the wizard's "create an image" for a new disk.
    */
   createDiskImage(path: string, sizeMiB: number): Promise<void>;
+  /**
+   * Starts converting a qcow2 image (in an allowed folder) to a raw image beside it (`.raw`, which
+   * must not exist); resolves at once, then 'disk-conversion' events report progress and the end.
+   */
+  convertDiskImage(source: string): Promise<DiskConversionDto>;
   /**
    * A (possibly unsaved or recommended) configuration as a QEMU command line, a libvirt domain
    * or a KubeVirt VirtualMachine, for this host's kind; format is 'qemu' | 'libvirt' | 'kubevirt'.
@@ -315,6 +333,7 @@ export const API_METHODS = {
   describeConfig: { kind: 'call', params: 1 },
   checkBootFiles: { kind: 'call', params: 1 },
   createDiskImage: { kind: 'call', params: 2 },
+  convertDiskImage: { kind: 'call', params: 1 },
   exportConfig: { kind: 'call', params: 2 },
   startVm: { kind: 'call', params: 1 },
   stopVm: { kind: 'call', params: 2 },

@@ -4,7 +4,7 @@
 import { realpathSync, watch, type FSWatcher } from 'node:fs';
 import { basename } from 'node:path';
 import type {
-  AllowedFolder, ApiCallHandlers, ApiEvent, ExperimentDetail, ExportedConfigDto, ExperimentSummary, HostInfo, ResolvedDto, Subscription, VmRecord, VmStatus,
+  AllowedFolder, ApiCallHandlers, ApiEvent, DiskConversionDto, ExperimentDetail, ExportedConfigDto, ExperimentSummary, HostInfo, ResolvedDto, Subscription, VmRecord, VmStatus,
 } from './api.ts';
 import { commandLine } from '../vmm/config/cli-args.ts';
 import { resolveBoot, resolveMachine, type ResolvedMachine } from '../vmm/config/resolve.ts';
@@ -14,7 +14,8 @@ import { EXPORT_FORMATS, exportConfig, isExportFormat } from '../vmm/export/expo
 import { MAX_HALT_POLL_NS, MAX_HOST_CPU, MAX_NAME_LENGTH, MAX_PIN_ENTRIES, checkDisk, normalizeVmName, sameVmName, validateConfig, type VmConfig } from '../vmm/config/vm-config.ts';
 import { hostKind } from '../vmm/host.ts';
 import { probeHost, type HostCapabilities } from '../vmm/machine/host-caps.ts';
-import { allowedFolders, checkFolderToAdd, confineNewFileToAllowedFolders } from './allowed-folders.ts';
+import { allowedFolders, checkFolderToAdd, confineNewFileToAllowedFolders, confineToAllowedFolders } from './allowed-folders.ts';
+import { DiskConversions } from './disk-conversion.ts';
 import { createRawImage } from '../vmm/devices/virtio/disk-image.ts';
 import { checkBootFiles, checkHostLimits } from './config-checks.ts';
 import { ConsoleLogFile, consoleLogPath } from './console-log.ts';
@@ -62,6 +63,8 @@ export class ServiceCore implements ApiCallHandlers {
   readonly options: ServiceOptions;
   store!: LibraryStore;
   readonly experiments: Experiments;
+  /** qcow2 -> raw conversions the wizard started (convertDiskImage). */
+  private readonly conversions = new DiskConversions((conversion) => this.broadcast({ type: 'disk-conversion', conversion }));
   private readonly runtimes = new Map<string, VmRuntime>();
   /** Every connected client, the service's own session included. */
   readonly sessions = new Set<{ deliver(e: ApiEvent): void; close(): void }>();
@@ -394,6 +397,18 @@ export class ServiceCore implements ApiCallHandlers {
     }
   }
 
+  async convertDiskImage(rawSource: unknown): Promise<DiskConversionDto> {
+    const folders = this.allowedFolders();
+    try {
+      return this.conversions.start(rawSource, {
+        existing: (p) => confineToAllowedFolders(p, 'disk', folders),
+        created: (p) => confineNewFileToAllowedFolders(p, 'disk', folders),
+      });
+    } catch (e) {
+      throw toApiError(e, 'invalid');
+    }
+  }
+
   async exportConfig(raw: unknown, rawFormat: unknown): Promise<ExportedConfigDto> {
     if (!isExportFormat(rawFormat)) {
       throw new ApiError('invalid', `export format must be one of ${EXPORT_FORMATS.join(', ')}, got ${JSON.stringify(rawFormat)?.slice(0, 40)}`);
@@ -597,6 +612,7 @@ export class ServiceCore implements ApiCallHandlers {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.conversions.stopAll();
     this.watcher?.close();
     clearTimeout(this.watchTimer);
     const grace = this.options.shutdownGraceMs ?? 2000;

@@ -4,9 +4,11 @@
 // qemu-img command — sees `--disk ... --disk ...,readonly=on` in the equivalent command line and
 // the disks in the summary, creates and starts the VM (the probe's virtio-blk scenario), and the
 // guest's console shows the new disk's capacity and its write read back; on the host the image
-// holds what the guest wrote, and the read-only image is byte-identical. Typed and clicked as a
+// holds what the guest wrote, and the read-only image is byte-identical. A qcow2 picked as a disk
+// is converted by the app (qemu-img, progress shown) and the VM runs on the raw copy. Typed and clicked as a
 // person does; screenshots in test/artifacts/virtio-blk/.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -125,5 +127,51 @@ describe.skipIf(reason !== null)('virtio-blk disks from the wizard to the guest'
     expect(img.subarray(8 * 512, 16 * 512).equals(pattern(8 * 512))).toBe(true);
     expect(img.subarray(0, 8 * 512).every((b) => b === 0)).toBe(true);
     expect(sha(ro)).toBe(roBefore);
+  }, 240_000);
+
+  it.skipIf(spawnSync('qemu-img', ['--version']).error !== undefined)('a qcow2 picked as a disk is converted in the app (progress shown), and the VM uses the raw copy', async () => {
+    const { page } = browser!;
+    const dir = join(home, 'convert');
+    mkdirSync(dir);
+    const original = join(dir, 'src.img');
+    const bytes = Uint8Array.from({ length: 8 * 1024 * 1024 }, (_, i) => (i * 11 + (i >> 10)) & 0xff);
+    writeFileSync(original, bytes);
+    const qcow2 = join(dir, 'distro.qcow2');
+    expect(spawnSync('qemu-img', ['convert', '-f', 'raw', '-O', 'qcow2', original, qcow2]).status).toBe(0);
+    const raw = join(dir, 'distro.raw');
+
+    await page.goto(host!.url);
+    await page.getByRole('button', { name: 'New VM', exact: true }).click();
+    await page.getByRole('heading', { name: 'New virtual machine' }).waitFor();
+    await typeInto(page, 'Name', `conv-${randomBytes(2).toString('hex')}`);
+    await page.getByRole('radio', { name: /Probe/ }).check();
+    await page.getByLabel('Scenario', { exact: true }).selectOption('virtio-blk');
+    await typeInto(page, 'Parameters', 'sector=0 sectors=8 write=0');
+    await next(page);
+    await page.getByRole('button', { name: 'Add a disk' }).click();
+    const path = page.getByLabel('Disk 1 (vda): raw image file', { exact: true });
+    await typeInto(page, path, qcow2, { leave: true });
+    await page.getByText(/is a qcow2 image; disks are raw images: convert it with qemu-img convert/).waitFor();
+    await page.getByRole('button', { name: 'Convert to a raw image (qemu-img)' }).click();
+    await page.getByText(`Converted to ${raw}.`).waitFor({ timeout: 60_000 });
+    expect(await page.getByRole('progressbar', { name: 'Converting disk 1' }).getAttribute('value')).toBe('100');
+    await waitFor('the disk to take the raw copy', async () => (await path.inputValue()) === raw, 10_000);
+    await waitFor('no qcow2 message left', async () => (await page.getByText(/is a qcow2 image/).count()) === 0, 10_000);
+    await page.screenshot({ path: shot('wizard-converted'), fullPage: true });
+    expect(readFileSync(raw).equals(Buffer.from(bytes))).toBe(true);
+
+    while ((await step(page)) !== 'summary') await next(page);
+    const cmd = page.getByTestId('cmdline');
+    await waitFor('the raw disk in the command line', async () => ((await cmd.textContent()) ?? '').includes(`--disk ${raw}`), 15_000);
+    await page.locator('button[data-action="create"]').click();
+    await page.locator('section.vm-view').waitFor();
+    const vmId = (await page.locator('section.vm-view').getAttribute('data-vm-id'))!;
+    await page.locator('button[data-action="start"]').click();
+    const text = await waitFor('the guest to read the converted disk', async () => {
+      const t = await hook<string>(page, 'consoleText', vmId);
+      return /virtio-blk id distro\.raw/.test(t) ? t : undefined;
+    }, 60_000);
+    expect(text).toMatch(/virtio-blk 00:08\.0 capacity 16384 sectors/);
+    await waitFor('the VM to power off', async () => (await page.getByTestId('vm-state').first().textContent()) === 'stopped', 30_000);
   }, 240_000);
 });

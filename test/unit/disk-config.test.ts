@@ -2,11 +2,13 @@
 // FILE[,readonly=on]` (repeatable), config strings (`disk=FILE,readonly=on`), saved JSON, and the
 // exports (QEMU -drive/-device, libvirt <disk>, KubeVirt disks + hostDisk volumes), each round
 // trip back to the same configuration; every malformed disk refused with one line.
-import { existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
+import type { ApiEvent } from '../../electron/service/api.ts';
 import { createService } from '../../electron/service/service.ts';
 import { rejection } from '../support/api-errors.ts';
 import { removeTempHomes, tempHome } from '../support/temp-home.ts';
@@ -137,6 +139,39 @@ describe('createDiskImage (the wizard\'s "create an image")', () => {
       expect((await rejection(svc.createDiskImage(join(home, 'big.img'), 0))).message).toBe('disk size (MiB) must be between 1 and 1048576, got 0');
       expect((await rejection(svc.createDiskImage('rel.img', 1))).message).toMatch(/^disk must be an absolute path/);
       expect(existsSync(join(home, 'big.img'))).toBe(false);
+    } finally {
+      await svc.close();
+    }
+  });
+});
+
+describe.skipIf(spawnSync('qemu-img', ['--version']).error !== undefined)('convertDiskImage (the wizard\'s qcow2 -> raw, with qemu-img)', () => {
+  it('converts a qcow2 beside itself with progress events ending in done; the raw holds the same bytes; never over a file; not a qcow2 refused', async () => {
+    const home = tempHome('convert');
+    const svc = await createService({ home });
+    const events: ApiEvent[] = [];
+    svc.on((e) => events.push(e));
+    try {
+      const raw = join(home, 'src.img');
+      const data = Uint8Array.from({ length: 2 * 1024 * 1024 }, (_, i) => (i * 7 + (i >> 12)) & 0xff);
+      writeFileSync(raw, data);
+      const qcow2 = join(home, 'guest.qcow2');
+      expect(spawnSync('qemu-img', ['convert', '-f', 'raw', '-O', 'qcow2', raw, qcow2]).status).toBe(0);
+      const started = await svc.convertDiskImage(qcow2);
+      expect(started).toMatchObject({ source: qcow2, target: join(home, 'guest.raw'), state: 'running' });
+      const end = Date.now() + 30_000;
+      const mine = () => events.flatMap((e) => (e.type === 'disk-conversion' && e.conversion.id === started.id ? [e.conversion] : []));
+      while (!mine().some((c) => c.state !== 'running') && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+      const last = mine().at(-1)!;
+      expect(last).toMatchObject({ state: 'done', percent: 100 });
+      const percents = mine().map((c) => c.percent);
+      expect([...percents].sort((a, b) => a - b)).toEqual(percents); // progress only goes up
+      expect(readFileSync(join(home, 'guest.raw')).equals(Buffer.from(data))).toBe(true);
+      // The raw image is a disk now; converting again would overwrite it: refused.
+      expect((await svc.createVm({ name: 'c', guest: 'probe', disks: [{ path: join(home, 'guest.raw') }] })).config.disks).toHaveLength(1);
+      expect((await rejection(svc.convertDiskImage(qcow2))).message).toBe(`disk ${join(home, 'guest.raw')}: already exists; pick it as the disk, or move it away to convert again`);
+      expect((await rejection(svc.convertDiskImage(raw))).message).toBe(`disk ${raw}: is not a qcow2 image; there is nothing to convert`);
+      expect((await rejection(svc.convertDiskImage('/etc/shadow'))).message).toMatch(/^disk \/etc\/shadow is outside the folders/);
     } finally {
       await svc.close();
     }

@@ -45,10 +45,25 @@ function fail(path: string, why: string): never {
 
 const shellQuote = (s: string) => (/^[A-Za-z0-9_./=:+-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`);
 
-/** The command that turns a qcow2 image into the raw image a disk needs. */
+/** Where a qcow2 image's raw copy goes: beside it, `.qcow2` replaced by `.raw`. */
+export function qcow2RawPath(path: string): string {
+  return `${path.replace(/\.qcow2?$/i, '')}.raw`;
+}
+
+/** The command that turns a qcow2 image into the raw image a disk needs (the app runs the same: disk-conversion.ts). */
 export function qcow2ConvertCommand(path: string): string {
-  const raw = `${path.replace(/\.qcow2?$/i, '')}.raw`;
-  return `qemu-img convert -f qcow2 -O raw ${shellQuote(path)} ${shellQuote(raw)}`;
+  return `qemu-img convert -f qcow2 -O raw ${shellQuote(path)} ${shellQuote(qcow2RawPath(path))}`;
+}
+
+/** Whether the file at `path` starts with qcow2's magic (the caller has checked it is a readable file). */
+export function isQcow2(path: string): boolean {
+  const fd = openSync(path, 'r');
+  try {
+    const head = Buffer.alloc(4);
+    return readSync(fd, head, 0, 4, 0) === 4 && head.readUInt32BE(0) === QCOW2_MAGIC;
+  } finally {
+    closeSync(fd);
+  }
 }
 
 function statImage(path: string): Stats {

@@ -3,9 +3,10 @@
 // and by the service when the field is left (checkBootFiles: the allowed folders and the image
 // rules — a qcow2 comes back with its qemu-img convert command), a read-only switch, and, for a
 // file that does not exist yet, "Create image" (createDiskImage: an empty sparse raw image of the
-// size given, in an allowed folder, never over a file).
-import { useId, useRef, useState } from 'react';
-import { api, errorMessage } from '../../state/app.ts';
+// size given, in an allowed folder, never over a file). A qcow2 can be converted in place
+// (convertDiskImage: qemu-img, its progress shown as it runs); the disk then takes the raw copy.
+import { useEffect, useId, useRef, useState } from 'react';
+import { api, errorMessage, useApp } from '../../state/app.ts';
 import { MAX_DISKS } from '../../../../electron/vmm/vm-limits.ts';
 import type { StepProps } from './Wizard.tsx';
 import type { DraftDisk } from './draft.ts';
@@ -19,6 +20,9 @@ export function StorageFields(props: StepProps) {
   const [sizes, setSizes] = useState<Record<number, string>>({});
   const [busy, setBusy] = useState<number | null>(null);
   const asked = useRef(new Map<string, Promise<void>>());
+  // Which conversion belongs to which disk (by index), and what its events say.
+  const [converting, setConverting] = useState<Record<number, string>>({});
+  const conversions = useApp((s) => s.conversions);
   const disks = draft.disks;
   const setDisk = (i: number, patch: Partial<DraftDisk>) => update({ disks: disks.map((d, j) => (j === i ? { ...d, ...patch } : d)) });
   const key = (d: DraftDisk) => JSON.stringify([d.path.trim(), d.readonly]);
@@ -50,6 +54,29 @@ export function StorageFields(props: StepProps) {
     }
   };
 
+  const convert = async (i: number) => {
+    const d = disks[i]!;
+    setBusy(i);
+    try {
+      const c = await api.convertDiskImage(d.path.trim());
+      setConverting((m) => ({ ...m, [i]: c.id }));
+    } catch (e) {
+      setVerdicts((v) => ({ ...v, [key(d)]: { ok: false, message: errorMessage(e) } }));
+    } finally {
+      setBusy(null);
+    }
+  };
+  // A finished conversion: the disk takes the raw image (checked like any path).
+  useEffect(() => {
+    for (const [i, id] of Object.entries(converting)) {
+      const c = conversions[id];
+      if (c?.state !== 'done' || disks[Number(i)]?.path.trim() !== c.source) continue;
+      const next = { ...disks[Number(i)]!, path: c.target };
+      setDisk(Number(i), { path: c.target });
+      check(next, true);
+    }
+  }, [conversions, converting]);
+
   const schemaProblem = problem('disks');
   return (
     <fieldset className="field storage">
@@ -58,6 +85,8 @@ export function StorageFields(props: StepProps) {
       {disks.map((d, i) => {
         const verdict = verdicts[key(d)];
         const missing = verdict && !verdict.ok && /: no such file$/.test(verdict.message);
+        const qcow2 = verdict && !verdict.ok && /: is a qcow2 image;/.test(verdict.message);
+        const conv = converting[i] ? conversions[converting[i]!] : undefined;
         const base = `${id}-disk-${i}`;
         return (
           <div className="disk-row" key={i} data-disk={i}>
@@ -70,6 +99,20 @@ export function StorageFields(props: StepProps) {
               {verdict && !verdict.ok && <p className="field-error" id={`${base}-error`} role="alert">{verdict.message}</p>}
               {verdict?.ok && verdict.note && <p className="hint" role="status">{verdict.note}</p>}
             </div>
+            {qcow2 && (!conv || conv.state === 'failed') && (
+              <button type="button" className="btn small" data-action="convert-image" disabled={busy === i} onClick={() => void convert(i)}>
+                Convert to a raw image (qemu-img)
+              </button>
+            )}
+            {conv && (
+              <div className="field-row" role="status">
+                <progress max={100} value={conv.percent} aria-label={`Converting disk ${i + 1}`} />
+                <span className={conv.state === 'failed' ? 'field-error' : 'hint'}>
+                  {conv.state === 'running' ? `Converting to ${conv.target}: ${conv.percent}%`
+                    : conv.state === 'done' ? `Converted to ${conv.target}.` : `Conversion failed: ${conv.message}`}
+                </span>
+              </div>
+            )}
             <label className="toggle inline">
               <input type="checkbox" role="switch" checked={d.readonly}
                 onChange={(e) => { const next = { ...d, readonly: e.target.checked }; setDisk(i, { readonly: e.target.checked }); check(next); }} />
