@@ -23,11 +23,19 @@ export const NESTED_FILES = [
   'test/linux/linux-hw.test.ts',
 ];
 
-export function innerSelection(env = process.env): { files: string[]; lanes: string[]; append: string } {
+/**
+ * What L1 runs: the files, their lanes, and `UNHALT_NESTED_TESTS`, a vitest `-t` pattern (no
+ * spaces: it travels as one kernel command-line word) that narrows the run to matching checks —
+ * for working on one check by hand; the other checks of the files are then skipped, not failed.
+ */
+export function innerSelection(env = process.env): { files: string[]; lanes: string[]; tests?: string; append: string } {
   const files = (env.UNHALT_NESTED_FILES?.split(/\s+/).filter(Boolean) ?? NESTED_FILES);
   const lanes = [...new Set(files.map((f) => (f.startsWith('test/linux/') ? 'linux' : 'kvm')))];
+  const tests = env.UNHALT_NESTED_TESTS?.trim() || undefined;
+  if (tests && /\s/.test(tests)) throw new Error(`UNHALT_NESTED_TESTS must be one word (a vitest -t pattern without spaces): ${JSON.stringify(tests)}`);
   // The kernel command line carries the selection into L1 (its init reads unhalt.* words).
-  return { files, lanes, append: `unhalt.lanes=${lanes.join(',')} unhalt.filter=${files.join(',')}` };
+  const append = `unhalt.lanes=${lanes.join(',')} unhalt.filter=${files.join(',')}${tests ? ` unhalt.tests=${tests}` : ''}`;
+  return { files, lanes, tests, append };
 }
 
 interface VitestJson {

@@ -182,7 +182,8 @@ describe('nested lane: hardware-semantics KVM inside QEMU TCG (L1)', () => {
   it('every check passed in L1 and none skipped', () => {
     expect(report, 'results came out of L1').toBeDefined();
     expect(report!.failures).toEqual([]);
-    expect(report!.skips).toEqual([]);
+    // A run narrowed to some checks by hand (UNHALT_NESTED_TESTS) skips the others on purpose.
+    if (!innerSelection().tests) expect(report!.skips).toEqual([]);
     expect(report!.totals.passed).toBeGreaterThan(0);
   });
 });

@@ -4,7 +4,8 @@
 //   bzImage               Debian's linux-image-*-cloud-amd64 /boot/vmlinuz-*
 //   vmlinux               the ELF inside it (boots through PVH: CONFIG_PVH=y)
 //   initramfs.cpio.gz     busybox (busybox-static), /init, /etc/inittab, our static agent
-//                         (/sbin/unhalt-agent) and workloads (/bin/unhalt-workload)
+//                         (/sbin/unhalt-agent) and workloads (/bin/unhalt-workload), the kernel's
+//                         virtio modules (/lib/modules/unhalt, loaded by /init)
 //   kit.json              what went in (package versions, hashes): the cache stamp
 //   host/                 the same workloads and agent built for this host (the bare-metal
 //                         reference; build-workloads.mjs, also run on its own)
@@ -28,6 +29,7 @@ import { gunzipSync, gzipSync, constants as zc } from 'node:zlib';
 import * as zlib from 'node:zlib';
 import { buildLinuxBinaries, workloadInputs } from './build-workloads.mjs';
 import { CpioWriter } from './cpio.mjs';
+import { moduleLoadOrder } from './kernel-modules.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, '..', '..', '..');
@@ -36,6 +38,10 @@ const INIT_DIR = join(here, 'rootfs');
 const STAMP_VERSION = 1;
 const KERNEL_META = 'linux-image-cloud-amd64';
 const BUSYBOX = 'busybox-static';
+// The virtio drivers the kit loads at boot (/init): Debian's cloud kernel builds them as modules,
+// so a stock kernel finds our PCI devices exactly as it would under QEMU. Their dependencies come
+// along (kernel-modules.mjs).
+const KIT_MODULE_ROOTS = ['virtio_pci', 'virtio_rng', 'virtio_blk', 'virtio_net'];
 
 // Compressed-kernel magics (what scripts/extract-vmlinux also looks for).
 const MAGICS = [
@@ -107,7 +113,7 @@ function rootfsFiles() {
 
 function localInputsHash() {
   const h = createHash('sha256');
-  for (const p of [fileURLToPath(import.meta.url), join(here, 'cpio.mjs'), ...workloadInputs()]) h.update(readFileSync(p));
+  for (const p of [fileURLToPath(import.meta.url), join(here, 'cpio.mjs'), join(here, 'kernel-modules.mjs'), ...workloadInputs()]) h.update(readFileSync(p));
   for (const f of rootfsFiles()) h.update(f).update(readFileSync(join(INIT_DIR, f)));
   return h.digest('hex');
 }
@@ -422,6 +428,20 @@ for (const line of applets.stdout.split('\n')) {
   seen.add(path);
   cpio.symlink(path, '/bin/busybox');
 }
+// /lib/modules/unhalt: the drivers and `order`, the sequence init loads them in.
+const modulesRoot = join(kernelTree, 'lib', 'modules');
+const release = readdirSync(modulesRoot)[0];
+let moduleOrder;
+try {
+  moduleOrder = moduleLoadOrder(join(modulesRoot, release, 'kernel'), KIT_MODULE_ROOTS, kernelPkg);
+} catch (e) {
+  fail(e.message);
+}
+cpio.dir('lib', 0o755);
+cpio.dir('lib/modules', 0o755);
+cpio.dir('lib/modules/unhalt', 0o755);
+for (const { name, file } of moduleOrder) cpio.file(`lib/modules/unhalt/${name}.ko`, readFileSync(file), 0o644);
+cpio.file('lib/modules/unhalt/order', Buffer.from(`${moduleOrder.map((m) => m.name).join('\n')}\n`), 0o644);
 cpio.file('sbin/unhalt-agent', readFileSync(guestBins.agent), 0o755);
 cpio.file('bin/unhalt-workload', readFileSync(guestBins.workload), 0o755);
 for (const f of rootfsFiles()) {
@@ -450,7 +470,7 @@ const stamp = {
   kernel: { package: kernelPkg, version: kernelVersion, file: vmlinuzName, sha256: sha256(bzImage) },
   vmlinux: { sha256: sha256(vmlinux), bytes: vmlinux.length },
   busybox: { package: BUSYBOX, version: busyboxVersion },
-  initramfs: { sha256: sha256(initramfs), bytes: initramfs.length, applets: seen.size - 1 },
+  initramfs: { sha256: sha256(initramfs), bytes: initramfs.length, applets: seen.size - 1, modules: moduleOrder.map((m) => m.name) },
 };
 writeAtomic('kit.json', `${JSON.stringify(stamp, null, 2)}\n`);
 const mib = (n) => (n / 1048576).toFixed(1);

@@ -25,6 +25,7 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
 import { CpioWriter } from '../../../native/guest/linux/cpio.mjs';
+import { moduleLoadOrder } from '../../../native/guest/linux/kernel-modules.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, '..', '..', '..');
@@ -83,37 +84,11 @@ function writeAtomic(name, data) {
   renameSync(tmp, join(NESTED_DIR, name));
 }
 
-/** Module names are spelled with '_' inside the kernel, with either '-' or '_' in file names. */
-const moduleName = (file) => file.replace(/\.ko$/, '').replace(/-/g, '_');
-/** The depends= field of a module's .modinfo section (NUL-separated key=value strings). */
-function moduleDepends(file) {
-  const b = readFileSync(file);
-  const at = b.indexOf('\0depends=');
-  if (at < 0) return [];
-  const text = b.subarray(at + 9, b.indexOf(0, at + 9)).toString('latin1');
-  return text ? text.split(',') : [];
-}
-/** Every module the roots need, each after its dependencies. */
-function moduleLoadOrder(kernelDir, roots) {
-  const files = new Map();
-  for (const f of readdirSync(kernelDir, { recursive: true })) if (f.endsWith('.ko')) files.set(moduleName(f.split('/').at(-1)), join(kernelDir, f));
-  const order = [];
-  const visit = (name, chain) => {
-    if (order.some((m) => m.name === name)) return;
-    if (chain.includes(name)) fail(`module dependency loop: ${[...chain, name].join(' -> ')}`);
-    const file = files.get(name);
-    if (!file) fail(`${kit.kernel.package} has no module ${name} (compressed modules are not handled)`);
-    for (const d of moduleDepends(file)) visit(d, [...chain, name]);
-    order.push({ name, file });
-  };
-  for (const r of roots) visit(r, []);
-  return order;
-}
-
 // --- kernel and initramfs ---------------------------------------------------------------------
 
 const bootKey = sha().update(readFileSync(kernelDeb)).update(readFileSync(busyboxDeb))
-  .update(readFileSync(join(here, 'init'))).update(readFileSync(fileURLToPath(import.meta.url))).digest('hex');
+  .update(readFileSync(join(here, 'init'))).update(readFileSync(fileURLToPath(import.meta.url)))
+  .update(readFileSync(join(root, 'native/guest/linux/kernel-modules.mjs'))).digest('hex');
 const unpackDir = join(NESTED_DIR, 'unpacked');
 function unpack(deb, name) {
   const dest = join(unpackDir, name);
@@ -134,7 +109,12 @@ if (stamp.boot !== bootKey || !existsSync(join(NESTED_DIR, 'vmlinuz')) || !exist
   cpio.file('bin/busybox', readFileSync(join(busyboxTree, 'bin', 'busybox')), 0o755);
   cpio.symlink('bin/sh', 'busybox');
   cpio.file('init', readFileSync(join(here, 'init')), 0o755);
-  const order = moduleLoadOrder(join(modDir, release, 'kernel'), L1_MODULE_ROOTS);
+  let order;
+  try {
+    order = moduleLoadOrder(join(modDir, release, 'kernel'), L1_MODULE_ROOTS, kit.kernel.package);
+  } catch (e) {
+    fail(e.message);
+  }
   for (const { name, file } of order) cpio.file(`modules/${name}.ko`, readFileSync(file), 0o644);
   cpio.file('modules/order', Buffer.from(`${order.map((m) => m.name).join('\n')}\n`), 0o644);
   writeAtomic('initramfs.cpio.gz', gzipSync(cpio.finish(), { level: 6 }));
