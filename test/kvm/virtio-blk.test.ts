@@ -96,7 +96,7 @@ describe.skipIf(!kvmAvailable)('virtio-blk on real KVM (probe guest driver, real
     const g = await runBlk(`disk=1 sector=${sector} sectors=${sectors} seed=5`, [{ path: first }, { path: second }]);
     const bytes = sectors * 512;
     // The guest found the second disk in the second disk slot, with its capacity and features.
-    expect(event(g.events, 'virtio_blk_dev')).toEqual({ slot: DISK_SLOT_BASE + 1, capacity: 4096, blk_size: 512, seg_max: 254, ro: 0, flush: 1, discard: expect.any(Number) });
+    expect(event(g.events, 'virtio_blk_dev')).toEqual({ slot: DISK_SLOT_BASE + 1, class: 0x010000, capacity: 4096, blk_size: 512, seg_max: 254, ro: 0, flush: 1, discard: expect.any(Number) });
     // What it read is what the file held there.
     const before = Uint8Array.from({ length: bytes }, (_, i) => ((sector * 512 + i) * 3) & 0xff);
     expect(event(g.events, 'virtio_blk_read')).toEqual({ sector, bytes, status: 0, used: bytes + 1, sum: fnv1a(before) });

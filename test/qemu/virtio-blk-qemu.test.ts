@@ -90,7 +90,7 @@ describe.skipIf(!!skip)('virtio-blk: our device and QEMU\'s, one driver', () => 
   it('both read the file, write, flush and read back the same bytes; both images end the same', async () => {
     const runs = await both('sector=16 sectors=16 seed=7');
     for (const [who, events] of runs) {
-      expect(fields(events, 'virtio_blk_dev'), who).toMatchObject({ capacity: 2048, blk_size: 512, seg_max: 254, ro: 0, flush: 1 });
+      expect(fields(events, 'virtio_blk_dev'), who).toMatchObject({ class: 0x010000, capacity: 2048, blk_size: 512, seg_max: 254, ro: 0, flush: 1 });
       expect(fields(events, 'virtio_blk_read'), who).toMatchObject({ status: 0, used: 16 * 512 + 1 });
       expect(fields(events, 'virtio_blk_write'), who).toMatchObject({ status: 0 });
       expect(fields(events, 'virtio_blk_flush'), who).toEqual({ status: 0, used: 1 });

@@ -327,8 +327,8 @@ NORETURN void scenario_virtio_blk(void)
 	u32 seg_max = (features & (1u << F_SEG_MAX)) ? rd32(devcfg + 12) : 0;
 	u32 ro = (features & (1u << F_RO)) != 0;
 	con_printf("virtio-blk 00:%02x.0 capacity %lu sectors, blk_size %u%s\n", dev, capacity, blk_size, ro ? ", read-only" : "");
-	event("virtio_blk_dev slot=%u capacity=%lu blk_size=%u seg_max=%u ro=%u flush=%u discard=%u", dev, capacity, blk_size,
-	      seg_max, ro, (u32)((features >> F_FLUSH) & 1), (u32)((features >> F_DISCARD) & 1));
+	event("virtio_blk_dev slot=%u class=%u capacity=%lu blk_size=%u seg_max=%u ro=%u flush=%u discard=%u", dev,
+	      pci_read32(dev, 8) >> 8, capacity, blk_size, seg_max, ro, (u32)((features >> F_FLUSH) & 1), (u32)((features >> F_DISCARD) & 1));
 
 	if (cmdline_u64("bench", 0)) {
 		bench(capacity);

@@ -99,7 +99,7 @@ export function virtioBlkType(disk: DiskBackend, stats: Float64Array, io?: BlkFi
     ...VIRTIO_BLK_SHAPE,
     name: 'virtio-blk',
     features: blkFeatures(disk),
-    classCode: 0x018000, // mass storage, "other": what QEMU's virtio-blk-pci says
+    classCode: 0x010000, // mass storage (SCSI subclass, prog-if 0): what QEMU's virtio-blk-pci says
     configBytes: BLK_CONFIG_BYTES,
     // pread/pwrite/fdatasync with the bus lock released: a flush must not hold up the vCPUs' UARTs.
     servesUnlocked: true,
