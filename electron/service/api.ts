@@ -332,8 +332,6 @@ export const API_METHODS = {
   deleteVm: { kind: 'call', params: 1 },
   describeConfig: { kind: 'call', params: 1 },
   checkBootFiles: { kind: 'call', params: 1 },
-  createDiskImage: { kind: 'call', params: 2 },
-  convertDiskImage: { kind: 'call', params: 1 },
   exportConfig: { kind: 'call', params: 2 },
   startVm: { kind: 'call', params: 1 },
   stopVm: { kind: 'call', params: 2 },
@@ -358,6 +356,8 @@ export const API_METHODS = {
   listAllowedFolders: { kind: 'call', params: 0 },
   addAllowedFolder: { kind: 'call', params: 1 },
   removeAllowedFolder: { kind: 'call', params: 1 },
+  createDiskImage: { kind: 'call', params: 2 },
+  convertDiskImage: { kind: 'call', params: 1 },
 } as const satisfies { [M in keyof UnhaltApi]: { kind: ApiMethodKind; params: ParamCount<UnhaltApi[M]> } };
 
 export type ApiMethodKind = 'call' | 'subscription';
