@@ -96,6 +96,9 @@ export function prepareExperiment(raw: unknown, host: HostCapabilities = probeHo
     } catch (e) {
       throw new ExperimentError(`configuration "${name}": ${(e as Error).message}`);
     }
+    // Disks are no knob: the workloads run in the guest's RAM, and an experiment's configuration
+    // (API, bench) must not hand the host's files to a guest past the service's allowed folders.
+    if (c.disks) throw new ExperimentError(`configuration "${name}": disk= is not a bench knob (the workloads use no disk); drop it`);
     if (c.cpus < work.minCpus) throw new ExperimentError(`configuration "${name}": workload ${work.name} needs at least ${work.minCpus} vCPUs (cpus=${work.minCpus})`);
     try {
       resolveMachine(c, host); // the runnability check, before any run starts
@@ -505,6 +508,7 @@ export function qemuCommand(c: VmConfig, host: HostCapabilities): { qemuArgs: st
   if (c.haltPollNs !== undefined) missing.push(`ran at the host's halt polling (${host.haltPollParams.halt_poll_ns ?? '?'} ns), not halt-poll-ns=${c.haltPollNs}: QEMU has no per-VM halt-polling option`);
   if (c.pin) missing.push('ran unpinned: QEMU does not pin vCPU threads itself');
   if (c.rng) missing.push('ran without virtio-rng: the microvm board of the QEMU rows has no PCI bus (bench/virtio-notify.ts compares the devices on q35)');
+  if (c.disks?.length) missing.push('ran without its disks: the microvm board of the QEMU rows has no PCI bus (bench/virtio-blk.ts compares the devices on q35)');
   return missing.length ? { qemuArgs: args, qemuCaveat: missing.join('; ') } : { qemuArgs: args };
 }
 

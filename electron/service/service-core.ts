@@ -573,7 +573,8 @@ export class ServiceCore implements ApiCallHandlers {
       throw new ApiError('invalid', `VM "${rec.config.name}" boots its own kernel: the advisor runs the bench workloads, which need the probe or the Linux guest`);
     }
     return this.experiments.startTune({
-      guest: rec.config.guest, config: formatConfigString(rec.config), vmId: rec.id, vmName: rec.config.name,
+      // Without its disks: the workloads use none, and an experiment takes no files (runner.ts).
+      guest: rec.config.guest, config: formatConfigString({ ...rec.config, disks: undefined }), vmId: rec.id, vmName: rec.config.name,
       workload, goal, budgetS,
       ...(workloadArgs !== undefined ? { workloadArgs } : {}), ...(latencyBound !== undefined ? { latencyBound } : {}),
     });
