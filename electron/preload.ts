@@ -18,7 +18,7 @@ const METHODS = [
   'startVm', 'stopVm', 'forceStopVm', 'resetVm', 'pauseVm', 'resumeVm', 'status', 'setHaltPollNs', 'setPin',
   'sendConsole', 'subscribe', 'unsubscribe', 'startExperiment', 'listExperiments', 'getExperiment',
   'cancelExperiment', 'deleteExperiment', 'startTune', 'applyTune',
-  'dismissLibraryNotices', 'listAllowedFolders', 'addAllowedFolder', 'removeAllowedFolder',
+  'dismissLibraryNotices', 'listAllowedFolders', 'addAllowedFolder', 'removeAllowedFolder', 'createDiskImage', 'convertDiskImage',
 ] as const;
 // Compile-time: the list names every method of the table and nothing else.
 const listed: ApiMethodList<typeof METHODS> = METHODS;

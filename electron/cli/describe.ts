@@ -6,7 +6,7 @@ import type { VmConfig } from '../vmm/config/vm-config.ts';
 import { PV_FEATURES } from '../vmm/machine/features.ts';
 import { PVM_PROFILE_PARAMS } from '../vmm/guests-linux.ts';
 import { disableExitNames } from '../vmm/machine/host-caps.ts';
-import { VIRTIO_DEVICES } from '../vmm/devices/board.ts';
+import { DISK_SLOT_BASE, VIRTIO_DEVICES } from '../vmm/devices/board.ts';
 import { MACHINE_ALIAS, MACHINE_TYPES, NEWEST_MACHINE } from '../vmm/machine/machine-types.ts';
 
 const hex = (n: number) => `0x${(n >>> 0).toString(16).padStart(8, '0')}`;
@@ -28,7 +28,8 @@ export function describeResolution(c: VmConfig, r: ResolvedMachine): string {
     `exits disabled: ${res.disableExits ? disableExitNames(res.disableExits).join(', ') : 'none (cpu-pm=off)'}`,
     `mwait in guest: ${res.mwait ? 'yes' : 'no'}`,
     `halt polling:  ${spec.haltPollNs === undefined ? 'host default' : `max ${spec.haltPollNs} ns`}`,
-    `PCI devices:   host bridge 00:00.0${(spec.virtio ?? []).map((d) => `, virtio-${d} 00:${VIRTIO_DEVICES[d].slot.toString(16).padStart(2, '0')}.0`).join('')}`,
+    `PCI devices:   host bridge 00:00.0${(spec.virtio ?? []).map((d) => `, virtio-${d} 00:${VIRTIO_DEVICES[d].slot.toString(16).padStart(2, '0')}.0`).join('')}`
+      + (spec.disks ?? []).map((d, i) => `, virtio-blk 00:${(DISK_SLOT_BASE + i).toString(16).padStart(2, '0')}.0 (${d.path}${d.readonly ? ', read-only' : ''})`).join(''),
     ...(spec.net ? [`network:       ${describeNet(spec.net.backEnd)}, MAC ${spec.net.mac}`] : []),
     `pinning:       ${spec.pin ? spec.pin.map((h, i) => `vCPU${i}->CPU${h}`).join(' ') : 'none'}`,
     ...res.notes.map((n) => `note: ${n}`),

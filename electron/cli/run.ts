@@ -62,6 +62,7 @@ export async function runCommand(argv: string[]): Promise<number> {
     for (const key of ['kernel', 'initrd'] as const) {
       if (values[key] !== undefined && values[key].trim() !== '') values[key] = resolvePath(values[key]);
     }
+    if (values.disk) values.disk = values.disk.map((d) => (d.trim() !== '' && !d.startsWith(',') ? resolvePath(d) : d));
     const config = configFromOptions(values);
     const resolved = resolveMachine(config, probeHost());
     await checkBootFiles(config);

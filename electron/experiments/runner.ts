@@ -96,6 +96,9 @@ export function prepareExperiment(raw: unknown, host: HostCapabilities = probeHo
     } catch (e) {
       throw new ExperimentError(`configuration "${name}": ${(e as Error).message}`);
     }
+    // Disks are no knob: the workloads run in the guest's RAM, and an experiment's configuration
+    // (API, bench) must not hand the host's files to a guest past the service's allowed folders.
+    if (c.disks) throw new ExperimentError(`configuration "${name}": disk= is not a bench knob (the workloads use no disk); drop it`);
     if (c.cpus < work.minCpus) throw new ExperimentError(`configuration "${name}": workload ${work.name} needs at least ${work.minCpus} vCPUs (cpus=${work.minCpus})`);
     try {
       resolveMachine(c, host); // the runnability check, before any run starts

@@ -6,7 +6,7 @@
 // inside an allowed folder that points outside it does not get out.
 import { realpathSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
-import { isAbsolute, relative, sep } from 'node:path';
+import { basename, dirname, isAbsolute, join, relative, sep } from 'node:path';
 import type { AllowedFolder } from './api.ts';
 import { GUEST_DIR } from '../vmm/guests.ts';
 import { ApiError } from './errors.ts';
@@ -29,6 +29,15 @@ export function allowedFolders(home: string, fromSettings: readonly string[]): A
 /** Refuses a file outside every allowed folder, naming them. `path` must exist. */
 export function confineToAllowedFolders(path: string, what: string, folders: readonly AllowedFolder[]): void {
   const real = resolved(path);
+  if (real !== undefined && folders.some((f) => isInside(real, resolved(f.path)))) return;
+  throw new ApiError('invalid', `${what} ${clip(path, 200)} is outside the folders Unhalt may give to a guest (${folders.map((f) => f.path).join(', ')}); `
+    + 'move it into one of them or allow its folder (library view: Folders for boot files)');
+}
+
+/** The same rule for a file about to be created: its folder's real path, then its name, inside an allowed folder. */
+export function confineNewFileToAllowedFolders(path: string, what: string, folders: readonly AllowedFolder[]): void {
+  const dir = resolved(dirname(path));
+  const real = dir === undefined ? undefined : join(dir, basename(path));
   if (real !== undefined && folders.some((f) => isInside(real, resolved(f.path)))) return;
   throw new ApiError('invalid', `${what} ${clip(path, 200)} is outside the folders Unhalt may give to a guest (${folders.map((f) => f.path).join(', ')}); `
     + 'move it into one of them or allow its folder (library view: Folders for boot files)');

@@ -58,6 +58,8 @@ export interface BootFilesToCheck {
   kernel?: string;
   initrd?: string;
   memoryMiB?: number;
+  /** Disk images, as VmConfig.disks holds them (the wizard asks for one at a time). */
+  disks?: { path: string; readonly?: boolean }[];
 }
 
 /** An export to where fleets run (docs/export.md): the text, a file name to save it as, its media type. */
@@ -200,7 +202,20 @@ export type ApiEvent =
   | { type: 'guest-metric'; vmId: string; metric: GuestMetric }
   | { type: 'library'; vms: VmRecord[] }
   | { type: 'experiment'; experiment: ExperimentSummary }
-  | { type: 'experiment-deleted'; id: string };
+  | { type: 'experiment-deleted'; id: string }
+  | { type: 'disk-conversion'; conversion: DiskConversionDto };
+
+/** A qcow2 -> raw conversion the service runs (convertDiskImage), as its events report it. */
+export interface DiskConversionDto {
+  id: string;
+  source: string;
+  /** The raw image it makes: the source's path with `.qcow2` replaced by `.raw`. */
+  target: string;
+  state: 'running' | 'done' | 'failed';
+  /** 0-100, as qemu-img -p reports it. */
+  percent: number;
+  message?: string;
+}
 
 export interface Subscription {
   vmId: string;
@@ -230,6 +245,16 @@ export interface UnhaltApi {
    * with the very error createVm would give for these files, resolves when they would pass.
    */
   checkBootFiles(files: BootFilesToCheck): Promise<void>;
+  /**
+   * Creates an empty raw disk image of `sizeMiB` MiB (sparse) at `path`, which must not exist and
+   * must lie in an allowed folder; the wizard's "create an image" for a new disk.
+   */
+  createDiskImage(path: string, sizeMiB: number): Promise<void>;
+  /**
+   * Starts converting a qcow2 image (in an allowed folder) to a raw image beside it (`.raw`, which
+   * must not exist); resolves at once, then 'disk-conversion' events report progress and the end.
+   */
+  convertDiskImage(source: string): Promise<DiskConversionDto>;
   /**
    * A (possibly unsaved or recommended) configuration as a QEMU command line, a libvirt domain
    * or a KubeVirt VirtualMachine, for this host's kind; format is 'qemu' | 'libvirt' | 'kubevirt'.
@@ -331,6 +356,8 @@ export const API_METHODS = {
   listAllowedFolders: { kind: 'call', params: 0 },
   addAllowedFolder: { kind: 'call', params: 1 },
   removeAllowedFolder: { kind: 'call', params: 1 },
+  createDiskImage: { kind: 'call', params: 2 },
+  convertDiskImage: { kind: 'call', params: 1 },
 } as const satisfies { [M in keyof UnhaltApi]: { kind: ApiMethodKind; params: ParamCount<UnhaltApi[M]> } };
 
 export type ApiMethodKind = 'call' | 'subscription';

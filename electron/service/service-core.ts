@@ -4,17 +4,19 @@
 import { realpathSync, watch, type FSWatcher } from 'node:fs';
 import { basename } from 'node:path';
 import type {
-  AllowedFolder, ApiCallHandlers, ApiEvent, ExperimentDetail, ExportedConfigDto, ExperimentSummary, HostInfo, ResolvedDto, Subscription, VmRecord, VmStatus,
+  AllowedFolder, ApiCallHandlers, ApiEvent, DiskConversionDto, ExperimentDetail, ExportedConfigDto, ExperimentSummary, HostInfo, ResolvedDto, Subscription, VmRecord, VmStatus,
 } from './api.ts';
 import { commandLine } from '../vmm/config/cli-args.ts';
 import { resolveBoot, resolveMachine, type ResolvedMachine } from '../vmm/config/resolve.ts';
 import { checkNameFree, checkPinFit } from '../vmm/config/rules.ts';
 import { haltPollUnavailable } from '../vmm/config/host-rules.ts';
 import { EXPORT_FORMATS, exportConfig, isExportFormat } from '../vmm/export/export.ts';
-import { MAX_HALT_POLL_NS, MAX_HOST_CPU, MAX_NAME_LENGTH, MAX_PIN_ENTRIES, normalizeVmName, sameVmName, validateConfig, type VmConfig } from '../vmm/config/vm-config.ts';
+import { MAX_HALT_POLL_NS, MAX_HOST_CPU, MAX_NAME_LENGTH, MAX_PIN_ENTRIES, checkDisk, normalizeVmName, sameVmName, validateConfig, type VmConfig } from '../vmm/config/vm-config.ts';
 import { hostKind } from '../vmm/host.ts';
 import { probeHost, type HostCapabilities } from '../vmm/machine/host-caps.ts';
-import { allowedFolders, checkFolderToAdd } from './allowed-folders.ts';
+import { allowedFolders, checkFolderToAdd, confineNewFileToAllowedFolders, confineToAllowedFolders } from './allowed-folders.ts';
+import { DiskConversions } from './disk-conversion.ts';
+import { createRawImage } from '../vmm/devices/virtio/disk-image.ts';
 import { checkBootFiles, checkHostLimits } from './config-checks.ts';
 import { ConsoleLogFile, consoleLogPath } from './console-log.ts';
 import { ApiError, toApiError } from './errors.ts';
@@ -61,6 +63,8 @@ export class ServiceCore implements ApiCallHandlers {
   readonly options: ServiceOptions;
   store!: LibraryStore;
   readonly experiments: Experiments;
+  /** qcow2 -> raw conversions the wizard started (convertDiskImage). */
+  private readonly conversions = new DiskConversions((conversion) => this.broadcast({ type: 'disk-conversion', conversion }));
   private readonly runtimes = new Map<string, VmRuntime>();
   /** Every connected client, the service's own session included. */
   readonly sessions = new Set<{ deliver(e: ApiEvent): void; close(): void }>();
@@ -369,17 +373,40 @@ export class ServiceCore implements ApiCallHandlers {
   }
 
   async checkBootFiles(raw: unknown): Promise<void> {
-    if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new ApiError('invalid', 'the files to check must be an object { kernel, initrd, memoryMiB }');
-    const { kernel, initrd, memoryMiB, ...rest } = raw as Record<string, unknown>;
-    if (Object.keys(rest).length) throw new ApiError('invalid', `unknown field "${clip(Object.keys(rest)[0]!)}" (valid: kernel, initrd, memoryMiB)`);
+    if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new ApiError('invalid', 'the files to check must be an object { kernel, initrd, memoryMiB, disks }');
+    const { kernel, initrd, memoryMiB, disks, ...rest } = raw as Record<string, unknown>;
+    if (Object.keys(rest).length) throw new ApiError('invalid', `unknown field "${clip(Object.keys(rest)[0]!)}" (valid: kernel, initrd, memoryMiB, disks)`);
     let c: VmConfig;
     try {
       // The schema's own path and memory rules first, exactly as createVm applies them.
-      c = validateConfig({ guest: kernel === undefined ? 'probe' : 'custom', kernel, initrd, memoryMiB });
+      c = validateConfig({ guest: kernel === undefined ? 'probe' : 'custom', kernel, initrd, memoryMiB, disks });
     } catch (e) {
       throw toApiError(e);
     }
     await checkBootFiles(c, this.allowedFolders());
+  }
+
+  async createDiskImage(rawPath: unknown, sizeMiB: unknown): Promise<void> {
+    try {
+      const path = checkDisk({ path: rawPath }).path;
+      // Where a guest may be given files from (the file is not there yet: its folder is resolved).
+      confineNewFileToAllowedFolders(path, 'disk', this.allowedFolders());
+      createRawImage(path, sizeMiB);
+    } catch (e) {
+      throw toApiError(e, 'invalid');
+    }
+  }
+
+  async convertDiskImage(rawSource: unknown): Promise<DiskConversionDto> {
+    const folders = this.allowedFolders();
+    try {
+      return this.conversions.start(rawSource, {
+        existing: (p) => confineToAllowedFolders(p, 'disk', folders),
+        created: (p) => confineNewFileToAllowedFolders(p, 'disk', folders),
+      });
+    } catch (e) {
+      throw toApiError(e, 'invalid');
+    }
   }
 
   async exportConfig(raw: unknown, rawFormat: unknown): Promise<ExportedConfigDto> {
@@ -546,7 +573,8 @@ export class ServiceCore implements ApiCallHandlers {
       throw new ApiError('invalid', `VM "${rec.config.name}" boots its own kernel: the advisor runs the bench workloads, which need the probe or the Linux guest`);
     }
     return this.experiments.startTune({
-      guest: rec.config.guest, config: formatConfigString(rec.config), vmId: rec.id, vmName: rec.config.name,
+      // Without its disks: the workloads use none, and an experiment takes no files (runner.ts).
+      guest: rec.config.guest, config: formatConfigString({ ...rec.config, disks: undefined }), vmId: rec.id, vmName: rec.config.name,
       workload, goal, budgetS,
       ...(workloadArgs !== undefined ? { workloadArgs } : {}), ...(latencyBound !== undefined ? { latencyBound } : {}),
     });
@@ -585,6 +613,7 @@ export class ServiceCore implements ApiCallHandlers {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.conversions.stopAll();
     this.watcher?.close();
     clearTimeout(this.watchTimer);
     const grace = this.options.shutdownGraceMs ?? 2000;

@@ -4,6 +4,7 @@
 import type { Vcpu } from '../../native/kvm/kvm.ts';
 import type { GuestMemory } from './memory/guest-memory.ts';
 import type { NetBackEndSpec, VirtioDeviceName } from './devices/board.ts';
+import type { DiskSpec } from './devices/virtio/disk-image.ts';
 
 /** Everything needed to start a machine, already validated and resolved (see config/). */
 export interface MachineSpec {
@@ -28,6 +29,8 @@ export interface MachineSpec {
   virtio?: VirtioDeviceName[];
   /** The virtio-net device's MAC and back end (with 'net' in `virtio`). */
   net?: NetBackEndSpec;
+  /** virtio-blk disks, in order (the first is the guest's vda), each in its own PCI slot (board.ts). */
+  disks?: DiskSpec[];
   /** Tests only (never set from a config): ways to make a guest fail on purpose. */
   testHooks?: VmTestHooks;
 }

@@ -7,7 +7,7 @@ import { EventEmitter } from 'node:events';
 import { Worker } from 'node:worker_threads';
 import { entryUrl } from '../entry-url.ts';
 import { EventFdWriter } from '../../native/kvm/eventfd.ts';
-import { attachPci, type VirtioDeviceName } from './devices/board.ts';
+import { attachPci, type PciDeviceName } from './devices/board.ts';
 import type { VirtioCounters } from './devices/virtio/virtio-pci.ts';
 import type { IoWorkerData, IoWorkerMessage } from './devices/virtio/io-worker.ts';
 import { checkNetBackEnd } from './devices/virtio/net-preflight.ts';
@@ -110,7 +110,7 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
   private ioWorker?: Worker;
   private ioWorkerExited?: Promise<void>;
   /** The virtio counters as the VM ended (its device state goes with the machine). */
-  private finalVirtioCounters?: Partial<Record<VirtioDeviceName, VirtioCounters>>;
+  private finalVirtioCounters?: Partial<Record<PciDeviceName, VirtioCounters>>;
   private readonly consoleRingSab = ByteRing.create(64 * 1024);
   private readonly agentRingSab = ByteRing.create(64 * 1024);
   private readonly consoleRing = new ByteRing(this.consoleRingSab);
@@ -245,7 +245,7 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
   }
 
   /** Counters of each virtio device (notifications by kind, interrupts, requests, bytes), read without the lock. */
-  virtioCounters(): Partial<Record<VirtioDeviceName, VirtioCounters>> {
+  virtioCounters(): Partial<Record<PciDeviceName, VirtioCounters>> {
     const m = this.machine;
     if (!m) return this.finalVirtioCounters ?? {};
     const noIo = { signalMsi: () => {}, signalEventFd: () => {}, setIoeventfd: () => {} };

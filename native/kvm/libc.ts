@@ -38,6 +38,10 @@ export const libc = {
   copy: lib.func('memcpy', 'uint64', ['uint64', 'uint64', 'size_t']),
   strerror: lib.func('const char *strerror(int errnum)'),
   flock: lib.func('int flock(int fd, int operation)'),
+  /** pwrite from a raw address (guest RAM's SharedArrayBuffer: the disk back end's writes). */
+  pwriteAddress: lib.func('pwrite', 'int64', ['int', 'uint64', 'size_t', 'int64']),
+  fdatasync: lib.func('int fdatasync(int fd)'),
+  fallocate: lib.func('int fallocate(int fd, int mode, int64 offset, int64 len)'),
   /** Ends the process at once: no exit handlers, no waiting for threads (a vCPU stuck in KVM_RUN). */
   _exit: lib.func('void _exit(int status)'),
 };
@@ -54,8 +58,11 @@ export const EFD_NONBLOCK = 0x800;
 export const POLLIN = 1;
 export const EINTR = 4;
 export const EAGAIN = 11;
+export const LOCK_SH = 1;
 export const LOCK_EX = 2;
 export const LOCK_NB = 4;
+export const FALLOC_FL_KEEP_SIZE = 1;
+export const FALLOC_FL_PUNCH_HOLE = 2;
 
 export const CLOCK_THREAD_CPUTIME_ID = 3;
 

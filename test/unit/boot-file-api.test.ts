@@ -43,7 +43,7 @@ describe('checkBootFiles gives the files\' verdict of createVm, alone', () => {
 
   it('passes files createVm would take, and refuses fields it does not know', async () => {
     await expect(svc.checkBootFiles({ kernel: PROBE_KERNEL })).resolves.toBeUndefined();
-    expect((await rejection(svc.checkBootFiles({ kernel: PROBE_KERNEL, cpus: 2 } as never))).message).toBe('unknown field "cpus" (valid: kernel, initrd, memoryMiB)');
+    expect((await rejection(svc.checkBootFiles({ kernel: PROBE_KERNEL, cpus: 2 } as never))).message).toBe('unknown field "cpus" (valid: kernel, initrd, memoryMiB, disks)');
   });
 
   it('keepLiveKnobs refuses when nothing was changed live', async () => {

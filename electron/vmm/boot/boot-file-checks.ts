@@ -1,4 +1,4 @@
-// The one check of a configuration's kernel and initrd files, for every surface that starts or
+// The one check of a configuration's kernel, initrd and disk files, for every surface that starts or
 // stores a VM (`unhalt run`, the service): a regular, readable, non-empty file of a size a guest
 // could hold, and a kernel in a format Unhalt boots. Messages name the path the user gave and
 // what is wrong with it — never anything read from the file (the service passes them to clients).
@@ -8,19 +8,17 @@ import { ConfigError, type VmConfig } from '../config/vm-config.ts';
 import { readKernelImage, refuseUnfit } from './boot-files.ts';
 import { parseElf } from './elf.ts';
 import { detectKernelFormat } from './kernel-format.ts';
+import { checkDiskImage } from '../devices/virtio/disk-image.ts';
+import { shownPath } from './shown-path.ts';
 
 /** Kernels and initrds larger than this are refused (guest RAM could not hold them anyway). */
 export const MAX_BOOT_FILE_BYTES = 1024 * 1024 * 1024;
 const MiB = 1024 * 1024;
 
 /** A policy of the caller about where files may come from (the service's allowed folders). */
-export type ConfineFile = (path: string, what: 'kernel' | 'initrd') => void;
+export type ConfineFile = (path: string, what: 'kernel' | 'initrd' | 'disk') => void;
 
-/** The path as messages show it: printable and bounded. */
-export function shownPath(path: string): string {
-  const printable = path.replace(/[^\x20-\x7e]/g, '?');
-  return printable.length > 200 ? `${printable.slice(0, 200)}…` : printable;
-}
+export { shownPath };
 
 /** That `path` is a file a boot could load (not its content); returns its size. Throws ConfigError. */
 export function statBootFile(path: string, what: 'kernel' | 'initrd', confine?: ConfineFile): number {
@@ -45,7 +43,10 @@ export function statBootFile(path: string, what: 'kernel' | 'initrd', confine?: 
 }
 
 /** The kernel and initrd a configuration names (built-in guests' own files are not checked here). */
-export async function checkBootFiles(c: Pick<VmConfig, 'kernel' | 'initrd' | 'memoryMiB'>, confine?: ConfineFile): Promise<void> {
+export async function checkBootFiles(c: Pick<VmConfig, 'kernel' | 'initrd' | 'memoryMiB' | 'disks'>, confine?: ConfineFile): Promise<void> {
+  // Disk images: the image rules (devices/virtio/disk-image.ts), confined as a boot file is (after
+  // the stat, before anything is read).
+  for (const d of c.disks ?? []) checkDiskImage({ path: d.path, readonly: d.readonly === true }, confine && ((p) => confine(p, 'disk')));
   let kernelBytes = 0;
   if (c.kernel !== undefined) {
     statBootFile(c.kernel, 'kernel', confine);

@@ -14,6 +14,7 @@ import { LAYOUT } from '../boot/layout.ts';
 import { buildCpuid, hostKvmFeatures } from '../cpu/cpuid.ts';
 import { setBootCpuState, setBootMsrs, setLapicLints } from '../cpu/boot-state.ts';
 import { createDeviceState, type BoardConfig } from '../devices/board.ts';
+import { OpenDisk } from '../devices/virtio/disk-image.ts';
 import { createEventFd } from '../../../native/kvm/eventfd.ts';
 import { netConfigBytes } from '../devices/virtio/virtio-net.ts';
 import type { GuestMemory } from '../memory/guest-memory.ts';
@@ -38,6 +39,8 @@ export class BuiltMachine {
   readonly ioStopFd: number;
   /** KVM binary stats fds of the VM and each vCPU (-1 where the host's KVM has none). */
   readonly statsFds: { readonly vm: number; readonly vcpus: readonly number[] };
+  /** The disks' images, open and locked while the machine exists. */
+  readonly disks: readonly OpenDisk[];
   private closed = false;
 
   constructor(parts: Omit<BuiltMachine, 'memory' | 'close' | 'isClosed'>) {
@@ -51,6 +54,7 @@ export class BuiltMachine {
     this.board = parts.board;
     this.ioStopFd = parts.ioStopFd;
     this.statsFds = parts.statsFds;
+    this.disks = parts.disks;
   }
 
   get memory(): GuestMemory {
@@ -71,6 +75,8 @@ export class BuiltMachine {
     for (const fd of [...this.statsFds.vcpus, this.statsFds.vm]) if (fd >= 0) closeFd(fd);
     for (const fd of [...this.board.virtio.map((d) => d.eventFd), this.ioStopFd]) if (fd >= 0) closeFd(fd);
     for (const v of this.vcpus) v.close();
+    // The I/O thread has ended (vm.ts stops it first): nothing serves the disks any more.
+    for (const d of this.disks) d.close();
     this.kvm.close();
     if (this.memory.isLocked) this.memory.unlock();
     await this.vm.closeInBackground();
@@ -92,7 +98,14 @@ export async function buildMachine(spec: MachineSpec, files: BootFiles): Promise
   const opened: { close(): void }[] = [];
   const statsFds = { vm: -1, vcpus: [] as number[] };
   const eventFds: number[] = [];
+  const disks: OpenDisk[] = [];
   try {
+    // The disks next: a missing, wrong or locked image is refused before KVM is touched.
+    for (const d of spec.disks ?? []) {
+      const disk = OpenDisk.open(d, spec.name);
+      disks.push(disk);
+      opened.push(disk);
+    }
     const kvm = Kvm.open();
     opened.push(kvm);
     // Required capabilities are listed once (required-caps.ts, also the doctor's); vCPU and host
@@ -132,13 +145,13 @@ export async function buildMachine(spec: MachineSpec, files: BootFiles): Promise
       setLapicLints(vcpu);
       if (i === 0) setBootCpuState(vcpu, mem, image.boot);
     }
-    const board = boardFor(spec, (cap) => vm.checkExtension(cap), eventFds);
+    const board = boardFor(spec, (cap) => vm.checkExtension(cap), eventFds, disks);
     const ioStopFd = board.virtio.length ? createEventFd() : -1;
     if (ioStopFd >= 0) eventFds.push(ioStopFd);
     // Last, on a thread of its own (GuestMemory.lock): every KVM ioctl above is done by then.
     if (spec.memLock) await mem.lock();
     return new BuiltMachine({
-      spec, image, kvm, vm, vcpus, deviceSab: createDeviceState(board), irq: new IrqLine(vm.fd), board, ioStopFd, statsFds,
+      spec, image, kvm, vm, vcpus, deviceSab: createDeviceState(board), irq: new IrqLine(vm.fd), board, ioStopFd, statsFds, disks,
     });
   } catch (e) {
     for (const fd of [...statsFds.vcpus, statsFds.vm, ...eventFds]) if (fd >= 0) closeFd(fd);
@@ -152,15 +165,20 @@ export async function buildMachine(spec: MachineSpec, files: BootFiles): Promise
  * The board's PCI devices: one eventfd per virtio device (its I/O thread's wake-up), MSIs through
  * KVM_SIGNAL_MSI (required), notifications by ioeventfd where KVM has them.
  */
-function boardFor(spec: MachineSpec, check: (cap: number) => number, eventFds: number[]): BoardConfig {
+function boardFor(spec: MachineSpec, check: (cap: number) => number, eventFds: number[], disks: readonly OpenDisk[]): BoardConfig {
   const names = spec.virtio ?? [];
-  if (names.length === 0) return { virtio: [] };
+  if (names.length === 0 && disks.length === 0) return { virtio: [] };
   if (check(CAP.SIGNAL_MSI) <= 0) throw new Error('this host\'s KVM cannot inject MSIs (no KVM_CAP_SIGNAL_MSI): virtio devices need it; turn them off');
-  const virtio = names.map((name): BoardConfig['virtio'][number] => {
+  const virtio: BoardConfig['virtio'] = names.map((name) => {
     const eventFd = createEventFd();
     eventFds.push(eventFd);
     if (name === 'net' && spec.net) return { name, eventFd, deviceConfig: netConfigBytes(spec.net.mac), net: spec.net };
     return { name, eventFd };
+  });
+  disks.forEach((d, i) => {
+    const eventFd = createEventFd();
+    eventFds.push(eventFd);
+    virtio.push({ name: `blk${i}`, eventFd, disk: d.backend });
   });
   const board: BoardConfig = { virtio };
   if (!spec.testHooks?.noIoeventfd && check(CAP.IOEVENTFD) > 0) board.ioeventfdLength = check(CAP.IOEVENTFD_ANY_LENGTH) > 0 ? 0 : 2;

@@ -2,7 +2,7 @@
 // a round-trip test keeps the two in step.
 import { formatCpuOption, parseCpuList, parseCpuOption, parseOvercommit } from './knob-syntax.ts';
 import { formatNetOption, parseNetOption } from './net-config.ts';
-import { validateConfig, type VmConfig } from './vm-config.ts';
+import { formatDiskOption, parseDiskOption, validateConfig, type VmConfig } from './vm-config.ts';
 
 /** node:util parseArgs options that describe a VM (run-only options like --timeout live in the CLI). */
 export const VM_OPTIONS = {
@@ -21,9 +21,11 @@ export const VM_OPTIONS = {
   'pvm-profile': { type: 'string' },
   rng: { type: 'string' },
   net: { type: 'string' },
+  /** FILE[,readonly=on], repeatable: one virtio-blk disk each. */
+  disk: { type: 'string', multiple: true },
 } as const;
 
-export type VmOptionValues = Partial<Record<keyof typeof VM_OPTIONS, string>>;
+export type VmOptionValues = Partial<Record<Exclude<keyof typeof VM_OPTIONS, 'disk'>, string>> & { disk?: string[] };
 
 export function configFromOptions(v: VmOptionValues): VmConfig {
   const over = v.overcommit === undefined ? {} : parseOvercommit(v.overcommit);
@@ -37,6 +39,7 @@ export function configFromOptions(v: VmOptionValues): VmConfig {
     pvmProfile: v['pvm-profile'],
     rng: v.rng,
     net: v.net === undefined ? undefined : parseNetOption(v.net),
+    disks: v.disk?.map(parseDiskOption),
   });
 }
 
@@ -54,6 +57,7 @@ export function optionsFromConfig(c: VmConfig): string[] {
   if (!c.pvmProfile) a.push('--pvm-profile', 'off');
   if (c.rng) a.push('--rng', 'on');
   if (c.net) a.push('--net', formatNetOption(c.net));
+  for (const d of c.disks ?? []) a.push('--disk', formatDiskOption(d));
   return a;
 }
 

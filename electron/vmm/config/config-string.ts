@@ -4,7 +4,7 @@
 import { FEATURE_NAMES } from '../machine/features.ts';
 import { parseCpuList } from './knob-syntax.ts';
 import { formatNetOption, parseNetOption } from './net-config.ts';
-import { ConfigError, validateConfig, type VmConfig } from './vm-config.ts';
+import { ConfigError, formatDiskOption, parseDiskOption, validateConfig, type VmConfig } from './vm-config.ts';
 
 const SIMPLE: Record<string, string> = {
   cpus: 'cpus', memory: 'memoryMiB', machine: 'machine', 'cpu-pm': 'cpuPm', 'mem-lock': 'memLock',
@@ -19,22 +19,33 @@ export function parseConfigString(spec: string, base: Record<string, unknown> = 
   // `net=user,hostfwd=...,hostfwd=...`: the same text as `--net`, its parts being keys here too.
   let net: string | undefined;
   const hostfwd: string[] = [];
+  // disk=FILE, repeatable; a readonly=on right after it is that disk's (as in --disk FILE,readonly=on).
+  const disks: Record<string, unknown>[] = [];
+  let lastKey = '';
   for (const part of spec.split(',')) {
     if (part.trim() === '') continue;
     const eq = part.indexOf('=');
     if (eq <= 0) throw new ConfigError(`config string: "${part.slice(0, 40)}" is not key=value`);
     const key = part.slice(0, eq).trim();
     const value = part.slice(eq + 1).trim();
+    const prevKey = lastKey;
+    lastKey = key;
     if (key === 'pin') raw.pin = parseCpuList(value);
     else if (key === 'net') net = value;
     else if (key === 'hostfwd') hostfwd.push(`hostfwd=${value}`);
-    else if (key in SIMPLE) raw[SIMPLE[key]!] = value;
+    else if (key === 'disk') disks.push(parseDiskOption(value));
+    else if (key === 'readonly') {
+      if (prevKey !== 'disk') throw new ConfigError('config string: readonly= belongs right after a disk=FILE');
+      disks[disks.length - 1]!.readonly = value;
+      lastKey = '';
+    } else if (key in SIMPLE) raw[SIMPLE[key]!] = value;
     else if (FEATURE_NAMES.includes(key)) features[key] = value;
-    else throw new ConfigError(`config string: unknown key "${key.slice(0, 40)}"; valid: ${[...Object.keys(SIMPLE), 'pin', 'net', 'hostfwd', ...FEATURE_NAMES].join(', ')}`);
+    else throw new ConfigError(`config string: unknown key "${key.slice(0, 40)}"; valid: ${[...Object.keys(SIMPLE), 'pin', 'net', 'hostfwd', 'disk', ...FEATURE_NAMES].join(', ')}`);
   }
   if (Object.keys(features).length) raw.cpuFeatures = features;
   if (hostfwd.length && net !== 'user') throw new ConfigError('config string: hostfwd= needs net=user before it');
   if (net !== undefined) raw.net = parseNetOption([net, ...hostfwd].join(','));
+  if (disks.length) raw.disks = disks;
   return validateConfig(raw);
 }
 
@@ -48,6 +59,7 @@ export function formatConfigString(c: VmConfig): string {
   if (!c.pvmProfile) parts.push('pvm-profile=off');
   if (c.rng) parts.push('rng=on');
   if (c.net) parts.push(`net=${formatNetOption(c.net)}`);
+  for (const d of c.disks ?? []) parts.push(`disk=${formatDiskOption(d)}`);
   for (const [k, v] of Object.entries(c.cpuFeatures)) parts.push(`${k}=${v ? 'on' : 'off'}`);
   return parts.join(',');
 }

@@ -161,6 +161,8 @@ export function resolveMachine(c: VmConfig, host: HostCapabilities): ResolvedMac
     spec.virtio = [...(spec.virtio ?? []), 'net'];
     spec.net = { mac: macForVm(c.name), backEnd: c.net };
   }
+  // Checked with the boot files (checkBootFiles), opened and locked at build time (disk-image.ts).
+  if (c.disks) spec.disks = c.disks.map((d) => ({ path: d.path, readonly: d.readonly === true }));
   if (c.haltPollNs !== undefined) spec.haltPollNs = c.haltPollNs;
   const pins = vcpuPins(c);
   if (pins) spec.pin = pins;

@@ -1,7 +1,7 @@
 // The one VM configuration schema (typed, versioned). CLI flags (cli-args.ts), bench config
 // strings (config-string.ts), saved JSON and the service API all map to it and are validated
 // here; resolve.ts turns it into the MachineSpec the VMM boots.
-import { MIN_MEMORY_MIB } from '../vm-limits.ts';
+import { MAX_DISKS, MIN_MEMORY_MIB } from '../vm-limits.ts';
 import { FEATURE_NAMES } from '../machine/features.ts';
 import { resolveMachineName } from '../machine/machine-types.ts';
 import { checkNet, type NetConfig } from './net-config.ts';
@@ -39,6 +39,14 @@ export interface VmConfig {
   rng?: true;
   /** A virtio-net device and its back end (net-config.ts: the schema and its syntax); absent: no network. */
   net?: NetConfig;
+  /** virtio-blk disks (raw image files), in order: the first is the guest's vda; absent = none. */
+  disks?: DiskConfig[];
+}
+
+/** One disk: a raw image file, read-write unless readonly. */
+export interface DiskConfig {
+  path: string;
+  readonly?: true;
 }
 
 export const DEFAULTS = { cpus: 1, memoryMiB: 128, name: 'vm' } as const;
@@ -58,7 +66,7 @@ export class ConfigError extends Error {
 }
 
 const FIELDS = new Set(['version', 'name', 'guest', 'kernel', 'initrd', 'append', 'cpus', 'memoryMiB', 'machine',
-  'cpuFeatures', 'cpuPm', 'memLock', 'haltPollNs', 'pin', 'pvmProfile', 'rng', 'net']);
+  'cpuFeatures', 'cpuPm', 'memLock', 'haltPollNs', 'pin', 'pvmProfile', 'rng', 'net', 'disks']);
 
 // The one number syntax of every option, config string and API field: decimal digits, an optional
 // sign (so a negative value gets a range message, not a syntax one), no hex, no exponents —
@@ -147,6 +155,49 @@ export function checkBootPath(value: unknown, field: 'kernel' | 'initrd'): strin
   return p;
 }
 
+/**
+ * One disk's rule, for every surface: an absolute path (as checkBootPath, for the same reason) to
+ * a file checked when the VM starts (devices/virtio/disk-image.ts), with no comma in it (the
+ * `FILE,readonly=on` text of --disk and config strings splits at commas), and readonly on/off.
+ */
+export function checkDisk(value: unknown): DiskConfig {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new ConfigError('a disk must be an object { path, readonly }');
+  const r = value as Record<string, unknown>;
+  for (const key of Object.keys(r)) if (key !== 'path' && key !== 'readonly') throw new ConfigError(`unknown disk field "${key.slice(0, 40)}"; valid: path, readonly`);
+  const p = path(r.path, 'disk');
+  if (!p.startsWith('/')) throw new ConfigError(`disk must be an absolute path (its full path on the host, starting with /), got "${p.slice(0, 200)}"`);
+  if (p.includes(',')) throw new ConfigError(`disk path "${p.slice(0, 200)}" contains a comma, which separates disk options; rename the file or link to it`);
+  const disk: DiskConfig = { path: p };
+  if (r.readonly !== undefined && bool(r.readonly, 'disk readonly')) disk.readonly = true;
+  return disk;
+}
+
+export function checkDisks(value: unknown): DiskConfig[] {
+  if (!Array.isArray(value)) throw new ConfigError('disks must be a list of { path, readonly }');
+  if (value.length > MAX_DISKS) throw new ConfigError(`${value.length} disks given; at most ${MAX_DISKS} are allowed`);
+  return value.map(checkDisk);
+}
+
+/** `FILE[,readonly=on|off]` (--disk, and a config string's disk=...) as the raw fields checkDisk takes. */
+export function parseDiskOption(text: string): Record<string, unknown> {
+  const [file, ...opts] = text.split(',');
+  const raw: Record<string, unknown> = { path: file };
+  for (const o of opts) {
+    const eq = o.indexOf('=');
+    const key = eq < 0 ? o : o.slice(0, eq);
+    if (key !== 'readonly') {
+      throw new ConfigError(`disk option "${o.slice(0, 40)}" is not known; valid: readonly=on|off${eq < 0 ? ' (a disk path may not contain a comma)' : ''}`);
+    }
+    raw.readonly = eq < 0 ? '' : o.slice(eq + 1);
+  }
+  return raw;
+}
+
+/** A disk as --disk and config strings write it. */
+export function formatDiskOption(d: DiskConfig): string {
+  return d.readonly ? `${d.path},readonly=on` : d.path;
+}
+
 /** Validates untrusted input (CLI, JSON, API, config strings) into a VmConfig; throws ConfigError. */
 export function validateConfig(raw: unknown): VmConfig {
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new ConfigError('a VM configuration must be an object');
@@ -203,6 +254,10 @@ export function validateConfig(raw: unknown): VmConfig {
   if (r.haltPollNs !== undefined) config.haltPollNs = checkHaltPollNs(r.haltPollNs);
   if (r.rng !== undefined && bool(r.rng, 'rng')) config.rng = true;
   if (r.net !== undefined) config.net = checkNet(r.net);
+  if (r.disks !== undefined) {
+    const disks = checkDisks(r.disks);
+    if (disks.length) config.disks = disks;
+  }
   if (r.pin !== undefined) {
     if (!Array.isArray(r.pin) || r.pin.length === 0) throw new ConfigError('pin must be a non-empty list of host CPU numbers');
     if (r.pin.length > MAX_PIN_ENTRIES) throw new ConfigError(`pin lists ${r.pin.length} host CPUs; at most ${MAX_PIN_ENTRIES} are allowed`);

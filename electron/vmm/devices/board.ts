@@ -16,6 +16,9 @@ import { MSIX_BAR_SIZE, REGS_BAR_SIZE, VirtioPci, virtioStateWords, withDeviceCo
 import { VIRTIO_RNG } from './virtio/virtio-rng.ts';
 import { VIRTIO_NET } from './virtio/virtio-net.ts';
 import type { NetConfig } from '../config/net-config.ts';
+import { BLK_STAT_SLOTS, VIRTIO_BLK_SHAPE, virtioBlkType, type BlkFileIo } from './virtio/virtio-blk.ts';
+import type { DiskBackend } from './virtio/disk-image.ts';
+import { MAX_DISKS } from '../vm-limits.ts';
 
 export const COM1_BASE = 0x3f8;
 export const COM1_IRQ = 4;
@@ -34,8 +37,13 @@ export const DEVICE_LAYOUT = Object.freeze({
   hostBridge: 124, // PCI_CONFIG_WORDS (64)
   virtioRng: 188, // virtioStateWords(1) (108)
   virtioNet: 296, // virtioStateWords(2) (128)
-  words: 424,
+  virtioBlk: 424, // MAX_DISKS (8) x DISK_WORDS (126): each disk's transport, then its Float64 counters
+  words: 1432,
 });
+/** Words of one disk's part of DEVICE_LAYOUT.virtioBlk: the transport's, then BLK_STAT_SLOTS Float64s (8-byte aligned). */
+const DISK_WORDS = (virtioStateWords(VIRTIO_BLK_SHAPE.queues) + 2 * BLK_STAT_SLOTS + 1) & ~1;
+/** Disk i sits in PCI slot DISK_SLOT_BASE + i (slots below are left to other virtio devices). */
+export const DISK_SLOT_BASE = 8;
 
 // Catch a layout edit that makes two parts overlap (checked once at load).
 const parts: [number, number][] = [
@@ -49,7 +57,9 @@ const parts: [number, number][] = [
   [DEVICE_LAYOUT.hostBridge, PCI_CONFIG_WORDS],
   [DEVICE_LAYOUT.virtioRng, virtioStateWords(VIRTIO_RNG.queues)],
   [DEVICE_LAYOUT.virtioNet, virtioStateWords(VIRTIO_NET.queues)],
+  [DEVICE_LAYOUT.virtioBlk, MAX_DISKS * DISK_WORDS],
 ];
+if (DEVICE_LAYOUT.virtioBlk % 2 !== 0 || DISK_SLOT_BASE + MAX_DISKS > 32) throw new Error('DEVICE_LAYOUT: disks misplaced');
 for (let i = 0; i < parts.length; i++) {
   const end = i + 1 < parts.length ? parts[i + 1][0] : DEVICE_LAYOUT.words;
   if (parts[i][0] + parts[i][1] > end) throw new Error('DEVICE_LAYOUT parts overlap');
@@ -81,6 +91,19 @@ export const VIRTIO_DEVICES = Object.freeze({
   net: { type: VIRTIO_NET, stateWord: DEVICE_LAYOUT.virtioNet, slot: 3 },
 } satisfies Record<string, { type: VirtioDeviceType; stateWord: number; slot: number }>);
 export type VirtioDeviceName = keyof typeof VIRTIO_DEVICES;
+/** Disk i's device name (blk0 is the first --disk: the guest's vda). */
+export type DiskDeviceName = `blk${number}`;
+export type PciDeviceName = VirtioDeviceName | DiskDeviceName;
+
+/** Where a board entry's device sits: its type, state words and slot. */
+function placement(entry: BoardConfig['virtio'][number], stateSab: SharedArrayBuffer, blkIo: BlkFileIo | undefined): { type: VirtioDeviceType; stateWord: number; slot: number } {
+  if (!entry.disk) return VIRTIO_DEVICES[entry.name as VirtioDeviceName];
+  const i = Number(entry.name.slice(3));
+  if (!(i >= 0 && i < MAX_DISKS)) throw new RangeError(`no disk slot for ${entry.name}`);
+  const stateWord = DEVICE_LAYOUT.virtioBlk + i * DISK_WORDS;
+  const stats = new Float64Array(stateSab, (stateWord + virtioStateWords(VIRTIO_BLK_SHAPE.queues)) * 4, BLK_STAT_SLOTS);
+  return { type: virtioBlkType(entry.disk, stats, blkIo), stateWord, slot: DISK_SLOT_BASE + i };
+}
 
 /**
  * Which PCI devices a VM's board carries and how their notifications reach the I/O thread; plain
@@ -88,12 +111,14 @@ export type VirtioDeviceName = keyof typeof VIRTIO_DEVICES;
  */
 export interface BoardConfig {
   virtio: {
-    name: VirtioDeviceName;
+    name: PciDeviceName;
     eventFd: number;
     /** Device-specific configuration the guest reads (fixed at build: a MAC and link status). */
     deviceConfig?: number[];
     /** virtio-net: its MAC and back end (the I/O thread opens it). */
     net?: NetBackEndSpec;
+    /** The disks (name blk0, blk1, ...): the open image their back end serves. */
+    disk?: DiskBackend;
   }[];
   /** KVM has ioeventfds: the width they match (0 = any, KVM_CAP_IOEVENTFD_ANY_LENGTH); absent: none. */
   ioeventfdLength?: number;
@@ -114,6 +139,8 @@ export interface PciIo {
   signalEventFd(fd: number): void;
   /** KVM_IOEVENTFD assign / deassign on the VM fd (only called when BoardConfig.ioeventfdLength is set). */
   setIoeventfd(address: number, length: number, fd: number, assign: boolean): void;
+  /** The disks' file calls: only the I/O thread, which serves their queues, passes them. */
+  blkFileIo?: BlkFileIo;
 }
 
 /** Where slot `slot`'s BARs sit at power-on. */
@@ -139,7 +166,7 @@ export function createDeviceState(board: BoardConfig = NO_PCI_DEVICES): SharedAr
 export interface PciBoard {
   host: PciHost;
   bridge: HostBridge;
-  virtio: { name: VirtioDeviceName; device: VirtioPci; eventFd: number }[];
+  virtio: { name: PciDeviceName; device: VirtioPci; eventFd: number }[];
   lock: SharedLock;
 }
 
@@ -147,8 +174,10 @@ export interface PciBoard {
 export function attachPci(stateSab: SharedArrayBuffer, board: BoardConfig, io: PciIo): PciBoard {
   const bridge = new HostBridge(new Uint8Array(stateSab, DEVICE_LAYOUT.hostBridge * 4, PCI_CONFIG_WORDS * 4));
   const slots: (PciFunction | undefined)[] = [bridge];
-  const virtio = board.virtio.map(({ name, eventFd, deviceConfig }) => {
-    const d = VIRTIO_DEVICES[name];
+  const virtio = board.virtio.map((entry) => {
+    const { name, eventFd, deviceConfig } = entry;
+    const d = placement(entry, stateSab, io.blkFileIo);
+    if (slots[d.slot]) throw new Error(`PCI slot ${d.slot} given twice (${name})`);
     const length = board.ioeventfdLength;
     const type = deviceConfig ? withDeviceConfig(d.type, deviceConfig) : d.type;
     const device = new VirtioPci(view(stateSab, d.stateWord, virtioStateWords(d.type.queues)), type, slotBars(d.slot), {

@@ -55,6 +55,10 @@ export function kubevirtYaml(plan: ExportPlan): string {
       '  (cpu.features are CPUID features, not KVM\'s), and host-passthrough sets it otherwise. Use a hook sidecar that',
       '  adds <qemu:commandline> -global host-x86_64-cpu.FEATURE=on|off (the libvirt export has the lines).');
   }
+  if (c.disks?.length) {
+    gaps.push('disks: the images are hostDisk volumes (the HostDisk feature gate must be on, and each path must exist on the',
+      '  node that runs the VM); a PersistentVolumeClaim or DataVolume is the usual way to carry them instead.');
+  }
   const comments = [
     `VM "${c.name}" exported by Unhalt for KubeVirt: kubectl apply -f FILE, then virtctl start ${plan.slug}.`,
     ...machineTypeNote(plan, 'q35, KubeVirt\'s default x86 machine (name a versioned pc-q35-X.Y your nodes have to freeze the board too)'),
@@ -103,7 +107,7 @@ export function kubevirtYaml(plan: ExportPlan): string {
             clock: { utc: {}, timer: { kvm: { present: featureValue(plan, 'kvmclock') } } },
             firmware: { kernelBoot },
             devices: {
-              // Unhalt's board: no disks, network, display or balloon; one serial console.
+              // Unhalt's board: no network, display or balloon (disks only as configured); one serial console.
               autoattachGraphicsDevice: false,
               autoattachMemBalloon: false,
               ...(c.net?.mode === 'user' ? {
@@ -114,9 +118,11 @@ export function kubevirtYaml(plan: ExportPlan): string {
               } : { autoattachPodInterface: false }),
               autoattachSerialConsole: true,
               ...(c.rng ? { rng: {} } : {}),
+              ...(c.disks?.length ? { disks: c.disks.map((d, i) => ({ name: `disk${i}`, disk: { bus: 'virtio', ...(d.readonly ? { readonly: true } : {}) } })) } : {}),
             },
           },
           ...(c.net?.mode === 'user' ? { networks: [{ name: 'default', pod: {} }] } : {}),
+          ...(c.disks?.length ? { volumes: c.disks.map((d, i) => ({ name: `disk${i}`, hostDisk: { path: d.path, type: 'Disk' } })) } : {}),
         },
       },
     },

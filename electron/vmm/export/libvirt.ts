@@ -90,6 +90,9 @@ export function libvirtXml(plan: ExportPlan): string {
     "    <console type='pty'>", "      <target type='serial' port='0'/>", '    </console>',
     "    <memballoon model='none'/>",
     ...(c.rng ? ["    <rng model='virtio'>", "      <backend model='random'>/dev/urandom</backend>", '    </rng>'] : []),
+    ...(c.disks ?? []).flatMap((d, i) => ["    <disk type='file' device='disk'>", "      <driver name='qemu' type='raw'/>",
+      `      <source file='${esc(d.path)}'/>`, `      <target dev='vd${String.fromCharCode(97 + i)}' bus='virtio'/>`,
+      ...(d.readonly ? ['      <readonly/>'] : []), '    </disk>']),
     ...(c.net ? libvirtInterface(c.net, macForVm(c.name)) : []),
     '  </devices>');
   if (qemuArgs.length) x.push('  <qemu:commandline>', ...qemuArgs.map((a) => `    <qemu:arg value='${esc(a)}'/>`), '  </qemu:commandline>');

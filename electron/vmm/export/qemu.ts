@@ -36,7 +36,7 @@ function qemuOptions(plan: ExportPlan): Option[] {
   ];
   const overcommit = qemuOvercommit(c);
   if (overcommit) opts.push(['-overcommit', overcommit]);
-  // Unhalt's board: no disks, network, USB or display; a reset ends the VM, as in Unhalt.
+  // Unhalt's board: no network, USB or display (disks only as configured below); a reset ends the VM, as in Unhalt.
   opts.push(['-nodefaults'], ['-no-user-config'], ['-display', 'none'], ['-no-reboot']);
   opts.push(['-kernel', plan.boot.kernelPath]);
   if (plan.boot.initrdPath) opts.push(['-initrd', plan.boot.initrdPath]);
@@ -44,6 +44,11 @@ function qemuOptions(plan: ExportPlan): Option[] {
   opts.push(['-serial', 'mon:stdio'], ['-serial', `file:${plan.agentLog ?? `${plan.slug}.ttyS1.log`}`]);
   // rng=on: virtio-rng on PCI, fed from the host's getrandom (QEMU's default rng-random backend reads /dev/urandom).
   if (c.rng) opts.push(['-device', 'virtio-rng-pci']);
+  // disks: raw images on virtio-blk-pci, in order (the first is vda); QEMU locks them as Unhalt does.
+  (c.disks ?? []).forEach((d, i) => {
+    opts.push(['-drive', `file=${d.path.replace(/,/g, ',,')},if=none,id=disk${i},format=raw${d.readonly ? ',readonly=on' : ''}`],
+      ['-device', `virtio-blk-pci,drive=disk${i}`]);
+  });
   // disable-legacy=on: a modern-only 1af4:1041 as Unhalt's card is (QEMU's default is the transitional 1af4:1000).
   if (c.net) opts.push(['-netdev', qemuNetdev(c.net)], ['-device', `virtio-net-pci,disable-legacy=on,netdev=n0,mac=${macForVm(c.name)}`]);
   return opts;

@@ -150,6 +150,10 @@ void pci_write16(u32 dev, u32 reg, u16 v);
 
 /* ---- virtio_net.c ---- */
 NORETURN void scenario_net(const char *name);   /* net-dhcp, net-connect, net-listen, net-udp-rr */
+u32 virtio_queue_irqs(void);     /* VEC_VIRTQ interrupts taken so far (any virtio driver's) */
+
+/* ---- virtio_blk.c ---- */
+NORETURN void scenario_virtio_blk(void);
 
 /* ---- lib.c ---- */
 void *memset(void *d, int c, size_t n);

@@ -232,6 +232,8 @@ NORETURN void run_scenario(const char *name)
 	if (!memcmp(name, "net-dhcp", 9) || !memcmp(name, "net-connect", 12) || !memcmp(name, "net-listen", 11)
 	    || !memcmp(name, "net-udp-rr", 11))
 		scenario_net(name);
+	if (!memcmp(name, "virtio-blk", 11))
+		scenario_virtio_blk();
 	con_printf("probe: unknown scenario '%s'\n", name);
 	event("unknown_scenario");
 	power_off();

@@ -86,6 +86,11 @@ void virtio_irq(u64 vector)
 		config_irqs++;
 }
 
+u32 virtio_queue_irqs(void)
+{
+	return queue_irqs;
+}
+
 /* ---- PCI configuration mechanism #1 (pci_read32/read8/write16 also serve virtio_net.c) ---- */
 static u32 cfg_addr(u32 dev, u32 reg) { return 0x80000000u | (dev << 11) | (reg & 0xFC); }
 u32 pci_read32(u32 dev, u32 reg)

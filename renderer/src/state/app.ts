@@ -3,7 +3,7 @@
 // notices. Console bytes and telemetry bypass this store: they go straight to the terminal
 // registry and the telemetry store.
 import type {
-  ApiEvent, ExperimentSummary, HostInfo, Subscription, TelemetrySample, VmRecord, VmStatus,
+  ApiEvent, DiskConversionDto, ExperimentSummary, HostInfo, Subscription, TelemetrySample, VmRecord, VmStatus,
 } from '../../../electron/service/api.ts';
 import { ApiClient, ApiError } from '../api/client.ts';
 import type { ConnectionState } from '../api/client.ts';
@@ -41,6 +41,8 @@ export interface AppState {
   notices: Notice[];
   /** VM ids with a start/stop call in flight (their buttons show it). */
   busy: Record<string, string>;
+  /** qcow2 -> raw conversions by id, as their events last said (the wizard's Storage shows them). */
+  conversions: Record<string, DiskConversionDto>;
 }
 
 export const api = new ApiClient();
@@ -56,6 +58,7 @@ export const store = createStore<AppState>({
   theme: (localStorage.getItem('unhalt.theme') as ThemeChoice | null) ?? 'system',
   notices: [],
   busy: {},
+  conversions: {},
 });
 
 export function useApp<T>(selector: (s: AppState) => T): T {
@@ -257,6 +260,9 @@ function onEvent(ev: ApiEvent): void {
     }
     case 'experiment-deleted':
       store.set((s) => ({ experiments: s.experiments.filter((e) => e.id !== ev.id) }));
+      break;
+    case 'disk-conversion':
+      store.set((s) => ({ conversions: { ...s.conversions, [ev.conversion.id]: ev.conversion } }));
       break;
   }
 }

@@ -9,6 +9,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { EventFdWriter, takeEventFd } from '../../../../native/kvm/eventfd.ts';
 import { MsiSignal, setIoEventFd } from '../../../../native/kvm/kvm.ts';
 import { PollSet } from '../../../../native/kvm/poll-set.ts';
+import { FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, addressOf, libc } from '../../../../native/kvm/libc.ts';
 import { attachPci, type BoardConfig } from '../board.ts';
 import { createBackEnd } from './back-ends.ts';
 import { GuestRam, type GuestRamHandle } from './guest-ram.ts';
@@ -33,6 +34,14 @@ const pci = attachPci(data.deviceSab, data.board, {
   signalMsi: (a, d) => { msi.signal(a, d); },
   signalEventFd: (fd) => writer.signal(fd),
   setIoeventfd: (address, length, fd, assign) => setIoEventFd(data.vmFd, { address, length, fd }, !assign),
+  // The disks' I/O: straight between the image and guest RAM's SharedArrayBuffer.
+  blkFileIo: {
+    preadAddress: (fd, address, length, offset) => Number(libc.preadAddress(fd, address, length, offset)),
+    pwriteAddress: (fd, address, length, offset) => Number(libc.pwriteAddress(fd, address, length, offset)),
+    fdatasync: (fd) => libc.fdatasync(fd),
+    punchHole: (fd, offset, length) => libc.fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset, length),
+    ramAddress: (r) => addressOf(r.bytes),
+  },
 });
 const ram = GuestRam.fromHandle(data.ram);
 const poll = new PollSet([data.stopFd, ...pci.virtio.map((v) => v.eventFd)]);
@@ -58,7 +67,7 @@ try {
       for (let more = true; more; kicks = 0) {
         pci.lock.lock();
         try {
-          more = device.serviceQueues(ram, kicks, server);
+          more = device.serviceQueues(ram, kicks, server, pci.lock);
         } finally {
           pci.lock.unlock();
         }

@@ -68,10 +68,22 @@ export interface VirtioDeviceType {
   readonly deviceFilled?: number;
   /**
    * One available chain of queue `queue`, on the I/O thread: do the request, return the bytes
-   * written into the chain's device-writable buffers (the used length).
+   * written into the chain's device-writable buffers (the used length), or SERVE_NEEDS_RESET
+   * when the request is one the device cannot even answer (the device then needs a reset).
    */
   serve(queue: number, chain: Chain, ram: GuestRam): number;
+  /**
+   * serve() may run with the bus lock released (file I/O that can take milliseconds: virtio-blk).
+   * The transport then marks the queue in service, and a reset waits for the request to end —
+   * as QEMU drains in-flight requests — so nothing is written to guest RAM after a reset.
+   */
+  readonly servesUnlocked?: boolean;
+  /** The type's own counters (requests by kind, bytes...), read from shared state by any thread. */
+  counters?(): Record<string, number>;
 }
+
+/** serve()'s answer for a chain that makes the device need a reset (QUEUE_ERROR.badRequest). */
+export const SERVE_NEEDS_RESET = -1;
 
 // Shared state words of one device.
 const W = Object.freeze({
@@ -101,7 +113,11 @@ const Q = Object.freeze({
   lastAvail: 9, usedIdx: 10, requests: 11, bytes: 12,
   /** Requests the back end dropped (a frame with no receive buffer for it, a malformed one). */
   drops: 13,
+  /** 1 while the I/O thread serves a chain of this queue with the bus lock released (servesUnlocked). */
+  inService: 14,
 });
+/** How long a reset waits for a request in flight (the I/O thread ends every request; this bounds a lost one). */
+const RESET_DRAIN_LIMIT_MS = 10_000;
 const Q_WORDS = 16;
 /** Chains one serviceQueues call takes from a queue before it lets go of the bus lock. */
 export const MAX_CHAINS_PER_PASS = 16;
@@ -134,6 +150,8 @@ export interface VirtioCounters {
   requests: number[];
   bytes: number[];
   drops: number[];
+  /** The device type's own counters (virtio-blk: reads, writes, bytes read / written, flushes...). */
+  device?: Record<string, number>;
 }
 
 /** How a chain of a queue is served on the I/O thread (a device type, or a back end with state). */
@@ -230,6 +248,7 @@ export class VirtioPci implements PciFunction {
       status: this.s[W.status]!, error: this.s[W.error]!, lastError: this.s[W.lastError]!, needsResets: this.s[W.needsResets]! >>> 0,
       requests: q.map((b) => this.s[b + Q.requests]! >>> 0), bytes: q.map((b) => this.s[b + Q.bytes]! >>> 0),
       drops: q.map((b) => this.s[b + Q.drops]! >>> 0),
+      ...(this.type.counters ? { device: this.type.counters() } : {}),
     };
   }
 
@@ -377,6 +396,12 @@ export class VirtioPci implements PciFunction {
   /** Device reset (status 0): everything the driver set is forgotten; MSI-X (PCI's) stays. */
   private resetDevice(): void {
     const s = this.s;
+    // A request served outside the bus lock finishes first: after the reset nothing of it may land.
+    for (let i = 0; i < this.type.queues; i++) {
+      const cell = W.queues + Q_WORDS * i + Q.inService;
+      const end = Date.now() + RESET_DRAIN_LIMIT_MS;
+      while (Atomics.load(s, cell) !== 0 && Date.now() < end) Atomics.wait(s, cell, 1, 100);
+    }
     s[W.deviceFeatureSelect] = 0;
     s[W.driverFeatureSelect] = 0;
     s[W.driverFeaturesLo] = 0;
@@ -459,7 +484,7 @@ export class VirtioPci implements PciFunction {
    * held for a whole ring of a hostile guest's 64 KiB requests: returns true when chains remain,
    * and the caller calls again after letting go of the lock.
    */
-  serviceQueues(ram: GuestRam, kicks = 1, server: QueueServer = this.type): boolean {
+  serviceQueues(ram: GuestRam, kicks = 1, server: QueueServer = this.type, busLock?: { lock(): void; unlock(): void }): boolean {
     const s = this.s;
     s[W.kicks] = (s[W.kicks]! + kicks) | 0;
     if ((s[W.status]! & (STATUS.driverOk | STATUS.needsReset | STATUS.failed)) !== STATUS.driverOk || !this.config.busMaster) return false;
@@ -488,7 +513,28 @@ export class VirtioPci implements PciFunction {
           this.needsReset(sq.error);
           return false;
         }
-        const written = server.serve(i, sq.chain, ram);
+        let written: number;
+        if (this.type.servesUnlocked && busLock) {
+          // The chain is ours (taken from the ring under the lock); its I/O needs no device state.
+          const resets = s[W.resets];
+          Atomics.store(s, q + Q.inService, 1);
+          busLock.unlock();
+          try {
+            written = server.serve(i, sq.chain, ram);
+          } finally {
+            Atomics.store(s, q + Q.inService, 0);
+            Atomics.notify(s, q + Q.inService);
+            busLock.lock();
+          }
+          // Reset while it was in flight: the driver has forgotten the queue; the completion goes nowhere.
+          if (s[W.resets] !== resets) return false;
+        } else {
+          written = server.serve(i, sq.chain, ram);
+        }
+        if (written === SERVE_NEEDS_RESET) {
+          this.needsReset(QUEUE_ERROR.badRequest);
+          return false;
+        }
         sq.push(s[q + Q.usedIdx]!, sq.chain.head, written);
         s[q + Q.usedIdx] = (s[q + Q.usedIdx]! + 1) & 0xffff;
         s[q + Q.lastAvail] = (last + 1) & 0xffff;

@@ -27,6 +27,8 @@ export const QUEUE_ERROR = Object.freeze({
   indirect: 7,
   readAfterWrite: 8,
   badSize: 9,
+  /** The device type could not make sense of a request it can answer nothing to (a blk chain with no status byte). */
+  badRequest: 10,
 });
 export type QueueError = (typeof QUEUE_ERROR)[keyof typeof QUEUE_ERROR];
 

@@ -27,6 +27,8 @@ export interface StepProps {
   editing: (field: FieldId) => void;
   /** Whether any field has a problem (the service's own check line then stays quiet). */
   anyProblem: boolean;
+  /** Asks the service again about an unchanged configuration (a file it named was created meanwhile). */
+  recheck: () => void;
 }
 
 export interface DescribeResult {
@@ -37,7 +39,7 @@ export interface DescribeResult {
 
 const STEPS: { id: string; title: string; Component: (p: StepProps) => React.ReactElement; fields: FieldId[] }[] = [
   { id: 'basics', title: 'Basics', Component: BasicsStep, fields: ['name', 'kernel', 'initrd'] },
-  { id: 'resources', title: 'CPUs, memory & devices', Component: ResourcesStep, fields: ['cpus', 'memoryMiB'] },
+  { id: 'resources', title: 'CPUs, memory & devices', Component: ResourcesStep, fields: ['cpus', 'memoryMiB', 'disks'] },
   { id: 'machine', title: 'Machine type', Component: MachineStep, fields: [] },
   { id: 'features', title: 'Paravirt features', Component: FeaturesStep, fields: ['cpuFeatures'] },
   { id: 'overcommit', title: 'Overcommit', Component: OvercommitStep, fields: ['cpuPm'] },
@@ -47,7 +49,7 @@ const STEPS: { id: string; title: string; Component: (p: StepProps) => React.Rea
 ];
 
 /** describeConfig on every change (debounced): the command line, notes, warnings or the error. */
-function useDescribe(config: unknown): DescribeResult {
+function useDescribe(config: unknown, nonce: number): DescribeResult {
   const [state, setState] = useState<DescribeResult>({ resolved: null, error: null, pending: true });
   const json = JSON.stringify(config);
   const seq = useRef(0);
@@ -61,7 +63,7 @@ function useDescribe(config: unknown): DescribeResult {
       );
     }, 200);
     return () => clearTimeout(timer);
-  }, [json]);
+  }, [json, nonce]);
   return state;
 }
 
@@ -126,7 +128,8 @@ export function Wizard({ guest, edit }: { guest?: 'probe' | 'linux'; edit?: VmRe
     }
   }, [host, guest, names]);
   const config = useMemo(() => draftToConfig(draft), [draft]);
-  const describe = useDescribe(config);
+  const [describeNonce, setDescribeNonce] = useState(0);
+  const describe = useDescribe(config, describeNonce);
   const files = useFileVerdict(bootFilesOf(draft), typedNumber(draft.memoryMiB, checkMemoryMiB));
   const problems = draftProblems(draft, host, names, files.verdict);
   const update = (patch: Partial<Draft>) => setDraft((d) => ({ ...d, ...patch }));
@@ -157,6 +160,7 @@ export function Wizard({ guest, edit }: { guest?: 'probe' | 'linux'; edit?: VmRe
     touch: (f: FieldId) => showFields([f], true),
     editing: (f: FieldId) => showFields([f], false),
     anyProblem: firstBlocked >= 0,
+    recheck: () => setDescribeNonce((n) => n + 1),
   };
   const create = async () => {
     setCreating(true);

@@ -27,6 +27,13 @@ export interface Draft {
   rng: boolean;
   /** The VM's network as stored (the wizard has no field for it yet: kept, never lost, on an edit). */
   net?: NetConfig;
+  /** virtio-blk disks, in order (paths as typed). */
+  disks: DraftDisk[];
+}
+
+export interface DraftDisk {
+  path: string;
+  readonly: boolean;
 }
 
 export const PROBE_SCENARIOS: { name: string; summary: string; args?: string }[] = [
@@ -38,6 +45,7 @@ export const PROBE_SCENARIOS: { name: string; summary: string; args?: string }[]
   { name: 'spinlock', summary: 'all vCPUs contend one lock; with kvm-pv-unhalt waiters halt and are kicked (2+ vCPUs)', args: 'ms=60000' },
   { name: 'hello', summary: 'brings up every vCPU, prints the paravirt CPUID leaves, powers off' },
   { name: 'virtio-rng', summary: 'scans the PCI bus and reads random bytes from the virtio-rng device (turn virtio-rng on in step 2), powers off', args: 'bytes=64 rounds=4' },
+  { name: 'virtio-blk', summary: 'reads, writes, flushes and reads back sectors of the first disk (add one under Storage), powers off', args: 'sector=8 sectors=8' },
 ];
 
 export function initialDraft(host: HostInfo | null, guest: 'probe' | 'linux' | undefined, names: Set<string>): Draft {
@@ -68,6 +76,7 @@ export function initialDraft(host: HostInfo | null, guest: 'probe' | 'linux' | u
     haltPollNs: '200000',
     pin: '',
     rng: false,
+    disks: [],
   };
 }
 
@@ -101,6 +110,7 @@ export function draftToConfig(d: Draft): Record<string, unknown> & { version: 1 
   if (d.haltPollMode === 'custom') c.haltPollNs = numberOrText(d.haltPollNs);
   if (d.rng) c.rng = true;
   if (d.net) c.net = d.net;
+  if (d.disks.length) c.disks = d.disks.map((x) => ({ path: x.path.trim(), ...(x.readonly ? { readonly: true } : {}) }));
   const pin = typedPin(d.pin);
   if (pin === undefined) c.pin = d.pin;
   else if (pin.length) c.pin = pin;

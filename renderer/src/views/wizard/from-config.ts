@@ -28,6 +28,7 @@ export function configToDraft(c: VmConfigDto, host: HostInfo | null, names: Set<
     pin: pinAsDrafted(base.pin, c.pin ?? []),
     rng: c.rng === true,
     ...(c.net ? { net: c.net } : {}),
+    disks: (c.disks ?? []).map((d) => ({ path: d.path, readonly: d.readonly === true })),
   };
 }
 

@@ -7,6 +7,7 @@ import type { StepProps } from './Wizard.tsx';
 import { PROBE_SCENARIOS } from './draft.ts';
 import { typedNumber, typedPin, type FieldId } from './validate.ts';
 import { available, machineDefaults, fmtNs } from '../../lib/config.ts';
+import { StorageFields } from './StorageFields.tsx';
 
 function capitalize(s: string): string {
   return s ? s[0]!.toUpperCase() + s.slice(1).replace(/\.$/, '') : s;
@@ -209,6 +210,7 @@ export function ResourcesStep(props: StepProps) {
           </span>
         </label>
       </fieldset>
+      <StorageFields {...props} />
       <CheckLine describe={describe} anyProblem={anyProblem} />
     </>
   );
@@ -475,6 +477,7 @@ export function SummaryStep({ draft, host, describe }: StepProps) {
         <div><dt>Halt polling</dt><dd>{draft.haltPollMode === 'default' ? `host default${host?.haltPollParams.halt_poll_ns !== undefined ? ` (${fmtNs(host.haltPollParams.halt_poll_ns)})` : ''}` : draft.haltPollNs}</dd></div>
         <div><dt>Pinning</dt><dd>{draft.pin.trim() ? draft.pin : 'not pinned'}</dd></div>
         <div><dt>Devices</dt><dd>{draft.rng ? 'virtio-rng' : 'none besides the serial ports'}</dd></div>
+        <div><dt>Disks</dt><dd>{draft.disks.length ? draft.disks.map((d, i) => `vd${String.fromCharCode(97 + i)} ${d.path.trim()}${d.readonly ? ' (read-only)' : ''}`).join(', ') : 'none'}</dd></div>
       </dl>
       <h3>Equivalent command line</h3>
       {describe.pending && !r && !describe.error && <p className="muted">Checking…</p>}

@@ -7,10 +7,10 @@ import { parseCpuList } from '../../../../electron/vmm/config/knob-syntax.ts';
 import {
   checkCpusFit, checkKnobConflicts, checkMemoryFit, checkNameFree, checkPinFit, type HostLimits,
 } from '../../../../electron/vmm/config/rules.ts';
-import { checkBootPath, checkCpus, checkHaltPollNs, checkMemoryMiB, validateConfig } from '../../../../electron/vmm/config/vm-config.ts';
+import { checkBootPath, checkCpus, checkDisks, checkHaltPollNs, checkMemoryMiB, validateConfig } from '../../../../electron/vmm/config/vm-config.ts';
 import type { Draft } from './draft.ts';
 
-export type FieldId = 'name' | 'kernel' | 'initrd' | 'cpus' | 'memoryMiB' | 'cpuFeatures' | 'cpuPm' | 'haltPollNs' | 'pin';
+export type FieldId = 'name' | 'kernel' | 'initrd' | 'cpus' | 'memoryMiB' | 'cpuFeatures' | 'cpuPm' | 'haltPollNs' | 'pin' | 'disks';
 export type FieldProblems = Partial<Record<FieldId, string>>;
 
 /** The service's verdict on the boot files as typed: a message per file, or none. */
@@ -80,6 +80,7 @@ export function draftProblems(d: Draft, host: HostInfo | null, names: Iterable<s
     const mib = checkMemoryMiB(d.memoryMiB);
     if (limits) checkMemoryFit(mib, limits.memoryMiB);
   }));
+  if (d.disks.length) set('disks', problem(() => checkDisks(d.disks.map((x) => ({ path: x.path.trim(), readonly: x.readonly })))));
   const conflict = problem(() => checkKnobConflicts(d));
   set('cpuFeatures', conflict);
   set('cpuPm', conflict);
