@@ -5,7 +5,9 @@
 // net-listen scenario), is told in one line why Start fails while something else holds the host
 // port, then starts it; a connection from the test to 127.0.0.1:HOSTPORT reaches the guest as a
 // SYN on its port (the guest's console says so). Edited again, the VM shows its forward in the
-// fields and keeps it through a save. Typed and clicked as a person does; screenshots in
+// fields and keeps it through a save. A tap is chosen by name: a name no interface can have is
+// refused at the field, forwards typed before survive switching modes, and a tap this host does
+// not have is refused at start in one line. Typed and clicked as a person does; screenshots in
 // test/artifacts/wizard-net/.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
@@ -68,7 +70,7 @@ function portRule(v: unknown, which: 'host' | 'guest', forward: number): string 
   throw new Error(`${String(v)} passes the port rule`);
 }
 
-describe.skipIf(reason !== null)('user networking chosen in the wizard, reached through a port forward', () => {
+describe.skipIf(reason !== null)('the network chosen in the wizard', () => {
   let home: string;
   let host: HostMode | undefined;
   let browser: Browser | undefined;
@@ -110,9 +112,11 @@ describe.skipIf(reason !== null)('user networking chosen in the wizard, reached 
     expect(await hostAddress.inputValue()).toBe('127.0.0.1');
     expect(await page.getByLabel('Forward 1 protocol', { exact: true }).inputValue()).toBe('tcp');
 
-    // A malformed host port: nothing said while typing, the rule's words when the field is left.
+    // A malformed host port, typed where the focus went (the one field left to fill): nothing said
+    // while typing, the rule's words when the field is left.
     const hostPortField = page.getByLabel('Forward 1 host port', { exact: true });
-    await typeInto(page, hostPortField, `${hostPort}x`);
+    await waitFor('the focus on the new forward\'s host port', () => hostPortField.evaluate((e) => e === e.ownerDocument.activeElement), scaled(5_000));
+    await page.keyboard.type(`${hostPort}x`, { delay: 10 });
     expect(await page.getByText(portRule(`${hostPort}x`, 'host', 1)).count()).toBe(0);
     await page.keyboard.press('Tab');
     await page.getByText(portRule(`${hostPort}x`, 'host', 1), { exact: true }).waitFor();
@@ -191,4 +195,53 @@ describe.skipIf(reason !== null)('user networking chosen in the wizard, reached 
     expect(saved.vms.find((v) => v.id === vmId)!.config.net).toEqual(parseNetOption(net));
     expect(await panel.textContent()).toContain(`Network${net}`);
   }, scaled(300_000));
+
+  it('a tap by name: a bad name refused at the field, forwards kept while switching modes, a missing tap refused at start in one line', async () => {
+    const { page } = browser!;
+    const tap = `uhno${randomBytes(3).toString('hex')}`;
+    await page.goto(host!.url);
+    await page.getByRole('button', { name: 'New VM', exact: true }).click();
+    await page.getByRole('heading', { name: 'New virtual machine' }).waitFor();
+    const name = `tap-${randomBytes(2).toString('hex')}`;
+    await typeInto(page, 'Name', name);
+    await page.getByRole('radio', { name: /Probe/ }).check();
+    await page.getByLabel('Scenario', { exact: true }).selectOption('net-dhcp');
+    await next(page);
+
+    // Forwards typed under user networking survive a switch to a tap and back.
+    await page.getByRole('radio', { name: /User networking \(NAT\)/ }).click();
+    await page.getByRole('button', { name: 'Add a port forward' }).click();
+    await typeInto(page, page.getByLabel('Forward 1 host port', { exact: true }), '2222');
+    await typeInto(page, page.getByLabel('Forward 1 guest port', { exact: true }), '22', { leave: true });
+    await page.getByRole('radio', { name: /An existing TAP device/ }).click();
+    expect(await page.getByLabel('Forward 1 host port', { exact: true }).count()).toBe(0);
+    await page.getByRole('radio', { name: /User networking \(NAT\)/ }).click();
+    expect(await page.getByLabel('Forward 1 host port', { exact: true }).inputValue()).toBe('2222');
+    await page.getByRole('radio', { name: /An existing TAP device/ }).click();
+
+    // A name no interface can have: the tap rule's words at the field once it is left.
+    const tapField = page.getByLabel('TAP interface name', { exact: true });
+    await typeInto(page, tapField, 'tap/0', { leave: true });
+    await page.getByText('tap "tap/0" is not an interface name (at most 15 letters, digits, dot, dash or underscore)', { exact: true }).waitFor();
+    await page.screenshot({ path: shot('wizard-tap-bad-name'), fullPage: true });
+    await typeInto(page, tapField, tap, { leave: true });
+    await waitFor('the tap message gone', async () => (await page.getByText(/is not an interface name/).count()) === 0, scaled(5_000));
+
+    while ((await step(page)) !== 'summary') await next(page);
+    const cmd = page.getByTestId('cmdline');
+    await waitFor('the tap in the command line', async () => {
+      const t = (await cmd.textContent()) ?? '';
+      return t.includes(`--net tap=${tap}`) && !t.includes('hostfwd') ? t : undefined;
+    }, scaled(15_000));
+    expect(await page.locator('dl.summary').textContent()).toContain(`Networktap=${tap}`);
+    await page.locator('button[data-action="create"]').click();
+    await page.locator('section.vm-view').waitFor();
+    expect(await page.getByTestId('config-panel').textContent()).toContain(`Networktap=${tap}`);
+
+    // No such interface on this host: Start says so in one line, with what to do; nothing runs.
+    await page.locator('button[data-action="start"]').click();
+    await page.locator('.notice-error', { hasText: `tap ${tap} does not exist: create it first (ip tuntap add dev ${tap} mode tap` }).waitFor({ timeout: scaled(30_000) });
+    expect(await page.getByTestId('vm-state').first().textContent()).toBe('stopped');
+    await page.screenshot({ path: shot('start-refused-tap'), fullPage: true });
+  }, scaled(180_000));
 });

@@ -3,7 +3,7 @@
 // them) or an existing tap by name. Each field is judged as it is left by the schema's own field
 // rules (net-draft.ts -> net-config.ts). Whether a host port is free, libslirp installed or the tap
 // there is checked when the VM starts: its one-line refusal then arrives as a notice.
-import { useId } from 'react';
+import { useId, useRef } from 'react';
 import { MAX_HOSTFWD, USER_NET } from '../../../../electron/vmm/config/net-config.ts';
 import type { StepProps } from './Wizard.tsx';
 import { newForward, type DraftForward, type DraftNet, type ForwardPart } from './net-draft.ts';
@@ -31,8 +31,15 @@ export function NetworkFields(props: StepProps) {
   const setNet = (patch: Partial<DraftNet>) => update({ net: { ...net, ...patch } });
   const setForward = (i: number, patch: Partial<DraftForward>) => setNet({ forwards: net.forwards.map((f, j) => (j === i ? { ...f, ...patch } : f)) });
   const tapError = problem('net.tap');
+  const box = useRef<HTMLFieldSetElement>(null);
+  /** A new forward: its host port is what is left to type (the address comes filled in), so the focus goes there. */
+  const addForward = () => {
+    const n = net.forwards.length;
+    setNet({ forwards: [...net.forwards, newForward()] });
+    requestAnimationFrame(() => box.current?.querySelector<HTMLElement>(`[data-field="net.${n}.hostPort"]`)?.focus());
+  };
   return (
-    <fieldset className="field network">
+    <fieldset className="field network" ref={box}>
       <legend>Network</legend>
       <div className="choice-list" role="radiogroup" aria-label="Network">
         {MODES.map((m) => (
@@ -90,7 +97,7 @@ export function NetworkFields(props: StepProps) {
             );
           })}
           <button type="button" className="btn small" data-action="add-forward" disabled={net.forwards.length >= MAX_HOSTFWD}
-            onClick={() => setNet({ forwards: [...net.forwards, newForward()] })}>
+            onClick={addForward}>
             Add a port forward
           </button>
           <p className="hint">
