@@ -14,7 +14,7 @@ import { randomBytes } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import { connect, createServer, type Server } from 'node:net';
 import type { Page } from 'playwright-core';
-import { checkForwardPort, parseNetOption } from '../../electron/vmm/config/net-config.ts';
+import { checkForwardPort, macForVm, parseNetOption } from '../../electron/vmm/config/net-config.ts';
 import { scaled } from '../support/time-scale.ts';
 import {
   artifact, ensureRendererBuilt, launchBrowser, skipReason, startHostMode, tempHome, typeInto, waitFor, type Browser, type HostMode,
@@ -110,6 +110,8 @@ describe.skipIf(reason !== null)('the network chosen in the wizard', () => {
     await page.getByRole('button', { name: 'Add a port forward' }).click();
     const hostAddress = page.getByLabel('Forward 1 host address', { exact: true });
     expect(await hostAddress.inputValue()).toBe('127.0.0.1');
+    const mac = macForVm(name);
+    expect(await page.getByTestId('net-mac').textContent()).toContain(`MAC ${mac}`);
     expect(await page.getByLabel('Forward 1 protocol', { exact: true }).inputValue()).toBe('tcp');
 
     // A malformed host port, typed where the focus went (the one field left to fill): nothing said
@@ -171,6 +173,8 @@ describe.skipIf(reason !== null)('the network chosen in the wizard', () => {
         return t.includes(`tcp SYN on ${GUEST_PORT}: yes`) ? t : undefined;
       }, scaled(30_000));
       expect(text).toContain('dhcp offer 10.0.2.15');
+      // The card the guest found has the MAC the wizard showed.
+      expect(text).toMatch(new RegExp(`virtio-net 00:03\\.0 mac ${mac} link up`));
     } finally {
       sock.destroy();
     }
@@ -213,6 +217,9 @@ describe.skipIf(reason !== null)('the network chosen in the wizard', () => {
     await page.getByRole('button', { name: 'Add a port forward' }).click();
     await typeInto(page, page.getByLabel('Forward 1 host port', { exact: true }), '2222');
     await typeInto(page, page.getByLabel('Forward 1 guest port', { exact: true }), '22', { leave: true });
+    // Every interface: allowed, and said what it means.
+    await typeInto(page, page.getByLabel('Forward 1 host address', { exact: true }), '0.0.0.0', { leave: true });
+    await page.getByText('Listens on every host interface', { exact: false }).waitFor();
     await page.getByRole('radio', { name: /An existing TAP device/ }).click();
     expect(await page.getByLabel('Forward 1 host port', { exact: true }).count()).toBe(0);
     await page.getByRole('radio', { name: /User networking \(NAT\)/ }).click();

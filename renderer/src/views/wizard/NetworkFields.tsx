@@ -4,7 +4,7 @@
 // rules (net-draft.ts -> net-config.ts). Whether a host port is free, libslirp installed or the tap
 // there is checked when the VM starts: its one-line refusal then arrives as a notice.
 import { useId, useRef } from 'react';
-import { MAX_HOSTFWD, USER_NET } from '../../../../electron/vmm/config/net-config.ts';
+import { MAX_HOSTFWD, USER_NET, macForVm } from '../../../../electron/vmm/config/net-config.ts';
 import type { StepProps } from './Wizard.tsx';
 import { newForward, type DraftForward, type DraftNet, type ForwardPart } from './net-draft.ts';
 
@@ -52,6 +52,12 @@ export function NetworkFields(props: StepProps) {
           </label>
         ))}
       </div>
+      {net.mode !== 'none' && (
+        <p className="hint" data-testid="net-mac">
+          virtio-net card at 00:03.0, MAC <code>{macForVm(draft.name.trim())}</code>: fixed by the VM's name (the same on every start and in
+          every export; a rename changes it).
+        </p>
+      )}
       {net.mode === 'user' && (
         <div className="forwards" role="group" aria-label="Host port forwards">
           {net.forwards.length === 0 && <p className="hint">No host port forwards: the guest can reach out, nothing on the host reaches in.</p>}
@@ -93,6 +99,9 @@ export function NetworkFields(props: StepProps) {
                   </button>
                 </div>
                 {errors.map((e) => <p key={e.part} className="field-error" id={`${base}-${e.part}-error`} role="alert">{e.text}</p>)}
+                {f.hostAddress.trim() === '0.0.0.0' && (
+                  <p className="warn-text">Listens on every host interface: other machines that reach this host reach the guest's port too.</p>
+                )}
               </div>
             );
           })}
