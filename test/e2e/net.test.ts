@@ -1,5 +1,5 @@
 // End to end, in headless Chromium against host mode: a VM in the library with user networking
-// (saved by another surface: the wizard has no network field yet) shows its network on its page
+// (saved by another surface, here the API) shows its network on its page
 // and in its command line; a user edits it in the wizard — types a new vCPU count, saves — and
 // the network is still there, in the saved configuration and the command line; started from the
 // page, its guest gets 10.0.2.15 by DHCP. Typed and clicked as a person does; screenshots in
