@@ -31,8 +31,9 @@ const MAX_METRICS = 1000;
 const MAX_METRICS_PER_FLUSH = 50;
 /**
  * Records in a subscription's backfill (newest kept): ~1.5 KiB of JSON each, so this bounds the
- * first message to a few MiB — ten minutes at 10 Hz for one vCPU, less for more. Live streaming
- * has no such limit; a renderer keeps its own history from there.
+ * first message to a few MiB — ten minutes at 10 Hz for one vCPU, less for more. Device records
+ * (~0.5 KiB) have the same bound of their own. Live streaming has no such limit; a renderer keeps
+ * its own history from there.
  */
 export const MAX_BACKFILL_SAMPLES = 6000;
 
