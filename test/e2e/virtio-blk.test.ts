@@ -82,7 +82,8 @@ describe.skipIf(reason !== null)('virtio-blk disks from the wizard to the guest'
     // Disk 1: a path where nothing is yet -> "no such file" at the field, and a way to create it.
     await page.getByRole('button', { name: 'Add a disk' }).click();
     await typeInto(page, 'Disk 1 (vda): raw image file', created, { leave: true });
-    await page.getByText(`disk ${created}: no such file`).waitFor();
+    // The field and, once the service has answered, the step's check line both say it: either will do.
+    await page.getByText(`disk ${created}: no such file`).first().waitFor();
     await typeInto(page, 'Size of a new image (MiB)', '4');
     await page.getByRole('button', { name: 'Create image' }).click();
     await page.getByText('Created an empty 4 MiB raw image.').waitFor();
@@ -93,7 +94,7 @@ describe.skipIf(reason !== null)('virtio-blk disks from the wizard to the guest'
     // Disk 2: a qcow2 first — refused with the command that makes it raw — then an existing raw image, read-only.
     await page.getByRole('button', { name: 'Add a disk' }).click();
     await typeInto(page, 'Disk 2 (vdb): raw image file', qcow2, { leave: true });
-    await page.getByText(`disk ${qcow2}: is a qcow2 image; disks are raw images: convert it with qemu-img convert -f qcow2 -O raw ${qcow2} ${join(disks, 'guest.raw')}`).waitFor();
+    await page.getByText(`disk ${qcow2}: is a qcow2 image; disks are raw images: convert it with qemu-img convert -f qcow2 -O raw ${qcow2} ${join(disks, 'guest.raw')}`).first().waitFor();
     await page.screenshot({ path: shot('wizard-qcow2'), fullPage: true });
     await typeInto(page, 'Disk 2 (vdb): raw image file', ro, { leave: true });
     const roSwitch = page.locator('[data-disk="1"]').getByRole('switch', { name: /Read-only/ });
@@ -151,7 +152,7 @@ describe.skipIf(reason !== null)('virtio-blk disks from the wizard to the guest'
     await page.getByRole('button', { name: 'Add a disk' }).click();
     const path = page.getByLabel('Disk 1 (vda): raw image file', { exact: true });
     await typeInto(page, path, qcow2, { leave: true });
-    await page.getByText(/is a qcow2 image; disks are raw images: convert it with qemu-img convert/).waitFor();
+    await page.getByText(/is a qcow2 image; disks are raw images: convert it with qemu-img convert/).first().waitFor();
     await page.getByRole('button', { name: 'Convert to a raw image (qemu-img)' }).click();
     await page.getByText(`Converted to ${raw}.`).waitFor({ timeout: 60_000 });
     expect(await page.getByRole('progressbar', { name: 'Converting disk 1' }).getAttribute('value')).toBe('100');

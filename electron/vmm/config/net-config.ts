@@ -27,7 +27,8 @@ export const USER_NET = Object.freeze({
 export const MAX_HOSTFWD = 64;
 /** Linux interface names: IFNAMSIZ 16 with the terminating NUL. */
 export const MAX_TAP_NAME = 15;
-const DEFAULT_HOST_ADDRESS = '127.0.0.1';
+/** The host address of a forward whose text leaves it empty (QEMU's would be every interface). */
+export const DEFAULT_HOST_ADDRESS = '127.0.0.1';
 
 const HOSTFWD_SYNTAX = 'hostfwd=[tcp|udp]:[HOSTADDR]:HOSTPORT-[GUESTADDR]:GUESTPORT, e.g. hostfwd=tcp:127.0.0.1:8080-:80';
 
@@ -78,12 +79,7 @@ export function checkNet(raw: unknown): NetConfig {
   const r = raw as Record<string, unknown>;
   if (r.mode === 'tap') {
     for (const k of Object.keys(r)) if (k !== 'mode' && k !== 'tap') throw new ConfigError(`net: unknown field "${k.slice(0, 40)}" for a tap`);
-    const tap = r.tap;
-    if (typeof tap !== 'string' || tap === '') throw new ConfigError('net tap needs the name of a tap interface (tap=NAME)');
-    if (tap.length > MAX_TAP_NAME || !/^[A-Za-z0-9_.-]+$/.test(tap) || tap === '.' || tap === '..') {
-      throw new ConfigError(`tap "${tap.slice(0, 40)}" is not an interface name (at most ${MAX_TAP_NAME} letters, digits, dot, dash or underscore)`);
-    }
-    return { mode: 'tap', tap };
+    return { mode: 'tap', tap: checkTapName(r.tap) };
   }
   if (r.mode !== 'user') throw new ConfigError(`net mode must be user or tap, got ${JSON.stringify(r.mode)?.slice(0, 40)}`);
   for (const k of Object.keys(r)) if (k !== 'mode' && k !== 'hostfwd') throw new ConfigError(`net: unknown field "${k.slice(0, 40)}" for user networking`);
@@ -105,18 +101,46 @@ function checkHostForward(raw: unknown, text?: string): HostForward {
   const r = raw as Record<string, unknown>;
   const what = text !== undefined ? `hostfwd "${text.slice(0, 60)}"` : 'a host forward';
   for (const k of Object.keys(r)) if (!['protocol', 'hostAddress', 'hostPort', 'guestAddress', 'guestPort'].includes(k)) throw new ConfigError(`${what}: unknown field "${k.slice(0, 40)}"`);
-  if (r.protocol !== 'tcp' && r.protocol !== 'udp') throw new ConfigError(`${what}: the protocol must be tcp or udp, got ${JSON.stringify(r.protocol)?.slice(0, 20)}`);
-  const hostAddress = ipv4(r.hostAddress);
-  if (hostAddress === undefined) throw new ConfigError(`${what}: the host address must be an IPv4 address such as 127.0.0.1, got ${JSON.stringify(r.hostAddress)?.slice(0, 40)}`);
-  const guestAddress = ipv4(r.guestAddress);
-  if (guestAddress === undefined || !inUserNetwork(guestAddress) || guestAddress === USER_NET.gateway || guestAddress === USER_NET.nameserver) {
-    throw new ConfigError(`${what}: the guest address must be a guest's address in ${USER_NET.network}/24 (by default ${USER_NET.dhcpStart}), got ${JSON.stringify(r.guestAddress)?.slice(0, 40)}`);
+  // In this order, so a forward with several bad fields is refused for the same one as ever.
+  const protocol = checkForwardProtocol(r.protocol, what);
+  const hostAddress = checkForwardHostAddress(r.hostAddress, what);
+  const guestAddress = checkForwardGuestAddress(r.guestAddress, what);
+  return { protocol, hostAddress, hostPort: checkForwardPort(r.hostPort, 'host', what), guestAddress, guestPort: checkForwardPort(r.guestPort, 'guest', what) };
+}
+
+// A host forward's field rules, one field each (the wizard judges each of its fields by these as
+// it is left; `what` names the forward in the message).
+export function checkForwardProtocol(v: unknown, what = 'a host forward'): 'tcp' | 'udp' {
+  if (v !== 'tcp' && v !== 'udp') throw new ConfigError(`${what}: the protocol must be tcp or udp, got ${JSON.stringify(v)?.slice(0, 20)}`);
+  return v;
+}
+
+export function checkForwardHostAddress(v: unknown, what = 'a host forward'): string {
+  const a = ipv4(v);
+  if (a === undefined) throw new ConfigError(`${what}: the host address must be an IPv4 address such as 127.0.0.1, got ${JSON.stringify(v)?.slice(0, 40)}`);
+  return a;
+}
+
+export function checkForwardGuestAddress(v: unknown, what = 'a host forward'): string {
+  const a = ipv4(v);
+  if (a === undefined || !inUserNetwork(a) || a === USER_NET.gateway || a === USER_NET.nameserver) {
+    throw new ConfigError(`${what}: the guest address must be a guest's address in ${USER_NET.network}/24 (by default ${USER_NET.dhcpStart}), got ${JSON.stringify(v)?.slice(0, 40)}`);
   }
-  const portOf = (v: unknown, which: string) => {
-    if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > 65535) throw new ConfigError(`${what}: the ${which} port must be 1 to 65535, got ${JSON.stringify(v)?.slice(0, 20)}`);
-    return v;
-  };
-  return { protocol: r.protocol, hostAddress, hostPort: portOf(r.hostPort, 'host'), guestAddress, guestPort: portOf(r.guestPort, 'guest') };
+  return a;
+}
+
+export function checkForwardPort(v: unknown, which: 'host' | 'guest', what = 'a host forward'): number {
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > 65535) throw new ConfigError(`${what}: the ${which} port must be 1 to 65535, got ${JSON.stringify(v)?.slice(0, 20)}`);
+  return v;
+}
+
+/** The rule for a tap's name (an existing interface's: whether it is there is the start's check). */
+export function checkTapName(tap: unknown): string {
+  if (typeof tap !== 'string' || tap === '') throw new ConfigError('net tap needs the name of a tap interface (tap=NAME)');
+  if (tap.length > MAX_TAP_NAME || !/^[A-Za-z0-9_.-]+$/.test(tap) || tap === '.' || tap === '..') {
+    throw new ConfigError(`tap "${tap.slice(0, 40)}" is not an interface name (at most ${MAX_TAP_NAME} letters, digits, dot, dash or underscore)`);
+  }
+  return tap;
 }
 
 /**

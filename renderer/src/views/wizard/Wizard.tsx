@@ -37,9 +37,10 @@ export interface DescribeResult {
   pending: boolean;
 }
 
-const STEPS: { id: string; title: string; Component: (p: StepProps) => React.ReactElement; fields: FieldId[] }[] = [
+/** A step's fields: fixed ones, and (ownsPrefix) those made per row, such as a forward's `net.0.hostPort`. */
+const STEPS: { id: string; title: string; Component: (p: StepProps) => React.ReactElement; fields: FieldId[]; ownsPrefix?: string }[] = [
   { id: 'basics', title: 'Basics', Component: BasicsStep, fields: ['name', 'kernel', 'initrd'] },
-  { id: 'resources', title: 'CPUs, memory & devices', Component: ResourcesStep, fields: ['cpus', 'memoryMiB', 'disks'] },
+  { id: 'resources', title: 'CPUs, memory, storage & network', Component: ResourcesStep, fields: ['cpus', 'memoryMiB', 'disks'], ownsPrefix: 'net.' },
   { id: 'machine', title: 'Machine type', Component: MachineStep, fields: [] },
   { id: 'features', title: 'Paravirt features', Component: FeaturesStep, fields: ['cpuFeatures'] },
   { id: 'overcommit', title: 'Overcommit', Component: OvercommitStep, fields: ['cpuPm'] },
@@ -134,13 +135,19 @@ export function Wizard({ guest, edit }: { guest?: 'probe' | 'linux'; edit?: VmRe
   const problems = draftProblems(draft, host, names, files.verdict);
   const update = (patch: Partial<Draft>) => setDraft((d) => ({ ...d, ...patch }));
   const current = STEPS[step]!;
-  const blocked = (i: number, p = problems) => STEPS[i]!.fields.some((f) => p[f]);
+  /** Step i's fields that have a problem in `p`, in the order the step shows them. */
+  const faults = (i: number, p = problems): FieldId[] => {
+    const s = STEPS[i]!;
+    const rows = s.ownsPrefix ? (Object.keys(p) as FieldId[]).filter((f) => f.startsWith(s.ownsPrefix!)) : [];
+    return [...s.fields, ...rows].filter((f) => p[f]);
+  };
+  const blocked = (i: number, p = problems) => faults(i, p).length > 0;
   const headingRef = useRef<HTMLHeadingElement>(null);
   const panelRef = useRef<HTMLFormElement>(null);
   /** Shows a step's problems and puts the focus on the first field that has one. */
-  const holdAt = (i: number) => {
+  const holdAt = (i: number, p = problems) => {
     setStep(i);
-    showFields(STEPS[i]!.fields, true);
+    showFields([...STEPS[i]!.fields, ...faults(i, p)], true);
     requestAnimationFrame(() => panelRef.current?.querySelector<HTMLElement>('[aria-invalid="true"]')?.focus());
   };
   const go = async (i: number) => {
@@ -148,7 +155,7 @@ export function Wizard({ guest, edit }: { guest?: 'probe' | 'linux'; edit?: VmRe
       // Moving on: every step on the way must be clean, the boot files judged by the service.
       const now = draftProblems(draft, host, names, await files.settle());
       for (let j = 0; j < i; j++) {
-        if (blocked(j, now)) return holdAt(j);
+        if (blocked(j, now)) return holdAt(j, now);
       }
     }
     setStep(i);
@@ -204,7 +211,7 @@ export function Wizard({ guest, edit }: { guest?: 'probe' | 'linux'; edit?: VmRe
           <Step draft={draft} update={update} host={host} names={names} describe={describe} {...stepProps} />
           {last && firstBlocked >= 0 && (
             <p className="error" role="alert">
-              Step {firstBlocked + 1} ({STEPS[firstBlocked]!.title}) has a problem: {STEPS[firstBlocked]!.fields.map((f) => problems[f]).find(Boolean)}
+              Step {firstBlocked + 1} ({STEPS[firstBlocked]!.title}) has a problem: {problems[faults(firstBlocked)[0]!]}
             </p>
           )}
           {last && createError && <p className="error" role="alert">Could not {edit ? 'save the changes' : 'create the VM'}: {createError}</p>}

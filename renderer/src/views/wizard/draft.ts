@@ -1,6 +1,6 @@
 // The wizard's working copy of a VM configuration and its conversion to the API's config.
 import type { HostInfo } from '../../../../electron/service/api.ts';
-import type { NetConfig } from '../../../../electron/vmm/config/net-config.ts';
+import { NO_NET, draftNetToConfig, type DraftNet } from './net-draft.ts';
 import { typedPin } from './validate.ts';
 
 export interface Draft {
@@ -25,8 +25,8 @@ export interface Draft {
   pin: string;
   /** A virtio-rng device on the PCI bus (rng=on). */
   rng: boolean;
-  /** The VM's network as stored (the wizard has no field for it yet: kept, never lost, on an edit). */
-  net?: NetConfig;
+  /** The network card: none, user networking with host port forwards, or a tap (net-draft.ts). */
+  net: DraftNet;
   /** virtio-blk disks, in order (paths as typed). */
   disks: DraftDisk[];
 }
@@ -45,6 +45,8 @@ export const PROBE_SCENARIOS: { name: string; summary: string; args?: string }[]
   { name: 'spinlock', summary: 'all vCPUs contend one lock; with kvm-pv-unhalt waiters halt and are kicked (2+ vCPUs)', args: 'ms=60000' },
   { name: 'hello', summary: 'brings up every vCPU, prints the paravirt CPUID leaves, powers off' },
   { name: 'virtio-rng', summary: 'scans the PCI bus and reads random bytes from the virtio-rng device (turn virtio-rng on in step 2), powers off', args: 'bytes=64 rounds=4' },
+  { name: 'net-dhcp', summary: 'asks the network card for an address by DHCP (choose user networking under Network), prints the offer, powers off' },
+  { name: 'net-listen', summary: 'gets an address by DHCP, then waits for a TCP connection to its port (forward a host port to it under Network), powers off', args: 'port=8080 wait_ms=60000' },
   { name: 'virtio-blk', summary: 'reads, writes, flushes and reads back sectors of the first disk (add one under Storage), powers off', args: 'sector=8 sectors=8' },
 ];
 
@@ -76,6 +78,7 @@ export function initialDraft(host: HostInfo | null, guest: 'probe' | 'linux' | u
     haltPollNs: '200000',
     pin: '',
     rng: false,
+    net: { ...NO_NET, forwards: [] },
     disks: [],
   };
 }
@@ -109,7 +112,8 @@ export function draftToConfig(d: Draft): Record<string, unknown> & { version: 1 
   }
   if (d.haltPollMode === 'custom') c.haltPollNs = numberOrText(d.haltPollNs);
   if (d.rng) c.rng = true;
-  if (d.net) c.net = d.net;
+  const net = draftNetToConfig(d.net);
+  if (net) c.net = net;
   if (d.disks.length) c.disks = d.disks.map((x) => ({ path: x.path.trim(), ...(x.readonly ? { readonly: true } : {}) }));
   const pin = typedPin(d.pin);
   if (pin === undefined) c.pin = d.pin;

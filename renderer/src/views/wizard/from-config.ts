@@ -3,6 +3,7 @@
 // may come back as no command line at all, which means the same).
 import type { HostInfo, VmConfigDto } from '../../../../electron/service/api.ts';
 import { initialDraft, PROBE_SCENARIOS, type Draft } from './draft.ts';
+import { configToDraftNet } from './net-draft.ts';
 
 export function configToDraft(c: VmConfigDto, host: HostInfo | null, names: Set<string>): Draft {
   const base = initialDraft(host, c.guest === 'linux' ? 'linux' : 'probe', names);
@@ -27,7 +28,7 @@ export function configToDraft(c: VmConfigDto, host: HostInfo | null, names: Set<
     haltPollNs: c.haltPollNs === undefined ? base.haltPollNs : asDrafted(base.haltPollNs, c.haltPollNs),
     pin: pinAsDrafted(base.pin, c.pin ?? []),
     rng: c.rng === true,
-    ...(c.net ? { net: c.net } : {}),
+    net: configToDraftNet(c.net),
     disks: (c.disks ?? []).map((d) => ({ path: d.path, readonly: d.readonly === true })),
   };
 }

@@ -8,6 +8,8 @@ import { PROBE_SCENARIOS } from './draft.ts';
 import { typedNumber, typedPin, type FieldId } from './validate.ts';
 import { available, machineDefaults, fmtNs } from '../../lib/config.ts';
 import { StorageFields } from './StorageFields.tsx';
+import { NetworkFields } from './NetworkFields.tsx';
+import { netSummary } from './net-draft.ts';
 
 function capitalize(s: string): string {
   return s ? s[0]!.toUpperCase() + s.slice(1).replace(/\.$/, '') : s;
@@ -211,6 +213,7 @@ export function ResourcesStep(props: StepProps) {
         </label>
       </fieldset>
       <StorageFields {...props} />
+      <NetworkFields {...props} />
       <CheckLine describe={describe} anyProblem={anyProblem} />
     </>
   );
@@ -477,6 +480,7 @@ export function SummaryStep({ draft, host, describe }: StepProps) {
         <div><dt>Halt polling</dt><dd>{draft.haltPollMode === 'default' ? `host default${host?.haltPollParams.halt_poll_ns !== undefined ? ` (${fmtNs(host.haltPollParams.halt_poll_ns)})` : ''}` : draft.haltPollNs}</dd></div>
         <div><dt>Pinning</dt><dd>{draft.pin.trim() ? draft.pin : 'not pinned'}</dd></div>
         <div><dt>Devices</dt><dd>{draft.rng ? 'virtio-rng' : 'none besides the serial ports'}</dd></div>
+        <div><dt>Network</dt><dd>{netSummary(draft.net)}</dd></div>
         <div><dt>Disks</dt><dd>{draft.disks.length ? draft.disks.map((d, i) => `vd${String.fromCharCode(97 + i)} ${d.path.trim()}${d.readonly ? ' (read-only)' : ''}`).join(', ') : 'none'}</dd></div>
       </dl>
       <h3>Equivalent command line</h3>

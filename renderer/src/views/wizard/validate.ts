@@ -9,8 +9,9 @@ import {
 } from '../../../../electron/vmm/config/rules.ts';
 import { checkBootPath, checkCpus, checkDisks, checkHaltPollNs, checkMemoryMiB, validateConfig } from '../../../../electron/vmm/config/vm-config.ts';
 import type { Draft } from './draft.ts';
+import { netProblems, type NetFieldId } from './net-draft.ts';
 
-export type FieldId = 'name' | 'kernel' | 'initrd' | 'cpus' | 'memoryMiB' | 'cpuFeatures' | 'cpuPm' | 'haltPollNs' | 'pin' | 'disks';
+export type FieldId = 'name' | 'kernel' | 'initrd' | 'cpus' | 'memoryMiB' | 'cpuFeatures' | 'cpuPm' | 'haltPollNs' | 'pin' | 'disks' | NetFieldId;
 export type FieldProblems = Partial<Record<FieldId, string>>;
 
 /** The service's verdict on the boot files as typed: a message per file, or none. */
@@ -81,6 +82,7 @@ export function draftProblems(d: Draft, host: HostInfo | null, names: Iterable<s
     if (limits) checkMemoryFit(mib, limits.memoryMiB);
   }));
   if (d.disks.length) set('disks', problem(() => checkDisks(d.disks.map((x) => ({ path: x.path.trim(), readonly: x.readonly })))));
+  for (const [field, message] of Object.entries(netProblems(d.net))) set(field as NetFieldId, message);
   const conflict = problem(() => checkKnobConflicts(d));
   set('cpuFeatures', conflict);
   set('cpuPm', conflict);
