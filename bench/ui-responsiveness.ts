@@ -249,7 +249,7 @@ try {
     bench: 'ui-responsiveness',
     date: new Date().toISOString(),
     host: { cpus: cpus().length, cpuModel: cpus()[0]?.model, pvm: existsSync('/sys/module/kvm_pvm') },
-    setup: { vcpus, guest: 'probe scenario=idle period_us=1000', charts: values.devices ? 9 : 6, devices: values.devices, secondsPerPhase: seconds, vmStateAtEnd: state },
+    setup: { vcpus, guest: 'probe scenario=idle period_us=1000', charts: values.devices ? 11 : 8, devices: values.devices, secondsPerPhase: seconds, vmStateAtEnd: state },
     phases: results,
     target: 'no main-thread long task over 50 ms',
     maxLongTaskMs: max,
