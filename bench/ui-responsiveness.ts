@@ -32,6 +32,8 @@ const USAGE = `usage: node bench/ui-responsiveness.ts [--seconds 60] [--vcpus 4]
   --phases LIST   live (1-min window), history (10-min window over 6000 rows), api (the server's
                   answer time while a 1 GiB-kernel VM starts and while a guest floods)
   --trace FILE    also write a Chromium trace of the last phase (chrome://tracing, Perfetto)
+  --devices       the VM has virtio-rng, and the page is scrolled to its Devices panel (three
+                  more live charts on screen, the vCPU charts above partly off it)
 `;
 const { values } = parseArgs({
   options: {
@@ -40,6 +42,7 @@ const { values } = parseArgs({
     phases: { type: 'string', default: 'live,history' },
     json: { type: 'string' },
     trace: { type: 'string' },
+    devices: { type: 'boolean', default: false },
     help: { type: 'boolean', short: 'h' },
   },
 });
@@ -210,14 +213,15 @@ try {
   await page.goto(host.url);
   await page.getByRole('heading', { level: 1 }).first().waitFor();
   const total = seconds * phases.length;
-  const vmId = await page.evaluate(async ({ vcpus, ms }) => (await (globalThis as unknown as { __unhalt: UnhaltHook }).__unhalt.api.createVm({
-    name: 'ui-bench', guest: 'probe', cpus: vcpus, append: `scenario=idle ms=${ms} period_us=1000`,
-  })).id, { vcpus, ms: (total + 120) * 1000 });
+  const vmId = await page.evaluate(async ({ vcpus, ms, devices }) => (await (globalThis as unknown as { __unhalt: UnhaltHook }).__unhalt.api.createVm({
+    name: 'ui-bench', guest: 'probe', cpus: vcpus, append: `scenario=idle ms=${ms} period_us=1000`, ...(devices ? { rng: true } : {}),
+  })).id, { vcpus, ms: (total + 120) * 1000, devices: values.devices });
   await page.goto(`${host.url}#/vm/${vmId}`);
   await page.locator('section.vm-view').waitFor();
   await page.locator('button[data-action="start"]').click();
   await waitFor('the VM to run', async () => (await page.getByTestId('vm-state').first().textContent()) === 'running', 30_000);
   await waitFor('live samples on the charts', async () => (await chartPoints(page)) > 20, 30_000);
+  if (values.devices) await page.getByTestId('devices-panel').scrollIntoViewIfNeeded();
   const results = [];
   const api: { startHugeKernel?: PingReport; flood?: PingReport } = {};
   for (const [i, phase] of phases.entries()) {
@@ -245,7 +249,7 @@ try {
     bench: 'ui-responsiveness',
     date: new Date().toISOString(),
     host: { cpus: cpus().length, cpuModel: cpus()[0]?.model, pvm: existsSync('/sys/module/kvm_pvm') },
-    setup: { vcpus, guest: 'probe scenario=idle period_us=1000', charts: 6, secondsPerPhase: seconds, vmStateAtEnd: state },
+    setup: { vcpus, guest: 'probe scenario=idle period_us=1000', charts: values.devices ? 11 : 8, devices: values.devices, secondsPerPhase: seconds, vmStateAtEnd: state },
     phases: results,
     target: 'no main-thread long task over 50 ms',
     maxLongTaskMs: max,

@@ -133,6 +133,18 @@ export interface TelemetrySample {
   [field: string]: number | null;
 }
 
+/**
+ * One telemetry sample of one virtio device (rng, net, blk0...), at the vCPU samples' instants:
+ * notifications, mmio_notifications, interrupts, requests, bytes (net rx_/tx_, blk reads/writes
+ * and read_/write_bytes) with _per_s rates; drops, errors, resets as totals (telemetry/devices.ts).
+ */
+export interface TelemetryDeviceSample {
+  /** ms since the epoch, like TelemetrySample.t. */
+  t: number;
+  device: string;
+  [field: string]: number | string | null;
+}
+
 export interface TelemetryMarker {
   /** ms since the epoch, like TelemetrySample.t. */
   t: number;
@@ -198,7 +210,7 @@ export type ApiEvent =
   | { type: 'status'; vmId: string; status: VmStatus }
   /** ttyS0 bytes as a latin1 "binary string" (one char per byte); sendConsole takes the same. */
   | { type: 'console'; vmId: string; data: string }
-  | { type: 'telemetry'; vmId: string; samples: TelemetrySample[]; markers?: TelemetryMarker[] }
+  | { type: 'telemetry'; vmId: string; samples: TelemetrySample[]; markers?: TelemetryMarker[]; devices?: TelemetryDeviceSample[] }
   | { type: 'guest-metric'; vmId: string; metric: GuestMetric }
   | { type: 'library'; vms: VmRecord[] }
   | { type: 'experiment'; experiment: ExperimentSummary }
@@ -220,7 +232,7 @@ export interface DiskConversionDto {
 export interface Subscription {
   vmId: string;
   /** What the subscriber already has, replayed first (console scrollback, telemetry history). */
-  backfill: { console: string; samples: TelemetrySample[]; markers: TelemetryMarker[]; metrics: GuestMetric[] };
+  backfill: { console: string; samples: TelemetrySample[]; markers: TelemetryMarker[]; metrics: GuestMetric[]; devices?: TelemetryDeviceSample[] };
 }
 
 /** The API. Every method is async and rejects with ApiError. */

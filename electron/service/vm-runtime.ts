@@ -6,12 +6,14 @@
 // Streams are batched per VM: console bytes within ~16 ms (the first at once), telemetry and guest metrics every
 // 200 ms (two samples at 10 Hz), so a transport sends a few messages per second, not one per exit.
 // Times on the API are epoch milliseconds, so history from several runs shares one time axis.
-import type { ApiEvent, GuestMetric, LiveKnobs, ResolvedDto, Subscription, TelemetryMarker, TelemetrySample, VmRunState, VmStatus } from './api.ts';
+import type {
+  ApiEvent, GuestMetric, LiveKnobs, ResolvedDto, Subscription, TelemetryDeviceSample, TelemetryMarker, TelemetrySample, VmRunState, VmStatus,
+} from './api.ts';
 import type { AgentEvent } from '../vmm/agent/line-protocol.ts';
 import type { ResolvedMachine } from '../vmm/config/resolve.ts';
 import { disableExitNames } from '../vmm/machine/host-caps.ts';
 import { Sampler } from '../vmm/telemetry/sampler.ts';
-import type { TelemetryEvent, SampleRecord, TelemetryMarker as SamplerMarker } from '../vmm/telemetry/fields.ts';
+import type { DeviceRecord, TelemetryEvent, SampleRecord, TelemetryMarker as SamplerMarker } from '../vmm/telemetry/fields.ts';
 import { VirtualMachine, isCleanExit, type VmExit, type VmState } from '../vmm/vm.ts';
 import { sanitizeVmError } from './config-checks.ts';
 import { ConsoleLogFile, readLogTail } from './console-log.ts';
@@ -29,8 +31,9 @@ const MAX_METRICS = 1000;
 const MAX_METRICS_PER_FLUSH = 50;
 /**
  * Records in a subscription's backfill (newest kept): ~1.5 KiB of JSON each, so this bounds the
- * first message to a few MiB — ten minutes at 10 Hz for one vCPU, less for more. Live streaming
- * has no such limit; a renderer keeps its own history from there.
+ * first message to a few MiB — ten minutes at 10 Hz for one vCPU, less for more. Device records
+ * (~0.5 KiB) have the same bound of their own. Live streaming has no such limit; a renderer keeps
+ * its own history from there.
  */
 export const MAX_BACKFILL_SAMPLES = 6000;
 
@@ -66,6 +69,7 @@ export class VmRuntime {
   private pendingConsole: Uint8Array[] = [];
   private pendingConsoleBytes = 0;
   private pendingSamples: TelemetrySample[] = [];
+  private pendingDevices: TelemetryDeviceSample[] = [];
   private pendingMarkers: TelemetryMarker[] = [];
   private pendingMetrics: GuestMetric[] = [];
   private consoleTimer?: NodeJS.Timeout;
@@ -289,9 +293,10 @@ export class VmRuntime {
       if (this.scrollback.size === 0 && !this.vm) this.scrollback.push(readLogTail(this.log.path, this.scrollback.limit));
     }
     const samples = this.sampler ? this.toApiSamples(this.sampler.records().slice(-MAX_BACKFILL_SAMPLES)) : [];
+    const devices = this.sampler ? this.toApiSamples(this.sampler.deviceRecords().slice(-MAX_BACKFILL_SAMPLES)) : [];
     const markers = this.sampler ? this.sampler.markers.map((m) => this.toApiMarker(m)) : [...this.ownMarkers];
     this.sinks.add(sink);
-    return { console: this.scrollback.text(), samples, markers, metrics: [...this.metrics] };
+    return { console: this.scrollback.text(), samples, markers, metrics: [...this.metrics], ...(devices.length ? { devices } : {}) };
   }
 
   unsubscribe(sink: EventSink): void {
@@ -340,6 +345,8 @@ export class VmRuntime {
     if (e.type === 'sample') {
       this.pendingSamples.push(...this.toApiSamples(e.records));
       if (this.pendingSamples.length > MAX_PENDING_SAMPLES) this.pendingSamples.splice(0, this.pendingSamples.length - MAX_PENDING_SAMPLES);
+      this.pendingDevices.push(...this.toApiSamples(e.devices));
+      if (this.pendingDevices.length > MAX_PENDING_SAMPLES) this.pendingDevices.splice(0, this.pendingDevices.length - MAX_PENDING_SAMPLES);
     } else {
       this.pendingMarkers.push(this.toApiMarker(e.marker));
     }
@@ -353,11 +360,13 @@ export class VmRuntime {
   private flushTelemetry(): void {
     if (this.telemetryTimer) clearTimeout(this.telemetryTimer);
     this.telemetryTimer = undefined;
-    if (this.pendingSamples.length || this.pendingMarkers.length) {
+    if (this.pendingSamples.length || this.pendingMarkers.length || this.pendingDevices.length) {
       const event: ApiEvent = { type: 'telemetry', vmId: this.id, samples: this.pendingSamples };
       if (this.pendingMarkers.length) event.markers = this.pendingMarkers;
+      if (this.pendingDevices.length) event.devices = this.pendingDevices;
       this.pendingSamples = [];
       this.pendingMarkers = [];
+      this.pendingDevices = [];
       this.send(event);
     }
     const metrics = this.pendingMetrics;
@@ -381,7 +390,7 @@ export class VmRuntime {
     }
   }
 
-  private toApiSamples(records: SampleRecord[]): TelemetrySample[] {
+  private toApiSamples<R extends SampleRecord | DeviceRecord>(records: R[]): R[] {
     for (const r of records) r.t = Math.round((this.epochBase + r.t) * 10) / 10;
     return records;
   }

@@ -111,6 +111,7 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
   private ioWorkerExited?: Promise<void>;
   /** The virtio counters as the VM ended (its device state goes with the machine). */
   private finalVirtioCounters?: Partial<Record<PciDeviceName, VirtioCounters>>;
+  private counterView?: { machine: object; virtio: { name: PciDeviceName; device: { counters(): VirtioCounters } }[] };
   private readonly consoleRingSab = ByteRing.create(64 * 1024);
   private readonly agentRingSab = ByteRing.create(64 * 1024);
   private readonly consoleRing = new ByteRing(this.consoleRingSab);
@@ -248,8 +249,14 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
   virtioCounters(): Partial<Record<PciDeviceName, VirtioCounters>> {
     const m = this.machine;
     if (!m) return this.finalVirtioCounters ?? {};
-    const noIo = { signalMsi: () => {}, signalEventFd: () => {}, setIoeventfd: () => {} };
-    return Object.fromEntries(attachPci(m.deviceSab, m.board, noIo).virtio.map((v) => [v.name, v.device.counters()]));
+    // This thread's view of the functions, made once per machine: telemetry reads it 10 times a second.
+    if (this.counterView?.machine !== m) {
+      const noIo = { signalMsi: () => {}, signalEventFd: () => {}, setIoeventfd: () => {} };
+      this.counterView = { machine: m, virtio: attachPci(m.deviceSab, m.board, noIo).virtio };
+    }
+    const out: Partial<Record<PciDeviceName, VirtioCounters>> = {};
+    for (const v of this.counterView.virtio) out[v.name] = v.device.counters();
+    return out;
   }
 
   private spawnWorkers(): void {
@@ -463,6 +470,7 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
     await this.stopIoWorker();
     if (this.machine?.board.virtio.length) this.finalVirtioCounters = this.virtioCounters();
     await this.machine?.close();
+    this.counterView = undefined;
     // Guest RAM's SAB goes with the last reference: this one, then the workers'.
     this.machine = undefined;
     this.consoleInput = undefined;

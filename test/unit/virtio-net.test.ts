@@ -240,7 +240,8 @@ describe('the virtio-net back end on the transport', () => {
     kick(m, be);
     expect(t.sent).toEqual([f]);
     expect(d.txUsed()).toBe(1);
-    expect(m.device.counters()).toMatchObject({ requests: [0, 1], drops: [0, 0] });
+    // The frame's bytes as the device took them (header included, as received bytes are): telemetry's tx_bytes.
+    expect(m.device.counters()).toMatchObject({ requests: [0, 1], drops: [0, 0], readBytes: [0, NET_HDR_BYTES + 60] });
     const interruptsBefore = m.device.counters().interrupts;
     const answer = frame(90, 5);
     t.deliver(answer);
@@ -288,6 +289,7 @@ describe('the virtio-net back end on the transport', () => {
     expect(t.sent).toEqual([]);
     expect(d.txUsed()).toBe(1);
     expect(m.device.counters().drops[1]).toBe(1);
+    expect(m.device.counters().readBytes[1]).toBe(0); // a dropped frame moved no bytes
     expect(d.status() & STATUS.needsReset).toBe(0);
   });
 

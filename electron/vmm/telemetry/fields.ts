@@ -2,6 +2,7 @@
 // KVM has them), in the fixed column order the ring stores them in, and the record shape that
 // subscribers and the NDJSON file see.
 import { COUNTER, COUNTER_NAMES } from '../vcpu/control.ts';
+import type { DeviceRecord } from './devices.ts';
 
 /** Per-vCPU KVM binary stats the sampler follows; a host kernel may lack some of them. */
 export const KVM_VCPU_COUNTERS = [
@@ -57,7 +58,10 @@ export interface TelemetryMarker {
   label: string;
 }
 
+export type { DeviceRecord };
+
+/** `devices`: one record per virtio device at the same instants as the vCPUs' (devices.ts). */
 export type TelemetryEvent =
-  | { type: 'backfill'; records: SampleRecord[]; markers: TelemetryMarker[] }
-  | { type: 'sample'; t: number; records: SampleRecord[] }
+  | { type: 'backfill'; records: SampleRecord[]; devices: DeviceRecord[]; markers: TelemetryMarker[] }
+  | { type: 'sample'; t: number; records: SampleRecord[]; devices: DeviceRecord[] }
   | { type: 'marker'; marker: TelemetryMarker };

@@ -1,8 +1,10 @@
 // NDJSON output of a sampler (`unhalt run --stats FILE`): one JSON object per vCPU per sample,
-// {"t":…,"vcpu":…,"interval_ms":…, counters under their KVM names, rates with _per_s …}, and one
-// {"t":…,"marker":"label"} line per marker (no `vcpu`: readers of samples skip them by that).
+// {"t":…,"vcpu":…,"interval_ms":…, counters under their KVM names, rates with _per_s …}, then one
+// per virtio device at the same t, {"t":…,"device":"blk0","interval_ms":…,"requests":…,
+// "requests_per_s":…,…} (devices.ts), and one {"t":…,"marker":"label"} line per marker. Readers
+// tell them apart by `vcpu`, `device` or `marker`.
 import type { Writable } from 'node:stream';
-import type { SampleRecord, TelemetryEvent, TelemetryMarker } from './fields.ts';
+import type { DeviceRecord, SampleRecord, TelemetryEvent, TelemetryMarker } from './fields.ts';
 import type { Sampler } from './sampler.ts';
 
 /** Six significant digits are plenty for a rate and keep the file about half the size. */
@@ -10,7 +12,7 @@ function compact(_key: string, v: unknown): unknown {
   return typeof v === 'number' && !Number.isInteger(v) ? Number(v.toPrecision(6)) : v;
 }
 
-export function recordLine(record: SampleRecord): string {
+export function recordLine(record: SampleRecord | DeviceRecord): string {
   return `${JSON.stringify(record, compact)}\n`;
 }
 
@@ -35,14 +37,21 @@ export class NdjsonStatsWriter {
 
   private onEvent(e: TelemetryEvent): void {
     if (e.type === 'marker') { this.out.write(markerLine(e.marker)); return; }
-    if (e.type === 'sample') { this.out.write(e.records.map(recordLine).join('')); return; }
-    // Backfill: interleave markers with the samples by time.
+    if (e.type === 'sample') { this.out.write([...e.records, ...e.devices].map(recordLine).join('')); return; }
+    // Backfill: per instant the vCPUs, then the devices; markers interleaved by time.
     const markers = [...e.markers];
+    const devices = e.devices;
+    let d = 0;
     let text = '';
-    for (const r of e.records) {
+    const devicesUpTo = (t: number) => { for (; d < devices.length && devices[d]!.t <= t; d++) text += recordLine(devices[d]!); };
+    for (let i = 0; i < e.records.length; i++) {
+      const r = e.records[i]!;
+      devicesUpTo(r.t - 1e-9); // those of earlier instants (a sample with devices only)
       while (markers.length && markers[0]!.t <= r.t) text += markerLine(markers.shift()!);
       text += recordLine(r);
+      if (e.records[i + 1]?.t !== r.t) devicesUpTo(r.t);
     }
+    devicesUpTo(Infinity);
     for (const m of markers) text += markerLine(m);
     if (text) this.out.write(text);
   }

@@ -1,6 +1,6 @@
 // Samples one VM on a timer: each vCPU's KVM binary stats (one pread per fd), the VMM's own exit
-// counters and the vCPU threads' host CPU time and context switches, into a bounded series, and
-// delivers records to subscribers. Rates are computed by the pure RateCalculator; this file only
+// counters and the vCPU threads' host CPU time and context switches, and each virtio device's
+// counters (devices.ts), into bounded series, and delivers records to subscribers. Rates are computed by the pure RateCalculator; this file only
 // gathers numbers. Without KVM binary stats it keeps going with the VMM's own counters.
 import { BINARY_STATS_UNAVAILABLE, StatsReader, type StatField, type StatsSample } from '../../../native/kvm/stats.ts';
 import { threadCpuTimeNs } from '../../../native/kvm/libc.ts';
@@ -9,6 +9,8 @@ import {
   KVM_VCPU_COUNTERS, THREAD_COUNTERS, VMM_COUNTERS,
   type SampleRecord, type TelemetryEvent, type TelemetryMarker,
 } from './fields.ts';
+import { DeviceSeries, type DeviceRecord } from './devices.ts';
+import type { VirtioCounters } from '../devices/virtio/virtio-pci.ts';
 import { RateCalculator } from './rates.ts';
 import { SampleSeries } from './series.ts';
 import { THREAD_FIELDS, ThreadStatsReader } from './thread-stats.ts';
@@ -28,6 +30,8 @@ export interface SamplerTarget {
   statsFds(): { vm: number; vcpus: readonly number[] };
   /** Host thread id of each vCPU worker (0 when not running). */
   vcpuThreadIds(): number[];
+  /** Each virtio device's counters by board name (rng, net, blk0...); absent: a VM without devices. */
+  virtioCounters?(): Readonly<Partial<Record<string, VirtioCounters>>>;
 }
 
 export interface SamplerOptions {
@@ -60,6 +64,8 @@ export class Sampler {
   /** Column names of the series, in order (only KVM stats this host has). */
   readonly fields: readonly string[];
   readonly series: SampleSeries;
+  /** The virtio devices' counters at the same instants (one block per device the VM has). */
+  readonly deviceSeries: DeviceSeries;
   readonly kvmStats: KvmStatsStatus;
   private readonly target: SamplerTarget;
   private readonly now: () => number;
@@ -117,6 +123,7 @@ export class Sampler {
     this.calc = new RateCalculator(this.fields);
     const capacity = options.capacity ?? Math.min(MAX_CAPACITY, Math.max(MIN_CAPACITY, Math.ceil(600_000 / this.intervalMs)));
     this.series = new SampleSeries(this.cpus, this.fields.length, capacity);
+    this.deviceSeries = new DeviceSeries(capacity);
   }
 
   /**
@@ -187,11 +194,14 @@ export class Sampler {
       for (const counter of VMM_COUNTERS) data[c++] = control.counter(v, counter.index);
       this.readThread(v, tids[v] ?? 0, data, c);
     }
+    this.deviceSeries.push(t, this.target.virtioCounters?.() ?? {});
     // Records (objects) are only built when someone listens; the series keeps the numbers anyway.
-    const records = build || this.listeners.size ? series.latest(this.calc) : [];
+    const listening = build || this.listeners.size > 0;
+    const records = listening ? series.latest(this.calc) : [];
+    const devices = listening ? this.deviceSeries.latest() : [];
     this.costNs += threadCpuTimeNs() - cpuStart;
     this.ticks++;
-    if (records.length) this.emit({ type: 'sample', t, records });
+    if (records.length || devices.length) this.emit({ type: 'sample', t, records, devices });
     return records;
   }
 
@@ -221,13 +231,18 @@ export class Sampler {
     return this.series.records(this.calc);
   }
 
+  /** Every stored device record, oldest first (devices in order of appearance within one sample). */
+  deviceRecords(): DeviceRecord[] {
+    return this.deviceSeries.records();
+  }
+
   /**
    * Delivers what is stored (one 'backfill' event, synchronously), then each new sample and
    * marker as it happens. Returns the unsubscribe function.
    */
   subscribe(listener: TelemetryListener): () => void {
     const markers = this.markerLog.filter((m) => !(m.t < this.series.oldestT));
-    listener({ type: 'backfill', records: this.records(), markers });
+    listener({ type: 'backfill', records: this.records(), devices: this.deviceRecords(), markers });
     if (!this.stopped) this.listeners.add(listener);
     return () => { this.listeners.delete(listener); };
   }

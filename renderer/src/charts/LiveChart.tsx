@@ -1,7 +1,7 @@
 // One live chart: a StreamChart mounted in a box of fixed height, resized to its container's
 // width; readouts and test data attributes are written straight to the DOM on each redraw.
 import { useEffect, useRef } from 'react';
-import { StreamChart, chartPng, PLOT_HEIGHT } from './stream-chart.ts';
+import { StreamChart, chartPng, rowsOf, PLOT_HEIGHT } from './stream-chart.ts';
 import type { ChartDef } from './stream-chart.ts';
 import { telemetryFor } from './telemetry-store.ts';
 import { onThemeChange } from '../lib/theme.ts';
@@ -37,10 +37,11 @@ export function LiveChart({ vmId, vmName, def, windowSec, note }: {
         const el = box.current;
         if (!el) return;
         const vals = last.filter((v): v is number => v !== null);
-        const total = vals.length ? (def.kind === 'rate' && def.id !== 'exits-by-kind' ? vals.reduce((a, b) => a + b, 0) : Math.max(...vals)) : null;
+        const sums = def.id !== 'exits-by-kind' && (def.total ?? (def.kind === 'rate' || def.kind === 'bytes' ? 'sum' : 'max')) === 'sum';
+        const total = vals.length ? (sums ? vals.reduce((a, b) => a + b, 0) : Math.max(...vals)) : null;
         // Rows received with a non-zero value in any series (cumulative; the end-to-end test reads it).
         // `counted` is in absolute rows (rows dropped by trims included), so trims keep its place.
-        const rows = def.source === 'samples' ? t.samples : t.latency;
+        const rows = rowsOf(t, def);
         const total0 = rows.dropped + points;
         if (total0 < counted) counted = 0; // history was replaced
         if (total0 > counted) {
@@ -62,8 +63,8 @@ export function LiveChart({ vmId, vmName, def, windowSec, note }: {
           // chart's total (all vCPUs summed for rates, the highest series otherwise).
           const { max, mean } = window.total;
           const f = chartFormat(def.kind);
-          const of = def.total === 'first' ? `${def.series(t)[0]?.label ?? ''}, ` : def.kind === 'rate' ? 'all vCPUs, '
-            : def.source === 'samples' ? 'per vCPU, ' : '';
+          const of = def.total === 'first' ? `${def.series(t)[0]?.label ?? ''}, ` : def.source === 'devices' ? (def.total === 'max' ? 'per series, ' : 'all devices, ')
+            : def.kind === 'rate' ? 'all vCPUs, ' : def.source === 'samples' ? 'per vCPU, ' : '';
           const text = max === null ? '' : `max ${f(max)} · mean ${f(mean)} (${of}last ${windowText(windowRef.current)})`;
           if (readoutText.nodeValue !== text) readoutText.nodeValue = text;
         }

@@ -2,6 +2,7 @@
 import type { ChartDef, SeriesDef } from './stream-chart.ts';
 import type { VmTelemetry } from './telemetry-store.ts';
 import { latencyLabel } from './labels.ts';
+import { deviceByteSeries, deviceNotifySeries, deviceRequestSeries } from './device-series.ts';
 
 function perVcpu(field: string): (t: VmTelemetry) => SeriesDef[] {
   return (t) => Array.from({ length: Math.max(1, t.vcpus) }, (_, v) => ({ key: `${field}#${v}`, label: `vCPU ${v}` }));
@@ -94,5 +95,37 @@ export const CHARTS: ChartDef[] = [
     kind: 'us',
     series: (t) => t.latencyKeys.map((k) => ({ key: k, label: latencyLabel(k, t.latencyCounts[k.split(' ')[0]!]) })),
     empty: 'no latency reported yet: run a guest workload that measures it (the probe\'s ipi or timer scenario with live=1)',
+  },
+];
+
+/** The Devices panel: each virtio device's requests, bytes per direction, notifications against interrupts. */
+export const DEVICE_CHARTS: ChartDef[] = [
+  {
+    id: 'device-requests',
+    title: 'Requests per second',
+    help: 'requests each virtio device served (disk reads, writes and flushes; frames received and sent; entropy requests)',
+    source: 'devices',
+    kind: 'rate',
+    series: deviceRequestSeries,
+    empty: 'no device requests yet',
+  },
+  {
+    id: 'device-bytes',
+    title: 'Bytes per second',
+    help: 'data each device moved, per direction where it has two: a disk\'s reads and writes, the network\'s received and sent frames',
+    source: 'devices',
+    kind: 'bytes',
+    series: deviceByteSeries,
+    empty: 'no device bytes yet',
+  },
+  {
+    id: 'device-notify',
+    title: 'Notifications and interrupts',
+    help: 'per device: notifications from the guest (by ioeventfd, or as MMIO exits to the VMM where KVM has none) against the MSIs sent back',
+    source: 'devices',
+    kind: 'rate',
+    total: 'max',
+    series: deviceNotifySeries,
+    empty: 'no notifications yet',
   },
 ];

@@ -21,8 +21,9 @@ export interface ChartDef {
   title: string;
   /** One line under the title: what the chart shows and where it comes from. */
   help: string;
-  source: 'samples' | 'latency';
-  kind: 'rate' | 'fraction' | 'us';
+  source: 'samples' | 'latency' | 'devices';
+  /** bytes: a rate of bytes per second. */
+  kind: 'rate' | 'fraction' | 'us' | 'bytes';
   /** What the header's max / mean are of: the per-row sum of the series (default for rates), their max, or the first series. */
   total?: 'sum' | 'max' | 'first';
   series(t: VmTelemetry): SeriesDef[];
@@ -61,7 +62,7 @@ export class StreamChart {
   }
 
   private rows(): Rows {
-    return this.def.source === 'samples' ? this.telemetry.samples : this.telemetry.latency;
+    return rowsOf(this.telemetry, this.def);
   }
 
   private build(): void {
@@ -105,7 +106,7 @@ export class StreamChart {
           ...axis,
           size: 56,
           values: (_u, splits) => splits.map((v) => (kind === 'fraction' ? `${Math.round(v * 100)}%`
-            : kind === 'us' ? (v >= 1000 ? `${axisNum(v / 1000)} ms` : `${axisNum(v)} µs`) : axisNum(v))),
+            : kind === 'us' ? (v >= 1000 ? `${axisNum(v / 1000)} ms` : `${axisNum(v)} µs`) : kind === 'bytes' ? `${axisNum(v)}B` : axisNum(v))),
         },
       ],
       series: [
@@ -201,7 +202,7 @@ export class StreamChart {
 
   /** The total the header reads out: rates add up over vCPUs, fractions and latencies do not. */
   private totalKind(): 'sum' | 'max' | 'first' {
-    return this.def.total ?? (this.def.kind === 'rate' ? 'sum' : 'max');
+    return this.def.total ?? (this.def.kind === 'rate' || this.def.kind === 'bytes' ? 'sum' : 'max');
   }
 
   /** The visible window's statistics (the same rows uPlot was given). */
@@ -330,6 +331,11 @@ export class StreamChart {
       },
     };
   }
+}
+
+/** The rows a chart draws from. */
+export function rowsOf(t: VmTelemetry, def: Pick<ChartDef, 'source'>): Rows {
+  return def.source === 'samples' ? t.samples : def.source === 'devices' ? t.devices : t.latency;
 }
 
 /**

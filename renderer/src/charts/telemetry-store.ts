@@ -1,16 +1,14 @@
 // Per-VM telemetry history, kept outside React: column arrays sized for ten minutes at 10 Hz,
 // appended in place and trimmed in chunks, with one requestAnimationFrame per frame telling the
 // charts that are on screen to redraw. React never re-renders per sample.
-import type { GuestMetric, TelemetryMarker, TelemetrySample } from '../../../electron/service/api.ts';
+import type { GuestMetric, TelemetryDeviceSample, TelemetryMarker, TelemetrySample } from '../../../electron/service/api.ts';
 import { attributeHaltWait } from './halt-wait.ts';
+import { LATENCY_EVENTS, isChartedLatency } from './labels.ts';
+import { DEVICE_TOTALS, HISTORY_POINTS, Rows, appendDeviceSamples, type Column } from './device-rows.ts';
 
-/** Ten minutes at 10 Hz. */
-export const HISTORY_POINTS = 6000;
-/** Trim only when this many rows past capacity have accumulated (one splice a minute at 10 Hz). */
-const TRIM_SLACK = 600;
+export { HISTORY_POINTS, Rows, type Column };
 
-/** A column of values; NaN = no value (a gap on the charts). */
-export type Column = Float64Array;
+
 
 /** Per-vCPU series kept for the charts: column key `${name}#${vcpu}`. */
 export const PER_VCPU = [
@@ -22,81 +20,10 @@ export const SUMMED = [
   'hypercalls_per_s', 'halt_wakeup_per_s',
 ] as const;
 
-/**
- * A latency field a guest reports: percentiles and means (`p50_ns`, `handoff_p99_ns`, `mean_ns`,
- * `max_us`) and per-operation times (`per_op_ns`, `per_switch_ns`); not totals or elapsed times.
- */
-const LATENCY_FIELD = /(^|_)(p\d{1,3}|avg|mean|median|min|max|lat|latency|per_[a-z]+)(_[a-z0-9]+)?_(ns|us)$/;
-const NOT_LATENCY = /^(total|elapsed)_/;
 
 export interface Marker {
   x: number;
   label: string;
-}
-
-/**
- * Rows of one time base: an x column (seconds since the epoch) and value columns, all
- * Float64Arrays of a fixed capacity (no per-value objects for the garbage collector to trace).
- * When full, the oldest TRIM_SLACK rows go in one copyWithin; `length` rows are valid.
- */
-export class Rows {
-  private cap: number;
-  x: Float64Array;
-  readonly cols = new Map<string, Column>();
-  length = 0;
-
-  constructor(private readonly keep: number = HISTORY_POINTS) {
-    this.cap = keep + TRIM_SLACK;
-    this.x = new Float64Array(this.cap);
-  }
-
-  /** The column for a key, created (all NaN) on first use. */
-  col(key: string): Column {
-    let c = this.cols.get(key);
-    if (!c) {
-      c = new Float64Array(this.cap).fill(NaN);
-      this.cols.set(key, c);
-    }
-    return c;
-  }
-
-  /** Appends a row at x with every column NaN; returns its index (a full buffer drops its oldest rows first). */
-  push(x: number): number {
-    if (this.length === this.cap) this.trim();
-    const i = this.length++;
-    this.x[i] = x;
-    for (const c of this.cols.values()) c[i] = NaN;
-    return i;
-  }
-
-  /** Rows dropped by trims so far (lets readers that count rows keep their place). */
-  dropped = 0;
-
-  private trim(): void {
-    const drop = this.cap - this.keep;
-    this.x.copyWithin(0, drop);
-    for (const c of this.cols.values()) c.copyWithin(0, drop);
-    this.length -= drop;
-    this.dropped += drop;
-  }
-
-  clear(): void {
-    this.length = 0;
-    this.dropped = 0;
-    this.cols.clear();
-  }
-
-  /** Index of the first row with x >= v (binary search; rows are in time order). */
-  lowerBound(v: number): number {
-    let lo = 0;
-    let hi = this.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >> 1;
-      if (this.x[mid]! < v) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo;
-  }
 }
 
 type Listener = () => void;
@@ -104,6 +31,12 @@ type Listener = () => void;
 export class VmTelemetry {
   readonly samples = new Rows();
   readonly latency = new Rows();
+  /** Device samples: their own rows (the same instants as the vCPUs', arriving in their own list). */
+  readonly devices = new Rows();
+  /** Devices seen so far (rng, net, blk0...), in order of appearance. */
+  deviceNames: string[] = [];
+  /** Each device's newest totals (requests, bytes, drops, errors). */
+  deviceTotals: Record<string, Partial<Record<(typeof DEVICE_TOTALS)[number], number>>> = {};
   markers: Marker[] = [];
   vcpus = 0;
   /** Latency series seen so far ("ipi p50_ns"), in order of appearance. */
@@ -163,6 +96,9 @@ export class VmTelemetry {
   reset(): void {
     this.samples.clear();
     this.latency.clear();
+    this.devices.clear();
+    this.deviceNames = [];
+    this.deviceTotals = {};
     this.markers = [];
     this.latencyKeys = [];
     this.latencyCounts = {};
@@ -225,6 +161,14 @@ export class VmTelemetry {
     this.changed();
   }
 
+  /** Appends device samples (the Devices panel's rows; device-rows.ts). */
+  addDevices(samples: readonly TelemetryDeviceSample[]): void {
+    const columnsBefore = this.devices.cols.size;
+    if (!appendDeviceSamples(this.devices, this, samples)) return;
+    if (this.devices.cols.size !== columnsBefore) this.shape++;
+    this.changed();
+  }
+
   private finishRow(row: number): void {
     const halt = val(this.samples.cols.get('halt_exits_per_s#sum')?.[row]);
     this.latest = {
@@ -245,6 +189,7 @@ export class VmTelemetry {
   }
 
   addMetric(metric: GuestMetric): void {
+    if (!LATENCY_EVENTS.has(metric.event)) return; // a device's figures are not a wake-up latency
     const fields = metric.fields ?? {};
     let row = -1;
     // How many measurements a point summarizes: a p99 of 50 is the maximum, and says so.
@@ -254,7 +199,7 @@ export class VmTelemetry {
       this.shape++;
     }
     for (const [k, v] of Object.entries(fields)) {
-      if (typeof v !== 'number' || !LATENCY_FIELD.test(k) || NOT_LATENCY.test(k)) continue;
+      if (typeof v !== 'number' || !isChartedLatency(metric.event, k)) continue;
       if (row < 0) {
         const t = typeof metric.t === 'number' ? metric.t : 0;
         const x = t > 1e11 ? t / 1000 : this.base !== undefined ? (this.base + t) / 1000 : Date.now() / 1000;

@@ -65,8 +65,9 @@ export function windowStats(cols: readonly (Column | undefined)[], from: number,
 }
 
 /** How a chart's values read: percentages, µs, rates per second (plain numbers, never an SI "m" for milli). */
-export function chartFormat(kind: 'rate' | 'fraction' | 'us'): (v: number | null) => string {
-  return (v) => (v === null ? '—' : kind === 'fraction' ? pct(v) : kind === 'us' ? micros(v) : kind === 'rate' ? `${si(v)}/s` : si(v));
+export function chartFormat(kind: 'rate' | 'fraction' | 'us' | 'bytes'): (v: number | null) => string {
+  return (v) => (v === null ? '—' : kind === 'fraction' ? pct(v) : kind === 'us' ? micros(v) : kind === 'rate' ? `${si(v)}/s`
+    : kind === 'bytes' ? `${si(v, 'B')}/s` : si(v));
 }
 
 /** Microseconds as µs, ms or s by size ("20.7 ms", never "20.7 k µs"). */

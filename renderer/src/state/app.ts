@@ -219,6 +219,7 @@ function applyBackfill(vmId: string, sub: Subscription): void {
   const vm = vmById(vmId);
   if (vm) t.setStartedAt(vm.status.startedAt);
   if (b.samples?.length || b.markers?.length) t.addSamples(b.samples ?? [], b.markers ?? []);
+  if (b.devices?.length) t.addDevices(b.devices);
   for (const m of b.metrics ?? []) t.addMetric(m);
 }
 
@@ -245,7 +246,11 @@ function onEvent(ev: ApiEvent): void {
       if (!pendingSubscribe.has(ev.vmId)) writeConsole(ev.vmId, ev.data);
       break;
     case 'telemetry':
-      if (!pendingSubscribe.has(ev.vmId)) telemetryFor(ev.vmId).addSamples(ev.samples ?? [], ev.markers);
+      if (!pendingSubscribe.has(ev.vmId)) {
+        const t = telemetryFor(ev.vmId);
+        t.addSamples(ev.samples ?? [], ev.markers);
+        if (ev.devices?.length) t.addDevices(ev.devices);
+      }
       break;
     case 'guest-metric':
       if (!pendingSubscribe.has(ev.vmId)) telemetryFor(ev.vmId).addMetric(ev.metric);
@@ -358,6 +363,8 @@ window.__unhalt = {
       maxHaltExitsPerS: t.maxHaltExitsPerS,
       markers: t.markers.length,
       latencySeries: t.latencyKeys,
+      devices: t.deviceNames,
+      deviceRows: t.devices.length,
     };
   },
   state: () => store.get(),

@@ -150,7 +150,10 @@ export class VirtioNetBackEnd implements IoBackEnd {
     if (queue !== TX_QUEUE) return 0;
     const n = readTxFrame(chain, ram, this.txBuf);
     if (n < 0) this.ctx.device.countDrop(TX_QUEUE);
-    else this.tx.push(this.txBuf.slice(0, n));
+    else {
+      this.tx.push(this.txBuf.slice(0, n));
+      this.ctx.device.countRead(TX_QUEUE, n + NET_HDR_BYTES); // as rx's bytes: header included
+    }
     return 0; // a transmit chain has nothing written into it
   }
 

@@ -115,6 +115,8 @@ const Q = Object.freeze({
   drops: 13,
   /** 1 while the I/O thread serves a chain of this queue with the bus lock released (servesUnlocked). */
   inService: 14,
+  /** Bytes the device took out of the driver's buffers (a transmitted frame), where it says so (countRead). */
+  readBytes: 15,
 });
 /** How long a reset waits for a request in flight (the I/O thread ends every request; this bounds a lost one). */
 const RESET_DRAIN_LIMIT_MS = 10_000;
@@ -150,6 +152,8 @@ export interface VirtioCounters {
   requests: number[];
   bytes: number[];
   drops: number[];
+  /** Bytes the device read from the driver's buffers per queue (virtio-net: frames sent); 0 where a type does not count them. */
+  readBytes: number[];
   /** The device type's own counters (virtio-blk: reads, writes, bytes read / written, flushes...). */
   device?: Record<string, number>;
 }
@@ -247,7 +251,7 @@ export class VirtioPci implements PciFunction {
       interrupts: this.s[W.interrupts]! >>> 0, resets: this.s[W.resets]! >>> 0,
       status: this.s[W.status]!, error: this.s[W.error]!, lastError: this.s[W.lastError]!, needsResets: this.s[W.needsResets]! >>> 0,
       requests: q.map((b) => this.s[b + Q.requests]! >>> 0), bytes: q.map((b) => this.s[b + Q.bytes]! >>> 0),
-      drops: q.map((b) => this.s[b + Q.drops]! >>> 0),
+      drops: q.map((b) => this.s[b + Q.drops]! >>> 0), readBytes: q.map((b) => this.s[b + Q.readBytes]! >>> 0),
       ...(this.type.counters ? { device: this.type.counters() } : {}),
     };
   }
@@ -550,6 +554,11 @@ export class VirtioPci implements PciFunction {
   /** Counts a request the back end dropped on `queue` (the I/O thread; read by anyone). */
   countDrop(queue: number): void {
     if (queue < this.type.queues) Atomics.add(this.s, W.queues + Q_WORDS * queue + Q.drops, 1);
+  }
+
+  /** Counts bytes the back end took out of a chain of `queue` (the I/O thread; read by anyone; wraps at 2^32). */
+  countRead(queue: number, bytes: number): void {
+    if (queue < this.type.queues) Atomics.add(this.s, W.queues + Q_WORDS * queue + Q.readBytes, bytes | 0);
   }
 
   /**

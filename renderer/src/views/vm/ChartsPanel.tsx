@@ -4,6 +4,7 @@ import type { VmRecord } from '../../../../electron/service/api.ts';
 import { useApp } from '../../state/app.ts';
 import { CHARTS } from '../../charts/defs.ts';
 import { LiveChart } from '../../charts/LiveChart.tsx';
+import { DevicesPanel, hasDevices } from './DevicesPanel.tsx';
 
 const WINDOWS = [
   { sec: 60, label: '1 min' },
@@ -41,6 +42,7 @@ export function ChartsPanel({ vm }: { vm: VmRecord }) {
             note={def.id === 'halt-exits' ? note : undefined} />
         ))}
       </div>
+      {hasDevices(vm) && <DevicesPanel vm={vm} windowSec={windowSec} />}
     </section>
   );
 }

@@ -1,0 +1,120 @@
+// End to end, in headless Chromium against host mode: the VM page's Devices panel. A probe VM
+// with virtio-rng on and a raw disk, started with a click, runs the probe's virtio-blk driver
+// (4 KiB random reads, then 64 KiB sequential ones): the panel's requests/s, bytes/s and
+// notifications charts get non-zero points for the disk, the bytes legend has its read and
+// write series, and the totals line counts its requests. A second VM runs the virtio-rng
+// scenario, whose ttyS1 report carries notify_p50_ns: the rng device's charts move, and the
+// Guest latency chart stays empty (it takes wake-up latencies only). The VMs are set up through
+// the API (the wizard has tests of its own); the rest is clicks. Screenshots in
+// test/artifacts/device-telemetry/.
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { artifact, ensureRendererBuilt, launchBrowser, skipReason, startHostMode, tempHome, waitFor, type Browser, type HostMode } from './support.ts';
+import { scaled } from '../support/time-scale.ts';
+
+const reason = skipReason();
+if (reason) console.warn(`[e2e device telemetry] skipped: ${reason}`);
+
+const shot = (name: string) => artifact(`device-telemetry/${name}.png`);
+
+function createVm(page: Page, config: Record<string, unknown>): Promise<string> {
+  return page.evaluate(async (c) => {
+    const api = (globalThis as unknown as { __unhalt: { api: { createVm(c: unknown): Promise<{ id: string }> } } }).__unhalt.api;
+    return (await api.createVm(c)).id;
+  }, config);
+}
+
+function telemetry(page: Page, id: string) {
+  return page.evaluate((vmId) => {
+    const h = (globalThis as unknown as { __unhalt: { telemetry(id: string): { devices: string[]; deviceRows: number; latencySeries: string[] } } }).__unhalt;
+    return h.telemetry(vmId);
+  }, id);
+}
+
+const nonZero = async (page: Page, chart: string) => Number(await page.locator(`figure[data-chart="${chart}"]`).getAttribute('data-nonzero-points') ?? 0);
+
+async function openAndStart(page: Page, id: string, name: string): Promise<void> {
+  await page.getByRole('button', { name: 'Library', exact: true }).click();
+  await page.locator(`li.vm-card[data-vm-id="${id}"]`).getByRole('button', { name, exact: true }).click();
+  await page.locator(`section.vm-view[data-vm-id="${id}"]`).waitFor();
+  await page.locator('button[data-action="start"]').click();
+}
+
+describe.skipIf(reason !== null)('the Devices panel', () => {
+  let home: string;
+  let host: HostMode | undefined;
+  let browser: Browser | undefined;
+
+  beforeAll(async () => {
+    ensureRendererBuilt();
+    home = tempHome();
+    host = await startHostMode(home);
+    browser = await launchBrowser({ width: 1440, height: 2200 });
+  }, 180_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    if (host) await host.stop();
+    if (home) rmSync(home, { recursive: true, force: true });
+  }, 60_000);
+
+  it('shows a disk\'s requests, bytes and notifications per second while the guest reads it', async () => {
+    const { page } = browser!;
+    const disks = join(home, 'disks');
+    mkdirSync(disks);
+    const img = join(disks, 'data.img');
+    writeFileSync(img, Buffer.alloc(16 * 1024 * 1024, 0x33));
+    await page.goto(host!.url);
+    await page.getByRole('heading', { name: 'No virtual machines yet' }).waitFor();
+    const id = await createVm(page, {
+      name: 'disk-io', guest: 'probe', cpus: 1, memoryMiB: 64, rng: true, disks: [{ path: img }],
+      append: 'scenario=virtio-blk bench=1 ops=3000 seq_kib=16384',
+    });
+    await openAndStart(page, id, 'disk-io');
+    const panel = page.getByTestId('devices-panel');
+    await panel.waitFor();
+    await panel.getByRole('heading', { name: 'Devices' }).waitFor();
+
+    // The disk's rates reach the charts while the guest reads.
+    await waitFor('non-zero device requests', async () => (await nonZero(page, 'device-requests')) >= 2, scaled(60_000), 250);
+    await waitFor('non-zero device bytes', async () => (await nonZero(page, 'device-bytes')) >= 2, scaled(30_000), 250);
+    await waitFor('non-zero notifications', async () => (await nonZero(page, 'device-notify')) >= 2, scaled(30_000), 250);
+    const t = await telemetry(page, id);
+    expect(t.devices).toEqual(['rng', 'blk0']);
+    expect(t.deviceRows).toBeGreaterThan(2);
+    const bytes = page.locator('figure[data-chart="device-bytes"]');
+    expect(await bytes.locator('.u-legend .u-series .u-label').allTextContents()).toEqual(expect.arrayContaining(['rng', 'blk0 (vda) read', 'blk0 (vda) write']));
+    await waitFor('the bytes header', async () => /^max [\d.]+ [kMG]?B\/s · mean [\d.]+ [kMG]?B\/s \(all devices, last 1 min\)$/.test(await bytes.locator('.chart-readout').textContent() ?? ''), 10_000);
+    expect(Number(await page.locator('figure[data-chart="device-requests"]').getAttribute('data-window-max'))).toBeGreaterThan(0);
+    await waitFor('the totals line', async () => /blk0 \(vda\): [\d.]+ k? ?requests, [\d.]+ [kMG]?B, 0 drops, 0 errors/.test(await page.getByTestId('device-totals').textContent() ?? ''), 10_000);
+    await panel.scrollIntoViewIfNeeded();
+    await page.screenshot({ path: shot('disk-running'), fullPage: true });
+
+    await waitFor('the VM to power off', async () => (await page.getByTestId('vm-state').first().textContent()) === 'stopped', scaled(120_000), 250);
+    // 3000 random reads + 256 sequential ones, all counted.
+    await waitFor('the final totals', async () => (await page.getByTestId('device-totals').textContent() ?? '').includes('blk0 (vda): 3.26 k requests'), 10_000);
+    expect(await page.getByTestId('device-totals').textContent()).toContain('rng: 0 requests, 0 B, 0 drops, 0 errors');
+    await page.screenshot({ path: shot('disk-done'), fullPage: true });
+    expect(browser!.errors.filter((e) => !/favicon|WebSocket/.test(e))).toEqual([]);
+  }, 240_000);
+
+  it('the rng device\'s requests show; its notify latency stays off the Guest latency chart', async () => {
+    const { page } = browser!;
+    const id = await createVm(page, { name: 'rng-io', guest: 'probe', cpus: 1, memoryMiB: 64, rng: true, append: 'scenario=virtio-rng bytes=64 rounds=400' });
+    await openAndStart(page, id, 'rng-io');
+    await waitFor('the VM to power off', async () => (await page.getByTestId('vm-state').first().textContent()) === 'stopped', scaled(120_000), 250);
+    await waitFor('the rng totals', async () => (await page.getByTestId('device-totals').textContent() ?? '').includes('rng: 400 requests, 25.6 kB'), 10_000);
+    expect(await nonZero(page, 'device-requests')).toBeGreaterThan(0);
+    const t = await telemetry(page, id);
+    expect(t.devices).toEqual(['rng']);
+    // The guest's `@u1 virtio_rng ... notify_p50_ns=...` arrived, and the latency chart took none of it.
+    expect(t.latencySeries).toEqual([]);
+    const latency = page.locator('figure[data-chart="latency"]');
+    expect(await latency.getAttribute('data-points')).toBe('0');
+    expect(await latency.locator('.chart-empty').isVisible()).toBe(true);
+    await page.getByTestId('devices-panel').scrollIntoViewIfNeeded();
+    await page.screenshot({ path: shot('rng'), fullPage: true });
+  }, 180_000);
+});
