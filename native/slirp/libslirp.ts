@@ -9,6 +9,7 @@
 // the callbacks registered here included — runs on the one thread that created the instance (a
 // VM's I/O thread). Nothing here may be used from another thread.
 import koffi, { type LibraryHandle, type TypeObject } from 'koffi';
+import { addressOf, libc } from '../kvm/libc.ts';
 
 export const LIBSLIRP_SONAME = 'libslirp.so.0';
 /** UNHALT_LIBSLIRP names another file to load (a build of one's own; tests: one that is not there). */
@@ -226,7 +227,11 @@ export class Slirp {
     const callbacks = {
       send_packet: reg((buf: unknown, len: number | bigint) => {
         const n = Number(len);
-        handlers.sendPacket(new Uint8Array(koffi.view(buf, n)));
+        // Copied out with memcpy, never a koffi.view over libslirp's buffer: Electron's V8 memory
+        // cage forbids ArrayBuffers over foreign memory (DESIGN.md).
+        const frame = new Uint8Array(n);
+        if (n > 0) libc.copy(addressOf(frame), koffi.address(buf), n);
+        handlers.sendPacket(frame);
         return n;
       }, t.sendPacket),
       guest_error: reg((msg: string) => handlers.guestError(msg), t.guestError),
