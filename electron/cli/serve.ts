@@ -12,11 +12,14 @@ import { SERVICE_SPARE_VCPU_WORKERS, createService, type UnhaltService } from '.
 import { integer } from '../vmm/config/vm-config.ts';
 import { EXIT_CODES, parse, say } from './args.ts';
 import { onStopSignals } from './stop-signals.ts';
+import { traceStepsToStderr } from '../vmm/start-trace.ts';
 import { MakeDirError, makeDirs } from '../service/make-dir.ts';
 
 export const SERVE_OPTIONS = { port: { type: 'string' }, 'no-open': { type: 'boolean' }, demo: { type: 'boolean' } } as const;
 
 export async function serveCommand(argv: string[]): Promise<number> {
+  // Where each start's and stop's time goes, for bench/app-start.ts --breakdown (start-trace.ts).
+  if (process.env.UNHALT_TRACE_STARTS === '1') traceStepsToStderr();
   let port = 0;
   let open = true;
   let demo = false;

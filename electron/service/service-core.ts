@@ -34,10 +34,13 @@ import { HomeOwnership } from './home-owner.ts';
 import { makeDirs } from './make-dir.ts';
 import { clip, intArg, intListArg, textArg, vmIdArg } from './validate.ts';
 import { VmRuntime, toResolvedDto, type EventSink } from './vm-runtime.ts';
+import { traceStep } from '../vmm/start-trace.ts';
 
 export const DEFAULT_STOP_GRACE_MS = 3000;
 const MAX_GRACE_MS = 60_000;
 const MAX_CONSOLE_INPUT = 64 * 1024;
+/** How long after a start its time is written to the library (noteStarted): past the guest's first output. */
+const SAVE_STARTS_DELAY_MS = 1000;
 
 export interface ServiceOptions {
   /** Data folder (default: UNHALT_HOME, else the XDG data folder). */
@@ -50,7 +53,8 @@ export interface ServiceOptions {
   ownerCommand?: string;
   /**
    * vCPU worker threads to keep loaded for the next start (worker-pool.ts): the app and `unhalt
-   * serve` keep SERVICE_SPARE_VCPU_WORKERS; default none (tests, one-shot users).
+   * serve` keep SERVICE_SPARE_VCPU_WORKERS; default none (tests, one-shot users). A service that
+   * keeps workers warm also keeps a KVM VM set up for the next start (builder/vm-shells.ts).
    */
   spareVcpuWorkers?: number;
   /** Tests: where the experiment runner comes from. */
@@ -66,6 +70,9 @@ export class ServiceCore implements ApiCallHandlers {
   /** qcow2 -> raw conversions the wizard started (convertDiskImage). */
   private readonly conversions = new DiskConversions((conversion) => this.broadcast({ type: 'disk-conversion', conversion }));
   private readonly runtimes = new Map<string, VmRuntime>();
+  /** Starts noted in memory and not yet in the library file (noteStarted). */
+  private readonly startsToSave = new Map<string, number>();
+  private saveStartsTimer?: NodeJS.Timeout;
   /** Every connected client, the service's own session included. */
   readonly sessions = new Set<{ deliver(e: ApiEvent): void; close(): void }>();
   private ownership?: HomeOwnership;
@@ -133,7 +140,8 @@ export class ServiceCore implements ApiCallHandlers {
   private dto(r: LibraryRecord): VmRecord {
     const status = this.runtimes.get(r.id)?.status() ?? { id: r.id, state: 'stopped' as const };
     const dto: VmRecord = { id: r.id, config: r.config, createdAt: r.createdAt, updatedAt: r.updatedAt, status };
-    if (r.lastStartedAt !== undefined) dto.lastStartedAt = r.lastStartedAt;
+    const lastStartedAt = this.startsToSave.get(r.id) ?? r.lastStartedAt;
+    if (lastStartedAt !== undefined) dto.lastStartedAt = lastStartedAt;
     return dto;
   }
 
@@ -360,6 +368,7 @@ export class ServiceCore implements ApiCallHandlers {
     if (rt) rt.removeLogs();
     else new ConsoleLogFile(consoleLogPath(this.layout.logs, id)).remove();
     this.runtimes.delete(id);
+    this.startsToSave.delete(id);
     this.broadcastLibrary();
   }
 
@@ -424,9 +433,11 @@ export class ServiceCore implements ApiCallHandlers {
   }
 
   async startVm(rawId: unknown): Promise<VmStatus> {
+    traceStep('service: request in');
     this.open_();
     const first = this.record(rawId);
     if (this.runtimes.get(first.id)?.running) throw new ApiError('conflict', `${first.config.name} is already ${this.runtimes.get(first.id)!.status().state}`);
+    traceStep('service: boot files checked');
     await checkBootFiles(first.config, this.allowedFolders());
     return this.claimAndStart(first.id);
   }
@@ -445,22 +456,41 @@ export class ServiceCore implements ApiCallHandlers {
     const rt = this.runtime(rec.id);
     if (rt.running) throw new ApiError('conflict', `${rec.config.name} is already ${rt.status().state}`);
     const resolved = this.resolve(rec.config);
+    traceStep('service: machine resolved');
     const started = rt.start({ name: rec.config.name, resolved, commandLine: commandLine(rec.config) });
     // A start that failed is not a run; its reason is the VM's last exit.
     started.then(() => this.noteStarted(rec.id), () => {});
     return started;
   }
 
-  /** Keeps when the VM was last started in its record (the library's "last run"); best effort. */
-  private async noteStarted(id: string): Promise<void> {
-    const at = this.runtimes.get(id)?.status().startedAt ?? Date.now();
+  /**
+   * Keeps when the VM was last started (the library's "last run"): at once in memory (every read
+   * sees it), on disk a while later. The library write is synchronous with two fsyncs, and on
+   * the start's path it held up the start's answer and the guest's first output by ~10 ms.
+   */
+  private noteStarted(id: string): void {
+    this.startsToSave.set(id, this.runtimes.get(id)?.status().startedAt ?? Date.now());
+    if (this.saveStartsTimer) return;
+    this.saveStartsTimer = setTimeout(() => void this.saveStarts(), SAVE_STARTS_DELAY_MS);
+    this.saveStartsTimer.unref();
+  }
+
+  /** Writes the noted starts to the library (best effort: only a column of the library view). */
+  private async saveStarts(): Promise<void> {
+    clearTimeout(this.saveStartsTimer);
+    this.saveStartsTimer = undefined;
+    if (this.startsToSave.size === 0) return;
+    const starts = new Map(this.startsToSave);
     try {
       await this.store.mutate((vms) => {
-        const r = vms.find((v) => v.id === id);
-        if (r) r.lastStartedAt = at;
+        for (const r of vms) {
+          const at = starts.get(r.id);
+          if (at !== undefined) r.lastStartedAt = at;
+        }
       });
+      for (const [id, at] of starts) if (this.startsToSave.get(id) === at) this.startsToSave.delete(id);
       this.broadcastLibrary();
-    } catch { /* only a column of the library view; the VM runs regardless */ }
+    } catch { /* the VMs run regardless; the next start or the shutdown retries */ }
   }
 
   async stopVm(rawId: unknown, rawGrace: unknown): Promise<VmStatus> {
@@ -618,6 +648,7 @@ export class ServiceCore implements ApiCallHandlers {
     clearTimeout(this.watchTimer);
     const grace = this.options.shutdownGraceMs ?? 2000;
     await Promise.all([this.experiments.abort(), ...[...this.runtimes.values()].map((r) => r.dispose(grace))]);
+    await this.saveStarts();
     for (const s of [...this.sessions]) s.close();
     // Last: until every VM has stopped, this process still owns them.
     this.ownership?.release();

@@ -11,6 +11,7 @@ import { ApiError, toApiError } from './errors.ts';
 import { DEFAULT_STOP_GRACE_MS, ServiceCore, type ServiceOptions } from './service-core.ts';
 import type { EventSink } from './vm-runtime.ts';
 import { SERVICE_SPARE_VCPU_WORKERS, keepVcpuWorkersWarm, releaseSpareVcpuWorkers } from '../vmm/vcpu/worker-pool.ts';
+import { keepVmShellWarm, releaseVmShells } from '../vmm/builder/vm-shells.ts';
 
 export { DEFAULT_STOP_GRACE_MS, SERVICE_SPARE_VCPU_WORKERS, type ServiceOptions };
 
@@ -22,7 +23,10 @@ export interface ServiceSession extends UnhaltApi {
 export async function createService(options: ServiceOptions = {}): Promise<UnhaltService> {
   const core = new ServiceCore(options);
   await core.open();
-  if (options.spareVcpuWorkers) keepVcpuWorkersWarm(options.spareVcpuWorkers);
+  if (options.spareVcpuWorkers) {
+    keepVcpuWorkersWarm(options.spareVcpuWorkers);
+    keepVmShellWarm();
+  }
   return new UnhaltService(core);
 }
 
@@ -132,7 +136,7 @@ export class UnhaltService extends Session {
   /** Stops every VM (ACPI, then force), ends running experiments, writes out the logs. */
   async shutdown(): Promise<void> {
     await this.core.close();
-    if (this.core.options.spareVcpuWorkers) await releaseSpareVcpuWorkers();
+    if (this.core.options.spareVcpuWorkers) await Promise.all([releaseSpareVcpuWorkers(), releaseVmShells()]);
   }
 }
 

@@ -19,6 +19,7 @@ import { sanitizeVmError } from './config-checks.ts';
 import { ConsoleLogFile, readLogTail } from './console-log.ts';
 import { ApiError } from './errors.ts';
 import { Scrollback } from './scrollback.ts';
+import { traceStep } from '../vmm/start-trace.ts';
 
 export type EventSink = (e: ApiEvent) => void;
 
@@ -125,6 +126,7 @@ export class VmRuntime {
       throw new ApiError('host', `cannot start ${input.name}: ${message}`);
     }
     this.attach(vm);
+    traceStep('service: VM attached (telemetry on)');
     return this.status();
   }
 
@@ -327,6 +329,7 @@ export class VmRuntime {
     const data = Buffer.concat(this.pendingConsole, this.pendingConsoleBytes).toString('latin1');
     this.pendingConsole = [];
     this.pendingConsoleBytes = 0;
+    traceStep('service: console sent');
     this.send({ type: 'console', vmId: this.id, data });
     this.consoleTimer = setTimeout(() => this.flushConsole(), CONSOLE_FLUSH_MS);
   }

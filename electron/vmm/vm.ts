@@ -23,6 +23,7 @@ import { InputQueue } from './devices/input-queue.ts';
 import type { LiveKnobs, MachineSpec } from './machine-spec.ts';
 import { COMMAND, END, type EndCode, VmControl, type VcpuStartTimes } from './vcpu/control.ts';
 import type { VcpuWorkerData, WorkerMessage } from './vcpu/vcpu-worker.ts';
+import { traceStep } from './start-trace.ts';
 
 export type { LiveKnobs, MachineSpec, VmTestHooks } from './machine-spec.ts';
 export { memoryMap } from './builder/guest-image.ts';
@@ -106,6 +107,9 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
   private live: LiveKnobs;
   private workers: Worker[] = [];
   private workerExited: Promise<void>[] = [];
+  /** Per worker: it has left its vCPU for good (said 'exited', or its thread ended). */
+  private workerLeft: Promise<void>[] = [];
+  private workersLeft = 0;
   /** The I/O thread serving the virtio devices' queues (none without virtio devices). */
   private ioWorker?: Worker;
   private ioWorkerExited?: Promise<void>;
@@ -161,14 +165,17 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
     try {
       // What the network back end needs from the host, before anything is built.
       await checkNetBackEnd(this.spec.net);
+      traceStep('vm: network back end checked');
       this.attach(await build());
+      traceStep('vm: machine built');
       await this.startIoWorker();
       await this.launchWorkers();
+      traceStep('vm: vCPU threads at the start barrier');
     } catch (e) {
       this.draining = false;
       // Workers already at the start barrier leave it without entering KVM_RUN.
       this.control.setCommand(COMMAND.stop);
-      await this.release();
+      await (await this.release());
       throw e;
     }
     this.startedAt = performance.now();
@@ -263,7 +270,12 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
     for (let i = 0; i < this.spec.cpus; i++) {
       const worker = takeVcpuWorker(`vcpu-${i}`);
       this.workers.push(worker);
-      this.workerExited.push(new Promise((resolve) => worker.once('exit', (code) => { this.onWorkerExit(i, code); resolve(); })));
+      const exited = new Promise<void>((resolve) => worker.once('exit', (code) => { this.onWorkerExit(i, code); resolve(); }));
+      this.workerExited.push(exited);
+      this.workerLeft.push(Promise.race([exited, new Promise<void>((resolve) => {
+        const onMessage = (m: WorkerMessage) => { if (m.type === 'exited') { worker.off('message', onMessage); resolve(); } };
+        worker.on('message', onMessage);
+      })]).then(() => { this.workersLeft++; }));
       worker.on('message', (m: WorkerMessage) => this.onWorkerMessage(m));
     }
   }
@@ -429,6 +441,8 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
   private teardown(): Promise<VmExit> {
     this.tearingDown ??= (async () => {
       this.setState('stopping');
+      traceStep('vm: stop begins');
+      for (const t of this.control.startTimeline()) if (t.enteredAt) traceStep(`vcpu ${t.vcpu}: first KVM_RUN`, t.enteredAt);
       this.control.setCommand(COMMAND.stop);
       this.kickAll();
       const deadline = setTimeout(() => {
@@ -437,7 +451,10 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
       }, WORKER_EXIT_DEADLINE_MS);
       // Keep kicking until every worker is out: a kick can land just before KVM_RUN is entered.
       const rekick = setInterval(() => this.kickAll(), 50);
-      await Promise.all(this.workerExited);
+      // Out of KVM_RUN for good is enough to close the vCPUs: the threads' own ends (an isolate's
+      // teardown, ~5 ms) overlap the release (see release()).
+      await Promise.all(this.workerLeft);
+      traceStep('vm: every vCPU out of KVM_RUN');
       clearInterval(rekick);
       clearTimeout(deadline);
       this.draining = false;
@@ -449,16 +466,25 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
         message: faulted ? describeGuestFault(this.guestFault!) : this.endMessage ?? (code === END.stopped ? 'stopped by the user' : 'the VM stopped'),
         ...(this.control.endVcpu >= 0 && code !== END.stopped ? { vcpu: this.control.endVcpu } : {}),
       };
-      await this.release();
+      const threadsEnded = await this.release();
+      // Every fd closed and guest RAM returned: the VM is stopped. `exited` (and stop()) also wait
+      // for the worker threads to have ended, so a caller that awaits them finds no thread left.
       this.setState('stopped');
+      traceStep('vm: fds closed, guest RAM returned');
       this.emit('exit', exit);
+      await threadsEnded;
       this.resolveExited(exit);
       return exit;
     })();
     return this.tearingDown;
   }
 
-  private async release(): Promise<void> {
+  /**
+   * Ends the threads and releases the machine (fds, guest RAM). Resolves once the machine is
+   * released, with a promise for the worker threads' ends: a worker that has left its vCPU only
+   * tears its isolate down, which needs nothing of the machine, so that overlaps the release.
+   */
+  private async release(): Promise<Promise<unknown>> {
     this.consoleQueue.close();
     this.agentQueue.close();
     // Never terminate a worker still loading its modules (whenLoaded says why); bounded, as a
@@ -466,7 +492,10 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
     let loadWait: ReturnType<typeof setTimeout> | undefined;
     await Promise.race([Promise.all(this.workers.map(whenLoaded)), new Promise((r) => { loadWait = setTimeout(r, WORKER_LOAD_WAIT_MS); })]);
     clearTimeout(loadWait);
-    for (const w of this.workers) await w.terminate();
+    const threadsEnded = Promise.all(this.workers.map((w) => w.terminate()));
+    // A worker that has not left its vCPU (a start that failed: it may be at the start barrier)
+    // is gone before its vCPU's run page is unmapped.
+    if (this.workersLeft < this.workers.length) await threadsEnded;
     await this.stopIoWorker();
     if (this.machine?.board.virtio.length) this.finalVirtioCounters = this.virtioCounters();
     await this.machine?.close();
@@ -475,6 +504,7 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
     this.machine = undefined;
     this.consoleInput = undefined;
     this.powerButton = undefined;
+    return threadsEnded;
   }
 
   private flushRings(): void {

@@ -53,6 +53,7 @@ export const PROT_WRITE = 2;
 export const MAP_SHARED = 1;
 export const MAP_FAILED = 2 ** 64 - 1;
 export const MADV_HUGEPAGE = 14;
+export const MADV_DONTNEED = 4;
 export const EFD_CLOEXEC = 0x80000;
 export const EFD_NONBLOCK = 0x800;
 export const POLLIN = 1;

@@ -5,10 +5,10 @@
 // close it without a vCPU ever entering the guest (test/kvm/machine-builder.test.ts).
 // Whatever fails, everything already opened is closed before the error is thrown.
 import { CAP } from '../../../native/kvm/abi.ts';
-import { IrqLine, Kvm, type Vcpu, type Vm } from '../../../native/kvm/kvm.ts';
-import { installKickHandler } from '../../../native/kvm/kick.ts';
+import { IrqLine, type Kvm, type Vcpu, type Vm } from '../../../native/kvm/kvm.ts';
 import { closeFd } from '../../../native/kvm/libc.ts';
-import { readBootFiles, type BootFiles } from '../boot/boot-files.ts';
+import type { BootFiles } from '../boot/boot-files.ts';
+import { readBootFilesCached } from '../boot/boot-file-cache.ts';
 import { checkInitrd } from '../boot/initrd.ts';
 import { LAYOUT } from '../boot/layout.ts';
 import { buildCpuid, hostKvmFeatures } from '../cpu/cpuid.ts';
@@ -19,8 +19,10 @@ import { createEventFd } from '../../../native/kvm/eventfd.ts';
 import { netConfigBytes } from '../devices/virtio/virtio-net.ts';
 import type { GuestMemory } from '../memory/guest-memory.ts';
 import type { MachineSpec } from '../machine-spec.ts';
-import { missingCapability } from '../machine/required-caps.ts';
-import { buildGuestImage, type GuestImage } from './guest-image.ts';
+import { probeHost } from '../machine/host-caps.ts';
+import { buildGuestImage, kernelFormatOf, type GuestImage } from './guest-image.ts';
+import { createVmShell, takeVmShell } from './vm-shells.ts';
+import { traceStep } from '../start-trace.ts';
 
 /** A machine ready to run: every resource it holds is released by close(). */
 export class BuiltMachine {
@@ -66,8 +68,8 @@ export class BuiltMachine {
   }
 
   /**
-   * Closes every fd and unlocks guest RAM (its SAB goes with the last worker reference). The VM
-   * fd goes last and off this thread: its close destroys the VM in the kernel (Vm.closeInBackground).
+   * Closes every fd, then gives guest RAM's pages back (its SAB goes with the last reference). The
+   * VM fd goes last and off this thread: its close destroys the VM in the kernel (Vm.closeInBackground).
    */
   async close(): Promise<void> {
     if (this.closed) return;
@@ -80,25 +82,29 @@ export class BuiltMachine {
     this.kvm.close();
     if (this.memory.isLocked) this.memory.unlock();
     await this.vm.closeInBackground();
+    // KVM has let go of guest RAM: its pages go back now, not when a GC collects the SAB.
+    this.memory.discard();
   }
 }
 
 /** The KVM capabilities every machine needs, with the name a refusal gives. */
-/** Reads the boot files (asynchronously, refusing what cannot fit) and builds the machine. */
+/** Reads the boot files (asynchronously, refusing what cannot fit; small unchanged ones from memory) and builds the machine. */
 export async function buildMachineFromFiles(spec: MachineSpec): Promise<BuiltMachine> {
-  const files = await readBootFiles(spec);
+  const files = await readBootFilesCached(spec);
+  traceStep('builder: boot files read');
   if (files.initrd) await checkInitrd(files.initrd, spec.initrdPath!);
   return buildMachine(spec, files);
 }
 
 /** Builds the machine `spec` describes from boot files already read. */
 export async function buildMachine(spec: MachineSpec, files: BootFiles): Promise<BuiltMachine> {
-  // The guest image first: a file that is no kernel is refused before KVM is touched.
-  const image = buildGuestImage(spec, files);
+  // The kernel's format first: a file that is no kernel is refused before KVM is touched.
+  kernelFormatOf(spec, files);
   const opened: { close(): void }[] = [];
   const statsFds = { vm: -1, vcpus: [] as number[] };
   const eventFds: number[] = [];
   const disks: OpenDisk[] = [];
+  let memory: GuestMemory | undefined;
   try {
     // The disks next: a missing, wrong or locked image is refused before KVM is touched.
     for (const d of spec.disks ?? []) {
@@ -106,30 +112,25 @@ export async function buildMachine(spec: MachineSpec, files: BootFiles): Promise
       disks.push(disk);
       opened.push(disk);
     }
-    const kvm = Kvm.open();
-    opened.push(kvm);
-    // Required capabilities are listed once (required-caps.ts, also the doctor's); vCPU and host
-    // limits were checked before the build by the shared rules (config/rules.ts via resolve.ts).
-    const missing = missingCapability((cap) => kvm.checkExtension(cap));
-    if (missing) throw new Error(missing);
-    installKickHandler();
-
-    const vm = kvm.createVm();
-    opened.push(vm);
+    // KVM opened, its required capabilities checked, the VM set up with guest RAM: made ahead
+    // by a long-lived service (vm-shells.ts), else here. vCPU and host limits were checked
+    // before the build by the shared rules (config/rules.ts via resolve.ts).
+    const shell = takeVmShell(spec.memoryMiB) ?? await createVmShell(spec.memoryMiB);
+    const { kvm, vm } = shell;
+    opened.push(kvm, vm);
+    memory = shell.memory;
+    traceStep('builder: KVM VM set up');
+    const image = buildGuestImage(spec, files, shell.memory);
     const mem = image.memory;
-    // TSS, identity map, irqchip, PIT and memory slots, on the thread pool (Vm.setUpOffThread).
-    await vm.setUpOffThread({
-      tssAddr: LAYOUT.tssAddr,
-      identityMapAddr: LAYOUT.identityMap,
-      regions: mem.regions.map((r) => ({ slot: r.slot, guestPhysAddr: r.guestPhysAddr, memorySize: r.size, userspaceAddr: r.hostAddress })),
-    });
+    traceStep('builder: guest image loaded');
     if (spec.haltPollNs !== undefined) vm.enableCap(CAP.HALT_POLL, [spec.haltPollNs]);
     // KVM accepts this only before the first vCPU exists.
     if (spec.disableExits) vm.enableCap(CAP.X86_DISABLE_EXITS, [spec.disableExits]);
 
     const statsEnabled = kvm.checkExtension(CAP.BINARY_STATS_FD) > 0;
     if (statsEnabled) statsFds.vm = vm.statsFd();
-    const supported = kvm.supportedCpuid();
+    // The host's CPUID as KVM offers it does not change while the process lives: probed once.
+    const supported = probeHost().supportedCpuid;
     const host = hostKvmFeatures(supported);
     const kvmFeatures = spec.kvmFeatures ?? host.features;
     const kvmHints = spec.kvmHints ?? host.hints;
@@ -145,6 +146,7 @@ export async function buildMachine(spec: MachineSpec, files: BootFiles): Promise
       setLapicLints(vcpu);
       if (i === 0) setBootCpuState(vcpu, mem, image.boot);
     }
+    traceStep('builder: vCPUs created');
     const board = boardFor(spec, (cap) => vm.checkExtension(cap), eventFds, disks);
     const ioStopFd = board.virtio.length ? createEventFd() : -1;
     if (ioStopFd >= 0) eventFds.push(ioStopFd);
@@ -156,7 +158,7 @@ export async function buildMachine(spec: MachineSpec, files: BootFiles): Promise
   } catch (e) {
     for (const fd of [...statsFds.vcpus, statsFds.vm, ...eventFds]) if (fd >= 0) closeFd(fd);
     for (const r of opened.reverse()) r.close();
-    if (image.memory.isLocked) image.memory.unlock();
+    if (memory?.isLocked) memory.unlock();
     throw e;
   }
 }

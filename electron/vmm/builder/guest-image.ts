@@ -8,7 +8,7 @@ import type { BootFiles } from '../boot/boot-files.ts';
 import { describeUnknownKernel, detectKernelFormat } from '../boot/kernel-format.ts';
 import { E820_RAM, E820_RESERVED, type E820Entry, LAYOUT } from '../boot/layout.ts';
 import { loadPvh } from '../boot/pvh.ts';
-import { buildAcpiTables } from '../firmware/acpi.ts';
+import { buildAcpiTables, type AcpiTables } from '../firmware/acpi.ts';
 import { PCI_MMIO_WINDOW } from '../devices/board.ts';
 import { GuestMemory, HIGH_MEMORY_START, MiB } from '../memory/guest-memory.ts';
 import type { MachineSpec } from '../machine-spec.ts';
@@ -34,16 +34,31 @@ export function kernelFormatOf(spec: Pick<MachineSpec, 'kernelPath'>, files: Boo
   return format === 'bzimage' ? 'bzimage' : 'pvh';
 }
 
-/** Allocates guest RAM and loads firmware tables and the kernel into it. */
-export function buildGuestImage(spec: ImageSpec, files: BootFiles): GuestImage {
+/**
+ * Loads firmware tables and the kernel into guest RAM: `memory` if given (fresh, of the spec's
+ * size: a VM shell's, builder/vm-shells.ts), else newly allocated.
+ */
+export function buildGuestImage(spec: ImageSpec, files: BootFiles, memory?: GuestMemory): GuestImage {
   const format = kernelFormatOf(spec, files);
-  const memory = new GuestMemory(spec.memoryMiB * MiB);
-  const acpi = buildAcpiTables({ cpus: spec.cpus, baseAddress: LAYOUT.acpi, pciMmioWindow: PCI_MMIO_WINDOW });
+  if (memory && memory.size !== spec.memoryMiB * MiB) throw new RangeError(`guest RAM of ${memory.size / MiB} MiB given for a ${spec.memoryMiB} MiB machine`);
+  memory ??= new GuestMemory(spec.memoryMiB * MiB);
+  const acpi = acpiTablesFor(spec.cpus);
   memory.write(LAYOUT.acpi, acpi.bytes);
   const e820 = memoryMap(memory);
   const input = { kernel: files.kernel.bytes, initrd: files.initrd, cmdline: spec.cmdline, rsdpAddress: acpi.rsdpAddress, e820 };
   const boot = format === 'bzimage' ? loadBzImage(memory, input) : loadPvh(memory, input);
   return { format, memory, boot, e820, rsdpAddress: acpi.rsdpAddress };
+}
+
+/** The ACPI tables of a machine with `cpus` CPUs: the same bytes for every start, so made once per CPU count. */
+const acpiByCpus = new Map<number, AcpiTables>();
+function acpiTablesFor(cpus: number): AcpiTables {
+  let t = acpiByCpus.get(cpus);
+  if (!t) {
+    t = buildAcpiTables({ cpus, baseAddress: LAYOUT.acpi, pciMmioWindow: PCI_MMIO_WINDOW });
+    acpiByCpus.set(cpus, t);
+  }
+  return t;
 }
 
 /** The guest's physical memory map (E820 / PVH memmap). */

@@ -4,7 +4,7 @@
 // whole life (KVM keeps using the pages; if V8 frees them the guest reads freed memory).
 import { extname } from 'node:path';
 import { Worker } from 'node:worker_threads';
-import { MADV_HUGEPAGE, OsError, addressOf, libc } from '../../../native/kvm/libc.ts';
+import { MADV_DONTNEED, MADV_HUGEPAGE, OsError, addressOf, libc } from '../../../native/kvm/libc.ts';
 import type { LockRequest, LockResult } from './lock-worker.ts';
 import type { GuestRamHandle } from '../devices/virtio/guest-ram.ts';
 
@@ -150,5 +150,15 @@ export class GuestMemory {
 
   get isLocked(): boolean {
     return this.locked;
+  }
+
+  /**
+   * Gives guest RAM's pages back to the OS now (MADV_DONTNEED: they read as zero from then on),
+   * for RAM no VM uses any more: the SAB itself is freed only when its last reference is
+   * collected, which can be long after a VM stopped.
+   */
+  discard(): void {
+    if (this.locked) this.unlock();
+    libc.madvise(this.regions[0]!.hostAddress, this.size, MADV_DONTNEED);
   }
 }
