@@ -106,7 +106,6 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
   /** The live knobs' current values (start: the spec's). */
   private live: LiveKnobs;
   private workers: Worker[] = [];
-  private workerExited: Promise<void>[] = [];
   /** Per worker: it has left its vCPU for good (said 'exited', or its thread ended). */
   private workerLeft: Promise<void>[] = [];
   private workersLeft = 0;
@@ -271,7 +270,6 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
       const worker = takeVcpuWorker(`vcpu-${i}`);
       this.workers.push(worker);
       const exited = new Promise<void>((resolve) => worker.once('exit', (code) => { this.onWorkerExit(i, code); resolve(); }));
-      this.workerExited.push(exited);
       this.workerLeft.push(Promise.race([exited, new Promise<void>((resolve) => {
         const onMessage = (m: WorkerMessage) => { if (m.type === 'exited') { worker.off('message', onMessage); resolve(); } };
         worker.on('message', onMessage);
@@ -481,8 +479,8 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
 
   /**
    * Ends the threads and releases the machine (fds, guest RAM). Resolves once the machine is
-   * released, with a promise for the worker threads' ends: a worker that has left its vCPU only
-   * tears its isolate down, which needs nothing of the machine, so that overlaps the release.
+   * released, with a promise for the threads' ends: a worker that has left its vCPU needs
+   * nothing of the machine any more, so its isolate's teardown overlaps the release.
    */
   private async release(): Promise<Promise<unknown>> {
     this.consoleQueue.close();
