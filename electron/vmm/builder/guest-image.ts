@@ -47,6 +47,7 @@ export function buildGuestImage(spec: ImageSpec, files: BootFiles, memory?: Gues
   const e820 = memoryMap(memory);
   const input = { kernel: files.kernel.bytes, initrd: files.initrd, cmdline: spec.cmdline, rsdpAddress: acpi.rsdpAddress, e820 };
   const boot = format === 'bzimage' ? loadBzImage(memory, input) : loadPvh(memory, input);
+  memory.endLoading();
   return { format, memory, boot, e820, rsdpAddress: acpi.rsdpAddress };
 }
 
