@@ -437,8 +437,8 @@ export class ServiceCore implements ApiCallHandlers {
     this.open_();
     const first = this.record(rawId);
     if (this.runtimes.get(first.id)?.running) throw new ApiError('conflict', `${first.config.name} is already ${this.runtimes.get(first.id)!.status().state}`);
-    traceStep('service: boot files checked');
     await checkBootFiles(first.config, this.allowedFolders());
+    traceStep('service: boot files checked');
     return this.claimAndStart(first.id);
   }
 
