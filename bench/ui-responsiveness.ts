@@ -16,13 +16,11 @@
 //
 //   node bench/ui-responsiveness.ts [--seconds 60] [--vcpus 4] [--phases live,history,api] [--json FILE] [--trace FILE]
 import { parseArgs } from 'node:util';
-import { copyFileSync, existsSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { cpus, loadavg } from 'node:os';
 import type { Page } from 'playwright-core';
-import {
-  ensureRendererBuilt, launchBrowser, skipReason, startHostMode, tempHome, waitFor,
-} from '../test/e2e/support.ts';
+import { AppSession, skipReason, waitFor } from '../test/e2e/support.ts';
 import { PROBE_KERNEL } from '../electron/vmm/guests.ts';
 import { describePings, startControl, startPinger, type PingReport } from '../test/support/api-pinger.ts';
 import { apiClient } from '../test/support/serve-child.ts';
@@ -172,7 +170,7 @@ async function measureApi(url: URL, serverPid: number, seconds: number): Promise
     return (m as { result: unknown }).result;
   };
   try {
-    const kernel = join(home, 'probe-1g.elf');
+    const kernel = join(app.home, 'probe-1g.elf');
     copyFileSync(PROBE_KERNEL, kernel);
     truncateSync(kernel, 1024 ** 3);
     const huge = await call('createVm', { name: 'huge-kernel', guest: 'custom', kernel, cpus: 1, memoryMiB: 64, append: 'scenario=echo' }) as { id: string };
@@ -202,21 +200,19 @@ async function measureApi(url: URL, serverPid: number, seconds: number): Promise
   }
 }
 
-const home = tempHome();
-ensureRendererBuilt();
-const host = await startHostMode(home);
-const browser = await launchBrowser({ width: 1600, height: 1000 });
+const app = await AppSession.open({ width: 1600, height: 1000 });
+const host = app.host;
 let exitCode = 0;
 try {
-  const { page } = browser;
+  const { page } = app;
   await page.addInitScript(PAGE_PROBE);
-  await page.goto(host.url);
+  await app.goto();
   await page.getByRole('heading', { level: 1 }).first().waitFor();
   const total = seconds * phases.length;
   const vmId = await page.evaluate(async ({ vcpus, ms, devices }) => (await (globalThis as unknown as { __unhalt: UnhaltHook }).__unhalt.api.createVm({
     name: 'ui-bench', guest: 'probe', cpus: vcpus, append: `scenario=idle ms=${ms} period_us=1000`, ...(devices ? { rng: true } : {}),
   })).id, { vcpus, ms: (total + 120) * 1000, devices: values.devices });
-  await page.goto(`${host.url}#/vm/${vmId}`);
+  await app.goto(`#/vm/${vmId}`);
   await page.locator('section.vm-view').waitFor();
   await page.locator('button[data-action="start"]').click();
   await waitFor('the VM to run', async () => (await page.getByTestId('vm-state').first().textContent()) === 'running', 30_000);
@@ -274,8 +270,6 @@ try {
   process.stderr.write(`bench: ${(e as Error).stack ?? e}\n--- unhalt serve output ---\n${host.output()}\n`);
   exitCode = 1;
 } finally {
-  await browser.close();
-  await host.stop();
-  rmSync(home, { recursive: true, force: true });
+  await app.close();
 }
 process.exit(exitCode);
