@@ -129,7 +129,11 @@ describe.skipIf(reason !== null)('the network chosen in the wizard', () => {
     const squatter = await listenOn(hostPort);
     try {
       await page.locator('button[data-action="start"]').click();
-      await page.locator('.notice-error', { hasText: `host port ${hostPort} (tcp on 127.0.0.1) is already in use` }).waitFor({ timeout: scaled(30_000) });
+      const notice = page.locator('.notice-error', { hasText: `host port ${hostPort} (tcp on 127.0.0.1) is already in use` });
+      await notice.waitFor({ timeout: scaled(30_000) });
+      // The action and the VM named once, then the cause.
+      expect(await notice.locator('span').textContent())
+        .toBe(`start ${name}: host port ${hostPort} (tcp on 127.0.0.1) is already in use or cannot be bound: hostfwd=tcp:127.0.0.1:${hostPort}-:${GUEST_PORT} (EADDRINUSE)`);
       await page.screenshot({ path: shot('start-refused'), fullPage: true });
       expect(await page.getByTestId('vm-state').first().textContent()).toBe('stopped');
     } finally {
@@ -222,7 +226,10 @@ describe.skipIf(reason !== null)('the network chosen in the wizard', () => {
 
     // No such interface on this host: Start says so in one line, with what to do; nothing runs.
     await page.locator('button[data-action="start"]').click();
-    await page.locator('.notice-error', { hasText: `tap ${tap} does not exist: create it first (ip tuntap add dev ${tap} mode tap` }).waitFor({ timeout: scaled(30_000) });
+    const notice = page.locator('.notice-error', { hasText: `tap ${tap} does not exist: create it first (ip tuntap add dev ${tap} mode tap` });
+    await notice.waitFor({ timeout: scaled(30_000) });
+    expect(await notice.locator('span').textContent())
+      .toBe(`start ${name}: tap ${tap} does not exist: create it first (ip tuntap add dev ${tap} mode tap user $(id -un); ip link set ${tap} up)`);
     expect(await page.getByTestId('vm-state').first().textContent()).toBe('stopped');
     await page.screenshot({ path: shot('start-refused-tap'), fullPage: true });
   }, scaled(180_000));
