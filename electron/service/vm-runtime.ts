@@ -123,7 +123,9 @@ export class VmRuntime {
       this.state = 'stopped';
       this.lastExit = { kind: 'start-failed', message, at: Date.now() };
       this.emitStatus();
-      throw new ApiError('host', `cannot start ${input.name}: ${message}`);
+      // The cause only: the caller knows which VM it started and says so (the app's notice
+      // reads "start NAME: cause"); naming it here too said it twice.
+      throw new ApiError('host', message);
     }
     this.attach(vm);
     traceStep('service: VM attached (telemetry on)');

@@ -2,13 +2,9 @@
 // wizard on the probe guest (its echo shell), start it, type into the console and see the echo,
 // see the halt-exits chart receive non-zero points, stop it, and find it again after the host
 // process restarts. Screenshots of each view go to test/artifacts/.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
-import { rmSync } from 'node:fs';
-import type { Page } from 'playwright-core';
-import {
-  artifact, ensureRendererBuilt, launchBrowser, skipReason, startHostMode, tempHome, typeInto, waitFor, type Browser, type HostMode,
-} from './support.ts';
+import { artifact, hook, launchBrowser, skipReason, typeInto, useApp, waitFor } from './support.ts';
 
 const reason = skipReason();
 if (reason) console.warn(`[e2e] skipped: ${reason}`);
@@ -20,44 +16,22 @@ interface TelemetryHook {
   maxHaltExitsPerS: number;
 }
 
-/** The page's test hook (renderer/src/state/app.ts). */
-function hook<T>(page: Page, f: string, ...args: unknown[]): Promise<T> {
-  return page.evaluate(([f, args]) => {
-    const h = (globalThis as unknown as { __unhalt: Record<string, (...a: unknown[]) => unknown> }).__unhalt;
-    return h[f as string]!(...(args as unknown[])) as T;
-  }, [f, args] as const);
-}
-
 describe.skipIf(reason !== null)('the app in host mode', () => {
-  let home: string;
-  let host: HostMode | undefined;
-  let browser: Browser | undefined;
   const vmName = `e2e-${randomBytes(3).toString('hex')}`;
   let vmId = '';
 
-  beforeAll(async () => {
-    ensureRendererBuilt();
-    home = tempHome();
-    host = await startHostMode(home);
-    browser = await launchBrowser({ width: 1440, height: 1300 });
-  }, 180_000);
-
-  afterAll(async () => {
-    await browser?.close();
-    if (host) await host.stop();
-    if (home) rmSync(home, { recursive: true, force: true });
-  }, 60_000);
+  const app = useApp({ width: 1440, height: 1300 });
 
   it('shows the empty library with the built-in guests offered', async () => {
-    const { page } = browser!;
-    await page.goto(host!.url);
+    const { page } = app;
+    await app.goto();
     await page.getByRole('heading', { name: 'No virtual machines yet' }).waitFor();
     await expect(page.getByRole('button', { name: 'Create a probe VM' }).isEnabled()).resolves.toBe(true);
     await page.screenshot({ path: artifact('library-empty.png'), fullPage: true });
   });
 
   it('creates a probe VM through the wizard', async () => {
-    const { page } = browser!;
+    const { page } = app;
     await page.getByRole('button', { name: 'New VM', exact: true }).click();
     await page.getByRole('heading', { name: 'New virtual machine' }).waitFor();
     await typeInto(page, 'Name', vmName);
@@ -83,7 +57,7 @@ describe.skipIf(reason !== null)('the app in host mode', () => {
   });
 
   it('starts the VM and echoes a line typed into the console', async () => {
-    const { page } = browser!;
+    const { page } = app;
     await page.locator('button[data-action="start"]').click();
     await waitFor('the VM to run', async () => (await page.getByTestId('vm-state').first().textContent()) === 'running', 30_000);
     await waitFor('the echo shell prompt', async () => (await hook<string>(page, 'consoleText', vmId)).includes('probe>'), 30_000);
@@ -99,7 +73,7 @@ describe.skipIf(reason !== null)('the app in host mode', () => {
   });
 
   it('lets the keyboard leave the console (Shift+Tab) and reach the VM actions', async () => {
-    const { page } = browser!;
+    const { page } = app;
     await page.getByTestId('console').click();
     const inTerminal = () => page.evaluate(() => !!(globalThis as unknown as { document: { activeElement: { closest(s: string): unknown } | null } })
       .document.activeElement?.closest('.term-host'));
@@ -119,7 +93,7 @@ describe.skipIf(reason !== null)('the app in host mode', () => {
   });
 
   it('draws non-zero halt exits on the live chart', async () => {
-    const { page } = browser!;
+    const { page } = app;
     const chart = page.locator('figure[data-chart="halt-exits"]');
     // The echo shell halts between keystrokes: typing wakes it, and each wake-up is a halt exit.
     const nonZero = await waitFor('non-zero halt exits on the chart', async () => {
@@ -163,7 +137,7 @@ describe.skipIf(reason !== null)('the app in host mode', () => {
   });
 
   it('shows the running VM in the library with its sparkline', async () => {
-    const { page } = browser!;
+    const { page } = app;
     await page.getByRole('button', { name: 'Library', exact: true }).click();
     const card = page.locator(`li.vm-card[data-vm-id="${vmId}"]`);
     await card.waitFor();
@@ -177,18 +151,18 @@ describe.skipIf(reason !== null)('the app in host mode', () => {
   });
 
   it('stops the VM', async () => {
-    const { page } = browser!;
+    const { page } = app;
     await page.locator('button[data-action="stop"]').click();
     await waitFor('the VM to stop', async () => (await page.getByTestId('vm-state').first().textContent()) === 'stopped', 30_000);
     await expect(page.getByTestId('status-line').textContent()).resolves.toMatch(/Last exit/);
   });
 
   it('finds the VM again after the host process restarts', async () => {
-    const { page } = browser!;
-    const code = await host!.stop();
+    const { page } = app;
+    const code = await app.host.stop();
     expect(code).toBe(0);
-    host = await startHostMode(home);
-    await page.goto(host.url);
+    await app.startHost();
+    await app.goto();
     const card = page.locator(`li.vm-card[data-vm-id="${vmId}"]`);
     await card.waitFor({ timeout: 15_000 });
     await expect(card.locator('.card-title').textContent()).resolves.toBe(vmName);
@@ -197,11 +171,11 @@ describe.skipIf(reason !== null)('the app in host mode', () => {
     await card.getByRole('button', { name: 'Open' }).click();
     await waitFor('the console log of the last run', async () => (await hook<string>(page, 'consoleText', vmId)).includes('unknown command: hello'), 15_000);
     await page.screenshot({ path: artifact('vm-after-restart.png'), fullPage: true });
-    expect(browser!.errors.filter((e) => !/favicon|WebSocket/.test(e))).toEqual([]);
+    expect(app.errors.filter((e) => !/favicon|WebSocket/.test(e))).toEqual([]);
   });
 
   it('runs an A/B experiment in the compare view and shows the result table', async () => {
-    const { page } = browser!;
+    const { page } = app;
     await page.getByRole('button', { name: 'Compare', exact: true }).click();
     await page.getByRole('heading', { name: 'Compare configurations' }).waitFor();
     await page.getByRole('button', { name: 'halt polling 0 vs default' }).click();
@@ -225,16 +199,16 @@ describe.skipIf(reason !== null)('the app in host mode', () => {
   it('renders the dark theme', async () => {
     const dark = await launchBrowser({ colorScheme: 'dark' });
     try {
-      await dark.page.goto(host!.url);
+      await dark.page.goto(app.url);
       await dark.page.locator(`li.vm-card[data-vm-id="${vmId}"]`).waitFor({ timeout: 15_000 });
       await expect(dark.page.evaluate(() => (globalThis as unknown as { document: { documentElement: { dataset: Record<string, string> } } })
         .document.documentElement.dataset.theme)).resolves.toBe('dark');
       await dark.page.screenshot({ path: artifact('library-dark.png'), fullPage: true });
-      await dark.page.goto(`${host!.url}#/vm/${vmId}`);
+      await dark.page.goto(`${app.url}#/vm/${vmId}`);
       await dark.page.locator('section.vm-view').waitFor();
       await dark.page.waitForTimeout(500);
       await dark.page.screenshot({ path: artifact('vm-view-dark.png'), fullPage: true });
-      await dark.page.goto(`${host!.url}#/compare`);
+      await dark.page.goto(`${app.url}#/compare`);
       await dark.page.getByRole('heading', { name: 'Compare configurations' }).waitFor();
       await dark.page.screenshot({ path: artifact('compare-dark.png'), fullPage: true });
     } finally {

@@ -7,35 +7,19 @@
 // - the latency legend says a p99 of 50 round trips is their maximum;
 // - rates print without an SI "m" (milli) that reads as millions;
 // - the library's sparkline reads out the mean over its minute, not the newest sample.
-import { rmSync } from 'node:fs';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { artifact, ensureRendererBuilt, launchBrowser, skipReason, startHostMode, tempHome, waitFor, type Browser, type HostMode } from './support.ts';
+import { describe, expect, it } from 'vitest';
+import { artifact, skipReason, useApp, waitFor } from './support.ts';
 import { scaled } from '../support/time-scale.ts';
 
 const reason = skipReason();
 if (reason) console.warn(`[e2e chart figures] skipped: ${reason}`);
 
 describe.skipIf(reason !== null)('live chart figures', () => {
-  let home: string;
-  let host: HostMode | undefined;
-  let browser: Browser | undefined;
-
-  beforeAll(async () => {
-    ensureRendererBuilt();
-    home = tempHome();
-    host = await startHostMode(home);
-    browser = await launchBrowser({ width: 1440, height: 1800 });
-  }, 180_000);
-
-  afterAll(async () => {
-    await browser?.close();
-    if (host) await host.stop();
-    if (home) rmSync(home, { recursive: true, force: true });
-  }, 60_000);
+  const app = useApp({ width: 1440, height: 1800 });
 
   it('shows halt wait within 0-100 %, window max / mean headers and legends, p99 of N, plain units', async () => {
-    const { page } = browser!;
-    await page.goto(host!.url);
+    const { page } = app;
+    await app.goto();
     await page.getByRole('heading', { name: 'No virtual machines yet' }).waitFor();
     // The VM itself is set up through the API (the wizard has tests of its own); the rest is clicks.
     const id = await page.evaluate(async () => {
@@ -85,6 +69,6 @@ describe.skipIf(reason !== null)('live chart figures', () => {
     await page.getByRole('button', { name: 'Library', exact: true }).click();
     const spark = page.locator(`li.vm-card[data-vm-id="${id}"] .spark-value`);
     await waitFor('the sparkline readout', async () => /^mean [\d.]+( k)?\/s$/.test(await spark.textContent() ?? ''), 10_000);
-    expect(browser!.errors.filter((e) => !/favicon|WebSocket/.test(e))).toEqual([]);
+    expect(app.errors.filter((e) => !/favicon|WebSocket/.test(e))).toEqual([]);
   }, 180_000);
 });

@@ -4,11 +4,10 @@
 // the table, its footnote and the chart) and gives each pair a verdict with its confidence
 // interval and p; a running experiment is cancelled (its VM and QEMU end) and then deleted (from
 // the list and from disk). Real VMs, real QEMU. Screenshots to test/artifacts/.
-import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Page } from 'playwright-core';
-import { artifact, ensureRendererBuilt, launchBrowser, skipReason, startHostMode, tempHome, typeInto, waitFor, type Browser, type HostMode } from './support.ts';
+import { describe, expect, it } from 'vitest';
+import { artifact, launchBrowser, skipReason, typeInto, useApp, waitFor } from './support.ts';
 import { qemuSkipReason } from '../support/qemu-probe.ts';
 import { scaled } from '../support/time-scale.ts';
 
@@ -31,26 +30,11 @@ function childrenOf(pid: number, prefix: string): number[] {
 }
 
 describe.skipIf(reason !== null)('the compare view', () => {
-  let home: string;
-  let host: HostMode | undefined;
-  let browser: Browser | undefined;
-
-  beforeAll(async () => {
-    ensureRendererBuilt();
-    home = tempHome();
-    host = await startHostMode(home);
-    browser = await launchBrowser({ width: 1500, height: 1400 });
-  }, 180_000);
-
-  afterAll(async () => {
-    await browser?.close();
-    if (host) await host.stop();
-    if (home) rmSync(home, { recursive: true, force: true });
-  }, 60_000);
+  const app = useApp({ width: 1500, height: 1400 });
 
   it('refuses Runs = 0 at the field and starts nothing; warns below 5 runs', async () => {
-    const { page } = browser!;
-    await page.goto(`${host!.url}#/compare`);
+    const { page } = app;
+    await app.goto(`#/compare`);
     await page.getByRole('heading', { name: 'Compare configurations' }).waitFor();
     await typeInto(page, 'Runs each', '0');
     await page.keyboard.press('Tab');
@@ -66,7 +50,7 @@ describe.skipIf(reason !== null)('the compare view', () => {
   });
 
   it('marks the QEMU row that ran at the host default and gives every pair a verdict', async () => {
-    const { page } = browser!;
+    const { page } = app;
     await page.getByRole('button', { name: 'halt polling 0 vs default' }).click();
     await typeInto(page, 'Workload', 'pio');
     await typeInto(page, 'Workload parameters', 'count=2000');
@@ -106,7 +90,7 @@ describe.skipIf(reason !== null)('the compare view', () => {
     const id = await page.locator('section.experiment').getAttribute('data-experiment-id');
     const dark = await launchBrowser({ colorScheme: 'dark', width: 1500, height: 1400 });
     try {
-      await dark.page.goto(`${host!.url}#/compare/${id}`);
+      await dark.page.goto(`${app.url}#/compare/${id}`);
       await dark.page.getByTestId('results-table').waitFor();
       await dark.page.locator('ul.verdicts li').first().waitFor();
       await dark.page.screenshot({ path: artifact('compare-verdicts-dark.png'), fullPage: true });
@@ -116,7 +100,7 @@ describe.skipIf(reason !== null)('the compare view', () => {
   });
 
   it('cancels a running experiment (its VM and QEMU end) and deletes it', async () => {
-    const { page } = browser!;
+    const { page } = app;
     await page.getByRole('button', { name: 'cpu-pm off vs on' }).click();
     await typeInto(page, 'Workload', 'idle');
     // Long enough that the cancel, not the run's end, stops the QEMU run it hits.
@@ -129,7 +113,7 @@ describe.skipIf(reason !== null)('the compare view', () => {
     // Past the first Unhalt run, into the first QEMU run, and let QEMU boot.
     await waitFor('the first QEMU run', async () => /1 of 20 — cpu-pm off \(qemu\) run 1\/5/.test(await panel.textContent() ?? ''), scaled(60_000), 200);
     await page.waitForTimeout(scaled(1500));
-    expect(childrenOf(host!.proc.pid!, 'qemu-system')).toHaveLength(1);
+    expect(childrenOf(app.host.proc.pid!, 'qemu-system')).toHaveLength(1);
     await page.screenshot({ path: artifact('compare-running.png'), fullPage: true });
     const t0 = Date.now();
     await page.getByRole('button', { name: 'Cancel experiment' }).click();
@@ -138,10 +122,10 @@ describe.skipIf(reason !== null)('the compare view', () => {
     const cancelMs = Date.now() - t0;
     expect(await done.textContent()).toMatch(/cancelled: cancelled by the user/);
     expect(cancelMs).toBeLessThan(scaled(10_000));
-    expect(childrenOf(host!.proc.pid!, 'qemu-system')).toEqual([]);
+    expect(childrenOf(app.host.proc.pid!, 'qemu-system')).toEqual([]);
     await page.screenshot({ path: artifact('compare-cancelled.png'), fullPage: true });
 
-    const file = join(home, 'experiments', `${id}.json`);
+    const file = join(app.home, 'experiments', `${id}.json`);
     expect(existsSync(file)).toBe(true);
     const item = page.locator('.exp-list li').filter({ has: page.locator('.exp-cancelled') });
     await item.getByRole('button', { name: /^Delete experiment idle/ }).click();
@@ -150,7 +134,7 @@ describe.skipIf(reason !== null)('the compare view', () => {
     expect(existsSync(file)).toBe(false);
     // The finished one stays.
     expect(await page.locator('.exp-list li').count()).toBe(1);
-    expect(browser!.errors.filter((e) => !/favicon|WebSocket/.test(e))).toEqual([]);
+    expect(app.errors.filter((e) => !/favicon|WebSocket/.test(e))).toEqual([]);
     process.stdout.write(`compare e2e: cancel took ${cancelMs} ms\n`);
   });
 });

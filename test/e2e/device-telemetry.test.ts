@@ -7,11 +7,11 @@
 // Guest latency chart stays empty (it takes wake-up latencies only). The VMs are set up through
 // the API (the wizard has tests of its own); the rest is clicks. Screenshots in
 // test/artifacts/device-telemetry/.
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { artifact, ensureRendererBuilt, launchBrowser, skipReason, startHostMode, tempHome, waitFor, type Browser, type HostMode } from './support.ts';
+import { describe, expect, it } from 'vitest';
+import { artifact, skipReason, useApp, waitFor } from './support.ts';
 import { scaled } from '../support/time-scale.ts';
 
 const reason = skipReason();
@@ -43,30 +43,15 @@ async function openAndStart(page: Page, id: string, name: string): Promise<void>
 }
 
 describe.skipIf(reason !== null)('the Devices panel', () => {
-  let home: string;
-  let host: HostMode | undefined;
-  let browser: Browser | undefined;
-
-  beforeAll(async () => {
-    ensureRendererBuilt();
-    home = tempHome();
-    host = await startHostMode(home);
-    browser = await launchBrowser({ width: 1440, height: 2200 });
-  }, 180_000);
-
-  afterAll(async () => {
-    await browser?.close();
-    if (host) await host.stop();
-    if (home) rmSync(home, { recursive: true, force: true });
-  }, 60_000);
+  const app = useApp({ width: 1440, height: 2200 });
 
   it('shows a disk\'s requests, bytes and notifications per second while the guest reads it', async () => {
-    const { page } = browser!;
-    const disks = join(home, 'disks');
+    const { page } = app;
+    const disks = join(app.home, 'disks');
     mkdirSync(disks);
     const img = join(disks, 'data.img');
     writeFileSync(img, Buffer.alloc(16 * 1024 * 1024, 0x33));
-    await page.goto(host!.url);
+    await app.goto();
     await page.getByRole('heading', { name: 'No virtual machines yet' }).waitFor();
     const id = await createVm(page, {
       name: 'disk-io', guest: 'probe', cpus: 1, memoryMiB: 64, rng: true, disks: [{ path: img }],
@@ -97,11 +82,11 @@ describe.skipIf(reason !== null)('the Devices panel', () => {
     await waitFor('the final totals', async () => (await page.getByTestId('device-totals').textContent() ?? '').includes('blk0 (vda): 3.26 k requests'), 10_000);
     expect(await page.getByTestId('device-totals').textContent()).toContain('rng: 0 requests, 0 B, 0 drops, 0 errors');
     await page.screenshot({ path: shot('disk-done'), fullPage: true });
-    expect(browser!.errors.filter((e) => !/favicon|WebSocket/.test(e))).toEqual([]);
+    expect(app.errors.filter((e) => !/favicon|WebSocket/.test(e))).toEqual([]);
   }, 240_000);
 
   it('the rng device\'s requests show; its notify latency stays off the Guest latency chart', async () => {
-    const { page } = browser!;
+    const { page } = app;
     const id = await createVm(page, { name: 'rng-io', guest: 'probe', cpus: 1, memoryMiB: 64, rng: true, append: 'scenario=virtio-rng bytes=64 rounds=400' });
     await openAndStart(page, id, 'rng-io');
     await waitFor('the VM to power off', async () => (await page.getByTestId('vm-state').first().textContent()) === 'stopped', scaled(120_000), 250);

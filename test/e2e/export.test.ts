@@ -3,53 +3,44 @@
 // saves the file, switches to KubeVirt. What is copied and saved is what `unhalt export` writes
 // for the same VM. Screenshots go to test/artifacts/.
 import { spawnSync } from 'node:child_process';
-import { readFileSync, rmSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { LibraryStore } from '../../electron/service/library-store.ts';
 import { validateConfig } from '../../electron/vmm/config/vm-config.ts';
 import { runCli } from '../support/cli.ts';
 import { parseYamlSubset } from '../support/yaml-subset.ts';
-import {
-  artifact, ensureRendererBuilt, launchBrowser, skipReason, startHostMode, tempHome, type Browser, type HostMode,
-} from './support.ts';
+import { artifact, skipReason, useApp } from './support.ts';
 
 const reason = skipReason();
 if (reason) console.warn(`[e2e] skipped: ${reason}`);
 
 describe.skipIf(reason !== null)('exporting a VM from its page', () => {
-  let home: string;
-  let host: HostMode | undefined;
-  let browser: Browser | undefined;
   const name = 'fleet web 1';
   const config = validateConfig({ name, cpus: 2, machine: 'unhalt-1.0', haltPollNs: 1_000_000, pin: [0, 1], append: 'scenario=hello' });
 
-  beforeAll(async () => {
-    ensureRendererBuilt();
-    home = tempHome();
-    const store = await LibraryStore.open(home);
-    await store.mutate((vms) => { vms.push({ id: 'vm-export-1', config, createdAt: Date.now(), updatedAt: Date.now() }); });
-    host = await startHostMode(home);
-    browser = await launchBrowser({ width: 1440, height: 1300 });
-    await browser.ctx.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: new URL(host.url).origin });
-  }, 180_000);
+  const app = useApp({
+    width: 1440, height: 1300,
+    prepare: async (home) => {
+      const store = await LibraryStore.open(home);
+      await store.mutate((vms) => { vms.push({ id: 'vm-export-1', config, createdAt: Date.now(), updatedAt: Date.now() }); });
+    },
+  });
 
-  afterAll(async () => {
-    await browser?.close();
-    if (host) await host.stop();
-    if (home) rmSync(home, { recursive: true, force: true });
+  beforeAll(async () => {
+    await app.browser.ctx.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: new URL(app.url).origin });
   }, 60_000);
 
   /** What the command line writes for the same VM (it reads the library host mode owns, without changing it). */
   async function cliExport(format: string): Promise<string> {
-    const r = await runCli(['export', name, '--format', format], { env: { UNHALT_HOME: home } });
+    const r = await runCli(['export', name, '--format', format], { env: { UNHALT_HOME: app.home } });
     expect(r.stderr).toBe('');
     return r.stdout;
   }
 
   it('shows the QEMU command line and copies it', async () => {
-    const { page } = browser!;
-    await page.goto(host!.url);
+    const { page } = app;
+    await app.goto();
     await page.getByRole('button', { name, exact: true }).first().click();
     await page.getByRole('heading', { name, level: 1 }).waitFor();
     await page.getByRole('button', { name: 'Export…' }).click();
@@ -67,11 +58,11 @@ describe.skipIf(reason !== null)('exporting a VM from its page', () => {
     await page.getByRole('region', { name: 'Export' }).getByRole('button', { name: 'Copy to clipboard' }).click();
     await page.getByRole('status').filter({ hasText: 'Copied to the clipboard.' }).waitFor();
     expect(await page.evaluate(() => (globalThis as unknown as { navigator: { clipboard: { readText(): Promise<string> } } }).navigator.clipboard.readText())).toBe(qemu);
-    expect(browser!.errors).toEqual([]);
+    expect(app.errors).toEqual([]);
   });
 
   it('switches to libvirt and saves the domain XML', async () => {
-    const { page } = browser!;
+    const { page } = app;
     await page.getByRole('radio', { name: /libvirt domain XML/ }).click();
     await page.locator('[data-testid="export-text"][data-format="libvirt"]').waitFor();
     const shown = (await page.getByTestId('export-text').textContent())!;
@@ -81,7 +72,7 @@ describe.skipIf(reason !== null)('exporting a VM from its page', () => {
       page.getByRole('button', { name: 'Save fleet-web-1.libvirt.xml' }).click(),
     ]);
     expect(download.suggestedFilename()).toBe('fleet-web-1.libvirt.xml');
-    const file = join(home, 'saved.xml');
+    const file = join(app.home, 'saved.xml');
     await download.saveAs(file);
     const saved = readFileSync(file, 'utf8');
     expect(saved).toBe(shown);
@@ -94,7 +85,7 @@ describe.skipIf(reason !== null)('exporting a VM from its page', () => {
   });
 
   it('switches to KubeVirt: a manifest that parses, with dedicated CPUs for the pinned VM', async () => {
-    const { page } = browser!;
+    const { page } = app;
     await page.getByRole('radio', { name: /KubeVirt VirtualMachine/ }).click();
     await page.locator('[data-testid="export-text"][data-format="kubevirt"]').waitFor();
     const yaml = (await page.getByTestId('export-text').textContent())!;
@@ -104,6 +95,6 @@ describe.skipIf(reason !== null)('exporting a VM from its page', () => {
     expect(doc.spec.template.spec.domain.cpu.dedicatedCpuPlacement).toBe(true);
     expect(yaml).toBe(await cliExport('kubevirt'));
     await page.screenshot({ path: artifact('export-kubevirt.png'), fullPage: true });
-    expect(browser!.errors).toEqual([]);
+    expect(app.errors).toEqual([]);
   });
 });

@@ -6,14 +6,11 @@
 //   an own kernel the service would refuse), and cpu-pm=on shows kvm-pv-unhalt as the guest gets it;
 // - a live knob change shows on the VM page and in the library as "this run only", until saved.
 // Screenshots of each fixed state go to test/artifacts/ui-fields/.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
-import { rmSync } from 'node:fs';
 import type { Page } from 'playwright-core';
 import { scaled } from '../support/time-scale.ts';
-import {
-  artifact, ensureRendererBuilt, launchBrowser, skipReason, startHostMode, tempHome, typeInto, waitFor, type Browser, type HostMode,
-} from './support.ts';
+import { artifact, skipReason, typeInto, useApp, waitFor } from './support.ts';
 
 /** Type, then Tab out of the field, so its blur-time check runs. */
 const LEAVE = { leave: true, delay: 25 };
@@ -66,28 +63,14 @@ async function finishWizard(page: Page): Promise<string> {
 }
 
 describe.skipIf(reason !== null)('fields keep what is typed and say what is wrong', () => {
-  let home: string;
-  let host: HostMode | undefined;
-  let browser: Browser | undefined;
   const suffix = randomBytes(2).toString('hex');
   let typedVm = '';
 
-  beforeAll(async () => {
-    ensureRendererBuilt();
-    home = tempHome();
-    host = await startHostMode(home);
-    browser = await launchBrowser({ width: 1440, height: 1300 });
-  }, 180_000);
-
-  afterAll(async () => {
-    await browser?.close();
-    if (host) await host.stop();
-    if (home) rmSync(home, { recursive: true, force: true });
-  }, 60_000);
+  const app = useApp({ width: 1440, height: 1300 });
 
   it('typed numbers are kept as typed: clearing never snaps to the minimum, "512" is 512 MiB and "4" is 4 vCPUs', async () => {
-    const { page } = browser!;
-    await openWizard(page, host!.url);
+    const { page } = app;
+    await openWizard(page, app.url);
     await typeInto(page, 'Name', `typed-${suffix}`, LEAVE);
     await next(page);
     expect(await step(page)).toBe('resources');
@@ -129,8 +112,8 @@ describe.skipIf(reason !== null)('fields keep what is typed and say what is wron
   }, 90_000);
 
   it('bad values are refused at the field, in the API\'s words', async () => {
-    const { page } = browser!;
-    await openWizard(page, host!.url);
+    const { page } = app;
+    await openWizard(page, app.url);
     await typeInto(page, 'Name', `cpupm-${suffix}`, LEAVE);
 
     // An own kernel the service would refuse is refused when the field is left, not at Create.
@@ -189,7 +172,7 @@ describe.skipIf(reason !== null)('fields keep what is typed and say what is wron
   }, 90_000);
 
   it('a live knob change shows on the VM page and in the library as "this run only", until it is saved', async () => {
-    const { page } = browser!;
+    const { page } = app;
     const card = page.locator(`li.vm-card[data-vm-id="${typedVm}"]`);
     await card.getByRole('button', { name: 'Open' }).click();
     await page.locator('section.vm-view').waitFor();
@@ -228,6 +211,6 @@ describe.skipIf(reason !== null)('fields keep what is typed and say what is wron
     await page.locator('button[data-action="force-stop"]').click();
     await page.locator('button[data-action="confirm-force-stop"]').click();
     await waitFor('the VM to stop', async () => (await page.getByTestId('vm-state').first().textContent()) === 'stopped', scaled(30_000));
-    expect(browser!.errors.filter((e) => !/favicon|WebSocket/.test(e))).toEqual([]);
+    expect(app.errors.filter((e) => !/favicon|WebSocket/.test(e))).toEqual([]);
   }, 120_000);
 });

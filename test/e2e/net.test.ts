@@ -4,15 +4,11 @@
 // the network is still there, in the saved configuration and the command line; started from the
 // page, its guest gets 10.0.2.15 by DHCP. Typed and clicked as a person does; screenshots in
 // test/artifacts/net/.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { rmSync } from 'node:fs';
-import type { Page } from 'playwright-core';
+import { describe, expect, it } from 'vitest';
 import { LibraryStore } from '../../electron/service/library-store.ts';
 import { parseNetOption } from '../../electron/vmm/config/net-config.ts';
 import { validateConfig } from '../../electron/vmm/config/vm-config.ts';
-import {
-  artifact, ensureRendererBuilt, launchBrowser, skipReason, startHostMode, tempHome, typeInto, waitFor, type Browser, type HostMode,
-} from './support.ts';
+import { artifact, hook, skipReason, typeInto, useApp, waitFor } from './support.ts';
 
 const reason = skipReason();
 if (reason) console.warn(`[e2e] skipped: ${reason}`);
@@ -20,37 +16,19 @@ if (reason) console.warn(`[e2e] skipped: ${reason}`);
 const shot = (name: string) => artifact(`net/${name}.png`);
 const NET = 'user,hostfwd=tcp:127.0.0.1:2222-:22';
 
-function hook<T>(page: Page, f: string, ...args: unknown[]): Promise<T> {
-  return page.evaluate(([f, args]) => {
-    const h = (globalThis as unknown as { __unhalt: Record<string, (...a: unknown[]) => unknown> }).__unhalt;
-    return h[f as string]!(...(args as unknown[])) as T;
-  }, [f, args] as const);
-}
-
 describe.skipIf(reason !== null)('a VM with a network in the app', () => {
-  let home: string;
-  let host: HostMode | undefined;
-  let browser: Browser | undefined;
-
-  beforeAll(async () => {
-    ensureRendererBuilt();
-    home = tempHome();
-    const store = await LibraryStore.open(home);
-    const config = validateConfig({ name: 'netvm', guest: 'probe', cpus: 2, memoryMiB: 64, append: 'scenario=net-dhcp', net: parseNetOption(NET) });
-    await store.mutate((vms) => { vms.push({ id: 'vm-net', config, createdAt: 1, updatedAt: 1 }); });
-    host = await startHostMode(home);
-    browser = await launchBrowser({ width: 1440, height: 1300 });
-  }, 180_000);
-
-  afterAll(async () => {
-    await browser?.close();
-    if (host) await host.stop();
-    if (home) rmSync(home, { recursive: true, force: true });
-  }, 60_000);
+  const app = useApp({
+    width: 1440, height: 1300,
+    prepare: async (home) => {
+      const store = await LibraryStore.open(home);
+      const config = validateConfig({ name: 'netvm', guest: 'probe', cpus: 2, memoryMiB: 64, append: 'scenario=net-dhcp', net: parseNetOption(NET) });
+      await store.mutate((vms) => { vms.push({ id: 'vm-net', config, createdAt: 1, updatedAt: 1 }); });
+    },
+  });
 
   it('shows the network, keeps it through an edit in the wizard, and the guest gets its DHCP offer', async () => {
-    const { page } = browser!;
-    await page.goto(host!.url);
+    const { page } = app;
+    await app.goto();
     await page.getByRole('button', { name: /netvm/ }).first().click();
     await page.getByRole('heading', { name: 'netvm', level: 1 }).waitFor();
     const panel = page.getByTestId('config-panel');

@@ -4,14 +4,12 @@
 // same words. The rules live once (electron/vmm/config/rules.ts, vm-config.ts, knob-syntax.ts,
 // vmm/boot/boot-file-checks.ts); this test is what keeps the surfaces from drifting apart again.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Page } from 'playwright-core';
 import { runCli } from '../support/cli.ts';
 import { apiClient, type ApiClient } from '../support/serve-child.ts';
-import {
-  ROOT, artifact, ensureRendererBuilt, launchBrowser, skipReason, startHostMode, tempHome, typeInto, waitFor, type Browser, type HostMode,
-} from './support.ts';
+import { ROOT, artifact, skipReason, typeInto, useApp, waitFor } from './support.ts';
 
 /** Type, then Tab out of the field, so its blur-time check runs. */
 const LEAVE = { leave: true, delay: 20 };
@@ -38,30 +36,26 @@ async function next(page: Page, times = 1): Promise<void> {
 }
 
 describe.skipIf(reason !== null)('the same bad configuration gets the same message on the CLI, the API and the wizard', () => {
-  let home: string;
-  let host: HostMode | undefined;
-  let browser: Browser | undefined;
   let api: ApiClient | undefined;
   let notAKernel = '';
 
-  beforeAll(async () => {
-    ensureRendererBuilt();
-    home = tempHome();
-    // Inside UNHALT_HOME, which the service always allows: the refusal is about the file's kind.
-    mkdirSync(join(home, 'kernels'), { recursive: true });
-    notAKernel = join(home, 'kernels', 'notes.txt');
-    writeFileSync(notAKernel, 'this is not a kernel, just a text file\n');
-    host = await startHostMode(home);
-    api = await apiClient(new URL(host.url));
-    browser = await launchBrowser({ width: 1440, height: 1200 });
-  }, 180_000);
+  const app = useApp({
+    width: 1440, height: 1200,
+    prepare: async (home) => {
+      // Inside UNHALT_HOME, which the service always allows: the refusal is about the file's kind.
+      mkdirSync(join(home, 'kernels'), { recursive: true });
+      notAKernel = join(home, 'kernels', 'notes.txt');
+      writeFileSync(notAKernel, 'this is not a kernel, just a text file\n');
+    },
+  });
 
-  afterAll(async () => {
-    api?.close();
-    await browser?.close();
-    if (host) await host.stop();
-    if (home) rmSync(home, { recursive: true, force: true });
+  beforeAll(async () => {
+    api = await apiClient(new URL(app.url));
   }, 60_000);
+
+  afterAll(() => {
+    api?.close();
+  });
 
   const cases: BadConfig[] = [
     {
@@ -142,7 +136,7 @@ describe.skipIf(reason !== null)('the same bad configuration gets the same messa
   for (const c of cases) {
     it(c.what, async () => {
       // 1. The command line (a dry run: nothing would start anyway).
-      const cli = await runCli(['run', ...withFile(c.cli), '--dry-run'], { env: { UNHALT_HOME: home } });
+      const cli = await runCli(['run', ...withFile(c.cli), '--dry-run'], { env: { UNHALT_HOME: app.home } });
       expect(cli.code, cli.stderr).toBe(1);
       const cliMessage = cli.stderr.trim().split('\n').at(-1)!.replace(/^unhalt: /, '');
 
@@ -152,8 +146,8 @@ describe.skipIf(reason !== null)('the same bad configuration gets the same messa
       const apiMessage = (reply as { error: { message: string } }).error.message;
 
       // 3. The wizard, at the field.
-      const { page } = browser!;
-      await page.goto(host!.url);
+      const { page } = app;
+      await app.goto();
       await page.getByRole('button', { name: 'New VM', exact: true }).click();
       await page.getByRole('heading', { name: 'New virtual machine' }).waitFor();
       await c.wizard(page);
@@ -169,7 +163,7 @@ describe.skipIf(reason !== null)('the same bad configuration gets the same messa
   }
 
   it('a relative kernel path: the CLI resolves it against its working directory; the API and the wizard ask for the full path in the same words', async () => {
-    const cli = await runCli(['run', '--guest', 'custom', '--kernel', './assets/guests/probe.elf', '--dry-run'], { cwd: ROOT, env: { UNHALT_HOME: home } });
+    const cli = await runCli(['run', '--guest', 'custom', '--kernel', './assets/guests/probe.elf', '--dry-run'], { cwd: ROOT, env: { UNHALT_HOME: app.home } });
     expect(cli.code, cli.stderr).toBe(0);
     expect(cli.stdout).toContain(join(ROOT, 'assets/guests/probe.elf'));
 
@@ -177,14 +171,14 @@ describe.skipIf(reason !== null)('the same bad configuration gets the same messa
     const apiMessage = (reply as { error: { message: string } }).error.message;
     expect(apiMessage).toBe('kernel must be an absolute path (its full path on the host, starting with /), got "./kernel"');
 
-    const { page } = browser!;
-    await page.goto(host!.url);
+    const { page } = app;
+    await app.goto();
     await page.getByRole('button', { name: 'New VM', exact: true }).click();
     await page.getByRole('radio', { name: /Own kernel/ }).click();
     await typeInto(page, 'Kernel', './kernel', LEAVE);
     const field = page.locator('.field-error').first();
     await field.waitFor({ timeout: 10_000 });
     expect((await field.textContent())!.trim()).toBe(apiMessage);
-    expect(browser!.errors.filter((e) => !/favicon|WebSocket/.test(e))).toEqual([]);
+    expect(app.errors.filter((e) => !/favicon|WebSocket/.test(e))).toEqual([]);
   }, 60_000);
 });

@@ -1,11 +1,14 @@
 // End-to-end support: host mode (`unhalt serve`) in a child process, the renderer build, and
-// headless Debian Chromium driven by playwright-core (never a downloaded browser).
+// headless Debian Chromium driven by playwright-core (never a downloaded browser). AppSession /
+// useApp put the three together on a temporary UNHALT_HOME and take them down again, always.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium, type BrowserContext, type Locator, type Page } from 'playwright-core';
+import { afterAll, beforeAll } from 'vitest';
+import { scaled } from '../support/time-scale.ts';
 
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 export const UNHALT_BIN = join(ROOT, 'bin/unhalt.mjs');
@@ -82,7 +85,7 @@ export function startHostMode(home: string, timeoutMs = 30_000, port = 0): Promi
           proc,
           output: () => out,
           stop: async () => {
-            if (proc.exitCode !== null) return proc.exitCode;
+            if (proc.exitCode !== null || proc.signalCode !== null) return proc.exitCode;
             proc.kill('SIGTERM');
             const t = setTimeout(() => proc.kill('SIGKILL'), 15_000);
             const code = await exited;
@@ -103,7 +106,20 @@ export interface Browser {
   page: Page;
   /** Page errors and console errors seen so far. */
   errors: string[];
+  /** Closes Chromium; one that does not go within 20 s is killed. Never throws. */
   close(): Promise<void>;
+}
+
+/** Processes of this user whose command line holds `needle` (Chromium's own --user-data-dir), by pid. */
+function pidsWithArg(needle: string): number[] {
+  const pids: number[] = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name) || Number(name) === process.pid) continue;
+    try {
+      if (readFileSync(`/proc/${name}/cmdline`, 'latin1').split('\0').includes(needle)) pids.push(Number(name));
+    } catch { /* gone meanwhile */ }
+  }
+  return pids;
 }
 
 export async function launchBrowser(opts: { colorScheme?: 'light' | 'dark'; width?: number; height?: number } = {}): Promise<Browser> {
@@ -126,10 +142,118 @@ export async function launchBrowser(opts: { colorScheme?: 'light' | 'dark'; widt
     page,
     errors,
     close: async () => {
-      await ctx.close().catch(() => {});
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([ctx.close().catch(() => {}), new Promise((r) => { timer = setTimeout(r, 20_000); })]);
+      clearTimeout(timer);
+      // Whatever of this browser is still there (a close that hung, a crashed page's leftovers).
+      for (const pid of pidsWithArg(`--user-data-dir=${userDataDir}`)) {
+        try { process.kill(pid, 'SIGKILL'); } catch { /* already gone */ }
+      }
       rmSync(userDataDir, { recursive: true, force: true });
     },
   };
+}
+
+export interface AppOptions {
+  width?: number;
+  height?: number;
+  colorScheme?: 'light' | 'dark';
+  /** Runs on the fresh UNHALT_HOME before the server starts: a library or files it should find there. */
+  prepare?: (home: string) => void | Promise<void>;
+}
+
+/**
+ * The app as a person meets it: `unhalt serve` on a temporary UNHALT_HOME (its token in the URL)
+ * and a headless Chromium page. close() takes down what open() started — the browser, the
+ * server (and with it its VMs), the home — whatever state a failed test left them in.
+ */
+export class AppSession {
+  readonly home: string;
+  readonly browser: Browser;
+  private current: HostMode | undefined;
+
+  private constructor(home: string, browser: Browser, host: HostMode) {
+    this.home = home;
+    this.browser = browser;
+    this.current = host;
+  }
+
+  static async open(opts: AppOptions = {}): Promise<AppSession> {
+    ensureRendererBuilt();
+    const home = tempHome();
+    let host: HostMode | undefined;
+    try {
+      await opts.prepare?.(home);
+      host = await startHostMode(home);
+      const browser = await launchBrowser({ width: opts.width, height: opts.height, colorScheme: opts.colorScheme });
+      return new AppSession(home, browser, host);
+    } catch (e) {
+      await host?.stop().catch(() => {});
+      rmSync(home, { recursive: true, force: true });
+      throw e;
+    }
+  }
+
+  /** The server now running (after a restart, the new one). */
+  get host(): HostMode {
+    if (!this.current) throw new Error('host mode is not running (stopped by the test and not started again)');
+    return this.current;
+  }
+  get url(): string { return this.host.url; }
+  get page(): Page { return this.browser.page; }
+  get errors(): string[] { return this.browser.errors; }
+
+  /** Opens the app at `route` (a hash such as `#/vm/ID`, or '' for the library). */
+  async goto(route = ''): Promise<Page> {
+    await this.page.goto(`${this.url}${route}`);
+    return this.page;
+  }
+
+  /** Starts host mode again on the same home (on `port`, 0: any), after the test stopped it; stops one still running first. */
+  async startHost(port = 0): Promise<HostMode> {
+    await this.current?.stop();
+    this.current = await startHostMode(this.home, 30_000, port);
+    return this.current;
+  }
+
+  async close(): Promise<void> {
+    await this.browser.close();
+    try {
+      await this.current?.stop();
+    } finally {
+      this.current = undefined;
+      rmSync(this.home, { recursive: true, force: true });
+    }
+  }
+}
+
+/**
+ * An AppSession for the enclosing describe: opened in its beforeAll, closed in its afterAll
+ * (which vitest runs whether the tests passed, failed or never ran). The returned object
+ * stands for the session; reading it before beforeAll has run throws.
+ */
+export function useApp(opts: AppOptions = {}): AppSession {
+  let session: AppSession | undefined;
+  beforeAll(async () => { session = await AppSession.open(opts); }, scaled(180_000));
+  afterAll(async () => {
+    await session?.close();
+    session = undefined;
+  }, scaled(60_000));
+  return new Proxy({} as AppSession, {
+    get(_target, key) {
+      if (!session) throw new Error('the app session is not open (its beforeAll failed or has not run)');
+      const v = Reflect.get(session, key, session) as unknown;
+      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(session) : v;
+    },
+  });
+}
+
+/** Calls the page's test hook (`window.__unhalt`, renderer/src/state/app.ts) function `f` with `args`. */
+export function hook<T>(page: Page, f: string, ...args: unknown[]): Promise<T> {
+  return page.evaluate(([f, args]) => {
+    const h = (globalThis as unknown as { __unhalt: Record<string, (...a: unknown[]) => unknown> }).__unhalt;
+    return h[f as string]!(...(args as unknown[])) as T;
+  }, [f, args] as const);
 }
 
 export function artifact(name: string): string {

@@ -12,15 +12,13 @@
 // task wants the CPU and nothing helps. Either advice is checked for what it says; Apply is
 // clicked when there is a change to apply, and always on a finished tune of a second VM (the
 // third case; the service side is also covered without VMs in test/unit/tune-service.test.ts).
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { LibraryStore } from '../../electron/service/library-store.ts';
 import { validateConfig } from '../../electron/vmm/config/vm-config.ts';
 import { scaled } from '../support/time-scale.ts';
-import {
-  artifact, ensureRendererBuilt, launchBrowser, skipReason, startHostMode, tempHome, typeInto, type Browser, type HostMode,
-} from './support.ts';
+import { artifact, skipReason, typeInto, useApp } from './support.ts';
 
 const reason = skipReason();
 if (reason) console.warn(`[e2e] skipped: ${reason}`);
@@ -28,9 +26,6 @@ if (reason) console.warn(`[e2e] skipped: ${reason}`);
 const BUDGET_S = 50;
 
 describe.skipIf(reason !== null)('the advisor on the VM page', () => {
-  let home: string;
-  let host: HostMode | undefined;
-  let browser: Browser | undefined;
   const name = 'tune me';
   const config = validateConfig({ name, cpus: 1, machine: 'unhalt-1.0', haltPollNs: 0, append: 'scenario=hello' });
   // A second VM with a finished tune that recommends a change (a record as the service keeps it):
@@ -55,29 +50,22 @@ describe.skipIf(reason !== null)('the advisor on the VM page', () => {
     },
   };
 
-  beforeAll(async () => {
-    ensureRendererBuilt();
-    home = tempHome();
-    const store = await LibraryStore.open(home);
-    await store.mutate((vms) => {
-      vms.push({ id: 'vm-tune-1', config, createdAt: Date.now(), updatedAt: Date.now() });
-      vms.push({ id: 'vm-tune-2', config: otherConfig, createdAt: Date.now(), updatedAt: Date.now() });
-    });
-    mkdirSync(join(home, 'experiments'), { recursive: true });
-    writeFileSync(join(home, 'experiments', `${finishedTune.id}.json`), JSON.stringify(finishedTune));
-    host = await startHostMode(home);
-    browser = await launchBrowser({ width: 1440, height: 1800 });
-  }, 180_000);
-
-  afterAll(async () => {
-    await browser?.close();
-    if (host) await host.stop();
-    if (home) rmSync(home, { recursive: true, force: true });
-  }, 60_000);
+  const app = useApp({
+    width: 1440, height: 1800,
+    prepare: async (home) => {
+      const store = await LibraryStore.open(home);
+      await store.mutate((vms) => {
+        vms.push({ id: 'vm-tune-1', config, createdAt: Date.now(), updatedAt: Date.now() });
+        vms.push({ id: 'vm-tune-2', config: otherConfig, createdAt: Date.now(), updatedAt: Date.now() });
+      });
+      mkdirSync(join(home, 'experiments'), { recursive: true });
+      writeFileSync(join(home, 'experiments', `${finishedTune.id}.json`), JSON.stringify(finishedTune));
+    },
+  });
 
   it('checks the fields as they are typed and left', async () => {
-    const { page } = browser!;
-    await page.goto(host!.url);
+    const { page } = app;
+    await app.goto();
     await page.getByRole('button', { name, exact: true }).first().click();
     await page.getByRole('heading', { name, level: 1 }).waitFor();
     await page.getByRole('button', { name: 'Tune…' }).click();
@@ -95,11 +83,11 @@ describe.skipIf(reason !== null)('the advisor on the VM page', () => {
     expect(await panel.getByTestId('tune-progress').count()).toBe(0);
     await typeInto(page, panel.getByLabel('Budget', { exact: true }), `${BUDGET_S}s`, { leave: true });
     expect(await panel.getByRole('alert').count()).toBe(0);
-    expect(browser!.errors).toEqual([]);
+    expect(app.errors).toEqual([]);
   });
 
   it('runs a small-budget tune, shows the advice and applies it', async () => {
-    const { page } = browser!;
+    const { page } = app;
     const panel = page.getByRole('region', { name: 'Advisor' });
     const t0 = Date.now();
     await panel.getByRole('button', { name: 'Start tuning' }).click();
@@ -147,10 +135,10 @@ describe.skipIf(reason !== null)('the advisor on the VM page', () => {
     await listed.waitFor();
     expect(await listed.getByTestId('tune-headline').textContent()).toBe(headline);
     await page.screenshot({ path: artifact('tune-in-experiments.png'), fullPage: true });
-    expect(browser!.errors).toEqual([]);
+    expect(app.errors).toEqual([]);
   }, scaled((BUDGET_S + 240) * 1000));
   it('applies a finished tune from the experiments list to its stopped VM', async () => {
-    const { page } = browser!;
+    const { page } = app;
     await page.getByRole('button', { name: 'Compare' }).first().click();
     await page.getByText(`advisor for ${other}`).first().click();
     const result = page.locator('[data-testid="tune-result"][data-experiment-id="exp-tune-finished"]');
@@ -168,10 +156,10 @@ describe.skipIf(reason !== null)('the advisor on the VM page', () => {
     await page.getByRole('button', { name: 'Compare' }).first().click();
     await page.getByText(`advisor for ${other}`).first().click();
     await page.getByText(/^Applied to fleet db on /).waitFor();
-    expect(browser!.errors).toEqual([]);
+    expect(app.errors).toEqual([]);
   }, scaled(60_000));
   it('cancels a running tune: its VM stops at once, and the tune is kept as cancelled', async () => {
-    const { page } = browser!;
+    const { page } = app;
     await page.getByRole('button', { name: 'Library' }).first().click();
     await page.getByRole('button', { name, exact: true }).first().click();
     await page.getByRole('heading', { name, level: 1 }).waitFor();
@@ -186,6 +174,6 @@ describe.skipIf(reason !== null)('the advisor on the VM page', () => {
     await panel.getByTestId('tune-ended').filter({ hasText: 'The last tune cancelled: cancelled by the user.' }).waitFor({ timeout: scaled(30_000) });
     expect(Date.now() - t0).toBeLessThan(scaled(15_000));
     expect(await panel.getByRole('button', { name: 'Start tuning' }).isEnabled()).toBe(true);
-    expect(browser!.errors).toEqual([]);
+    expect(app.errors).toEqual([]);
   }, scaled(120_000));
 });

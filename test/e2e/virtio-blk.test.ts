@@ -7,15 +7,13 @@
 // holds what the guest wrote, and the read-only image is byte-identical. A qcow2 picked as a disk
 // is converted by the app (qemu-img, progress shown) and the VM runs on the raw copy. Typed and clicked as a
 // person does; screenshots in test/artifacts/virtio-blk/.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Page } from 'playwright-core';
-import {
-  artifact, ensureRendererBuilt, launchBrowser, skipReason, startHostMode, tempHome, typeInto, waitFor, type Browser, type HostMode,
-} from './support.ts';
+import { artifact, hook, skipReason, typeInto, useApp, waitFor } from './support.ts';
 
 const reason = skipReason();
 if (reason) console.warn(`[e2e] skipped: ${reason}`);
@@ -26,13 +24,6 @@ const sha = (p: string) => createHash('sha256').update(readFileSync(p)).digest('
 /** The bytes the probe's write puts at byte i (native/guest/probe/virtio_blk.c pattern(), seed 1). */
 const pattern = (n: number) => Buffer.from(Uint8Array.from({ length: n }, (_, i) => (37 + i * 7 + (i >> 9)) & 0xff));
 
-function hook<T>(page: Page, f: string, ...args: unknown[]): Promise<T> {
-  return page.evaluate(([f, args]) => {
-    const h = (globalThis as unknown as { __unhalt: Record<string, (...a: unknown[]) => unknown> }).__unhalt;
-    return h[f as string]!(...(args as unknown[])) as T;
-  }, [f, args] as const);
-}
-
 async function next(page: Page): Promise<void> {
   const before = await step(page);
   await page.locator('button[data-action="next"]').click();
@@ -40,27 +31,12 @@ async function next(page: Page): Promise<void> {
 }
 
 describe.skipIf(reason !== null)('virtio-blk disks from the wizard to the guest', () => {
-  let home: string;
-  let host: HostMode | undefined;
-  let browser: Browser | undefined;
-
-  beforeAll(async () => {
-    ensureRendererBuilt();
-    home = tempHome();
-    host = await startHostMode(home);
-    browser = await launchBrowser({ width: 1440, height: 1500 });
-  }, 180_000);
-
-  afterAll(async () => {
-    await browser?.close();
-    if (host) await host.stop();
-    if (home) rmSync(home, { recursive: true, force: true });
-  }, 60_000);
+  const app = useApp({ width: 1440, height: 1500 });
 
   it('a disk created in the wizard, a read-only one picked, a qcow2 refused: the guest writes the first, the second stays as it was', async () => {
-    const { page } = browser!;
+    const { page } = app;
     // Inside UNHALT_HOME: a folder Unhalt may give to a guest.
-    const disks = join(home, 'disks');
+    const disks = join(app.home, 'disks');
     mkdirSync(disks);
     const created = join(disks, 'new.img');
     const ro = join(disks, 'shared.img');
@@ -69,7 +45,7 @@ describe.skipIf(reason !== null)('virtio-blk disks from the wizard to the guest'
     const qcow2 = join(disks, 'guest.qcow2');
     writeFileSync(qcow2, Buffer.concat([Buffer.from([0x51, 0x46, 0x49, 0xfb, 0, 0, 0, 3]), Buffer.alloc(4088)]));
 
-    await page.goto(host!.url);
+    await app.goto();
     await page.getByRole('button', { name: 'New VM', exact: true }).click();
     await page.getByRole('heading', { name: 'New virtual machine' }).waitFor();
     const name = `blk-${randomBytes(2).toString('hex')}`;
@@ -131,8 +107,8 @@ describe.skipIf(reason !== null)('virtio-blk disks from the wizard to the guest'
   }, 240_000);
 
   it.skipIf(spawnSync('qemu-img', ['--version']).error !== undefined)('a qcow2 picked as a disk is converted in the app (progress shown), and the VM uses the raw copy', async () => {
-    const { page } = browser!;
-    const dir = join(home, 'convert');
+    const { page } = app;
+    const dir = join(app.home, 'convert');
     mkdirSync(dir);
     const original = join(dir, 'src.img');
     const bytes = Uint8Array.from({ length: 8 * 1024 * 1024 }, (_, i) => (i * 11 + (i >> 10)) & 0xff);
@@ -141,7 +117,7 @@ describe.skipIf(reason !== null)('virtio-blk disks from the wizard to the guest'
     expect(spawnSync('qemu-img', ['convert', '-f', 'raw', '-O', 'qcow2', original, qcow2]).status).toBe(0);
     const raw = join(dir, 'distro.raw');
 
-    await page.goto(host!.url);
+    await app.goto();
     await page.getByRole('button', { name: 'New VM', exact: true }).click();
     await page.getByRole('heading', { name: 'New virtual machine' }).waitFor();
     await typeInto(page, 'Name', `conv-${randomBytes(2).toString('hex')}`);

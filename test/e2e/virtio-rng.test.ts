@@ -4,26 +4,16 @@
 // the guest's PCI scan finding 1af4:1044 and random bytes read from it; the VM page's
 // configuration says virtio-rng is on. Typed and clicked as a person does; screenshots in
 // test/artifacts/virtio-rng/.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
-import { rmSync } from 'node:fs';
 import type { Page } from 'playwright-core';
-import {
-  artifact, ensureRendererBuilt, launchBrowser, skipReason, startHostMode, tempHome, typeInto, waitFor, type Browser, type HostMode,
-} from './support.ts';
+import { artifact, hook, skipReason, typeInto, useApp, waitFor } from './support.ts';
 
 const reason = skipReason();
 if (reason) console.warn(`[e2e] skipped: ${reason}`);
 
 const shot = (name: string) => artifact(`virtio-rng/${name}.png`);
 const step = (page: Page) => page.locator('form.step-panel').getAttribute('data-step');
-
-function hook<T>(page: Page, f: string, ...args: unknown[]): Promise<T> {
-  return page.evaluate(([f, args]) => {
-    const h = (globalThis as unknown as { __unhalt: Record<string, (...a: unknown[]) => unknown> }).__unhalt;
-    return h[f as string]!(...(args as unknown[])) as T;
-  }, [f, args] as const);
-}
 
 async function next(page: Page): Promise<void> {
   const before = await step(page);
@@ -32,26 +22,11 @@ async function next(page: Page): Promise<void> {
 }
 
 describe.skipIf(reason !== null)('virtio-rng from the wizard to the guest', () => {
-  let home: string;
-  let host: HostMode | undefined;
-  let browser: Browser | undefined;
-
-  beforeAll(async () => {
-    ensureRendererBuilt();
-    home = tempHome();
-    host = await startHostMode(home);
-    browser = await launchBrowser({ width: 1440, height: 1300 });
-  }, 180_000);
-
-  afterAll(async () => {
-    await browser?.close();
-    if (host) await host.stop();
-    if (home) rmSync(home, { recursive: true, force: true });
-  }, 60_000);
+  const app = useApp({ width: 1440, height: 1300 });
 
   it('a VM made with virtio-rng on finds the device on its PCI bus and reads random bytes from it', async () => {
-    const { page } = browser!;
-    await page.goto(host!.url);
+    const { page } = app;
+    await app.goto();
     await page.getByRole('button', { name: 'New VM', exact: true }).click();
     await page.getByRole('heading', { name: 'New virtual machine' }).waitFor();
     const name = `rng-${randomBytes(2).toString('hex')}`;

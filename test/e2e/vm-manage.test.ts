@@ -5,25 +5,16 @@
 // a confirmation, per-vCPU host CPU and run-queue wait charts, the library as a sortable table,
 // and an old tab that finds `unhalt serve` again after it restarts on the same port.
 // Typed and clicked as a person does; screenshots in test/artifacts/vm-manage/.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { existsSync, rmSync } from 'node:fs';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { existsSync } from 'node:fs';
 import type { Page } from 'playwright-core';
 import { runCli } from '../support/cli.ts';
-import {
-  artifact, ensureRendererBuilt, launchBrowser, skipReason, startHostMode, tempHome, typeInto, waitFor, type Browser, type HostMode,
-} from './support.ts';
+import { artifact, hook, launchBrowser, skipReason, typeInto, useApp, waitFor } from './support.ts';
 
 const reason = skipReason();
 if (reason) console.warn(`[e2e] skipped: ${reason}`);
 
 const shot = (name: string) => artifact(`vm-manage/${name}.png`);
-
-function hook<T>(page: Page, f: string, ...args: unknown[]): Promise<T> {
-  return page.evaluate(([f, args]) => {
-    const h = (globalThis as unknown as { __unhalt: Record<string, (...a: unknown[]) => unknown> }).__unhalt;
-    return h[f as string]!(...(args as unknown[])) as T;
-  }, [f, args] as const);
-}
 
 /** Words of a POSIX shell command line as commandLine() quotes them (plain words and '…' with '\'' inside). */
 function shellWords(line: string): string[] {
@@ -57,29 +48,18 @@ function shellWords(line: string): string[] {
 const state = (page: Page) => page.getByTestId('vm-state').first().textContent();
 
 describe.skipIf(reason !== null)('managing VMs in the app', () => {
-  let home: string;
-  let host: HostMode | undefined;
-  let browser: Browser | undefined;
   let vmId = '';
   let port = 0;
 
-  beforeAll(async () => {
-    ensureRendererBuilt();
-    home = tempHome();
-    host = await startHostMode(home);
-    port = Number(new URL(host.url).port);
-    browser = await launchBrowser({ width: 1440, height: 1300 });
-  }, 180_000);
+  const app = useApp({ width: 1440, height: 1300 });
 
-  afterAll(async () => {
-    await browser?.close();
-    if (host) await host.stop();
-    if (home) rmSync(home, { recursive: true, force: true });
+  beforeAll(async () => {
+    port = Number(new URL(app.url).port);
   }, 60_000);
 
   it('shows a VM\'s whole configuration and a command line that boots the same guest', async () => {
-    const { page } = browser!;
-    await page.goto(host!.url);
+    const { page } = app;
+    await app.goto();
     await page.getByRole('button', { name: 'Create a probe VM' }).click();
     await page.locator('section.vm-view').waitFor();
     vmId = (await page.locator('section.vm-view').getAttribute('data-vm-id'))!;
@@ -104,7 +84,7 @@ describe.skipIf(reason !== null)('managing VMs in the app', () => {
   });
 
   it('edits the stopped VM in the wizard, every step, and the saved command line boots', async () => {
-    const { page } = browser!;
+    const { page } = app;
     await page.locator('button[data-action="edit"]').click();
     await page.getByRole('heading', { name: 'Edit probe', level: 1 }).waitFor();
     // Every step starts from the saved configuration.
@@ -155,7 +135,7 @@ describe.skipIf(reason !== null)('managing VMs in the app', () => {
   });
 
   it('refuses to edit a running VM\'s settings and says why; renames it all the same', async () => {
-    const { page } = browser!;
+    const { page } = app;
     await page.locator('button[data-action="start"]').click();
     await waitFor('the VM to run', async () => (await state(page)) === 'running', 30_000);
     await waitFor('the echo shell prompt', async () => (await hook<string>(page, 'consoleText', vmId)).includes('probe>'), 30_000);
@@ -185,7 +165,7 @@ describe.skipIf(reason !== null)('managing VMs in the app', () => {
   });
 
   it('charts host CPU and run-queue wait for each vCPU thread', async () => {
-    const { page } = browser!;
+    const { page } = app;
     await page.getByTestId('console').click();
     const cpuChart = page.locator('figure[data-chart="host-cpu"]');
     const waitChart = page.locator('figure[data-chart="runqueue-wait"]');
@@ -220,7 +200,7 @@ describe.skipIf(reason !== null)('managing VMs in the app', () => {
   });
 
   it('resets the running VM after a confirmation: it boots again', async () => {
-    const { page } = browser!;
+    const { page } = app;
     const prompts = async () => ((await hook<string>(page, 'consoleText', vmId)).match(/Unhalt probe guest:/g) ?? []).length;
     const before = await prompts();
     await page.locator('section.vm-view').scrollIntoViewIfNeeded();
@@ -236,7 +216,7 @@ describe.skipIf(reason !== null)('managing VMs in the app', () => {
   });
 
   it('asks before a force stop; Cancel keeps the VM running', async () => {
-    const { page } = browser!;
+    const { page } = app;
     await page.locator('button[data-action="force-stop"]').click();
     const ask = page.locator('[data-confirm="force-stop"]');
     await ask.waitFor();
@@ -260,7 +240,7 @@ describe.skipIf(reason !== null)('managing VMs in the app', () => {
   });
 
   it('lists the library as a table sorted by any column', async () => {
-    const { page } = browser!;
+    const { page } = app;
     await page.getByRole('button', { name: 'Library', exact: true }).click();
     // A second VM, never started, with 2 vCPUs (the first now has 1).
     await page.getByRole('button', { name: 'Create a probe VM' }).click();
@@ -297,16 +277,16 @@ describe.skipIf(reason !== null)('managing VMs in the app', () => {
   });
 
   it('an open tab reconnects by itself when the server restarts on the same port', async () => {
-    const { page } = browser!;
+    const { page } = app;
     await page.evaluate(() => { (globalThis as unknown as { notReloaded: boolean }).notReloaded = true; });
-    expect(await host!.stop()).toBe(0);
+    expect(await app.host.stop()).toBe(0);
     const banner = page.getByTestId('connection-banner');
     await banner.waitFor({ timeout: 15_000 });
     await waitFor('the reconnecting state', async () => (await banner.getAttribute('data-state')) === 'reconnecting', 15_000);
     expect(await banner.textContent()).toMatch(/reconnecting/);
     await page.screenshot({ path: shot('reconnecting'), fullPage: false });
-    host = await startHostMode(home, 30_000, port);
-    expect(Number(new URL(host.url).port)).toBe(port);
+    await app.startHost(port);
+    expect(Number(new URL(app.url).port)).toBe(port);
     await banner.waitFor({ state: 'detached', timeout: 30_000 });
     expect(await page.evaluate(() => (globalThis as unknown as { notReloaded?: boolean }).notReloaded)).toBe(true);
     // The page works against the new server: a VM started from it runs.
@@ -316,13 +296,13 @@ describe.skipIf(reason !== null)('managing VMs in the app', () => {
     await page.screenshot({ path: shot('reconnected'), fullPage: false });
     await row.getByRole('button', { name: 'Stop' }).click();
     await waitFor('the VM to stop', async () => (await row.getAttribute('data-state')) === 'stopped', 30_000);
-    expect(browser!.errors.filter((e) => !/favicon|WebSocket|ERR_CONNECTION_REFUSED/.test(e))).toEqual([]);
+    expect(app.errors.filter((e) => !/favicon|WebSocket|ERR_CONNECTION_REFUSED/.test(e))).toEqual([]);
   });
 
   it('renders the table and the VM page in the dark theme', async () => {
     const dark = await launchBrowser({ colorScheme: 'dark', width: 1440, height: 1300 });
     try {
-      await dark.page.goto(host!.url);
+      await dark.page.goto(app.url);
       await dark.page.getByRole('group', { name: 'Show the library as' }).getByRole('button', { name: 'Table' }).click();
       await dark.page.getByTestId('vm-table').waitFor();
       await dark.page.screenshot({ path: shot('library-table-dark'), fullPage: true });
@@ -330,7 +310,7 @@ describe.skipIf(reason !== null)('managing VMs in the app', () => {
       await dark.page.getByTestId('vm-table').getByRole('button', { name: 'probe', exact: true }).click();
       await dark.page.getByTestId('vm-cmdline').waitFor({ timeout: 15_000 });
       expect(await dark.page.getByTestId('status-line').textContent()).toBe('Never started.');
-      await dark.page.goto(`${host!.url}#/vm/${vmId}`);
+      await dark.page.goto(`${app.url}#/vm/${vmId}`);
       await dark.page.getByTestId('vm-cmdline').waitFor({ timeout: 15_000 });
       await dark.page.screenshot({ path: shot('vm-page-dark'), fullPage: true });
       expect(dark.errors.filter((e) => !/favicon/.test(e))).toEqual([]);

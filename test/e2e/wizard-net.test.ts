@@ -9,16 +9,13 @@
 // refused at the field, forwards typed before survive switching modes, and a tap this host does
 // not have is refused at start in one line. Typed and clicked as a person does; screenshots in
 // test/artifacts/wizard-net/.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
-import { rmSync } from 'node:fs';
 import { connect, createServer, type Server } from 'node:net';
 import type { Page } from 'playwright-core';
 import { checkForwardPort, macForVm, parseNetOption } from '../../electron/vmm/config/net-config.ts';
 import { scaled } from '../support/time-scale.ts';
-import {
-  artifact, ensureRendererBuilt, launchBrowser, skipReason, startHostMode, tempHome, typeInto, waitFor, type Browser, type HostMode,
-} from './support.ts';
+import { artifact, hook, skipReason, typeInto, useApp, waitFor } from './support.ts';
 
 const reason = skipReason();
 if (reason) console.warn(`[e2e] skipped: ${reason}`);
@@ -26,13 +23,6 @@ if (reason) console.warn(`[e2e] skipped: ${reason}`);
 const shot = (name: string) => artifact(`wizard-net/${name}.png`);
 const step = (page: Page) => page.locator('form.step-panel').getAttribute('data-step');
 const GUEST_PORT = 8123;
-
-function hook<T>(page: Page, f: string, ...args: unknown[]): Promise<T> {
-  return page.evaluate(([f, args]) => {
-    const h = (globalThis as unknown as { __unhalt: Record<string, (...a: unknown[]) => unknown> }).__unhalt;
-    return h[f as string]!(...(args as unknown[])) as T;
-  }, [f, args] as const);
-}
 
 async function next(page: Page): Promise<void> {
   const before = await step(page);
@@ -71,29 +61,14 @@ function portRule(v: unknown, which: 'host' | 'guest', forward: number): string 
 }
 
 describe.skipIf(reason !== null)('the network chosen in the wizard', () => {
-  let home: string;
-  let host: HostMode | undefined;
-  let browser: Browser | undefined;
-
-  beforeAll(async () => {
-    ensureRendererBuilt();
-    home = tempHome();
-    host = await startHostMode(home);
-    browser = await launchBrowser({ width: 1440, height: 1600 });
-  }, scaled(180_000));
-
-  afterAll(async () => {
-    await browser?.close();
-    if (host) await host.stop();
-    if (home) rmSync(home, { recursive: true, force: true });
-  }, scaled(60_000));
+  const app = useApp({ width: 1440, height: 1600 });
 
   it('a forward typed in the wizard: refused while malformed, in the command line, refused at start while the port is taken, then a host connection reaches the guest; kept through an edit', async () => {
-    const { page } = browser!;
+    const { page } = app;
     const hostPort = await freePort();
     const net = `user,hostfwd=tcp:127.0.0.1:${hostPort}-:${GUEST_PORT}`;
 
-    await page.goto(host!.url);
+    await app.goto();
     await page.getByRole('button', { name: 'New VM', exact: true }).click();
     await page.getByRole('heading', { name: 'New virtual machine' }).waitFor();
     const name = `net-${randomBytes(2).toString('hex')}`;
@@ -154,7 +129,11 @@ describe.skipIf(reason !== null)('the network chosen in the wizard', () => {
     const squatter = await listenOn(hostPort);
     try {
       await page.locator('button[data-action="start"]').click();
-      await page.locator('.notice-error', { hasText: `host port ${hostPort} (tcp on 127.0.0.1) is already in use` }).waitFor({ timeout: scaled(30_000) });
+      const notice = page.locator('.notice-error', { hasText: `host port ${hostPort} (tcp on 127.0.0.1) is already in use` });
+      await notice.waitFor({ timeout: scaled(30_000) });
+      // The action and the VM named once, then the cause.
+      expect(await notice.locator('span').textContent())
+        .toBe(`start ${name}: host port ${hostPort} (tcp on 127.0.0.1) is already in use or cannot be bound: hostfwd=tcp:127.0.0.1:${hostPort}-:${GUEST_PORT} (EADDRINUSE)`);
       await page.screenshot({ path: shot('start-refused'), fullPage: true });
       expect(await page.getByTestId('vm-state').first().textContent()).toBe('stopped');
     } finally {
@@ -201,9 +180,9 @@ describe.skipIf(reason !== null)('the network chosen in the wizard', () => {
   }, scaled(300_000));
 
   it('a tap by name: a bad name refused at the field, forwards kept while switching modes, a missing tap refused at start in one line', async () => {
-    const { page } = browser!;
+    const { page } = app;
     const tap = `uhno${randomBytes(3).toString('hex')}`;
-    await page.goto(host!.url);
+    await app.goto();
     await page.getByRole('button', { name: 'New VM', exact: true }).click();
     await page.getByRole('heading', { name: 'New virtual machine' }).waitFor();
     const name = `tap-${randomBytes(2).toString('hex')}`;
@@ -247,7 +226,10 @@ describe.skipIf(reason !== null)('the network chosen in the wizard', () => {
 
     // No such interface on this host: Start says so in one line, with what to do; nothing runs.
     await page.locator('button[data-action="start"]').click();
-    await page.locator('.notice-error', { hasText: `tap ${tap} does not exist: create it first (ip tuntap add dev ${tap} mode tap` }).waitFor({ timeout: scaled(30_000) });
+    const notice = page.locator('.notice-error', { hasText: `tap ${tap} does not exist: create it first (ip tuntap add dev ${tap} mode tap` });
+    await notice.waitFor({ timeout: scaled(30_000) });
+    expect(await notice.locator('span').textContent())
+      .toBe(`start ${name}: tap ${tap} does not exist: create it first (ip tuntap add dev ${tap} mode tap user $(id -un); ip link set ${tap} up)`);
     expect(await page.getByTestId('vm-state').first().textContent()).toBe('stopped');
     await page.screenshot({ path: shot('start-refused-tap'), fullPage: true });
   }, scaled(180_000));

@@ -38,7 +38,7 @@ describe.skipIf(!kvmAvailable)('user networking through the service', () => {
       try { await svc.startVm(b.id); } catch (e) { err = e; }
       expect(err).toBeInstanceOf(ApiError);
       expect((err as ApiError).code).toBe('host');
-      expect((err as Error).message).toMatch(new RegExp(`^cannot start net b: host port ${port} \\(tcp on 127\\.0\\.0\\.1\\) is already in use or cannot be bound: hostfwd=tcp:127\\.0\\.0\\.1:${port}-:22 \\(EADDRINUSE\\)$`));
+      expect((err as Error).message).toMatch(new RegExp(`^host port ${port} \\(tcp on 127\\.0\\.0\\.1\\) is already in use or cannot be bound: hostfwd=tcp:127\\.0\\.0\\.1:${port}-:22 \\(EADDRINUSE\\)$`));
       expect((await svc.getVm(b.id)).status.state).toBe('stopped');
       expect((await svc.getVm(a.id)).status.state).toBe('running');
 

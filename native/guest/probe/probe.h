@@ -141,16 +141,14 @@ void cpu_wait(void);
 NORETURN void triple_fault(void);
 NORETURN void halt_forever(void);
 
+/* ---- virtio_pci.c (the rest of the virtio transport: virtio.h) ---- */
+void virtio_irq(u64 vector);
+
 /* ---- virtio.c ---- */
 NORETURN void scenario_virtio_rng(void);
-void virtio_irq(u64 vector);
-u32 pci_read32(u32 dev, u32 reg);      /* configuration mechanism #1, bus 0, function 0 */
-u8 pci_read8(u32 dev, u32 reg);
-void pci_write16(u32 dev, u32 reg, u16 v);
 
 /* ---- virtio_net.c ---- */
 NORETURN void scenario_net(const char *name);   /* net-dhcp, net-connect, net-listen, net-udp-rr */
-u32 virtio_queue_irqs(void);     /* VEC_VIRTQ interrupts taken so far (any virtio driver's) */
 
 /* ---- virtio_blk.c ---- */
 NORETURN void scenario_virtio_blk(void);

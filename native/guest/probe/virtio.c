@@ -15,117 +15,19 @@
  * ID nobody has: the request is still served, its interrupt lost, and after the entry is fixed
  * the next one arrives.
  */
-#include "probe.h"
-
-#define PCI_ADDR 0xCF8
-#define PCI_DATA 0xCFC
-
-#define VIRTIO_STATUS_ACK 1
-#define VIRTIO_STATUS_DRIVER 2
-#define VIRTIO_STATUS_DRIVER_OK 4
-#define VIRTIO_STATUS_FEATURES_OK 8
-#define VIRTIO_STATUS_NEEDS_RESET 0x40
+#include "virtio.h"
 
 #define QSIZE 8
 #define MAX_BYTES 4096
 
-/* Common configuration (virtio 1.2, 4.1.4.3). */
-#define CC_DFSELECT 0x00
-#define CC_DF 0x04
-#define CC_GFSELECT 0x08
-#define CC_GF 0x0C
-#define CC_MSIX_CONFIG 0x10
-#define CC_NUM_QUEUES 0x12
-#define CC_STATUS 0x14
-#define CC_Q_SELECT 0x16
-#define CC_Q_SIZE 0x18
-#define CC_Q_MSIX 0x1A
-#define CC_Q_ENABLE 0x1C
-#define CC_Q_NOTIFY_OFF 0x1E
-#define CC_Q_DESC 0x20
-#define CC_Q_DRIVER 0x28
-#define CC_Q_DEVICE 0x30
-
-struct desc {
-	u64 addr;
-	u32 len;
-	u16 flags;
-	u16 next;
-};
-struct ring {
-	struct desc desc[QSIZE] __attribute__((aligned(16)));
-	struct {
-		u16 flags, idx, ring[QSIZE], used_event;
-	} avail __attribute__((aligned(2)));
-	struct {
-		u16 flags, idx;
-		struct {
-			u32 id, len;
-		} ring[QSIZE];
-		u16 avail_event;
-	} used __attribute__((aligned(4)));
-};
-
-static struct ring vq __attribute__((aligned(4096)));
+static struct virtio_pci rng;
+static struct virtq vq __attribute__((aligned(4096)));
 static u8 buf[MAX_BYTES] __attribute__((aligned(64)));
-static volatile u32 queue_irqs, config_irqs;
 
-static u64 common, isr, notify_base;
 /* TSC cycles of each notify write and of each whole request (notify -> used buffer and its MSI). */
 #define MAX_SAMPLES 4096
 static u32 notify_buf[MAX_SAMPLES], request_buf[MAX_SAMPLES];
 static struct samples notify_samples, request_samples;
-static u32 notify_mult;
-static u16 last_used;
-
-void virtio_irq(u64 vector)
-{
-	if (vector == VEC_VIRTQ)
-		queue_irqs++;
-	else
-		config_irqs++;
-}
-
-u32 virtio_queue_irqs(void)
-{
-	return queue_irqs;
-}
-
-/* ---- PCI configuration mechanism #1 (pci_read32/read8/write16 also serve virtio_net.c) ---- */
-static u32 cfg_addr(u32 dev, u32 reg) { return 0x80000000u | (dev << 11) | (reg & 0xFC); }
-u32 pci_read32(u32 dev, u32 reg)
-{
-	outl(PCI_ADDR, cfg_addr(dev, reg));
-	return inl(PCI_DATA);
-}
-u8 pci_read8(u32 dev, u32 reg)
-{
-	outl(PCI_ADDR, cfg_addr(dev, reg));
-	return inb(PCI_DATA + (reg & 3));
-}
-static void pci_write32(u32 dev, u32 reg, u32 v)
-{
-	outl(PCI_ADDR, cfg_addr(dev, reg));
-	outl(PCI_DATA, v);
-}
-void pci_write16(u32 dev, u32 reg, u16 v)
-{
-	outl(PCI_ADDR, cfg_addr(dev, reg));
-	outw(PCI_DATA + (reg & 2), v);
-}
-
-/* ---- MMIO of the BARs (uncached: 3-4 GiB) ---- */
-static inline u8 rd8(u64 a) { return *(volatile u8 *)a; }
-static inline u16 rd16(u64 a) { return *(volatile u16 *)a; }
-static inline u32 rd32(u64 a) { return *(volatile u32 *)a; }
-static inline void wr8(u64 a, u8 v) { *(volatile u8 *)a = v; }
-static inline void wr16(u64 a, u16 v) { *(volatile u16 *)a = v; }
-static inline void wr32(u64 a, u32 v) { *(volatile u32 *)a = v; }
-static void wr64(u64 a, u64 v)
-{
-	wr32(a, (u32)v);
-	wr32(a + 4, (u32)(v >> 32));
-}
 
 /* Stages a failure names (ttyS1 values are integers): the index in this list, plus one. */
 static const char *const stages[] = { "reset", "no_version_1", "features_ok", "num_queues", "msix_config", "queue_size",
@@ -157,84 +59,44 @@ static bool wait_status_bit(u8 bit, u64 us)
 {
 	u64 end = slow_host_deadline_us(us);
 	__asm__ volatile("sti" ::: "memory");
-	while (!(rd8(common + CC_STATUS) & bit) && rdtsc() < end)
+	while (!(rd8(rng.common + CC_STATUS) & bit) && rdtsc() < end)
 		cpu_relax();
 	cli();
-	return (rd8(common + CC_STATUS) & bit) != 0;
+	return (rd8(rng.common + CC_STATUS) & bit) != 0;
 }
 
-/* Reset, negotiate VERSION_1, set up queue 0 with `size` entries, DRIVER_OK. */
-static void device_init(u16 size)
+/* Reset, negotiate VERSION_1 (nothing else), set up queue 0, DRIVER_OK. */
+static void device_init(void)
 {
-	wr8(common + CC_STATUS, 0);
-	if (rd8(common + CC_STATUS) != 0)
-		fail("reset");
-	wr8(common + CC_STATUS, VIRTIO_STATUS_ACK);
-	wr8(common + CC_STATUS, VIRTIO_STATUS_ACK | VIRTIO_STATUS_DRIVER);
-	wr32(common + CC_DFSELECT, 1);
-	u32 hi = rd32(common + CC_DF);
-	if (!(hi & 1))
-		fail("no_version_1");
-	wr32(common + CC_GFSELECT, 0);
-	wr32(common + CC_GF, 0);
-	wr32(common + CC_GFSELECT, 1);
-	wr32(common + CC_GF, 1);   /* VIRTIO_F_VERSION_1 = bit 32 */
-	wr8(common + CC_STATUS, VIRTIO_STATUS_ACK | VIRTIO_STATUS_DRIVER | VIRTIO_STATUS_FEATURES_OK);
-	if (!(rd8(common + CC_STATUS) & VIRTIO_STATUS_FEATURES_OK))
-		fail("features_ok");
-	if (rd16(common + CC_NUM_QUEUES) < 1)
-		fail("num_queues");
-	wr16(common + CC_MSIX_CONFIG, 1);
-	if (rd16(common + CC_MSIX_CONFIG) != 1)
-		fail("msix_config");
-	wr16(common + CC_Q_SELECT, 0);
-	u16 max = rd16(common + CC_Q_SIZE);
-	if (max < QSIZE)
-		fail("queue_size");
-	wr16(common + CC_Q_SIZE, size);
-	wr16(common + CC_Q_MSIX, 0);
-	if (rd16(common + CC_Q_MSIX) != 0)
-		fail("queue_msix");
-	memset(&vq, 0, sizeof vq);
-	last_used = 0;
-	wr64(common + CC_Q_DESC, (u64)&vq.desc);
-	wr64(common + CC_Q_DRIVER, (u64)&vq.avail);
-	wr64(common + CC_Q_DEVICE, (u64)&vq.used);
-	wr16(common + CC_Q_ENABLE, 1);
-	wr8(common + CC_STATUS, VIRTIO_STATUS_ACK | VIRTIO_STATUS_DRIVER | VIRTIO_STATUS_FEATURES_OK | VIRTIO_STATUS_DRIVER_OK);
-}
-
-static void notify_queue0(void)
-{
-	u16 off = rd16(common + CC_Q_NOTIFY_OFF);
-	wr16(notify_base + (u64)off * notify_mult, 0);
+	enum virtio_error e = virtio_negotiate(&rng, 0, 0, 1);
+	if (!e)
+		e = virtio_queue_setup(&rng, &vq, 0, QSIZE, 0);
+	if (e)
+		fail(virtio_error_name(e));
+	virtio_driver_ok(&rng);
 }
 
 /* One request: one device-writable buffer of n bytes at addr; returns the used length or -1. */
 static i64 request(u64 addr, u32 n, u16 flags, u16 next)
 {
-	u16 slot = vq.avail.idx % QSIZE;
-	vq.desc[0] = (struct desc){ .addr = addr, .len = n, .flags = (u16)(2 | flags), .next = next };
-	vq.avail.ring[slot] = 0;
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	vq.avail.idx++;
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	u32 irqs = queue_irqs;
+	vq.desc[0] = (struct virtq_desc){ .addr = addr, .len = n, .flags = (u16)(VIRTQ_DESC_F_WRITE | flags), .next = next };
+	virtq_post(&vq, 0);
+	u32 irqs = virtio_queue_irqs();
 	u64 t0 = rdtsc();
-	notify_queue0();
+	virtio_notify(&rng, &vq);
 	samples_add(&notify_samples, rdtsc() - t0);
-	if (!wait_change(&vq.used.idx, last_used, 1000000))
+	if (!wait_change(&vq.used.idx, vq.last_used, 1000000))
 		return -1;
 	/* The device publishes the used index before it sends the MSI: wait for that too, so the
 	 * next request's MSI cannot coalesce with this one's (edge, same vector) and each counts. */
 	u64 end = slow_host_deadline_us(1000000);
 	__asm__ volatile("sti" ::: "memory");
-	while (queue_irqs == irqs && rdtsc() < end)
+	while (virtio_queue_irqs() == irqs && rdtsc() < end)
 		cpu_relax();
 	cli();
 	samples_add(&request_samples, rdtsc() - t0);
-	u32 len = vq.used.ring[last_used % QSIZE].len;
-	last_used++;
+	u32 len = vq.used.ring[vq.last_used % QSIZE].len;
+	vq.last_used++;
 	return len;
 }
 
@@ -267,7 +129,8 @@ static void print_hex(const u8 *p, u32 n)
 /* ---- garbage a hostile driver programs: the device must stop, not the VMM ---- */
 static void bad_driver(const char *kind)
 {
-	u32 cfg_before = config_irqs;
+	u64 common = rng.common;
+	u32 cfg_before = virtio_config_irqs();
 	if (!memcmp(kind, "size", 5)) {
 		wr8(common + CC_STATUS, 0);
 		wr8(common + CC_STATUS, VIRTIO_STATUS_ACK | VIRTIO_STATUS_DRIVER);
@@ -278,29 +141,23 @@ static void bad_driver(const char *kind)
 		wr16(common + CC_Q_SIZE, 6);   /* not a power of two */
 		wr16(common + CC_Q_ENABLE, 1);
 	} else if (!memcmp(kind, "loop", 5)) {
-		u16 slot = vq.avail.idx % QSIZE;
-		vq.desc[0] = (struct desc){ .addr = (u64)buf, .len = 16, .flags = 1 | 2, .next = 0 };   /* NEXT -> itself */
-		vq.avail.ring[slot] = 0;
-		__atomic_thread_fence(__ATOMIC_SEQ_CST);
-		vq.avail.idx++;
-		notify_queue0();
+		vq.desc[0] = (struct virtq_desc){ .addr = (u64)buf, .len = 16, .flags = VIRTQ_DESC_F_NEXT | VIRTQ_DESC_F_WRITE, .next = 0 };   /* NEXT -> itself */
+		virtq_post(&vq, 0);
+		virtio_notify(&rng, &vq);
 	} else { /* oob: a buffer far past RAM */
-		u16 slot = vq.avail.idx % QSIZE;
-		vq.desc[0] = (struct desc){ .addr = 0x7000000000ull, .len = 0xFFFFFFFFu, .flags = 2, .next = 0 };
-		vq.avail.ring[slot] = 0;
-		__atomic_thread_fence(__ATOMIC_SEQ_CST);
-		vq.avail.idx++;
-		notify_queue0();
+		vq.desc[0] = (struct virtq_desc){ .addr = 0x7000000000ull, .len = 0xFFFFFFFFu, .flags = VIRTQ_DESC_F_WRITE, .next = 0 };
+		virtq_post(&vq, 0);
+		virtio_notify(&rng, &vq);
 	}
 	bool broken = wait_status_bit(VIRTIO_STATUS_NEEDS_RESET, 1000000);
 	/* A running driver (DRIVER_OK) gets a configuration interrupt; one still setting up does not. */
 	u64 end = slow_host_deadline_us(100000);
 	__asm__ volatile("sti" ::: "memory");
-	while (config_irqs == cfg_before && rdtsc() < end && memcmp(kind, "size", 5))
+	while (virtio_config_irqs() == cfg_before && rdtsc() < end && memcmp(kind, "size", 5))
 		cpu_relax();
 	cli();
 	u32 code = !memcmp(kind, "loop", 5) ? 1 : !memcmp(kind, "size", 5) ? 2 : 3;
-	event("virtio_rng_bad kind=%u needs_reset=%u config_irqs=%u", code, broken, config_irqs - cfg_before);
+	event("virtio_rng_bad kind=%u needs_reset=%u config_irqs=%u", code, broken, virtio_config_irqs() - cfg_before);
 	con_printf("virtio-rng: bad=%s -> %s\n", kind, broken ? "DEVICE_NEEDS_RESET" : "still running (wrong)");
 }
 
@@ -333,90 +190,31 @@ NORETURN void scenario_virtio_rng(void)
 	if (dev == 32)
 		fail("no_device");
 
-	/* BARs: size each by writing all ones (decoding off), then restore.  Memory BARs of 32 or 64
-	 * bits (QEMU's modern virtio BAR is 64-bit); an I/O BAR is skipped. */
-	u64 bar_addr[6] = { 0 };
-	u64 bar_size[6] = { 0 };
-	pci_write16(dev, 4, 0);
-	for (u32 b = 0; b < 6; b++) {
-		u32 reg = 0x10 + 4 * b, old = pci_read32(dev, reg);
-		bool wide = (old & 7) == 4 && b < 5;
-		u32 old_hi = wide ? pci_read32(dev, reg + 4) : 0;
-		pci_write32(dev, reg, 0xFFFFFFFFu);
-		u32 mask = pci_read32(dev, reg);
-		u32 mask_hi = 0xFFFFFFFFu;
-		if (wide) {
-			pci_write32(dev, reg + 4, 0xFFFFFFFFu);
-			mask_hi = pci_read32(dev, reg + 4);
-			pci_write32(dev, reg + 4, old_hi);
+	/* BARs sized and mapped, capabilities found; MSI-X vector 0 = queue, 1 = configuration. */
+	enum virtio_error e = virtio_pci_probe(&rng, 0x1044, 0, 2, VIRTIO_NEED_ISR);
+	for (u32 b = 0; b < 6; b++)
+		if (rng.bar_size[b]) {
+			con_printf("pci 00:%02x.0 BAR%u 0x%lx size 0x%lx%s\n", dev, b, rng.bar[b], rng.bar_size[b],
+			           rng.bar_wide[b] ? " (64-bit)" : "");
+			event("pci_bar slot=%u bar=%u address=%lu size=%lu", dev, b, rng.bar[b], rng.bar_size[b]);
 		}
-		pci_write32(dev, reg, old);
-		if (!(old & 1) && (mask & ~0xFu)) {
-			u64 m = ((u64)mask_hi << 32) | (mask & ~0xFu);
-			bar_size[b] = ~m + 1;
-			bar_addr[b] = ((u64)old_hi << 32) | (old & ~0xFu);
-			con_printf("pci 00:%02x.0 BAR%u 0x%lx size 0x%lx%s\n", dev, b, bar_addr[b], bar_size[b], wide ? " (64-bit)" : "");
-			event("pci_bar slot=%u bar=%u address=%lu size=%lu", dev, b, bar_addr[b], bar_size[b]);
-		}
-		if (wide)
-			b++;
-	}
-	pci_write16(dev, 4, 0x6);   /* memory space + bus master */
-
-	/* Capabilities: the virtio structures and MSI-X. */
-	u32 msix_cap = 0, isr_found = 0;
-	u64 msix_table = 0;
-	common = 0;
-	notify_base = 0;
-	for (u32 c = pci_read8(dev, 0x34) & 0xFC, guard = 0; c && guard < 48; c = pci_read8(dev, c + 1) & 0xFC, guard++) {
-		u8 id = pci_read8(dev, c);
-		if (id == 0x11) {
-			msix_cap = c;
-			u32 t = pci_read32(dev, c + 4);
-			msix_table = bar_addr[t & 7] + (t & ~7u);
-		} else if (id == 0x09) {
-			u8 type = pci_read8(dev, c + 3), bar = pci_read8(dev, c + 4);
-			u64 at = bar_addr[bar % 6] + pci_read32(dev, c + 8);
-			if (type == 1)
-				common = at;
-			else if (type == 2) {
-				notify_base = at;
-				notify_mult = pci_read32(dev, c + 16);
-			} else if (type == 3) {
-				isr = at;
-				isr_found = 1;
-			}
-		}
-	}
-	if (!common || !notify_base || !isr_found || !msix_cap || !msix_table)
-		fail("capabilities");
-
-	/* MSI-X: vector 0 = queue, 1 = configuration, both to this CPU (fixed, edge). */
+	if (e)
+		fail(virtio_error_name(e));
+	u64 common = rng.common, msix_table = rng.msix_table;
 	u32 apic = lapic_id();
-	for (u32 v = 0; v < 2; v++) {
-		u64 e = msix_table + 16 * v;
-		wr32(e, 0xFEE00000u | (apic << 12));
-		wr32(e + 4, 0);
-		wr32(e + 8, v == 0 ? VEC_VIRTQ : VEC_VIRTCFG);
-		wr32(e + 12, 0);   /* unmask */
-	}
-	pci_write16(dev, msix_cap + 2, 0x8000);   /* MSI-X enable */
 
 	if (!memcmp(bad, "msi", 4)) {
 		/* An MSI-X entry that names no CPU: the interrupt is lost, the VMM and the device go on. */
-		device_init(QSIZE);
+		device_init();
 		wr32(msix_table, 0xFEE00000u | (0x7Eu << 12));
-		u16 slot = vq.avail.idx % QSIZE;
-		vq.desc[0] = (struct desc){ .addr = (u64)buf, .len = nbytes, .flags = 2, .next = 0 };
-		vq.avail.ring[slot] = 0;
-		__atomic_thread_fence(__ATOMIC_SEQ_CST);
-		vq.avail.idx++;
-		u32 before = queue_irqs;
-		notify_queue0();
-		bool used = wait_change(&vq.used.idx, last_used, 1000000);
-		last_used = vq.used.idx;
+		vq.desc[0] = (struct virtq_desc){ .addr = (u64)buf, .len = nbytes, .flags = VIRTQ_DESC_F_WRITE, .next = 0 };
+		virtq_post(&vq, 0);
+		u32 before = virtio_queue_irqs();
+		virtio_notify(&rng, &vq);
+		bool used = wait_change(&vq.used.idx, vq.last_used, 1000000);
+		vq.last_used = vq.used.idx;
 		tsc_delay_us(20000);
-		u32 lost = queue_irqs == before;
+		u32 lost = virtio_queue_irqs() == before;
 		event("virtio_rng_bad kind=4 used=%u irq_lost=%u status=%u", used, lost, rd8(common + CC_STATUS));
 		wr32(msix_table, 0xFEE00000u | (apic << 12));
 		i64 len = request((u64)buf, nbytes, 0, 0);
@@ -426,18 +224,18 @@ NORETURN void scenario_virtio_rng(void)
 	if (memcmp(bad, "none", 5) && memcmp(bad, "loop", 5) && memcmp(bad, "size", 5) && memcmp(bad, "oob", 4))
 		memcpy(bad, "none", 5);
 	if (memcmp(bad, "none", 5)) {
-		device_init(QSIZE);
+		device_init();
 		bad_driver(bad);
-		device_init(QSIZE);
+		device_init();
 		i64 len = request((u64)buf, nbytes, 0, 0);
 		event("virtio_rng_recovered ok=%u len=%ld status=%u", len == (i64)nbytes, len, rd8(common + CC_STATUS));
 		power_off();
 	}
 
-	device_init(QSIZE);
+	device_init();
 	samples_init(&notify_samples, notify_buf, MAX_SAMPLES);
 	samples_init(&request_samples, request_buf, MAX_SAMPLES);
-	u32 irqs_before = queue_irqs;
+	u32 irqs_before = virtio_queue_irqs();
 	u64 t0 = rdtsc();
 	u32 total = 0, distinct = 0;
 	for (u32 r = 0; r < rounds; r++) {
@@ -453,8 +251,8 @@ NORETURN void scenario_virtio_rng(void)
 	}
 	u64 t1 = rdtsc();
 	/* Interrupts are edge MSIs: each used buffer raised one (unless they coalesced). */
-	u32 irqs = queue_irqs - irqs_before;
-	u32 isr_now = rd8(isr);
+	u32 irqs = virtio_queue_irqs() - irqs_before;
+	u32 isr_now = rd8(rng.isr);
 	con_printf("virtio-rng ok bytes=%u distinct=%u rounds=%u irqs=%u\n", nbytes, distinct, rounds, irqs);
 	struct summary ns, rs;
 	samples_summarize(&notify_samples, &ns);
@@ -469,7 +267,7 @@ NORETURN void scenario_virtio_rng(void)
 		wr16(common + CC_Q_SELECT, 0);
 		u16 en = rd16(common + CC_Q_ENABLE);
 		u16 vec = rd16(common + CC_Q_MSIX);
-		device_init(QSIZE);
+		device_init();
 		memset(buf, 0, nbytes);
 		i64 len = request((u64)buf, nbytes, 0, 0);
 		event("virtio_rng_reset status=%u queue_enable=%u queue_msix=%u len=%ld distinct=%u", st, en, vec, len,

@@ -15,13 +15,7 @@
  * Each request is three descriptors: header (device-readable), data, status (device-writable),
  * and waits for its used buffer and its MSI.
  */
-#include "probe.h"
-
-#define ST_ACK 1
-#define ST_DRIVER 2
-#define ST_DRIVER_OK 4
-#define ST_FEATURES_OK 8
-#define ST_NEEDS_RESET 0x40
+#include "virtio.h"
 
 #define QSIZE 16
 #define MAX_DATA (64 * 1024)
@@ -38,40 +32,8 @@
 #define T_GET_ID 8
 #define T_DISCARD 11
 
-#define CC_DFSELECT 0x00
-#define CC_DF 0x04
-#define CC_GFSELECT 0x08
-#define CC_GF 0x0C
-#define CC_MSIX_CONFIG 0x10
-#define CC_STATUS 0x14
-#define CC_Q_SELECT 0x16
-#define CC_Q_SIZE 0x18
-#define CC_Q_MSIX 0x1A
-#define CC_Q_ENABLE 0x1C
-#define CC_Q_NOTIFY_OFF 0x1E
-#define CC_Q_DESC 0x20
-#define CC_Q_DRIVER 0x28
-#define CC_Q_DEVICE 0x30
-
-struct desc {
-	u64 addr;
-	u32 len;
-	u16 flags;
-	u16 next;
-};
-static struct {
-	struct desc desc[QSIZE] __attribute__((aligned(16)));
-	struct {
-		u16 flags, idx, ring[QSIZE], used_event;
-	} avail __attribute__((aligned(2)));
-	struct {
-		u16 flags, idx;
-		struct {
-			u32 id, len;
-		} ring[QSIZE];
-		u16 avail_event;
-	} used __attribute__((aligned(4)));
-} vq __attribute__((aligned(4096)));
+static struct virtio_pci blk;
+static struct virtq vq __attribute__((aligned(4096)));
 
 static struct {
 	u32 type, reserved;
@@ -79,23 +41,6 @@ static struct {
 } hdr __attribute__((aligned(16)));
 static volatile u8 status_byte;
 static u8 data[MAX_DATA] __attribute__((aligned(4096)));
-static u64 common, notify_base, devcfg;
-static u32 notify_mult;
-static u16 last_used;
-static u64 features;
-
-/* pci_read32 / pci_read8 / pci_write16: virtio.c's (probe.h). */
-static inline u8 rd8(u64 a) { return *(volatile u8 *)a; }
-static inline u16 rd16(u64 a) { return *(volatile u16 *)a; }
-static inline u32 rd32(u64 a) { return *(volatile u32 *)a; }
-static inline void wr8(u64 a, u8 v) { *(volatile u8 *)a = v; }
-static inline void wr16(u64 a, u16 v) { *(volatile u16 *)a = v; }
-static inline void wr32(u64 a, u32 v) { *(volatile u32 *)a = v; }
-static void wr64(u64 a, u64 v)
-{
-	wr32(a, (u32)v);
-	wr32(a + 4, (u32)(v >> 32));
-}
 
 static NORETURN void fail(u32 stage, const char *what)
 {
@@ -104,125 +49,46 @@ static NORETURN void fail(u32 stage, const char *what)
 	power_off();
 }
 
-/* The disk-th virtio-blk function on bus 0 (32 if none). */
-static u32 find_disk(u32 which)
+/* The transport's failures as this scenario's stages (docs/guest-contract.md). */
+static const u8 stage_of[VIRTIO_ERRORS] = {
+	[VIRTIO_NO_DEVICE] = 1, [VIRTIO_CAPABILITIES] = 2, [VIRTIO_RESET] = 3, [VIRTIO_NO_VERSION_1] = 4,
+	[VIRTIO_FEATURES_OK] = 5, [VIRTIO_QUEUE_SIZE] = 6, [VIRTIO_QUEUE_MSIX] = 7, [VIRTIO_NUM_QUEUES] = 10,
+	[VIRTIO_MSIX_CONFIG] = 11,
+};
+static void check(enum virtio_error e)
 {
-	for (u32 d = 0, seen = 0; d < 32; d++) {
-		if (pci_read32(d, 0) != (0x1042u << 16 | 0x1af4u))
-			continue;
-		if (seen++ == which)
-			return d;
-	}
-	return 32;
+	if (e)
+		fail(stage_of[e], virtio_error_name(e));
 }
 
-static void map_device(u32 dev)
-{
-	u64 bar[6] = { 0 };
-	for (u32 b = 0; b < 6; b++) {
-		u32 lo = pci_read32(dev, 0x10 + 4 * b);
-		if (lo & 1)
-			continue;
-		bar[b] = lo & ~0xFu;
-		if ((lo & 6) == 4 && b < 5) {
-			bar[b] |= (u64)pci_read32(dev, 0x14 + 4 * b) << 32;
-			b++;
-		}
-	}
-	pci_write16(dev, 4, 0x6);   /* memory space + bus master */
-	u32 msix_cap = 0;
-	u64 msix_table = 0;
-	for (u32 c = pci_read8(dev, 0x34) & 0xFC, guard = 0; c && guard < 48; c = pci_read8(dev, c + 1) & 0xFC, guard++) {
-		u8 id = pci_read8(dev, c);
-		if (id == 0x11) {
-			msix_cap = c;
-			u32 t = pci_read32(dev, c + 4);
-			msix_table = bar[t & 7] + (t & ~7u);
-		} else if (id == 0x09) {
-			u8 type = pci_read8(dev, c + 3), b = pci_read8(dev, c + 4);
-			u64 at = bar[b % 6] + pci_read32(dev, c + 8);
-			if (type == 1)
-				common = at;
-			else if (type == 2) {
-				notify_base = at;
-				notify_mult = pci_read32(dev, c + 16);
-			} else if (type == 4)
-				devcfg = at;
-		}
-	}
-	if (!common || !notify_base || !devcfg || !msix_cap || !msix_table)
-		fail(2, "capabilities");
-	u32 apic = lapic_id();
-	for (u32 v = 0; v < 2; v++) {
-		u64 e = msix_table + 16 * v;
-		wr32(e, 0xFEE00000u | (apic << 12));
-		wr32(e + 4, 0);
-		wr32(e + 8, v == 0 ? VEC_VIRTQ : VEC_VIRTCFG);
-		wr32(e + 12, 0);
-	}
-	pci_write16(dev, msix_cap + 2, 0x8000);
-}
-
+/* Reset, negotiate VERSION_1 and the features this driver knows, queue 0, DRIVER_OK. */
 static void device_init(void)
 {
-	wr8(common + CC_STATUS, 0);
-	if (rd8(common + CC_STATUS) != 0)
-		fail(3, "reset");
-	wr8(common + CC_STATUS, ST_ACK | ST_DRIVER);
-	wr32(common + CC_DFSELECT, 0);
-	u32 lo = rd32(common + CC_DF);
-	wr32(common + CC_DFSELECT, 1);
-	u32 hi = rd32(common + CC_DF);
-	if (!(hi & 1))
-		fail(4, "no_version_1");
-	u32 want = lo & ((1u << F_SEG_MAX) | (1u << F_RO) | (1u << F_BLK_SIZE) | (1u << F_FLUSH) | (1u << F_DISCARD));
-	features = want | (1ull << 32);
-	wr32(common + CC_GFSELECT, 0);
-	wr32(common + CC_GF, want);
-	wr32(common + CC_GFSELECT, 1);
-	wr32(common + CC_GF, 1);
-	wr8(common + CC_STATUS, ST_ACK | ST_DRIVER | ST_FEATURES_OK);
-	if (!(rd8(common + CC_STATUS) & ST_FEATURES_OK))
-		fail(5, "features_ok");
-	wr16(common + CC_MSIX_CONFIG, 1);
-	wr16(common + CC_Q_SELECT, 0);
-	if (rd16(common + CC_Q_SIZE) < QSIZE)
-		fail(6, "queue_size");
-	wr16(common + CC_Q_SIZE, QSIZE);
-	wr16(common + CC_Q_MSIX, 0);
-	if (rd16(common + CC_Q_MSIX) != 0)
-		fail(7, "queue_msix");
-	memset(&vq, 0, sizeof vq);
-	last_used = 0;
-	wr64(common + CC_Q_DESC, (u64)&vq.desc);
-	wr64(common + CC_Q_DRIVER, (u64)&vq.avail);
-	wr64(common + CC_Q_DEVICE, (u64)&vq.used);
-	wr16(common + CC_Q_ENABLE, 1);
-	wr8(common + CC_STATUS, ST_ACK | ST_DRIVER | ST_FEATURES_OK | ST_DRIVER_OK);
+	u32 known = (1u << F_SEG_MAX) | (1u << F_RO) | (1u << F_BLK_SIZE) | (1u << F_FLUSH) | (1u << F_DISCARD);
+	check(virtio_negotiate(&blk, known, 0, 1));
+	check(virtio_queue_setup(&blk, &vq, 0, QSIZE, 0));
+	virtio_driver_ok(&blk);
 }
 
 /* Posts descriptors 0..n-1 as one chain and waits for its used buffer and MSI; -1 on a timeout. */
 static i64 submit(u32 n, u64 timeout_us)
 {
 	for (u32 i = 0; i + 1 < n; i++) {
-		vq.desc[i].flags |= 1;
+		vq.desc[i].flags |= VIRTQ_DESC_F_NEXT;
 		vq.desc[i].next = (u16)(i + 1);
 	}
-	vq.avail.ring[vq.avail.idx % QSIZE] = 0;
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	vq.avail.idx++;
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	virtq_post(&vq, 0);
 	u32 irqs = virtio_queue_irqs();
-	wr16(notify_base + (u64)rd16(common + CC_Q_NOTIFY_OFF) * notify_mult, 0);
+	virtio_notify(&blk, &vq);
 	u64 end = slow_host_deadline_us(timeout_us);
 	__asm__ volatile("sti" ::: "memory");
-	while ((*(volatile u16 *)&vq.used.idx == last_used || virtio_queue_irqs() == irqs) && rdtsc() < end)
+	while ((virtq_used_idx(&vq) == vq.last_used || virtio_queue_irqs() == irqs) && rdtsc() < end)
 		cpu_relax();
 	cli();
-	if (*(volatile u16 *)&vq.used.idx == last_used)
+	if (virtq_used_idx(&vq) == vq.last_used)
 		return -1;
-	u32 len = vq.used.ring[last_used % QSIZE].len;
-	last_used++;
+	u32 len = vq.used.ring[vq.last_used % QSIZE].len;
+	vq.last_used++;
 	return len;
 }
 
@@ -234,10 +100,11 @@ static u32 blk_request(u32 type, u64 sector, u8 *buf, u32 bytes, i64 *used_len)
 	hdr.sector = sector;
 	status_byte = 0xEE;
 	u32 n = 0;
-	vq.desc[n++] = (struct desc){ .addr = (u64)&hdr, .len = 16, .flags = 0 };
+	vq.desc[n++] = (struct virtq_desc){ .addr = (u64)&hdr, .len = 16, .flags = 0 };
 	if (bytes)
-		vq.desc[n++] = (struct desc){ .addr = (u64)buf, .len = bytes, .flags = (u16)(type == T_OUT || type == T_DISCARD ? 0 : 2) };
-	vq.desc[n++] = (struct desc){ .addr = (u64)&status_byte, .len = 1, .flags = 2 };
+		vq.desc[n++] = (struct virtq_desc){ .addr = (u64)buf, .len = bytes,
+		                                    .flags = (u16)(type == T_OUT || type == T_DISCARD ? 0 : VIRTQ_DESC_F_WRITE) };
+	vq.desc[n++] = (struct virtq_desc){ .addr = (u64)&status_byte, .len = 1, .flags = VIRTQ_DESC_F_WRITE };
 	i64 len = submit(n, 2000000);
 	if (used_len)
 		*used_len = len;
@@ -300,11 +167,10 @@ NORETURN void scenario_virtio_blk(void)
 		sectors = 8;
 	u32 bytes = sectors * 512;
 
-	u32 dev = find_disk(which);
-	if (dev == 32)
-		fail(1, "no_device");
-	map_device(dev);
+	check(virtio_pci_probe(&blk, 0x1042, which, 2, VIRTIO_NEED_DEVCFG));   /* MSI-X 0: the queue, 1: configuration */
 	device_init();
+	u32 dev = blk.slot;
+	u64 devcfg = blk.devcfg, features = blk.features;
 	u64 capacity = rd32(devcfg) | (u64)rd32(devcfg + 4) << 32;
 	u32 blk_size = (features & (1u << F_BLK_SIZE)) ? rd32(devcfg + 20) : 512;
 	u32 seg_max = (features & (1u << F_SEG_MAX)) ? rd32(devcfg + 12) : 0;
@@ -320,15 +186,13 @@ NORETURN void scenario_virtio_blk(void)
 	if (!memcmp(bad, "nostatus", 9)) {
 		/* A header and nothing device-writable: the device cannot answer and needs a reset. */
 		hdr = (typeof(hdr)){ .type = T_IN, .sector = 0 };
-		vq.desc[0] = (struct desc){ .addr = (u64)&hdr, .len = 16, .flags = 0 };
-		vq.avail.ring[vq.avail.idx % QSIZE] = 0;
-		__atomic_thread_fence(__ATOMIC_SEQ_CST);
-		vq.avail.idx++;
-		wr16(notify_base + (u64)rd16(common + CC_Q_NOTIFY_OFF) * notify_mult, 0);
+		vq.desc[0] = (struct virtq_desc){ .addr = (u64)&hdr, .len = 16, .flags = 0 };
+		virtq_post(&vq, 0);
+		virtio_notify(&blk, &vq);
 		u64 end = slow_host_deadline_us(1000000);
-		while (!(rd8(common + CC_STATUS) & ST_NEEDS_RESET) && rdtsc() < end)
+		while (!(rd8(blk.common + CC_STATUS) & VIRTIO_STATUS_NEEDS_RESET) && rdtsc() < end)
 			cpu_relax();
-		u32 broken = (rd8(common + CC_STATUS) & ST_NEEDS_RESET) != 0;
+		u32 broken = (rd8(blk.common + CC_STATUS) & VIRTIO_STATUS_NEEDS_RESET) != 0;
 		device_init();
 		u32 st = blk_request(T_IN, 0, data, 512, 0);
 		event("virtio_blk_bad kind=2 needs_reset=%u recovered_status=%u", broken, st);
@@ -341,7 +205,7 @@ NORETURN void scenario_virtio_blk(void)
 		u32 past_write = blk_request(T_OUT, capacity, data, 512, 0);
 		u32 odd = blk_request(T_IN, 0, data, 100, 0);   /* not a whole sector */
 		event("virtio_blk_bad kind=1 last=%u past=%u past_write=%u partial=%u status=%u", last, past, past_write, odd,
-		      rd8(common + CC_STATUS));
+		      rd8(blk.common + CC_STATUS));
 		power_off();
 	}
 
@@ -389,6 +253,6 @@ NORETURN void scenario_virtio_blk(void)
 			event("virtio_blk_discard status=%u read_status=%u zeros=%u", dst, zst, zeros);
 		}
 	}
-	event("virtio_blk ok=1 irqs=%u status=%u", virtio_queue_irqs(), rd8(common + CC_STATUS));
+	event("virtio_blk ok=1 irqs=%u status=%u", virtio_queue_irqs(), rd8(blk.common + CC_STATUS));
 	power_off();
 }

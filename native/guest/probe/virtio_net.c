@@ -17,66 +17,26 @@
  * of the frame (transmit: two descriptors, header then frame; receive: one 2 KiB buffer each).
  * ARP requests for our address are answered whatever the scenario waits for.
  */
-#include "probe.h"
+#include "virtio.h"
 
-#define VNET_DEVICE 0x1041u
+#define VNET_DEVICE 0x1041
 #define QS 16
 #define HDR 12
 #define RXBUF 2048
 #define FRAME_MAX 1514
 
-#define ST_ACK 1
-#define ST_DRIVER 2
-#define ST_DRIVER_OK 4
-#define ST_FEATURES_OK 8
-
 #define F_MAC (1u << 5)
 #define F_STATUS (1u << 16)
 
-struct vdesc {
-	u64 addr;
-	u32 len;
-	u16 flags;
-	u16 next;
-};
-struct vring {
-	struct vdesc desc[QS] __attribute__((aligned(16)));
-	struct {
-		u16 flags, idx, ring[QS], used_event;
-	} avail __attribute__((aligned(2)));
-	struct {
-		u16 flags, idx;
-		struct {
-			u32 id, len;
-		} ring[QS];
-		u16 avail_event;
-	} used __attribute__((aligned(4)));
-};
-
-static struct vring rxq __attribute__((aligned(4096)));
-static struct vring txq __attribute__((aligned(4096)));
+static struct virtio_pci vnet;
+static struct virtq rxq __attribute__((aligned(4096)));
+static struct virtq txq __attribute__((aligned(4096)));
 static u8 rxbuf[QS][RXBUF] __attribute__((aligned(64)));
 static u8 txhdr[HDR] __attribute__((aligned(16)));
 static u8 txframe[FRAME_MAX] __attribute__((aligned(64)));
-static u16 rx_seen, tx_seen;
-static u64 common, notify_base, devcfg;
-static u32 notify_mult;
 static u8 mac[6], gw_mac[6];
 static u32 my_ip;   /* host byte order; 0 until DHCP offered one */
 static const u8 broadcast[6] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
-
-/* ---- MMIO (the BARs are uncached: 3-4 GiB) ---- */
-static inline u8 rd8(u64 a) { return *(volatile u8 *)a; }
-static inline u16 rd16(u64 a) { return *(volatile u16 *)a; }
-static inline u32 rd32(u64 a) { return *(volatile u32 *)a; }
-static inline void wr8(u64 a, u8 v) { *(volatile u8 *)a = v; }
-static inline void wr16(u64 a, u16 v) { *(volatile u16 *)a = v; }
-static inline void wr32(u64 a, u32 v) { *(volatile u32 *)a = v; }
-static void wr64(u64 a, u64 v)
-{
-	wr32(a, (u32)v);
-	wr32(a + 4, (u32)(v >> 32));
-}
 
 /* ---- byte order and checksums ---- */
 static void put16(u8 *p, u16 v) { p[0] = (u8)(v >> 8); p[1] = (u8)v; }
@@ -108,110 +68,45 @@ static NORETURN void fail(const char *scenario, u32 stage, const char *what)
 }
 
 /* ---- the device ---- */
-static u32 find_device(void)
+static void notify(struct virtq *q)
 {
-	for (u32 d = 0; d < 32; d++)
-		if (pci_read32(d, 0) == (VNET_DEVICE << 16 | 0x1af4u))
-			return d;
-	return 32;
+	wr16(vnet.common + CC_Q_SELECT, q->index);
+	virtio_notify(&vnet, q);
 }
 
-static void notify(u16 queue)
-{
-	wr16(common + 0x16, queue);
-	u16 off = rd16(common + 0x1E);
-	wr16(notify_base + (u64)off * notify_mult, queue);
-}
-
-static void setup_queue(u16 q, struct vring *r, u16 vector)
-{
-	memset(r, 0, sizeof *r);
-	wr16(common + 0x16, q);
-	wr16(common + 0x18, QS);
-	wr16(common + 0x1A, vector);
-	wr64(common + 0x20, (u64)&r->desc);
-	wr64(common + 0x28, (u64)&r->avail);
-	wr64(common + 0x30, (u64)&r->used);
-	wr16(common + 0x1C, 1);
-}
+/* The transport's failures as this scenario's stages (docs/guest-contract.md). */
+static const u8 stage_of[VIRTIO_ERRORS] = {
+	[VIRTIO_NO_DEVICE] = 1, [VIRTIO_CAPABILITIES] = 2, [VIRTIO_RESET] = 6, [VIRTIO_NO_VERSION_1] = 3,
+	[VIRTIO_MISSING_FEATURE] = 3, [VIRTIO_FEATURES_OK] = 4, [VIRTIO_NUM_QUEUES] = 5, [VIRTIO_MSIX_CONFIG] = 7,
+	[VIRTIO_QUEUE_SIZE] = 8, [VIRTIO_QUEUE_MSIX] = 9,
+};
 
 /* Finds, resets and starts the device; every receive buffer posted. Returns 0 or a failure stage. */
 static u32 vnet_init(void)
 {
-	u32 dev = find_device();
-	if (dev == 32)
-		return 1;
-	u64 bar[6];
-	for (u32 b = 0; b < 6; b++)
-		bar[b] = pci_read32(dev, 0x10 + 4 * b) & ~0xFull;
-	pci_write16(dev, 4, 0x6);   /* memory space + bus master */
-	u32 msix_cap = 0;
-	u64 msix_table = 0;
-	common = notify_base = devcfg = 0;
-	for (u32 c = pci_read8(dev, 0x34) & 0xFC, guard = 0; c && guard < 48; c = pci_read8(dev, c + 1) & 0xFC, guard++) {
-		u8 id = pci_read8(dev, c);
-		if (id == 0x11) {
-			msix_cap = c;
-			u32 t = pci_read32(dev, c + 4);
-			msix_table = bar[t & 7] + (t & ~7u);
-		} else if (id == 0x09) {
-			u8 type = pci_read8(dev, c + 3), b = pci_read8(dev, c + 4);
-			u64 at = bar[b % 6] + pci_read32(dev, c + 8);
-			if (type == 1)
-				common = at;
-			else if (type == 2) {
-				notify_base = at;
-				notify_mult = pci_read32(dev, c + 16);
-			} else if (type == 4)
-				devcfg = at;
-		}
-	}
-	if (!common || !notify_base || !devcfg || !msix_cap)
-		return 2;
-	/* MSI-X: receive and transmit on the virtio-rng scenario's queue vector, configuration on its own. */
-	u32 apic = lapic_id();
-	for (u32 v = 0; v < 3; v++) {
-		u64 e = msix_table + 16 * v;
-		wr32(e, 0xFEE00000u | (apic << 12));
-		wr32(e + 4, 0);
-		wr32(e + 8, v < 2 ? VEC_VIRTQ : VEC_VIRTCFG);
-		wr32(e + 12, 0);
-	}
-	pci_write16(dev, msix_cap + 2, 0x8000);
-
-	wr8(common + 0x14, 0);
-	wr8(common + 0x14, ST_ACK);
-	wr8(common + 0x14, ST_ACK | ST_DRIVER);
-	wr32(common + 0x00, 0);
-	u32 lo = rd32(common + 0x04);
-	wr32(common + 0x00, 1);
-	if (!(rd32(common + 0x04) & 1) || !(lo & F_MAC))
-		return 3;
-	wr32(common + 0x08, 0);
-	wr32(common + 0x0C, lo & (F_MAC | F_STATUS));
-	wr32(common + 0x08, 1);
-	wr32(common + 0x0C, 1);
-	wr8(common + 0x14, ST_ACK | ST_DRIVER | ST_FEATURES_OK);
-	if (!(rd8(common + 0x14) & ST_FEATURES_OK))
-		return 4;
-	if (rd16(common + 0x12) < 2)
-		return 5;
-	wr16(common + 0x10, 2);
-	setup_queue(0, &rxq, 0);
-	setup_queue(1, &txq, 1);
-	rx_seen = tx_seen = 0;
+	/* MSI-X: receive (0) and transmit (1) on the virtio-rng scenario's queue vector, configuration (2) on its own. */
+	enum virtio_error e = virtio_pci_probe(&vnet, VNET_DEVICE, 0, 3, VIRTIO_NEED_DEVCFG);
+	if (!e)
+		e = virtio_negotiate(&vnet, F_MAC | F_STATUS, F_MAC, 2);
+	if (!e)
+		e = virtio_queue_setup(&vnet, &rxq, 0, QS, 0);
+	if (!e)
+		e = virtio_queue_setup(&vnet, &txq, 1, QS, 1);
+	if (e)
+		return stage_of[e];
 	for (u32 i = 0; i < 6; i++)
-		mac[i] = rd8(devcfg + i);
-	u16 link = (lo & F_STATUS) ? rd16(devcfg + 6) : 1;
-	wr8(common + 0x14, ST_ACK | ST_DRIVER | ST_FEATURES_OK | ST_DRIVER_OK);
+		mac[i] = rd8(vnet.devcfg + i);
+	u16 link = (vnet.features & F_STATUS) ? rd16(vnet.devcfg + 6) : 1;
+	virtio_driver_ok(&vnet);
 	for (u16 i = 0; i < QS; i++) {
-		rxq.desc[i] = (struct vdesc){ .addr = (u64)rxbuf[i], .len = RXBUF, .flags = 2, .next = 0 };
+		rxq.desc[i] = (struct virtq_desc){ .addr = (u64)rxbuf[i], .len = RXBUF, .flags = VIRTQ_DESC_F_WRITE, .next = 0 };
 		rxq.avail.ring[i] = i;
 	}
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	rxq.avail.idx = QS;
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	notify(0);
+	notify(&rxq);
+	u32 dev = vnet.slot;
 	con_printf("virtio-net 00:%02x.0 mac %02x:%02x:%02x:%02x:%02x:%02x link %s\n", dev, mac[0], mac[1], mac[2], mac[3],
 	           mac[4], mac[5], link & 1 ? "up" : "down");
 	event("net_up slot=%u mac=%lu link=%u", dev, mac48(mac), link & 1);
@@ -222,31 +117,25 @@ static u32 vnet_init(void)
 static bool vnet_send(u32 len)
 {
 	memset(txhdr, 0, HDR);
-	txq.desc[0] = (struct vdesc){ .addr = (u64)txhdr, .len = HDR, .flags = 1, .next = 1 };
-	txq.desc[1] = (struct vdesc){ .addr = (u64)txframe, .len = len, .flags = 0, .next = 0 };
-	txq.avail.ring[txq.avail.idx % QS] = 0;
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	txq.avail.idx++;
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	notify(1);
+	txq.desc[0] = (struct virtq_desc){ .addr = (u64)txhdr, .len = HDR, .flags = VIRTQ_DESC_F_NEXT, .next = 1 };
+	txq.desc[1] = (struct virtq_desc){ .addr = (u64)txframe, .len = len, .flags = 0, .next = 0 };
+	virtq_post(&txq, 0);
+	notify(&txq);
 	u64 end = slow_host_deadline_us(1000000);
 	__asm__ volatile("sti" ::: "memory");
-	while (*(volatile u16 *)&txq.used.idx == tx_seen && rdtsc() < end)
+	while (virtq_used_idx(&txq) == txq.last_used && rdtsc() < end)
 		cpu_relax();
 	cli();
-	bool ok = *(volatile u16 *)&txq.used.idx != tx_seen;
-	tx_seen = txq.used.idx;
+	bool ok = virtq_used_idx(&txq) != txq.last_used;
+	txq.last_used = txq.used.idx;
 	return ok;
 }
 
 /* Gives receive buffer `id` back to the device. */
 static void rx_done(u16 id)
 {
-	rxq.avail.ring[rxq.avail.idx % QS] = id;
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	rxq.avail.idx++;
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	notify(0);
+	virtq_post(&rxq, id);
+	notify(&rxq);
 }
 
 static u8 *eth(u8 *f, const u8 *dst, u16 type)
@@ -323,15 +212,15 @@ static bool receive_until(u64 end, bool (*want)(const u8 *f, u32 len))
 {
 	for (;;) {
 		__asm__ volatile("sti" ::: "memory");
-		while (*(volatile u16 *)&rxq.used.idx == rx_seen && rdtsc() < end)
+		while (virtq_used_idx(&rxq) == rxq.last_used && rdtsc() < end)
 			cpu_relax();
 		cli();
-		if (*(volatile u16 *)&rxq.used.idx == rx_seen)
+		if (virtq_used_idx(&rxq) == rxq.last_used)
 			return false;
-		u32 slot = rx_seen % QS;
+		u32 slot = rxq.last_used % QS;
 		u16 id = (u16)rxq.used.ring[slot].id;
 		u32 len = rxq.used.ring[slot].len;
-		rx_seen++;
+		rxq.last_used++;
 		if (id >= QS || len < HDR + 14 || len > RXBUF) {
 			rx_done(id < QS ? id : 0);
 			continue;
