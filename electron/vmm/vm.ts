@@ -94,7 +94,7 @@ const MAIN_THREAD_SLICE_MS = 2;
  * tens of ms of CPU and MiB of memory to boot, which a guest that ends sooner never pays.
  * UNHALT_HANDOVER_AFTER_MS overrides it (tests, benchmarks).
  */
-const HANDOVER_AFTER_MS = 200;
+const HANDOVER_AFTER_MS = 500;
 /** Console input waiting for a guest that does not read it: at most this much is kept. */
 export const MAX_PENDING_INPUT = 1024 * 1024;
 

@@ -20,6 +20,7 @@ import { netConfigBytes } from '../devices/virtio/virtio-net.ts';
 import type { GuestMemory } from '../memory/guest-memory.ts';
 import type { MachineSpec } from '../machine-spec.ts';
 import { missingCapability } from '../machine/required-caps.ts';
+import { probeHost } from '../machine/host-caps.ts';
 import { buildGuestImage, type GuestImage } from './guest-image.ts';
 
 /** A machine ready to run: every resource it holds is released by close(). */
@@ -129,7 +130,9 @@ export async function buildMachine(spec: MachineSpec, files: BootFiles): Promise
 
     const statsEnabled = kvm.checkExtension(CAP.BINARY_STATS_FD) > 0;
     if (statsEnabled) statsFds.vm = vm.statsFd();
-    const supported = kvm.supportedCpuid();
+    // The host probe's copy (one per process: KVM's answer does not change while it is loaded);
+    // decoding it again costs milliseconds at every start.
+    const supported = probeHost().supportedCpuid;
     const host = hostKvmFeatures(supported);
     const kvmFeatures = spec.kvmFeatures ?? host.features;
     const kvmHints = spec.kvmHints ?? host.hints;
