@@ -2,7 +2,8 @@
 // thread that runs a vCPU for a bounded slice gets out of KVM_RUN even while the guest sits in
 // HLT with no exit to give (the main thread running vCPU 0 at start, see vm.ts). The signal's
 // handler is the kick's no-op one (kick.ts), so KVM_RUN returns EINTR and nothing else happens.
-import koffi, { type LibraryHandle } from 'koffi';
+import type { LibraryHandle } from 'koffi';
+import koffi from './koffi.ts';
 import { OsError, errno, libc } from './libc.ts';
 import { KICK_SIGNAL, installKickHandler } from './kick.ts';
 
