@@ -217,12 +217,16 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
     this.startedAt = performance.now();
     // A vCPU thread that failed at the start barrier has already begun the teardown.
     if (this.state === 'starting') this.setState('running');
+    // vCPU 0 on this thread counts as a worker for the teardown from now on, although its first
+    // slice comes only with the drains (a stop() before then finds it not started, and it never runs).
+    let vcpu0Done: (() => void) | undefined;
+    if (this.vcpu0OnMainThread) this.workerExited.push(new Promise<void>((resolve) => { vcpu0Done = resolve; }));
     // Drain from the next macrotask: the caller's `await` continuation attaches its listeners first,
     // so the guest's first bytes (already in the rings) are never emitted to nobody.
     setImmediate(() => {
       void this.drain(this.consoleRing, (b) => this.emit('console', b));
       void this.drain(this.agentRing, (b) => { this.emit('agent-bytes', b); this.agentReader.push(b); });
-      if (this.vcpu0OnMainThread) this.runVcpu0Here();
+      if (vcpu0Done) void this.runVcpu0Here().finally(vcpu0Done);
     });
     return this;
   }
@@ -242,17 +246,19 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
    * in between; after HANDOVER_AFTER_MS its worker is started and, once loaded, takes the vCPU over
    * between two KVM_RUNs (VmControl's handover). Its end counts as a worker's exit for the teardown.
    */
-  private runVcpu0Here(): void {
+  private async runVcpu0Here(): Promise<void> {
     const control = this.control;
-    const vcpu = this.machine!.vcpus[0]!;
+    if (this.tearingDown || !this.machine) return;
+    const vcpu = this.machine.vcpus[0]!;
     const tid = libc.gettid();
-    let timer: ThreadTimer;
+    let timer: ThreadTimer | undefined;
     let driver: ReturnType<typeof createVcpuDriver>;
     try {
       timer = new ThreadTimer();
       // Its end is recorded in the control block; the loop below starts the teardown.
       driver = createVcpuDriver(this.threadData(vcpu), (_code, message) => { this.endMessage ??= message; }, vcpu);
     } catch (e) {
+      timer?.close();
       if (control.end(END.workerError, 0)) this.endMessage = `vCPU 0 could not start on the main thread: ${(e as Error).message}`;
       void this.teardown();
       return;
@@ -260,39 +266,36 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
     control.setTid(0, tid);
     control.markRunning(1);
     this.handoverTimer = setTimeout(() => this.startVcpu0Worker(tid), handoverAfterMs());
-    const done = (async () => {
-      try {
-        // One vCPU: the barrier opens at once (it only records the start times); false if already stopped.
-        if (!control.arriveAtStart(0)) return;
-        for (;;) {
-          if (control.handoverRequested) {
-            // Everything KVM needs is in kvm_run now; the worker runs the vCPU from here on.
-            vcpu.commitPendingIn();
-            control.setTid(0, 0);
-            control.grantHandover();
-            return;
-          }
-          timer.arm(MAIN_THREAD_SLICE_MS);
-          let outcome;
-          try {
-            outcome = driver.run({ blockOnPause: false, yieldOnKick: () => true });
-          } finally {
-            timer.disarm();
-          }
-          if (outcome === 'ended') return;
-          if (outcome === 'paused') await control.waitWhilePausedAsync();
-          else await new Promise((r) => setImmediate(r));
+    try {
+      // One vCPU: the barrier opens at once (it only records the start times); false if already stopped.
+      if (!control.arriveAtStart(0)) return;
+      for (;;) {
+        if (control.handoverRequested) {
+          // Everything KVM needs is in kvm_run now; the worker runs the vCPU from here on.
+          vcpu.commitPendingIn();
+          control.setTid(0, 0);
+          control.grantHandover();
+          return;
         }
-      } finally {
-        clearTimeout(this.handoverTimer);
-        timer.close();
-        if (control.tid(0) === tid) control.setTid(0, 0);
-        control.markRunning(-1);
-        // The guest's own end (or a failure) starts the teardown, as a worker's 'ended' does.
-        if (control.endCode !== END.none && control.endCode !== END.stopped) void this.teardown();
+        timer.arm(MAIN_THREAD_SLICE_MS);
+        let outcome;
+        try {
+          outcome = driver.run({ blockOnPause: false, yieldOnKick: () => true });
+        } finally {
+          timer.disarm();
+        }
+        if (outcome === 'ended') return;
+        if (outcome === 'paused') await control.waitWhilePausedAsync();
+        else await new Promise((r) => setImmediate(r));
       }
-    })();
-    this.workerExited.push(done);
+    } finally {
+      clearTimeout(this.handoverTimer);
+      timer.close();
+      if (control.tid(0) === tid) control.setTid(0, 0);
+      control.markRunning(-1);
+      // The guest's own end (or a failure) starts the teardown, as a worker's 'ended' does.
+      if (control.endCode !== END.none && control.endCode !== END.stopped) void this.teardown();
+    }
   }
 
   /** vCPU 0's worker, told to take the vCPU over from this thread (`mainTid`) once it is loaded. */

@@ -156,4 +156,14 @@ describe.skipIf(!kvmAvailable)('vCPU 0 on the main thread at start', () => {
       await vm.stop();
     }
   });
+
+  it('a stop() right after the start, before vCPU 0\'s first slice, ends the VM cleanly', async () => {
+    const { spec } = resolveMachine(validateConfig({ guest: 'probe', cpus: 1, memoryMiB: 64, append: 'scenario=echo', name: 'main-thread-stop' }), probeHost());
+    const vm = await VirtualMachine.start(spec, { firstVcpuOnMainThread: true });
+    const exit = await vm.stop();
+    expect(exit.kind).toBe('stopped');
+    expect(vm.state).toBe('stopped');
+    // The vCPU never ran: no exit was counted.
+    expect(vm.control.counter(0, 0)).toBe(0);
+  });
 });
