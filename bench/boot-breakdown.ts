@@ -24,19 +24,15 @@ process.on('exit', () => {
   writeFileSync(marksFile, JSON.stringify(marks));
 });
 
-// As bin/unhalt.mjs does: the compile cache, the bundle while it is current (else the sources),
-// vCPU 0's worker started before the rest loads.
+// As bin/unhalt.mjs does: the compile cache, the bundle while it is current (else the sources).
+// (An older bin/unhalt.mjs also started vCPU 0's worker here; `unhalt run` now runs vCPU 0 on the
+// main thread first and starts workers itself: electron/cli/run.ts.)
 process.env.NODE_COMPILE_CACHE ??= `${tmpdir()}/unhalt-compile-cache`;
 module.enableCompileCache?.(process.env.NODE_COMPILE_CACHE);
 const root = new URL('../', import.meta.url);
 const bundle = process.env.UNHALT_SOURCES === '1' ? null : currentBundle(root);
 const entry = (name: string, source: string) => (bundle ? new URL(`${name}.mjs`, bundle) : new URL(source, root)).href;
 marks.fromBundle = bundle ? 1 : 0;
-if (cliArgs[0] === 'run') {
-  await import('koffi');
-  (await import(entry('worker-pool', 'electron/vmm/vcpu/worker-pool.ts')) as typeof import('../electron/vmm/vcpu/worker-pool.ts')).prewarmVcpuWorkers(1);
-  mark('prewarmed');
-}
 
 const { main } = await import(entry('cli', 'electron/cli.ts')) as typeof import('../electron/cli.ts');
 const { VirtualMachine } = await import(entry('vm', 'electron/vmm/vm.ts')) as typeof import('../electron/vmm/vm.ts');
@@ -65,6 +61,10 @@ for (const [name, at] of [['launch', 'buildEnter'], ['attach', 'buildDone']] as 
 }
 wrap(proto, 'launchWorkers', 'launchEnter', 'workersReady');
 wrap(proto, 'teardown', 'teardownEnter', 'teardownDone');
+// vCPU 0 on the main thread (VirtualMachine's firstVcpuOnMainThread): when it first runs there,
+// and when (if the guest lives long enough) its worker is started to take it over.
+wrap(proto, 'runVcpu0Here', 'vcpu0OnMain', 'vcpu0OnMainReturned');
+wrap(proto, 'startVcpu0Worker', 'handoverWorkerSpawn', 'handoverWorkerSpawned');
 const spawnWorkers = proto.spawnWorkers;
 if (typeof spawnWorkers === 'function') {
   proto.spawnWorkers = function (this: unknown, ...a: unknown[]) {

@@ -168,13 +168,15 @@ const add = (name: string, f: (m: Marks, b: Breakdown) => number | undefined) =>
 const d = (a: string, b: string) => (m: Marks) => (m[a] !== undefined && m[b] !== undefined ? m[b]! - m[a]! : undefined);
 if (breakdown.length) {
   add('exec + Node runtime start-up, until the entry script runs', (m, b) => m.script! + (b.parentFirstLineMs - m.firstLine!));
-  add('load koffi and start vCPU 0\'s worker early (as bin/unhalt.mjs does)', d('script', 'prewarmed'));
-  add('import the CLI and VMM modules (compile cache warm)', (m) => (m.imported === undefined ? undefined : m.imported - (m.prewarmed ?? m.script!)));
+  add('load koffi and start vCPU 0\'s worker early (older trees\' bin/unhalt.mjs)', d('script', 'prewarmed'));
+  add('import the CLI and VMM modules, koffi included (compile cache warm)', (m) => (m.imported === undefined ? undefined : m.imported - (m.prewarmed ?? m.script!)));
   add('parse options, probe the host (KVM caps, CPUID), resolve the machine', d('imported', 'startEnter'));
   add('VM build (builder: boot files, memory, ACPI, ELF load, KVM VM, vCPU set-up)', d('buildEnter', 'buildDone'));
   add('  meanwhile: vCPU worker spawn -> worker online (isolate + Node bootstrap)', d('spawnEnter', 'worker0Online'));
   add('  meanwhile: worker online -> ready (its modules load, vCPU handed over)', d('worker0Online', 'workersReady'));
   add('wait for the vCPU worker after the build (critical path)', d('buildDone', 'workersReady'));
+  add('build done -> vCPU 0 runs on the main thread (no worker waited for)', d('buildDone', 'vcpu0OnMain'));
+  add('  vCPU 0\'s worker started (guest still running after the hand-over delay), ms after KVM_RUN', d('startDone', 'handoverWorkerSpawn'));
   add('KVM_RUN entered -> first ttyS0 line on stdout (guest boot + console drain)', d('startDone', 'firstLine'));
   add('  KVM_RUN entered -> first ttyS1 bytes (`@u1 boot`) on the main thread', d('startDone', 'firstAgentBytes'));
   add('  the guest\'s own boot_us (its main() -> `@u1 boot`, guest TSC)', (_m, b) => (b.guestBootUs === undefined ? undefined : b.guestBootUs / 1000));

@@ -19,12 +19,5 @@ import { currentBundle } from './bundle.mjs';
 const root = new URL('../', import.meta.url);
 const bundle = process.env.UNHALT_SOURCES === '1' ? null : currentBundle(root);
 const entry = (name, source) => (bundle ? new URL(`${name}.mjs`, bundle) : new URL(source, root)).href;
-if (process.argv[2] === 'run') {
-  // vCPU 0's thread boots while the rest of Unhalt loads (see worker-pool.ts). koffi's native
-  // addon is loaded here first: two threads loading it for the first time at once can crash
-  // its initialisation (seen: a fatal napi_throw in the worker).
-  await import('koffi');
-  (await import(entry('worker-pool', 'electron/vmm/vcpu/worker-pool.ts'))).prewarmVcpuWorkers(1);
-}
 const { main } = await import(entry('cli', 'electron/cli.ts'));
 process.exitCode = await main(process.argv.slice(2));

@@ -8,7 +8,8 @@ import { ConfigError, decimal, integer, type VmConfig } from '../vmm/config/vm-c
 import { probeHost } from '../vmm/machine/host-caps.ts';
 import { defaultGuest } from '../vmm/guests-select.ts';
 import { hostKind } from '../vmm/host.ts';
-import { isCleanExit, VirtualMachine, type VmExit } from '../vmm/vm.ts';
+import { firstVcpuCanRunOnMainThread, isCleanExit, VirtualMachine, type VmExit } from '../vmm/vm.ts';
+import { prewarmVcpuWorkers } from '../vmm/vcpu/worker-pool.ts';
 import { NdjsonStatsWriter } from '../vmm/telemetry/ndjson.ts';
 import { DEFAULT_INTERVAL_MS, Sampler } from '../vmm/telemetry/sampler.ts';
 import { OutputError, OutputStream } from '../service/output-file.ts';
@@ -65,6 +66,12 @@ export async function runCommand(argv: string[]): Promise<number> {
     if (values.disk) values.disk = values.disk.map((d) => (d.trim() !== '' && !d.startsWith(',') ? resolvePath(d) : d));
     const config = configFromOptions(values);
     const resolved = resolveMachine(config, probeHost());
+    // vCPU 0 starts on this thread while its worker is not needed yet (VirtualMachine's
+    // firstVcpuOnMainThread): a guest that ends at once never waits for, nor pays for, a worker.
+    // With --stats every vCPU has its own thread from the start, so each thread's CPU is its
+    // vCPU's. Otherwise the workers boot now, while the boot files are read and the machine built.
+    const vcpu0OnMainThread = values.stats === undefined && firstVcpuCanRunOnMainThread(resolved.spec);
+    if (!vcpu0OnMainThread && !values['dry-run']) prewarmVcpuWorkers(resolved.spec.cpus);
     await checkBootFiles(config);
     if (values['dry-run']) {
       process.stdout.write(describeResolution(config, resolved));
@@ -81,7 +88,7 @@ export async function runCommand(argv: string[]): Promise<number> {
       if (!existsSync(values.stats)) created.push(values.stats);
       statsOut = await OutputStream.open(values.stats, 'the stats file');
     }
-    vm = await VirtualMachine.start(resolved.spec);
+    vm = await VirtualMachine.start(resolved.spec, { firstVcpuOnMainThread: vcpu0OnMainThread });
     if (guestNote) say(`note: ${guestNote}`);
     for (const w of resolved.resolution.warnings) say(`warning: ${w}`);
   } catch (e) {

@@ -1,15 +1,19 @@
 // Replaces a file so that a reader — or the next start after a crash or SIGKILL — sees either the
 // old content or the new, never a mix: write a temp file in the same directory, fsync it, rename
 // it over the target, fsync the directory so the rename itself is durable.
-import { randomBytes } from 'node:crypto';
 import { closeSync, fsyncSync, openSync, readdirSync, renameSync, unlinkSync, writeSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 
 const TEMP_MARK = '.tmp-';
 
+/** node:crypto on first use: `unhalt run` loads this module but seldom writes a file atomically, and loading it costs tens of ms. */
+function tempSuffix(): string {
+  return process.getBuiltinModule('node:crypto').randomBytes(4).toString('hex');
+}
+
 export function writeFileAtomic(path: string, data: string | Uint8Array, mode = 0o600): void {
   const dir = dirname(path);
-  const tmp = join(dir, `.${basename(path)}${TEMP_MARK}${process.pid}-${randomBytes(4).toString('hex')}`);
+  const tmp = join(dir, `.${basename(path)}${TEMP_MARK}${process.pid}-${tempSuffix()}`);
   const bytes = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
   const fd = openSync(tmp, 'wx', mode);
   try {

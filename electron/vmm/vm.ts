@@ -4,7 +4,7 @@
 // ends. The main thread only dispatches here: it never blocks on a device lock, a worker or a
 // file (docs/architecture.md, "Threads").
 import { EventEmitter } from 'node:events';
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
 import { entryUrl } from '../entry-url.ts';
 import { EventFdWriter } from '../../native/kvm/eventfd.ts';
 import { attachPci, type PciDeviceName } from './devices/board.ts';
@@ -14,6 +14,8 @@ import { checkNetBackEnd } from './devices/virtio/net-preflight.ts';
 import { takeVcpuWorker, whenLoaded } from './vcpu/worker-pool.ts';
 import { CAP } from '../../native/kvm/abi.ts';
 import { kickThread } from '../../native/kvm/kick.ts';
+import { libc } from '../../native/kvm/libc.ts';
+import { ThreadTimer } from '../../native/kvm/thread-timer.ts';
 import { allowedHostCpus, setThreadAffinity } from '../../native/kvm/affinity.ts';
 import { AgentLineReader, type AgentEvent } from './agent/line-protocol.ts';
 import { buildMachineFromFiles, type BuiltMachine } from './builder/build-machine.ts';
@@ -24,6 +26,8 @@ import type { LiveKnobs, MachineSpec } from './machine-spec.ts';
 import { COMMAND, END, type EndCode, VmControl, type VcpuStartTimes } from './vcpu/control.ts';
 import type { VcpuWorkerData, WorkerMessage } from './vcpu/vcpu-worker.ts';
 import { traceStep } from './start-trace.ts';
+import { createVcpuDriver, type VcpuThreadData } from './vcpu/vcpu-driver.ts';
+import type { Vcpu } from '../../native/kvm/kvm.ts';
 
 export type { LiveKnobs, MachineSpec, VmTestHooks } from './machine-spec.ts';
 export { memoryMap } from './builder/guest-image.ts';
@@ -80,6 +84,18 @@ const IO_WORKER_URL = entryUrl(new URL('./devices/virtio/io-worker.ts', import.m
 const WORKER_LOAD_WAIT_MS = 30_000;
 /** How long pause() waits for the vCPU threads to acknowledge before it kicks them again. */
 const PAUSE_REKICK_MS = 50;
+/**
+ * A VM started with `firstVcpuOnMainThread` runs vCPU 0 on the main thread in slices this long
+ * (a timer signal ends each), returning to the event loop in between: console output, input and
+ * signals wait at most this long.
+ */
+const MAIN_THREAD_SLICE_MS = 2;
+/**
+ * ...and starts vCPU 0's worker only once the guest has lived this long: a Node worker costs
+ * tens of ms of CPU and MiB of memory to boot, which a guest that ends sooner never pays.
+ * UNHALT_HANDOVER_AFTER_MS overrides it (tests, benchmarks).
+ */
+const HANDOVER_AFTER_MS = 500;
 /** Console input waiting for a guest that does not read it: at most this much is kept. */
 export const MAX_PENDING_INPUT = 1024 * 1024;
 
@@ -89,6 +105,29 @@ export interface VmEvents {
   'agent-bytes': [bytes: Uint8Array];
   state: [state: VmState];
   exit: [exit: VmExit];
+}
+
+export interface StartOptions {
+  /**
+   * Run vCPU 0 on this thread from the start, until its worker has booted (`unhalt run`: a process
+   * with one VM, whose guest may be gone before any worker would be ready). Only where
+   * firstVcpuCanRunOnMainThread(spec) holds; otherwise ignored.
+   */
+  firstVcpuOnMainThread?: boolean;
+}
+
+/**
+ * Whether vCPU 0 may start on the main thread: one vCPU (an SMP guest's APs must all have threads
+ * before the BSP runs: the start barrier), unpinned (the main thread is never pinned) and no
+ * virtio devices (their I/O thread contends for the bus lock, which the main thread never waits for).
+ */
+export function firstVcpuCanRunOnMainThread(spec: Pick<MachineSpec, 'cpus' | 'pin' | 'virtio' | 'disks'>): boolean {
+  return spec.cpus === 1 && spec.pin === undefined && !spec.virtio?.length && !spec.disks?.length;
+}
+
+function handoverAfterMs(): number {
+  const v = Number(process.env.UNHALT_HANDOVER_AFTER_MS);
+  return process.env.UNHALT_HANDOVER_AFTER_MS && Number.isFinite(v) && v >= 0 ? v : HANDOVER_AFTER_MS;
 }
 
 export class VirtualMachine extends EventEmitter<VmEvents> {
@@ -131,10 +170,14 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
   private tearingDown?: Promise<VmExit>;
   /** The pending pause's acknowledgement (see pause()), until resume(). */
   private pausing?: Promise<void>;
+  /** vCPU 0 runs on this thread until its worker takes it over (StartOptions.firstVcpuOnMainThread). */
+  private readonly vcpu0OnMainThread: boolean;
+  private handoverTimer?: ReturnType<typeof setTimeout>;
 
-  private constructor(spec: MachineSpec) {
+  private constructor(spec: MachineSpec, opts: StartOptions = {}) {
     super();
     this.spec = spec;
+    this.vcpu0OnMainThread = opts.firstVcpuOnMainThread === true && firstVcpuCanRunOnMainThread(spec);
     this.live = { haltPollNs: spec.haltPollNs, pin: spec.pin ? [...spec.pin] : undefined };
     this.control = new VmControl(spec.cpus);
     this.agentReader = new AgentLineReader((e) => {
@@ -145,10 +188,10 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
   }
 
   /** Builds and starts a VM. Throws (with every resource released) if it cannot start. */
-  static async start(spec: MachineSpec): Promise<VirtualMachine> {
-    const vm = new VirtualMachine(spec);
+  static async start(spec: MachineSpec, opts: StartOptions = {}): Promise<VirtualMachine> {
+    const vm = new VirtualMachine(spec, opts);
     // Workers load their modules (tens of ms) while this thread builds the machine.
-    vm.spawnWorkers();
+    if (!vm.vcpu0OnMainThread) vm.spawnWorkers();
     return vm.launch(() => buildMachineFromFiles(spec));
   }
 
@@ -168,7 +211,7 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
       this.attach(await build());
       traceStep('vm: machine built');
       await this.startIoWorker();
-      await this.launchWorkers();
+      if (!this.vcpu0OnMainThread) await this.launchWorkers();
       traceStep('vm: vCPU threads at the start barrier');
     } catch (e) {
       this.draining = false;
@@ -180,13 +223,108 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
     this.startedAt = performance.now();
     // A vCPU thread that failed at the start barrier has already begun the teardown.
     if (this.state === 'starting') this.setState('running');
+    // vCPU 0 on this thread counts as a worker for the teardown from now on, although its first
+    // slice comes only with the drains (a stop() before then finds it not started, and it never runs).
+    let vcpu0Done: (() => void) | undefined;
+    // Not a worker: release() counts only workers that have left (workersLeft), so this one is not counted.
+    if (this.vcpu0OnMainThread) this.workerLeft.push(new Promise<void>((resolve) => { vcpu0Done = resolve; }));
     // Drain from the next macrotask: the caller's `await` continuation attaches its listeners first,
     // so the guest's first bytes (already in the rings) are never emitted to nobody.
     setImmediate(() => {
       void this.drain(this.consoleRing, (b) => this.emit('console', b));
       void this.drain(this.agentRing, (b) => { this.emit('agent-bytes', b); this.agentReader.push(b); });
+      if (vcpu0Done) void this.runVcpu0Here().finally(vcpu0Done);
     });
     return this;
+  }
+
+  /** What a thread needs to drive `vcpu` (its worker, or this thread). */
+  private threadData(vcpu: Vcpu): VcpuThreadData {
+    const machine = this.machine!;
+    return {
+      vcpu: vcpu.handle(), vmFd: machine.vm.fd, cpus: this.spec.cpus, controlSab: this.control.sab,
+      deviceSab: machine.deviceSab, board: machine.board, consoleRingSab: this.consoleRingSab, agentRingSab: this.agentRingSab,
+    };
+  }
+
+  /**
+   * Runs vCPU 0 on this thread (StartOptions.firstVcpuOnMainThread) in slices of
+   * MAIN_THREAD_SLICE_MS, each ended by a timer signal (or any kick), with the event loop turning
+   * in between; after HANDOVER_AFTER_MS its worker is started and, once loaded, takes the vCPU over
+   * between two KVM_RUNs (VmControl's handover). Its end counts as a worker's exit for the teardown.
+   */
+  private async runVcpu0Here(): Promise<void> {
+    const control = this.control;
+    if (this.tearingDown || !this.machine) return;
+    const vcpu = this.machine.vcpus[0]!;
+    const tid = libc.gettid();
+    let timer: ThreadTimer | undefined;
+    let driver: ReturnType<typeof createVcpuDriver>;
+    try {
+      timer = new ThreadTimer();
+      // Its end is recorded in the control block; the loop below starts the teardown.
+      driver = createVcpuDriver(this.threadData(vcpu), (_code, message) => { this.endMessage ??= message; }, vcpu);
+    } catch (e) {
+      timer?.close();
+      if (control.end(END.workerError, 0)) this.endMessage = `vCPU 0 could not start on the main thread: ${(e as Error).message}`;
+      void this.teardown();
+      return;
+    }
+    control.setTid(0, tid);
+    control.markRunning(1);
+    this.handoverTimer = setTimeout(() => this.startVcpu0Worker(tid), handoverAfterMs());
+    try {
+      // One vCPU: the barrier opens at once (it only records the start times); false if already stopped.
+      if (!control.arriveAtStart(0)) return;
+      for (;;) {
+        if (control.handoverRequested) {
+          // Everything KVM needs is in kvm_run now; the worker runs the vCPU from here on.
+          vcpu.commitPendingIn();
+          control.setTid(0, 0);
+          control.grantHandover();
+          return;
+        }
+        timer.arm(MAIN_THREAD_SLICE_MS);
+        let outcome;
+        try {
+          outcome = driver.run({ blockOnPause: false, yieldOnKick: () => true });
+        } finally {
+          timer.disarm();
+        }
+        if (outcome === 'ended') return;
+        if (outcome === 'paused') await control.waitWhilePausedAsync();
+        else await new Promise((r) => setImmediate(r));
+      }
+    } finally {
+      clearTimeout(this.handoverTimer);
+      timer.close();
+      if (control.tid(0) === tid) control.setTid(0, 0);
+      control.markRunning(-1);
+      // The guest's own end (or a failure) starts the teardown, as a worker's 'ended' does.
+      if (control.endCode !== END.none && control.endCode !== END.stopped) void this.teardown();
+    }
+  }
+
+  /** Records when `worker` (vCPU `i`'s) has left its vCPU for good: said 'exited', or its thread ended. */
+  private trackWorkerLeft(worker: Worker, i: number): void {
+    const exited = new Promise<void>((resolve) => worker.once('exit', (code) => { this.onWorkerExit(i, code); resolve(); }));
+    this.workerLeft.push(Promise.race([exited, new Promise<void>((resolve) => {
+      const onMessage = (m: WorkerMessage) => { if (m.type === 'exited') { worker.off('message', onMessage); resolve(); } };
+      worker.on('message', onMessage);
+    })]).then(() => { this.workersLeft++; }));
+  }
+
+  /** vCPU 0's worker, told to take the vCPU over from this thread (`mainTid`) once it is loaded. */
+  private startVcpu0Worker(mainTid: number): void {
+    this.handoverTimer = undefined;
+    if (this.tearingDown || this.control.endCode !== END.none || this.control.command === COMMAND.stop) return;
+    const worker = takeVcpuWorker('vcpu-0');
+    this.workers.push(worker);
+    this.trackWorkerLeft(worker, 0);
+    worker.on('message', (m: WorkerMessage) => this.onWorkerMessage(m));
+    worker.on('error', (e) => this.onWorkerCrash(0, e));
+    const data: VcpuWorkerData = { ...this.threadData(this.machine!.vcpus[0]!), hostCpu: this.live.pin?.[0], takeOverFrom: { tid: mainTid } };
+    worker.postMessage(data);
   }
 
   private setState(s: VmState): void {
@@ -213,6 +351,7 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
     const data: IoWorkerData = {
       deviceSab: machine.deviceSab, board: machine.board, ram: machine.memory.ramHandle(), vmFd: machine.vm.fd, stopFd: machine.ioStopFd,
     };
+    const { Worker } = process.getBuiltinModule('node:worker_threads');
     const worker = new Worker(IO_WORKER_URL, { name: 'virtio-io', workerData: data });
     this.ioWorker = worker;
     this.ioWorkerExited = new Promise((resolve) => worker.once('exit', () => resolve()));
@@ -269,11 +408,7 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
     for (let i = 0; i < this.spec.cpus; i++) {
       const worker = takeVcpuWorker(`vcpu-${i}`);
       this.workers.push(worker);
-      const exited = new Promise<void>((resolve) => worker.once('exit', (code) => { this.onWorkerExit(i, code); resolve(); }));
-      this.workerLeft.push(Promise.race([exited, new Promise<void>((resolve) => {
-        const onMessage = (m: WorkerMessage) => { if (m.type === 'exited') { worker.off('message', onMessage); resolve(); } };
-        worker.on('message', onMessage);
-      })]).then(() => { this.workersLeft++; }));
+      this.trackWorkerLeft(worker, i);
       worker.on('message', (m: WorkerMessage) => this.onWorkerMessage(m));
     }
   }
@@ -287,11 +422,7 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
     const machine = this.machine!;
     const ready = machine.vcpus.map((vcpu, i) => {
       const worker = this.workers[i]!;
-      const data: VcpuWorkerData = {
-        vcpu: vcpu.handle(), vmFd: machine.vm.fd, cpus: this.spec.cpus, controlSab: this.control.sab,
-        deviceSab: machine.deviceSab, board: machine.board, consoleRingSab: this.consoleRingSab, agentRingSab: this.agentRingSab,
-        hostCpu: this.live.pin?.[vcpu.id],
-      };
+      const data: VcpuWorkerData = { ...this.threadData(vcpu), hostCpu: this.live.pin?.[vcpu.id] };
       const started = new Promise<void>((resolve, reject) => {
         const onError = (e: Error) => { done(); reject(new Error(`vCPU ${i} thread failed to start: ${e.message}`)); };
         const onExit = (code: number) => { done(); reject(new Error(`vCPU ${i} thread exited (code ${code}) before it was ready`)); };
@@ -380,7 +511,8 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
     const vcpus = this.machine?.vcpus ?? [];
     vcpus.forEach((v, i) => {
       const tid = this.control.tid(v.id);
-      if (tid) setThreadAffinity(tid, hostCpus.length ? [hostCpus[i % hostCpus.length]!] : all);
+      // Never the main thread (running vCPU 0 at start): its worker takes the pin when it takes over.
+      if (tid && tid !== process.pid) setThreadAffinity(tid, hostCpus.length ? [hostCpus[i % hostCpus.length]!] : all);
     });
     this.live = { ...this.live, pin: hostCpus.length ? vcpus.map((_, i) => hostCpus[i % hostCpus.length]!) : undefined };
   }

@@ -445,10 +445,7 @@ export class Vcpu {
   run(): VcpuExit {
     const exit = this.exit;
     const run = this.runBytes;
-    if (this.pendingInOffset !== 0) {
-      copyBytes(exit.data, 0, run, this.pendingInOffset, exit.dataLength);
-      this.pendingInOffset = 0;
-    }
+    if (this.pendingInOffset !== 0) this.commitPendingIn();
     const ret = libc.ioctlInt(this.fd, IOCTL.KVM_RUN, 0);
     if (ret < 0) {
       const err = errno();
@@ -465,6 +462,17 @@ export class Vcpu {
     if (kind === 'io-out') copyBytes(run, exit.dataOffset, exit.data, 0, exit.dataLength);
     else if (kind === 'io-in' || kind === 'mmio-read') this.pendingInOffset = exit.dataOffset;
     return exit;
+  }
+
+  /**
+   * Writes the data of the last port or MMIO read back into kvm_run now rather than at the next
+   * run(): after this, everything KVM needs to resume the vCPU is in kvm_run and the kernel, so
+   * another thread (another Vcpu over the same handle) may run it next.
+   */
+  commitPendingIn(): void {
+    if (this.pendingInOffset === 0) return;
+    copyBytes(this.exit.data, 0, this.runBytes, this.pendingInOffset, this.exit.dataLength);
+    this.pendingInOffset = 0;
   }
 
   /** Releases the kvm_run mapping and the fd (only the creating side owns them). */

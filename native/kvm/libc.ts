@@ -1,7 +1,7 @@
 // koffi bindings of the few libc calls the VMM needs. This file and its siblings in native/kvm
 // are the only code that knows the OS ABI. Pointers cross as plain numbers (user-space
 // addresses fit in 47 bits): that avoids BigInt and External conversions on hot paths.
-import koffi from 'koffi';
+import koffi from './koffi.ts';
 
 const lib = koffi.load('libc.so.6');
 

@@ -8,7 +8,8 @@
 // registration) only from inside slirp_input / slirp_pollfds_* / slirp_cleanup, so everything —
 // the callbacks registered here included — runs on the one thread that created the instance (a
 // VM's I/O thread). Nothing here may be used from another thread.
-import koffi, { type LibraryHandle, type TypeObject } from 'koffi';
+import type { LibraryHandle, TypeObject } from 'koffi';
+import koffi from '../kvm/koffi.ts';
 import { addressOf, libc } from '../kvm/libc.ts';
 
 export const LIBSLIRP_SONAME = 'libslirp.so.0';

@@ -4,10 +4,10 @@
 // nothing pointing at the file. Formats this cannot verify cheaply (xz, zstd, lz4, bzip2,
 // legacy ramdisk images) pass unchecked; the kernel judges those.
 import { promisify } from 'node:util';
-import { gunzip } from 'node:zlib';
 
 // Inflated on libuv's thread pool: the thread that starts VMs also answers the service's clients.
-const gunzipAsync = promisify(gunzip);
+// node:zlib is loaded on first use (a start without a gzip initrd never needs it).
+const gunzipAsync = (b: Uint8Array): Promise<Buffer> => promisify(process.getBuiltinModule('node:zlib').gunzip)(b);
 
 const CPIO_HEADER = 110;
 const TRAILER = 'TRAILER!!!';

@@ -3,7 +3,6 @@
 // memory cage forbids ArrayBuffers over foreign memory. The SAB must stay referenced for the VM's
 // whole life (KVM keeps using the pages; if V8 frees them the guest reads freed memory).
 import { extname } from 'node:path';
-import { Worker } from 'node:worker_threads';
 import { MADV_DONTNEED, MADV_HUGEPAGE, OsError, addressOf, libc } from '../../../native/kvm/libc.ts';
 import type { LockRequest, LockResult } from './lock-worker.ts';
 import type { GuestRamHandle } from '../devices/virtio/guest-ram.ts';
@@ -155,6 +154,7 @@ export class GuestMemory {
       sab: this.sab,
       ranges: this.regions.map((r) => ({ address: r.hostAddress, size: r.size, offset: this.base + r.offset })),
     };
+    const { Worker } = process.getBuiltinModule('node:worker_threads');
     const worker = new Worker(LOCK_WORKER_URL, { workerData: request, name: 'guest-ram-lock' });
     let answer: LockResult | undefined;
     worker.once('message', (m: LockResult) => { answer = m; });

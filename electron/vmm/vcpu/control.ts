@@ -5,6 +5,13 @@
 
 export const COMMAND = { run: 0, pause: 1, stop: 2 } as const;
 
+/**
+ * vCPU 0 may start on the main thread (`unhalt run`) and move to its worker once that is loaded:
+ * the worker asks (requested), the main thread answers between two KVM_RUNs (granted), or the
+ * VM ended first (cancelled: the worker leaves without touching the vCPU).
+ */
+export const HANDOVER = { none: 0, requested: 1, granted: 2, cancelled: 3 } as const;
+
 // Atomics.waitAsync (Node 16+) is typed only from lib es2024, above this project's es2023.
 const waitAsync = (Atomics as unknown as {
   waitAsync(ta: Int32Array, index: number, value: number, timeoutMs: number): { async: boolean; value: Promise<string> | string };
@@ -42,6 +49,8 @@ const PAUSED = 3;
 const RUNNING = 4;
 /** Start barrier: vCPU threads arrived so far, plus START_ABANDONED once the VM ends before it opens. */
 const START = 5;
+/** vCPU 0's move from the main thread to its worker (HANDOVER below). */
+const HANDOVER_WORD = 6;
 const TID_BASE = 16;
 // Far above any vCPU count, so an abandoned barrier never reads as "everyone arrived".
 const START_ABANDONED = 1 << 30;
@@ -98,6 +107,14 @@ export class VmControl {
     Atomics.sub(this.words, PAUSED, 1);
     Atomics.notify(this.words, PAUSED);
   }
+  /** waitWhilePaused for the main thread (running vCPU 0 at start): the event loop turns meanwhile. */
+  async waitWhilePausedAsync(): Promise<void> {
+    Atomics.add(this.words, PAUSED, 1);
+    Atomics.notify(this.words, PAUSED);
+    while (Atomics.load(this.words, CMD) === COMMAND.pause) await this.commandChange(COMMAND.pause, 1000);
+    Atomics.sub(this.words, PAUSED, 1);
+    Atomics.notify(this.words, PAUSED);
+  }
   get pausedWorkers(): number { return Atomics.load(this.words, PAUSED); }
 
   /** Every live worker has acknowledged the pause: none of them is in KVM_RUN. */
@@ -146,10 +163,49 @@ export class VmControl {
     return true;
   }
 
-  /** Releases every thread waiting at the start barrier, telling it not to run. */
+  /** Releases every thread waiting at the start barrier (or for a handover), telling it not to run. */
   private abandonStart(): void {
     Atomics.or(this.words, START, START_ABANDONED);
     Atomics.notify(this.words, START);
+    if (Atomics.compareExchange(this.words, HANDOVER_WORD, HANDOVER.none, HANDOVER.cancelled) !== HANDOVER.none) {
+      Atomics.compareExchange(this.words, HANDOVER_WORD, HANDOVER.requested, HANDOVER.cancelled);
+    }
+    Atomics.notify(this.words, HANDOVER_WORD);
+  }
+
+  /** Worker: asks the main thread for vCPU 0 (false: the VM has already ended). */
+  requestHandover(): boolean {
+    return Atomics.compareExchange(this.words, HANDOVER_WORD, HANDOVER.none, HANDOVER.requested) === HANDOVER.none;
+  }
+
+  /** Worker: blocks until the main thread grants vCPU 0 (true) or the VM ends first (false). */
+  waitForHandover(): boolean {
+    for (;;) {
+      const state = Atomics.load(this.words, HANDOVER_WORD);
+      if (state !== HANDOVER.requested) return state === HANDOVER.granted;
+      // Bounded, as a second line of defence: every change of the word is notified.
+      Atomics.wait(this.words, HANDOVER_WORD, HANDOVER.requested, 1000);
+    }
+  }
+
+  get handoverRequested(): boolean {
+    return Atomics.load(this.words, HANDOVER_WORD) === HANDOVER.requested;
+  }
+
+  /** Main thread: vCPU 0 is the worker's from now on (the main thread no longer runs it). */
+  grantHandover(): boolean {
+    const ok = Atomics.compareExchange(this.words, HANDOVER_WORD, HANDOVER.requested, HANDOVER.granted) === HANDOVER.requested;
+    Atomics.notify(this.words, HANDOVER_WORD);
+    return ok;
+  }
+
+  /**
+   * Main thread: resolves when the command changes from `seen` or after `timeoutMs`, without
+   * blocking (Atomics.waitAsync).
+   */
+  async commandChange(seen: number, timeoutMs: number): Promise<void> {
+    const r = waitAsync(this.words, CMD, seen, timeoutMs);
+    if (r.async) await r.value;
   }
 
   /** How each vCPU thread reached and left the start barrier (see VcpuStartTimes). */

@@ -1,30 +1,23 @@
 // One vCPU thread: loops on KVM_RUN and handles port and MMIO exits right here, without a round
-// trip to the main thread (a round trip costs more than the exit); what each exit means is
-// exit-dispatch.ts's to say. Device state is shared with the other vCPUs through
-// SharedArrayBuffers; console bytes go to shared rings that the main thread drains, so nothing
-// waits for a later exit to be seen.
+// trip to the main thread (a round trip costs more than the exit); the loop and the devices are
+// vcpu-driver.ts's. Device state is shared with the other vCPUs through SharedArrayBuffers;
+// console bytes go to shared rings that the main thread drains, so nothing waits for a later exit
+// to be seen.
 import { parentPort } from 'node:worker_threads';
-import { IrqLine, MsiSignal, Vcpu, setIoEventFd, type VcpuHandle } from '../../../native/kvm/kvm.ts';
-import { EventFdWriter } from '../../../native/kvm/eventfd.ts';
 import { libc } from '../../../native/kvm/libc.ts';
+import { kickThread } from '../../../native/kvm/kick.ts';
 import { pinCurrentThread } from '../../../native/kvm/affinity.ts';
-import { attachBoard, type BoardConfig } from '../devices/board.ts';
-import { ByteRing } from '../devices/byte-ring.ts';
-import { COMMAND, COUNTER, END, VmControl, type EndCode } from './control.ts';
-import { NO_COUNTER, dispatchExit, type ExitDevices } from './exit-dispatch.ts';
+import { END, type EndCode } from './control.ts';
+import { createVcpuDriver, type VcpuThreadData } from './vcpu-driver.ts';
 
-export interface VcpuWorkerData {
-  vcpu: VcpuHandle;
-  vmFd: number;
-  cpus: number;
-  controlSab: SharedArrayBuffer;
-  deviceSab: SharedArrayBuffer;
-  /** The board's PCI devices (board.ts), the same for every thread. */
-  board: BoardConfig;
-  consoleRingSab: SharedArrayBuffer;
-  agentRingSab: SharedArrayBuffer;
+export interface VcpuWorkerData extends VcpuThreadData {
   /** Host CPU to pin this thread to, if any. */
   hostCpu?: number;
+  /**
+   * The main thread is running this vCPU already (vm.ts, `unhalt run`): take it over (ask, kick
+   * the main thread out of KVM_RUN, wait for the grant) instead of starting it at the barrier.
+   */
+  takeOverFrom?: { tid: number };
 }
 
 export type WorkerMessage =
@@ -41,69 +34,35 @@ parentPort!.postMessage({ type: 'loaded' } satisfies WorkerMessage);
 // vCPU arrives in the first message.
 const data = await new Promise<VcpuWorkerData>((resolve) => parentPort!.once('message', resolve));
 const post = (m: WorkerMessage) => parentPort!.postMessage(m);
-const control = new VmControl(data.controlSab, data.cpus);
-const vcpu = new Vcpu(data.vcpu);
-const id = vcpu.id;
-const counters = control.counters;
-const cbase = control.counterBase(id);
-const irq = new IrqLine(data.vmFd);
+const driver = createVcpuDriver(data, (code, message) => post({ type: 'ended', vcpu: driver.id, code, message }));
+const { control, id, vcpu } = driver;
 
-function endVm(code: EndCode, message: string): void {
-  if (control.end(code, id)) post({ type: 'ended', vcpu: id, code, message });
+/** Takes the vCPU over from the main thread; false if the VM ended first (then it was never ours). */
+function takeOver(from: { tid: number }): boolean {
+  if (!control.requestHandover()) return false;
+  // Out of KVM_RUN now rather than at the end of its slice (either half of a kick alone can miss;
+  // the main thread also looks between slices).
+  vcpu.setImmediateExit(true);
+  kickThread(from.tid);
+  return control.waitForHandover();
 }
 
-const consoleRing = new ByteRing(data.consoleRingSab);
-const agentRing = new ByteRing(data.agentRingSab);
-const msi = new MsiSignal(data.vmFd);
-const eventFds = new EventFdWriter();
-const board = attachBoard(data.deviceSab, {
-  emitConsole: (b) => { consoleRing.write(b); },
-  emitAgent: (b) => { agentRing.write(b); },
-  setIrq: (line, level) => irq.set(line, level),
-  onPowerOff: () => endVm(END.powerOff, 'the guest powered off'),
-  onReset: () => endVm(END.reset, 'the guest reset the machine'),
-  signalMsi: (address, value) => { msi.signal(address, value); },
-  signalEventFd: (fd) => eventFds.signal(fd),
-  setIoeventfd: (address, length, fd, assign) => setIoEventFd(data.vmFd, { address, length, fd }, !assign),
-}, data.board);
-
-const devices: ExitDevices = { pio: board.pio, mmio: board.mmio };
-
-// run -> decode (Vcpu.run) -> dispatch (exit-dispatch.ts) -> act. Device output has already gone
-// to the shared rings when dispatch returns, so nothing waits for a later exit to be seen.
-function loop(): void {
-  const exit = vcpu.exit;
-  for (;;) {
-    const cmd = control.command;
-    if (cmd === COMMAND.stop || control.endCode !== END.none) return;
-    if (cmd === COMMAND.pause) {
-      control.waitWhilePaused();
-      continue;
-    }
-    vcpu.run();
-    const action = dispatchExit(exit, devices, id);
-    counters[cbase + COUNTER.exits]!++;
-    if (action.counter !== NO_COUNTER) counters[cbase + action.counter]!++;
-    if (action.type === 'kicked') {
-      vcpu.setImmediateExit(false);
-    } else if (action.type === 'end') {
-      endVm(action.code, action.message);
-      return;
-    }
-  }
-}
-
-control.setTid(id, libc.gettid());
-control.markRunning(1);
-try {
-  if (data.hostCpu !== undefined) pinCurrentThread(data.hostCpu);
-  post({ type: 'ready', vcpu: id, tid: control.tid(id) });
-  // No vCPU runs before every vCPU thread is here (control.ts, arriveAtStart).
-  if (control.arriveAtStart(id)) loop();
-} catch (e) {
-  endVm(END.workerError, `vCPU ${id}: ${(e as Error).message}`);
-} finally {
-  control.setTid(id, 0);
-  control.markRunning(-1);
+if (data.takeOverFrom && !takeOver(data.takeOverFrom)) {
   post({ type: 'exited', vcpu: id });
+} else {
+  control.setTid(id, libc.gettid());
+  control.markRunning(1);
+  try {
+    if (data.hostCpu !== undefined) pinCurrentThread(data.hostCpu);
+    post({ type: 'ready', vcpu: id, tid: control.tid(id) });
+    // No vCPU runs before every vCPU thread is here (control.ts, arriveAtStart); a vCPU taken over
+    // is past that barrier already.
+    if (data.takeOverFrom || control.arriveAtStart(id)) driver.run();
+  } catch (e) {
+    if (control.end(END.workerError, id)) post({ type: 'ended', vcpu: id, code: END.workerError, message: `vCPU ${id}: ${(e as Error).message}` });
+  } finally {
+    control.setTid(id, 0);
+    control.markRunning(-1);
+    post({ type: 'exited', vcpu: id });
+  }
 }

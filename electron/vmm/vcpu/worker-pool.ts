@@ -1,10 +1,10 @@
 // vCPU worker threads started ahead of need. A worker takes ~60-90 ms to boot a Node isolate and
-// load its modules; `unhalt run` starts one at process start so that this overlaps the main
-// thread's own loading instead of following it, and a long-lived service (the app, `unhalt
+// load its modules; `unhalt run` starts its workers once the options are resolved (when vCPU 0
+// cannot start on the main thread, vm.ts) so that this overlaps the build, and a long-lived service (the app, `unhalt
 // serve`) keeps a few loaded at all times (keepVcpuWorkersWarm), so that a start finds its
 // threads ready. A spare worker waits for its vCPU in its first message and, once loaded, is
 // unref'd until taken, so an unused one never keeps the process alive.
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
 import { entryUrl } from '../../entry-url.ts';
 
 export const VCPU_WORKER_URL = entryUrl(new URL('./vcpu-worker.ts', import.meta.url));
@@ -24,6 +24,8 @@ let refillTimer: ReturnType<typeof setTimeout> | undefined;
 
 /** A vCPU worker, with a signal for when its modules (koffi's addon among them) are loaded. */
 function newVcpuWorker(name: string): Worker {
+  // node:worker_threads on first use: a start whose guest ends on the main thread never loads it.
+  const { Worker } = process.getBuiltinModule('node:worker_threads');
   const w = new Worker(VCPU_WORKER_URL, { name });
   loadedSignals.set(w, new Promise((resolve) => {
     const done = () => { w.off('message', onMessage); w.off('exit', done); w.off('error', done); resolve(); };

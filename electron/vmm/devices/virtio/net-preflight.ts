@@ -3,8 +3,6 @@
 // (bound and let go again here, as libslirp will bind it), a tap that exists and may be opened
 // (opened and closed again here). The I/O thread checks the same things
 // again when it opens the back end (a port taken in between fails the start just as clearly).
-import { createSocket } from 'node:dgram';
-import { createServer } from 'node:net';
 import { closeFd } from '../../../../native/kvm/libc.ts';
 import { TapError, openTap } from '../../../../native/net/tap.ts';
 import { libslirpProblem } from '../../../../native/slirp/libslirp.ts';
@@ -33,6 +31,9 @@ export async function checkNetBackEnd(net: NetBackEndSpec | undefined): Promise<
 
 /** Why `f`'s host socket cannot be bound now (EADDRINUSE, EADDRNOTAVAIL, EACCES...), or undefined. */
 function bindProblem(f: HostForward): Promise<string | undefined> {
+  // Loaded here, not at start-up: only a VM with forwarded ports needs them (tens of ms of loading).
+  const { createSocket } = process.getBuiltinModule('node:dgram');
+  const { createServer } = process.getBuiltinModule('node:net');
   return new Promise((resolve) => {
     const done = (e?: NodeJS.ErrnoException) => resolve(e ? (e.code ?? e.message) : undefined);
     if (f.protocol === 'udp') {

@@ -3,7 +3,6 @@
 // kernel's CSPRNG) straight into guest RAM. No features, no configuration. At most
 // MAX_BYTES_PER_REQUEST are written per chain (the used length says how many), so a guest that
 // posts gigabytes cannot hold the I/O thread.
-import { getRandomValues } from 'node:crypto';
 import type { GuestRam } from './guest-ram.ts';
 import type { Chain } from './virtqueue.ts';
 import type { VirtioDeviceType } from './virtio-pci.ts';
@@ -12,6 +11,8 @@ export const VIRTIO_ID_RNG = 4;
 export const MAX_BYTES_PER_REQUEST = 64 * 1024;
 // getRandomValues takes at most 65536 bytes per call.
 const FILL_CHUNK = 65536;
+// node:crypto is loaded on first use: loading it costs tens of ms at every start of a VM without this device.
+let getRandomValues: ((view: Uint8Array) => unknown) | undefined;
 
 export const VIRTIO_RNG: VirtioDeviceType = Object.freeze({
   type: VIRTIO_ID_RNG,
@@ -30,6 +31,7 @@ export const VIRTIO_RNG: VirtioDeviceType = Object.freeze({
       while (n > 0) {
         const k = Math.min(n, FILL_CHUNK);
         // A view over the shared RAM; crypto writes into SharedArrayBuffer views.
+        getRandomValues ??= process.getBuiltinModule('node:crypto').getRandomValues;
         getRandomValues(ram.bytes.subarray(at, at + k));
         at += k;
         n -= k;
