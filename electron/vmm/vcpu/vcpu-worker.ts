@@ -103,6 +103,7 @@ try {
 } catch (e) {
   endVm(END.workerError, `vCPU ${id}: ${(e as Error).message}`);
 } finally {
+  vcpu.close(); // this thread's KVM_RUN stub (the fd and kvm_run are the main thread's)
   control.setTid(id, 0);
   control.markRunning(-1);
   post({ type: 'exited', vcpu: id });
