@@ -478,7 +478,14 @@ export class Vcpu {
    */
   private makeEnter(): () => number {
     if (process.env.UNHALT_KVM_RUN_STUB !== '0') this.stub = ioctlStub(this.fd, IOCTL.KVM_RUN);
-    if (this.stub) return this.stub.call;
+    const stub = this.stub;
+    if (stub) {
+      const { call, result } = stub;
+      return () => {
+        call();
+        return result[0]!;
+      };
+    }
     const fd = this.fd;
     return () => {
       const ret = libc.ioctlInt(fd, IOCTL.KVM_RUN, 0);

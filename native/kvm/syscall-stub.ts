@@ -1,10 +1,11 @@
-// ioctl(fd, request, 0) as a native function of no arguments: 20 bytes of x86-64 machine code
-// written at run time, one copy per vCPU thread with its fd and request built in, called
-// through koffi. It exists for KVM_RUN, which runs once per exit: koffi's call path for a
-// function without parameters skips fetching and converting the arguments (and the libc
-// wrapper's errno handling), which after each exit, with caches and branch predictors cold,
-// was a quarter of an exit's user-space time (bench/exit-cpu.ts). It returns what the kernel
-// does: the result, or -errno.
+// ioctl(fd, request, 0) as a native function of no arguments and no result: 30 bytes of x86-64
+// machine code written at run time, one copy per vCPU thread with its fd, its request and the
+// address of its result word built in, called through koffi. It exists for KVM_RUN, which runs
+// once per exit: koffi's call path for a function without parameters skips fetching and
+// converting the arguments (and the libc wrapper's errno handling), and one without a result
+// skips making a JS number of it; after each exit, with caches and branch predictors cold, that
+// was a quarter of an exit's user-space time (bench/exit-cpu.ts). The kernel's answer (the
+// result, or -errno) lands in a word of a SharedArrayBuffer, read as plain JS memory.
 //
 // Where the code cannot be made executable (a W^X policy refusing mprotect PROT_EXEC, another
 // architecture) ioctlStub says so and the caller keeps the ordinary binding.
@@ -17,19 +18,24 @@ const PROT_READ_EXEC = 1 | 4;
 const MAP_PRIVATE_ANONYMOUS = 0x02 | 0x20;
 const SYS_IOCTL_X64 = 16;
 
-/** The type of every stub: `int stub(void)`, declared once per thread. */
-const StubFunction = koffi.proto('int unhalt_ioctl_stub(void)');
+/** The type of every stub: `void stub(void)`, declared once per thread. */
+const StubFunction = koffi.proto('void unhalt_ioctl_stub(void)');
 
 export interface IoctlStub {
-  /** ioctl(fd, request, 0): the result, or -errno. */
-  readonly call: () => number;
+  /** ioctl(fd, request, 0); its result is then in `result[0]`. */
+  readonly call: () => void;
+  /** The result of the last call: >= 0, or -errno. */
+  readonly result: Int32Array;
   /** Unmaps the code; `call` must not run afterwards. Idempotent. */
   release(): void;
 }
 
-/** x86-64: mov edi, fd; mov esi, request; xor edx, edx; mov eax, SYS_ioctl; syscall; ret. */
-export function encodeIoctlStub(fd: number, request: number): Buffer {
-  const code = Buffer.alloc(20);
+/**
+ * x86-64: mov edi, fd; mov esi, request; xor edx, edx; mov eax, SYS_ioctl; syscall;
+ * mov [resultAddress], eax; ret.
+ */
+export function encodeIoctlStub(fd: number, request: number, resultAddress: number): Buffer {
+  const code = Buffer.alloc(30);
   code[0] = 0xbf;
   code.writeInt32LE(fd, 1);
   code[5] = 0xbe;
@@ -40,14 +46,20 @@ export function encodeIoctlStub(fd: number, request: number): Buffer {
   code.writeUInt32LE(SYS_IOCTL_X64, 13);
   code[17] = 0x0f;
   code[18] = 0x05;
-  code[19] = 0xc3;
+  code[19] = 0xa3; // mov moffs32, eax: a 64-bit absolute address in long mode
+  code.writeBigUInt64LE(BigInt(resultAddress), 20);
+  code[28] = 0xc3;
+  code[29] = 0xcc; // int3: padding
   return code;
 }
 
 /** The stub for ioctl(fd, request, 0), or undefined where none can run (see the file comment). */
 export function ioctlStub(fd: number, request: number): IoctlStub | undefined {
   if (process.arch !== 'x64' || process.platform !== 'linux') return undefined;
-  const code = encodeIoctlStub(fd, request);
+  // Shared memory: its backing store never moves, so the stub can hold its address. The stub
+  // object keeps it referenced for as long as the code exists.
+  const result = new Int32Array(new SharedArrayBuffer(8));
+  const code = encodeIoctlStub(fd, request, addressOf(result));
   const page = libc.mmap(0, PAGE, PROT_READ_WRITE, MAP_PRIVATE_ANONYMOUS, -1, 0);
   if (typeof page !== 'number' || page === MAP_FAILED) return undefined;
   libc.copy(page, addressOf(code), code.length);
@@ -58,7 +70,8 @@ export function ioctlStub(fd: number, request: number): IoctlStub | undefined {
   }
   let mapped = true;
   return {
-    call: koffi.decode(page, StubFunction) as () => number,
+    call: koffi.decode(page, StubFunction) as () => void,
+    result,
     release() {
       if (!mapped) return;
       mapped = false;
