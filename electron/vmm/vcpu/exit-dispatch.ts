@@ -8,6 +8,7 @@
 // frozen actions below; only the exits that end the VM build an action (and its message).
 import { INTERNAL_ERROR_NAMES, SYSTEM_EVENT_NAMES } from '../../../native/kvm/abi.ts';
 import type { VcpuExit } from '../../../native/kvm/exit-record.ts';
+import { readAllOnes } from '../devices/floating-bus.ts';
 import { COUNTER, END, type EndCode } from './control.ts';
 
 /** Port I/O as the board's PortBus answers it (devices/port-bus.ts). */
@@ -33,7 +34,7 @@ export interface ExitDevices {
  * BoardMmio) answers so too wherever no PCI BAR is decoded.
  */
 export const UNMAPPED_MMIO: MmioIo = Object.freeze({
-  read: (_address: number, data: Uint8Array, size: number) => { data.fill(0xff, 0, size); },
+  read: (_address: number, data: Uint8Array, size: number) => { readAllOnes(data, size); },
   write: () => {},
 });
 
