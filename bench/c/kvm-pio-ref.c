@@ -4,13 +4,16 @@
  * of one PIO exit round trip (guest `out` -> KVM_EXIT_IO -> this loop -> KVM_RUN) can be
  * compared with Unhalt's vCPU worker on the same guest, timed by the guest itself.
  *
- *   kvm-pio-ref [-v] [-m MiB] PROBE_ELF [COUNT] [PORT]
+ *   kvm-pio-ref [-v] [-m MiB] [-s mmio] PROBE_ELF [COUNT] [PORT | ADDR]
  *
  * One vCPU, one memory slot, no ACPI tables (rsdp_paddr 0: the probe scans 0xE0000-0xFFFFF,
  * finds nothing and assumes one CPU). The guest command line is
  * "scenario=pio count=COUNT port=PORT unhalt.pvm=1" when /sys/module/kvm_pvm exists, without the
- * last word otherwise.
- * stdout: one line "TSC_CYCLES COUNT TSC_KHZ" from the guest's `@u1 pio` and `@u1 boot` lines.
+ * last word otherwise. -s mmio runs the `mmio` scenario instead ("scenario=mmio count=COUNT
+ * addr=ADDR"; ADDR defaults to the guest's own unmapped-MMIO default): every read is a
+ * KVM_EXIT_MMIO that this loop answers with all ones, as an empty bus does.
+ * stdout: one line "TSC_CYCLES COUNT TSC_KHZ" from the guest's `@u1 pio` (or `@u1 mmio`) and
+ * `@u1 boot` lines.
  * -v: ttyS0 and ttyS1 bytes go to stderr. Exit status 0 when the guest powered off after its
  * `@u1 pio` line, 2 when the VM failed, 1 on bad input or setup errors.
  *
@@ -255,11 +258,13 @@ struct uart {
 static struct uart com1 = { .base = 0x3f8 }, com2 = { .base = 0x2f8 };
 static unsigned long long pio_cycles, pio_count, tsc_khz;
 static int have_pio;
+/* The timed scenario's event prefix: "@u1 pio " or "@u1 mmio ". */
+static char scenario_event[16] = "@u1 pio ";
 
 static void ttyS1_line(const char *l)
 {
 	const char *p;
-	if (!strncmp(l, "@u1 pio ", 8)) {
+	if (!strncmp(l, scenario_event, strlen(scenario_event))) {
 		if ((p = strstr(l, " count=")))
 			pio_count = strtoull(p + 7, NULL, 10);
 		if ((p = strstr(l, " tsc_cycles=")))
@@ -323,20 +328,25 @@ static int handle_io(struct kvm_run *run)
 int main(int argc, char **argv)
 {
 	uint64_t mem_mib = 64;
-	int opt;
-	while ((opt = getopt(argc, argv, "vm:")) != -1) {
+	int opt, mmio = 0;
+	const char *usage = "usage: kvm-pio-ref [-v] [-m MiB] [-s mmio] PROBE_ELF [COUNT] [PORT | ADDR]";
+	while ((opt = getopt(argc, argv, "vm:s:")) != -1) {
 		if (opt == 'v')
 			verbose = 1;
 		else if (opt == 'm')
 			mem_mib = strtoull(optarg, NULL, 0);
+		else if (opt == 's' && (!strcmp(optarg, "mmio") || !strcmp(optarg, "pio")))
+			mmio = !strcmp(optarg, "mmio");
 		else
-			die("usage: kvm-pio-ref [-v] [-m MiB] PROBE_ELF [COUNT] [PORT]");
+			die("%s", usage);
 	}
 	if (optind >= argc)
-		die("usage: kvm-pio-ref [-v] [-m MiB] PROBE_ELF [COUNT] [PORT]");
+		die("%s", usage);
 	const char *elf = argv[optind];
 	unsigned long long count = optind + 1 < argc ? strtoull(argv[optind + 1], NULL, 0) : 100000;
-	unsigned long long port = optind + 2 < argc ? strtoull(argv[optind + 2], NULL, 0) : 0x80;
+	unsigned long long port = optind + 2 < argc ? strtoull(argv[optind + 2], NULL, 0) : mmio ? 0xD0000000ull : 0x80;
+	if (mmio)
+		strcpy(scenario_event, "@u1 mmio ");
 	if (mem_mib < 16 || mem_mib > 3072)
 		die("memory must be 16..3072 MiB");
 	uint64_t ram_size = mem_mib << 20;
@@ -369,7 +379,7 @@ int main(int argc, char **argv)
 	free(image);
 
 	char *cmdline = (char *)ram + CMDLINE;
-	snprintf(cmdline, 4096, "scenario=pio count=%llu port=%llu%s", count, port,
+	snprintf(cmdline, 4096, "scenario=%s count=%llu %s=%llu%s", mmio ? "mmio" : "pio", count, mmio ? "addr" : "port", port,
 	         access("/sys/module/kvm_pvm", F_OK) == 0 ? " unhalt.pvm=1" : "");
 	struct hvm_memmap_entry *mm = (void *)(ram + MEMMAP);
 	mm[0] = (struct hvm_memmap_entry){ .addr = 0, .size = LOW_END, .type = 1 };
@@ -424,7 +434,7 @@ int main(int argc, char **argv)
 	}
 done:
 	if (!have_pio) {
-		fprintf(stderr, "kvm-pio-ref: the guest powered off without an \"@u1 pio\" line\n");
+		fprintf(stderr, "kvm-pio-ref: the guest powered off without an \"%.*s\" line\n", (int)strlen(scenario_event) - 1, scenario_event);
 		return 2;
 	}
 	printf("%llu %llu %llu\n", pio_cycles, pio_count, tsc_khz);

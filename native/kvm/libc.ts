@@ -14,6 +14,7 @@ export const libc = {
   ioctlBuf: lib.func('ioctl', 'int', ['int', 'unsigned long', '_Inout_ uint8_t *']),
   mmap: lib.func('uint64 mmap(uint64 addr, size_t len, int prot, int flags, int fd, int64 offset)'),
   munmap: lib.func('int munmap(uint64 addr, size_t len)'),
+  mprotect: lib.func('int mprotect(uint64 addr, size_t len, int prot)'),
   madvise: lib.func('int madvise(uint64 addr, size_t len, int advice)'),
   mlock: lib.func('int mlock(uint64 addr, size_t len)'),
   munlock: lib.func('int munlock(uint64 addr, size_t len)'),

@@ -5,6 +5,7 @@
 
 import { AcpiPm, ACPI_PM_BASE, ACPI_PM_LENGTH, ACPI_PM_STATE_WORDS, SCI_IRQ } from './acpi-pm.ts';
 import { DebugExit, DEBUG_EXIT_LENGTH, DEBUG_EXIT_PORT } from './debug-exit.ts';
+import { readAllOnes } from './floating-bus.ts';
 import { I8042, I8042_COMMAND_PORT, I8042_DATA_PORT } from './i8042.ts';
 import { PortBus, UNHANDLED_TABLE_WORDS } from './port-bus.ts';
 import { POST_PORT, POST_STATE_WORDS, PostPort } from './post-port.ts';
@@ -200,7 +201,7 @@ export class BoardMmio {
   read(address: number, data: Uint8Array, size: number): void {
     this.pci.lock.lock();
     try {
-      if (!this.pci.host.mmioRead(address, data, size)) data.fill(0xff, 0, size);
+      if (!this.pci.host.mmioRead(address, data, size)) readAllOnes(data, size);
     } finally {
       this.pci.lock.unlock();
     }

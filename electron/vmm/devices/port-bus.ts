@@ -16,7 +16,7 @@ export interface PortDevice {
   /** Registers are 8 bits wide: hand 2- and 4-byte accesses over one byte at a time. */
   readonly byteWide?: boolean;
   /**
-   * Every access is one atomic load or store of the device's own state and nothing else: the
+   * Every access is one tear-free load or store (an aligned 32-bit word) of the device's own state and nothing else: the
    * bus lock is not taken for it (port 0x80, which Linux writes as an I/O delay and the probe's
    * `pio` scenario hammers; two atomic read-modify-writes were a quarter of such an exit's JS).
    */

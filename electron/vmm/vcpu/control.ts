@@ -51,6 +51,11 @@ const RUNNING = 4;
 const START = 5;
 /** vCPU 0's move from the main thread to its worker (HANDOVER below). */
 const HANDOVER_WORD = 6;
+/**
+ * Bumped after every change of CMD or END_CODE: a worker reads this one word per exit and the
+ * other two only when it moved (an Atomics.load is a builtin call, tens of ns on this path).
+ */
+const CHANGES = 7;
 const TID_BASE = 16;
 // Far above any vCPU count, so an abandoned barrier never reads as "everyone arrived".
 const START_ABANDONED = 1 << 30;
@@ -91,8 +96,14 @@ export class VmControl {
   }
 
   get command(): number { return Atomics.load(this.words, CMD); }
+  /**
+   * Moves whenever the command or the end code changes (after the change is visible): a worker
+   * that saw the same value before has nothing new to obey.
+   */
+  get changes(): number { return Atomics.load(this.words, CHANGES); }
   setCommand(cmd: number): void {
     Atomics.store(this.words, CMD, cmd);
+    Atomics.add(this.words, CHANGES, 1);
     Atomics.notify(this.words, CMD);
     if (cmd === COMMAND.stop) this.abandonStart();
   }
@@ -135,6 +146,7 @@ export class VmControl {
   /** Records how the VM ended; returns false if another vCPU already did. */
   end(code: EndCode, vcpu: number): boolean {
     if (Atomics.compareExchange(this.words, END_CODE, END.none, code) !== END.none) return false;
+    Atomics.add(this.words, CHANGES, 1);
     Atomics.store(this.words, END_VCPU, vcpu);
     this.abandonStart();
     return true;

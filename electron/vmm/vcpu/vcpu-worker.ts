@@ -61,6 +61,7 @@ if (data.takeOverFrom && !takeOver(data.takeOverFrom)) {
   } catch (e) {
     if (control.end(END.workerError, id)) post({ type: 'ended', vcpu: id, code: END.workerError, message: `vCPU ${id}: ${(e as Error).message}` });
   } finally {
+    vcpu.close(); // this thread's KVM_RUN stub (the fd and kvm_run are the main thread's)
     control.setTid(id, 0);
     control.markRunning(-1);
     post({ type: 'exited', vcpu: id });

@@ -168,6 +168,31 @@ static NORETURN void scenario_pio(void)
 }
 
 /*
+ * ---- mmio: count 4-byte reads of addr, timed with rdtsc ----
+ * The default address is unmapped MMIO (nothing there: no RAM, no BAR, not the LAPIC/IOAPIC), so
+ * every read is a KVM_EXIT_MMIO answered by the VMM's empty bus: the MMIO twin of `pio`. Pass a
+ * BAR register's address to time a device's MMIO path instead.
+ */
+#define MMIO_UNMAPPED 0xD0000000u
+static NORETURN void scenario_mmio(void)
+{
+	u64 count = cmdline_u64("count", 100000);
+	u64 addr = cmdline_u64("addr", MMIO_UNMAPPED) & ~3ull;
+	if (addr >= 0x100000000ull)
+		addr = MMIO_UNMAPPED; /* the identity map ends at 4 GiB */
+	const volatile u32 *reg = (const volatile u32 *)(uintptr_t)addr;
+	u32 value = 0;
+	u64 t0 = rdtsc();
+	for (u64 n = count; n; n--)
+		value = *reg;
+	u64 t1 = rdtsc();
+	event("mmio count=%lu tsc_cycles=%lu addr=%lu value=%u", count, t1 - t0, addr, value);
+	con_printf("mmio: %lu reads of 0x%lx, %lu ns each\n", count, addr,
+	           count ? (t1 - t0) * 1000000 / tsc_khz / count : 0);
+	power_off();
+}
+
+/*
  * ---- fault ----
  * kind=triple (default): empty IDT, then ud2: a triple fault.
  * kind=ud2: ud2 with the IDT in place: reported as "@u1 fault vector=6".
@@ -213,6 +238,8 @@ NORETURN void run_scenario(const char *name)
 		scenario_idle();
 	if (!memcmp(name, "pio", 4))
 		scenario_pio();
+	if (!memcmp(name, "mmio", 5))
+		scenario_mmio();
 	if (!memcmp(name, "fault", 6))
 		scenario_fault();
 	if (!memcmp(name, "ipi", 4))

@@ -8,6 +8,7 @@
 // CONFIG_ADDRESS decodes only 32-bit accesses (as on real chipsets: Linux's type-1 probe writes
 // a byte to 0xCFB and expects it not to land there); bit 31 enables, bits 23:16 bus, 15:11
 // device, 10:8 function, 7:2 register. A read of an absent function gives all ones.
+import { readAllOnes } from '../floating-bus.ts';
 import { PciConfig, type PciFunctionDescription } from './pci-config.ts';
 
 export const PCI_CONFIG_ADDRESS_PORT = 0xcf8;
@@ -42,7 +43,7 @@ export class HostBridge implements PciFunction {
   constructor(bytes: Uint8Array) {
     this.config = new PciConfig(bytes, HOST_BRIDGE);
   }
-  mmioRead(_bar: number, _offset: number, data: Uint8Array, size: number): void { data.fill(0xff, 0, size); }
+  mmioRead(_bar: number, _offset: number, data: Uint8Array, size: number): void { readAllOnes(data, size); }
   mmioWrite(): void {}
 }
 
