@@ -116,7 +116,10 @@ describe.skipIf(!hw)('Linux\'s own virtio_net on our device, hardware-semantics 
     expect(got).toBe('from-the-guest\n');
 
     // Inbound: a host connection to the forwarded port is libslirp's to 10.0.2.15:8080.
-    await shell(sh, 'echo served-by-the-guest > /tmp/reply && (nc -l -p 8080 < /tmp/reply > /tmp/heard &) ; sleep 1; echo listening', /listening/);
+    // Connected only once the guest's socket listens (in /proc/net/tcp: port 8080 = 1F90, state 0A), or libslirp's
+    // connection to it would be refused and the host's reset.
+    await shell(sh, 'echo served-by-the-guest > /tmp/reply && (nc -l -p 8080 < /tmp/reply > /tmp/heard &) ; '
+      + "i=0; until grep -q ':1F90 00000000:0000 0A' /proc/net/tcp || [ $i -ge 60 ]; do sleep 1; i=$((i+1)); done; echo listening=$i", /listening=\d+/);
     const answer = await new Promise<string>((resolve, reject) => {
       const sock = connect(hostPort, '127.0.0.1');
       let text = '';
@@ -124,7 +127,7 @@ describe.skipIf(!hw)('Linux\'s own virtio_net on our device, hardware-semantics 
       sock.on('connect', () => sock.end('from-the-host\n'));
       sock.on('data', (d) => { text += d; });
       sock.on('close', () => { clearTimeout(t); resolve(text); });
-      sock.on('error', (e) => { clearTimeout(t); reject(e); });
+      sock.on('error', (e) => { clearTimeout(t); reject(new Error(`through the forward: ${e.message}; the guest's console: ${JSON.stringify(g.console().slice(-300))}`)); });
     });
     expect(answer).toBe('served-by-the-guest\n');
     await shell(sh, 'sleep 1; cat /tmp/heard', /from-the-host/);
