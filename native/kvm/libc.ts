@@ -8,6 +8,7 @@ const lib = koffi.load('libc.so.6');
 export const libc = {
   open: lib.func('int open(const char *path, int flags)'),
   close: lib.func('int close(int fd)'),
+  socket: lib.func('int socket(int domain, int type, int protocol)'),
   /** ioctl with an integer (or no) argument. */
   ioctlInt: lib.func('ioctl', 'int', ['int', 'unsigned long', 'unsigned long']),
   /** ioctl whose argument points into a JS buffer (struct in/out). */

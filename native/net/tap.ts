@@ -1,12 +1,22 @@
 // A TAP device (Linux TUN/TAP, IFF_TAP | IFF_NO_PI): Ethernet frames in and out of one fd, each
-// read(2) one frame, each write(2) one frame. Only a tap that exists already is attached (a
-// persistent one the user made: `ip tuntap add dev NAME mode tap user USER`); TUNSETIFF would
-// otherwise create a fresh one, which is not what `tap=NAME` asks for. IFF_TUN_EXCL stays off, so
-// a persistent tap can be attached again after the VM that used it ended.
+// read(2) one frame, each write(2) one frame. A tap that exists already is attached (a persistent
+// one the user made: `ip tuntap add dev NAME mode tap user USER`); IFF_TUN_EXCL stays off, so it
+// can be attached again after the VM that used it ended. A name no interface has is created, as
+// QEMU's `-netdev tap,ifname=NAME` does, when this process may (CAP_NET_ADMIN in its network
+// namespace): not persistent (no TUNSETPERSIST), so it goes when the fd closes — with the VM —
+// and brought up (IFF_UP) so frames flow at once; addresses, bridges and routes stay the user's.
+// A process that may not create it is told in one line how to make one it may attach.
 import { existsSync, readFileSync } from 'node:fs';
 import { O_CLOEXEC, O_RDWR, OsError, closeFd, describeErrno, errno, libc } from '../kvm/libc.ts';
 
 const TUNSETIFF = 0x400454ca;
+const SIOCGIFFLAGS = 0x8913;
+const SIOCSIFFLAGS = 0x8914;
+const AF_INET = 2;
+const SOCK_DGRAM = 2;
+const IFF_UP = 0x1;
+const EPERM = 1;
+const EACCES = 13;
 const IFF_TAP = 0x0002;
 const IFF_NO_PI = 0x1000;
 const O_NONBLOCK = 0x800;
@@ -19,30 +29,70 @@ export class TapError extends Error {
   override name = 'TapError';
 }
 
-/** Opens tap `name` for frames, non-blocking. Throws TapError (one line) when it cannot. */
+/** How to make a tap this user may attach without privileges. */
+const createIt = (name: string) => `ip tuntap add dev ${name} mode tap user $(id -un); ip link set ${name} up`;
+
+/**
+ * Opens tap `name` for frames, non-blocking: an existing tap attached, a name no interface has
+ * created (when this process may) and brought up. Throws TapError (one line) when it cannot.
+ */
 export function openTap(name: string): number {
   const sys = `/sys/class/net/${name}`;
-  if (!existsSync(sys)) throw new TapError(`tap ${name} does not exist: create it first (ip tuntap add dev ${name} mode tap user $(id -un); ip link set ${name} up)`);
-  let flags: number;
-  try {
-    flags = Number.parseInt(readFileSync(`${sys}/tun_flags`, 'utf8').trim(), 16);
-  } catch {
-    throw new TapError(`${name} is a network interface but not a tap (no TUN/TAP flags): give the name of a tap device`);
+  const exists = existsSync(sys);
+  if (exists) {
+    let flags: number;
+    try {
+      flags = Number.parseInt(readFileSync(`${sys}/tun_flags`, 'utf8').trim(), 16);
+    } catch {
+      throw new TapError(`${name} is a network interface but not a tap (no TUN/TAP flags): give the name of a tap device`);
+    }
+    if ((flags & IFF_TAP) === 0) throw new TapError(`${name} is a TUN (IP) device, not a tap: create a tap (ip tuntap add dev NAME mode tap)`);
   }
-  if ((flags & IFF_TAP) === 0) throw new TapError(`${name} is a TUN (IP) device, not a tap: create a tap (ip tuntap add dev NAME mode tap)`);
   const fd = libc.open(TUN_DEVICE, O_RDWR | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) throw new TapError(`tap ${name} cannot be opened: ${TUN_DEVICE}: ${describeErrno(errno())}`);
+  if (fd < 0) {
+    const err = errno();
+    if (!exists && (err === EACCES || err === EPERM)) {
+      throw new TapError(`tap ${name} does not exist, and this process may not create it (${TUN_DEVICE}: ${describeErrno(err)}; creating needs CAP_NET_ADMIN): create it first (${createIt(name)})`);
+    }
+    throw new TapError(`tap ${name} cannot be ${exists ? 'opened' : 'created'}: ${TUN_DEVICE}: ${describeErrno(err)}`);
+  }
   const ifr = Buffer.alloc(40);
   ifr.write(name, 0, IFNAMSIZ - 1, 'latin1');
   ifr.writeUInt16LE(IFF_TAP | IFF_NO_PI, IFNAMSIZ);
   if (libc.ioctlBuf(fd, TUNSETIFF, ifr) < 0) {
     const err = errno();
     closeFd(fd);
-    const why = err === 1 ? ' (it belongs to another user or group: ip tuntap add ... user YOU, or run with CAP_NET_ADMIN)'
+    if (!exists && err === EPERM) {
+      throw new TapError(`tap ${name} does not exist, and this process may not create it (creating needs CAP_NET_ADMIN): create it first (${createIt(name)})`);
+    }
+    const why = err === EPERM ? ' (it belongs to another user or group: ip tuntap add ... user YOU, or run with CAP_NET_ADMIN)'
       : err === 16 ? ' (another process has it attached)' : err === 22 ? ' (its flags differ: it is not a plain tap without packet information)' : '';
-    throw new TapError(`tap ${name} cannot be opened: ${describeErrno(err)}${why}`);
+    throw new TapError(`tap ${name} cannot be ${exists ? 'opened' : 'created'}: ${describeErrno(err)}${why}`);
+  }
+  if (!exists) {
+    const err = bringUp(name);
+    if (err) {
+      closeFd(fd); // the tap goes with it
+      throw new TapError(`tap ${name} was created but cannot be brought up: ${describeErrno(err)}`);
+    }
   }
   return fd;
+}
+
+/** Sets IFF_UP on interface `name` (SIOCGIFFLAGS / SIOCSIFFLAGS on a datagram socket); 0 or the errno. */
+function bringUp(name: string): number {
+  const s = libc.socket(AF_INET, SOCK_DGRAM | O_CLOEXEC, 0);
+  if (s < 0) return errno();
+  try {
+    const ifr = Buffer.alloc(40);
+    ifr.write(name, 0, IFNAMSIZ - 1, 'latin1');
+    if (libc.ioctlBuf(s, SIOCGIFFLAGS, ifr) < 0) return errno();
+    ifr.writeUInt16LE(ifr.readUInt16LE(IFNAMSIZ) | IFF_UP, IFNAMSIZ);
+    if (libc.ioctlBuf(s, SIOCSIFFLAGS, ifr) < 0) return errno();
+    return 0;
+  } finally {
+    closeFd(s);
+  }
 }
 
 /** Frames on an open tap fd (one read, one frame; non-blocking). */

@@ -1,8 +1,10 @@
 // virtio-net with user networking (libslirp) on real KVM, driven by the probe guest's own driver
 // (native/guest/probe/virtio_net.c: hand-built frames, no IP stack): DHCP from libslirp's
 // server, a guest TCP SYN that makes a real host server accept a connection, a host connection
-// through a port forward that reaches the guest as a SYN. What the guest reports is checked
-// against the device's own counters. Bad input (a malformed forward, a host port in use,
+// through a port forward that reaches the guest as a SYN, UDP and TCP request-response with a host
+// echo server (TCP: the guest's own minimal client — handshake, in-order echoes, FIN; a lost echo
+// or a refused connection reported, not waited out). What the guest reports is checked against
+// the device's own counters. Bad input (a malformed forward, a host port in use,
 // libslirp missing) is one line from the real command line with nothing started, and a stop
 // leaves no thread, fd or socket behind.
 import { createServer, connect, type AddressInfo, type Server } from 'node:net';
@@ -11,7 +13,8 @@ import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { fileURLToPath } from 'node:url';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { AgentEvent } from '../../electron/vmm/agent/line-protocol.ts';
 import { resolveMachine } from '../../electron/vmm/config/resolve.ts';
 import { validateConfig } from '../../electron/vmm/config/vm-config.ts';
@@ -61,6 +64,8 @@ function udpFree(port: number): Promise<boolean> {
 }
 
 describe.skipIf(!kvmAvailable)('virtio-net over user networking (libslirp) on real KVM, probe guest driver', () => {
+  let echoServer: Server | undefined;
+  afterEach(() => { echoServer?.close(); echoServer = undefined; });
   it('DHCP offers 10.0.2.15 with router 10.0.2.2 and DNS 10.0.2.3; the MAC is the VM name\'s; frames and interrupts are counted', async () => {
     const g = await startNet('scenario=net-dhcp', 'user', 'dhcp-vm');
     const exit = await g.vm.exited;
@@ -141,6 +146,55 @@ describe.skipIf(!kvmAvailable)('virtio-net over user networking (libslirp) on re
     }
   });
 
+  it('TCP request-response: one connection to a host echo server on 127.0.0.1:P — handshake, every request echoed in order and ACKed, FIN both ways', async () => {
+    let received = 0;
+    let connections = 0;
+    const ended = new Promise<void>((resolve) => {
+      echoServer = createServer((c) => {
+        connections++;
+        c.setNoDelay(true);
+        c.on('data', (d) => { received += d.length; c.write(d); });
+        c.on('end', () => { c.end(); resolve(); }); // the guest's FIN reached the host's socket
+        c.on('error', () => {});
+      });
+    });
+    const port = await listen(echoServer!);
+    const rounds = 50;
+    const bytes = 100;
+    const g = await startNet(`scenario=net-tcp-rr port=${port} rounds=${rounds} bytes=${bytes}`, 'user');
+    expect((await g.vm.exited).kind).toBe('poweroff');
+    const f = event(g.events, 'net_tcp_rr');
+    expect(f).toMatchObject({ ok: 1, stage: 0, port, rounds, done: rounds, bytes, ooo: 0, bad_sum: 0, mismatch: 0, fin: 1, rst: 0 });
+    expect(f.min_ns).toBeGreaterThan(0);
+    expect(f.p50_ns).toBeGreaterThanOrEqual(f.min_ns!);
+    expect(g.console()).toContain(`tcp rr ${rounds} of ${rounds} rounds of ${bytes} bytes`);
+    await ended;
+    expect(connections).toBe(1);
+    expect(received).toBe(rounds * bytes);
+    const c = g.vm.virtioCounters().net!;
+    // Out: DISCOVER, ARP, SYN, ACK, per round a request and an ACK, FIN, last ACK; in: at least the OFFER, ARP reply, SYN-ACK, an echo a round, FIN.
+    expect(c.requests[1]).toBeGreaterThanOrEqual(2 + 2 + 2 * rounds + 2);
+    expect(c.requests[0]).toBeGreaterThanOrEqual(3 + rounds + 1);
+    expect(c.drops).toEqual([0, 0]);
+  });
+
+  it('TCP request-response against a host server that accepts but never answers: the guest reports the lost echo (stage 14) instead of waiting forever', async () => {
+    let got = 0;
+    echoServer = createServer((c) => { c.on('data', (d) => { got += d.length; }); c.on('error', () => {}); });
+    const port = await listen(echoServer);
+    const g = await startNet(`scenario=net-tcp-rr port=${port} rounds=5 bytes=32`, 'user');
+    expect((await g.vm.exited).kind).toBe('poweroff');
+    expect(event(g.events, 'net_tcp_rr')).toMatchObject({ ok: 0, stage: 14, rounds: 5, done: 0, fin: 0 });
+    expect(got).toBe(32); // the first request arrived; nothing came back, so there was no second
+  });
+
+  it('TCP request-response to a port nobody listens on: the handshake fails (stage 13, reset) and is reported', async () => {
+    const port = await freePort();
+    const g = await startNet(`scenario=net-tcp-rr port=${port} rounds=5`, 'user');
+    expect((await g.vm.exited).kind).toBe('poweroff');
+    expect(event(g.events, 'net_tcp_rr')).toMatchObject({ ok: 0, stage: 13, done: 0, rst: 1 });
+  });
+
   it('stopping a VM while its I/O thread waits on libslirp releases the thread, every fd and the forwarded port', async () => {
     const hostPort = await freePort();
     const start = async () => {
@@ -211,9 +265,16 @@ describe.skipIf(!kvmAvailable)('virtio-net over user networking (libslirp) on re
 
 // A TAP in a network namespace of the test's own (the host's interfaces are never touched): the
 // VMM runs inside it (`ip netns exec`), the tap's far side is the namespace's kernel with
-// 10.0.3.1, and a server there accepts the guest's connection.
+// 10.0.3.1, and a server there accepts the guest's connection. A tap name no interface has is
+// created by the VMM there (root), brought up and gone with the VM; without CAP_NET_ADMIN (setpriv)
+// it is refused in one line saying how to make one.
 const canNetns = kvmAvailable && process.getuid?.() === 0 && existsSync('/dev/net/tun')
   && spawnSync('ip', ['netns', 'list']).status === 0;
+
+/** The one line for a tap that does not exist and may not be created here. */
+const howToCreate = (tap: string) => new RegExp(`^unhalt: tap ${tap} does not exist, and this process may not create it \\(.*creating needs CAP_NET_ADMIN\\): `
+  + `create it first \\(ip tuntap add dev ${tap} mode tap user \\$\\(id -un\\); ip link set ${tap} up\\)$`);
+const TAP_MODULE = fileURLToPath(new URL('../../native/net/tap.ts', import.meta.url));
 
 describe.skipIf(!canNetns)('virtio-net over a TAP in a network namespace of the test\'s own', () => {
   const ns = `unhalt-test-${process.pid}`;
@@ -237,7 +298,7 @@ describe.skipIf(!canNetns)('virtio-net over a TAP in a network namespace of the 
     }
   };
 
-  it('the guest (static 10.0.3.15) ARPs for 10.0.3.1 and connects to a server in the namespace; a missing tap and a non-tap are one line', async () => {
+  it('the guest (static 10.0.3.15) ARPs for 10.0.3.1 and connects to a server in the namespace; a tap that may not be created and a non-tap are one line', async () => {
     await withNamespace(async () => {
       const server = spawn('ip', ['netns', 'exec', ns, process.execPath, '-e', [
         "const s = require('net').createServer((c) => { console.log('accepted'); c.on('error', () => {}); c.on('close', () => process.exit(0)); });",
@@ -265,19 +326,65 @@ describe.skipIf(!canNetns)('virtio-net over a TAP in a network namespace of the 
         expect(await serverDone).toBe(0);
         expect(out).toContain('accepted'); // (its peer address may be gone already: the guest resets at once)
 
-        for (const [tap, why] of [
-          ['tap9', /^unhalt: tap tap9 does not exist: create it first \(ip tuntap add dev tap9 mode tap/],
-          ['lo', /^unhalt: lo is a network interface but not a tap/],
+        // A tap this process may not create (root without CAP_NET_ADMIN: TUNSETIFF refused): the one line says how
+        // to make one it may attach. Nothing is created.
+        const noNetAdmin = [...prefix, 'setpriv', '--inh-caps=-net_admin', '--bounding-set=-net_admin'];
+        for (const [tap, why, who] of [
+          ['tap9', howToCreate('tap9'), noNetAdmin],
+          ['lo', /^unhalt: lo is a network interface but not a tap/, prefix],
         ] as const) {
-          const bad = await runCli(['run', '--guest', 'probe', '--net', `tap=${tap}`, '--append', 'scenario=net-dhcp'], { prefix });
+          const bad = await runCli(['run', '--guest', 'probe', '--net', `tap=${tap}`, '--append', 'scenario=net-dhcp'], { prefix: [...who] });
           expect(bad.code).toBe(1);
           expect(bad.stdout).toBe('');
           expect(bad.stderr.trim().split('\n').filter((l) => !l.startsWith('unhalt: note:'))).toEqual([expect.stringMatching(why)]);
         }
+        expect(spawnSync('ip', ['-n', ns, 'link', 'show', 'tap9']).status).not.toBe(0);
+
+        // An ordinary user (uid nobody, no groups, no capabilities: /dev/kvm is not theirs either, so the tap is
+        // asked for directly, as the start's check does): the same line.
+        const asNobody = spawnSync('ip', ['netns', 'exec', ns, 'setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', '--inh-caps=-all',
+          process.execPath, '-e', `import(${JSON.stringify(TAP_MODULE)}).then((t) => { try { t.openTap('tap9'); console.log('opened'); } catch (e) { console.log(e.message); } })`],
+        { encoding: 'utf8' });
+        expect(asNobody.stdout.trim(), asNobody.stderr).toMatch(new RegExp(howToCreate('tap9').source.replace('^unhalt: ', '^')));
+        expect(spawnSync('ip', ['-n', ns, 'link', 'show', 'tap9']).status).not.toBe(0);
       } finally {
         server.kill('SIGKILL');
       }
     });
     expect(spawnSync('ip', ['netns', 'list'], { encoding: 'utf8' }).stdout).not.toContain(ns);
+  }, scaled(120_000));
+
+  it('a tap name no interface has is created by the VMM (it has CAP_NET_ADMIN), up, and gone with the VM; a host connection to the guest crosses it both ways', async () => {
+    await withNamespace(async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'unhalt-tap-'));
+      const log = join(dir, 'agent.log');
+      const prefix = ['ip', 'netns', 'exec', ns];
+      try {
+        const vm = runCli(['run', '--guest', 'probe', '--net', 'tap=tapnew', '--agent-log', log,
+          '--append', 'scenario=net-listen port=7000 ip=10.0.4.15 gw=10.0.4.1 wait_ms=60000'], { prefix });
+        // The guest listens: its I/O thread holds the tap it created (the start's check made one and let it go before).
+        const deadline = Date.now() + scaled(30_000);
+        while (!(existsSync(log) && readFileSync(log, 'utf8').includes('net_listen')) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+        expect(readFileSync(log, 'utf8')).toMatch(/@u1 net_listen port=7000 ip=167773199/);
+        const link = spawnSync('ip', ['-n', ns, '-o', 'link', 'show', 'tapnew'], { encoding: 'utf8' });
+        expect(link.stdout).toMatch(/tapnew: <[^>]*\bUP\b[^>]*>/);
+        inNs('addr', 'add', '10.0.4.1/24', 'dev', 'tapnew'); // (10.0.3.0/24 is tap0's)
+        // From the namespace: the kernel ARPs for 10.0.4.15 (the guest answers), sends the SYN (the guest answers RST).
+        const client = spawnSync('ip', ['netns', 'exec', ns, process.execPath, '-e', [
+          "const c = require('net').connect(7000, '10.0.4.15');",
+          "c.on('error', (e) => { console.log(e.code); process.exit(0); });",
+          "c.on('connect', () => { console.log('connected'); process.exit(1); });",
+          'setTimeout(() => { console.log(\'timeout\'); process.exit(2); }, 30000);',
+        ].join('\n')], { encoding: 'utf8' });
+        expect(client.stdout.trim()).toBe('ECONNREFUSED'); // the guest's reset came back over the tap
+        const r = await vm;
+        expect(r.code, r.stderr).toBe(0);
+        expect(readFileSync(log, 'utf8')).toMatch(/@u1 net_syn port=7000 syn=1 src=167773185 src_port=\d+/);
+        // Not persistent: it went when the VM's fd closed.
+        expect(spawnSync('ip', ['-n', ns, 'link', 'show', 'tapnew']).status).not.toBe(0);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
   }, scaled(120_000));
 });

@@ -148,7 +148,7 @@ void virtio_irq(u64 vector);
 NORETURN void scenario_virtio_rng(void);
 
 /* ---- virtio_net.c ---- */
-NORETURN void scenario_net(const char *name);   /* net-dhcp, net-connect, net-listen, net-udp-rr */
+NORETURN void scenario_net(const char *name);   /* net-dhcp, net-connect, net-listen, net-udp-rr, net-tcp-rr */
 
 /* ---- virtio_blk.c ---- */
 NORETURN void scenario_virtio_blk(void);

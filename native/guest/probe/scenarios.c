@@ -257,7 +257,7 @@ NORETURN void run_scenario(const char *name)
 	if (!memcmp(name, "virtio-rng", 11))
 		scenario_virtio_rng();
 	if (!memcmp(name, "net-dhcp", 9) || !memcmp(name, "net-connect", 12) || !memcmp(name, "net-listen", 11)
-	    || !memcmp(name, "net-udp-rr", 11))
+	    || !memcmp(name, "net-udp-rr", 11) || !memcmp(name, "net-tcp-rr", 11))
 		scenario_net(name);
 	if (!memcmp(name, "virtio-blk", 11))
 		scenario_virtio_blk();

@@ -9,8 +9,10 @@
  *   scenario=net-udp-rr port=P        DHCP, ARP, then `rounds` UDP datagrams of `bytes` to the
  *                                     gateway's port P, each waited for until it comes back (an echo
  *                                     server on the host): request-response round trips by the TSC
+ *   scenario=net-tcp-rr port=P        the same over one TCP connection to the gateway's port P (handshake,
+ *                                     `rounds` requests of `bytes` each echoed and ACKed, FIN both ways)
  *
- * ip=A.B.C.D gw=A.B.C.D (net-connect, net-listen) skips DHCP: a static address, e.g. on a TAP
+ * ip=A.B.C.D gw=A.B.C.D (net-connect, net-listen, net-udp-rr, net-tcp-rr) skips DHCP: a static address, e.g. on a TAP
  * with no DHCP server.
  *
  * Every frame carries the 12-byte virtio_net_hdr (VERSION_1) in a descriptor of its own ahead
@@ -174,6 +176,42 @@ static u8 *ipv4(u8 *p, u8 proto, u32 src, u32 dst, u32 payload)
 	put32(p + 16, dst);
 	put16(p + 10, fold(sum16(p, 20, 0)));
 	return p + 20;
+}
+
+/* The TCP checksum's sum over the pseudo-header and `len` bytes of segment at `t` (not folded). */
+static u32 tcp_sum(u32 src, u32 dst, const u8 *t, u32 len)
+{
+	u8 pseudo[12];
+	put32(pseudo, src);
+	put32(pseudo + 4, dst);
+	pseudo[8] = 0;
+	pseudo[9] = 6;
+	put16(pseudo + 10, (u16)len);
+	return sum16(t, len, sum16(pseudo, 12, 0));
+}
+
+/* A TCP segment carrying `data_len` bytes of `data` (options: MSS on a SYN); checksum over the pseudo-header. */
+static void send_tcp_data(u32 dst, u16 sport, u16 dport, u32 seq, u32 ack, u8 flags, const u8 *data, u32 data_len)
+{
+	u32 opt = (flags & 0x02) ? 4 : 0, hlen = 20 + opt, len = hlen + data_len;
+	u8 *t = ipv4(eth(txframe, gw_mac, 0x0800), 6, my_ip, dst, len);
+	memset(t, 0, hlen);
+	put16(t, sport);
+	put16(t + 2, dport);
+	put32(t + 4, seq);
+	put32(t + 8, ack);
+	t[12] = (u8)((hlen / 4) << 4);
+	t[13] = flags;
+	put16(t + 14, 64240);
+	if (opt) {
+		t[20] = 2;
+		t[21] = 4;
+		put16(t + 22, 1460);
+	}
+	if (data_len)
+		memcpy(t + hlen, data, data_len);
+	put16(t + 16, fold(tcp_sum(my_ip, dst, t, len)));
+	vnet_send(14 + 20 + len);
 }
 
 /* A TCP segment with no data (options: MSS on a SYN); checksum over the pseudo-header. */
@@ -469,10 +507,187 @@ static NORETURN void udp_rr(const char *ev)
 	power_off();
 }
 
+/* ---- TCP request-response: one connection, `rounds` requests of `bytes`, each echoed ---- */
+/*
+ * A client with just enough TCP for an echo on a loss-free link (libslirp's loopback or a tap):
+ * the three-way handshake, then per round one segment of `bytes` (PSH|ACK; a round number in its
+ * first 4 bytes, 0x5a after) whose echo is collected in order — in however many segments it
+ * comes — checked byte for byte and ACKed; then FIN both ways. Sequence and acknowledgement
+ * numbers are tracked (snd_nxt/snd_una, rcv_nxt); nothing is retransmitted: a segment out of
+ * order, a bad checksum, a wrong echo or a wait past the deadline is counted and reported
+ * (`@u1 net_tcp_rr ok=0 stage=N`), never waited out.
+ */
+#define TRR_SPORT 41999
+#define F_FIN 0x01
+#define F_PSH 0x08
+static u32 trr_snd_nxt, trr_snd_una, trr_rcv_nxt, trr_peer_wnd;
+static u32 trr_got, trr_want, trr_bytes, trr_ooo, trr_bad_sum, trr_dup, trr_mismatch;
+static bool trr_peer_fin, trr_rst, trr_synack;
+static u8 trr_req[1400], trr_echo[1400];
+
+/* Sequence-space comparison: a before b (mod 2^32). */
+static bool seq_lt(u32 a, u32 b) { return (int)(a - b) < 0; }
+
+/*
+ * Takes one segment of our connection (from the gateway's `rr_port` to TRR_SPORT): acknowledgement,
+ * in-order data into trr_echo, FIN, RST. True when the waiting round is complete: the SYN-ACK in the
+ * handshake, the whole echo (trr_got == trr_want), the peer's FIN, or a RST.
+ */
+static bool take_tcp_segment(const u8 *f, u32 n)
+{
+	if (n < 14 + 20 + 20 || get16(f + 12) != 0x0800 || f[14 + 9] != 6 || get32(f + 14 + 16) != my_ip)
+		return false;
+	const u8 *ip = f + 14;
+	u32 ihl = (ip[0] & 15) * 4, tot = get16(ip + 2);
+	if (ihl < 20 || tot < ihl + 20 || 14 + tot > n)
+		return false;
+	const u8 *t = ip + ihl;
+	u32 seglen = tot - ihl, thl = (u32)(t[12] >> 4) * 4;
+	if (get16(t) != rr_port || get16(t + 2) != TRR_SPORT || thl < 20 || thl > seglen)
+		return false;
+	if (fold(tcp_sum(get32(ip + 12), my_ip, t, seglen)) != 0) {
+		trr_bad_sum++;
+		return false;
+	}
+	u8 flags = t[13];
+	u32 seq = get32(t + 4), ack = get32(t + 8), dlen = seglen - thl;
+	if (flags & TCP_RST) {
+		trr_rst = true;
+		return true;
+	}
+	if (!trr_synack) {
+		if ((flags & (TCP_SYN | TCP_ACK)) != (TCP_SYN | TCP_ACK) || ack != trr_snd_nxt)
+			return false;
+		trr_synack = true;
+		trr_rcv_nxt = seq + 1;
+		trr_snd_una = ack;
+		trr_peer_wnd = get16(t + 14);
+		return true;
+	}
+	if ((flags & TCP_ACK) && seq_lt(trr_snd_una, ack) && !seq_lt(trr_snd_nxt, ack))
+		trr_snd_una = ack;
+	trr_peer_wnd = get16(t + 14);
+	if (dlen) {
+		if (seq != trr_rcv_nxt) {
+			/* Before rcv_nxt: a copy of what we have (our ACK was late); after it: a gap — lost data. */
+			if (seq_lt(seq, trr_rcv_nxt))
+				trr_dup++;
+			else
+				trr_ooo++;
+			return false;
+		}
+		u32 room = trr_want - trr_got, take = dlen < room ? dlen : room;
+		memcpy(trr_echo + trr_got, t + thl, take);
+		trr_got += take;
+		trr_rcv_nxt += take;
+		if (take < dlen)
+			trr_mismatch++;   /* more than was asked for: not an echo of this round */
+	}
+	if ((flags & F_FIN) && seq + dlen == trr_rcv_nxt) {
+		trr_rcv_nxt++;
+		trr_peer_fin = true;
+		return true;
+	}
+	return trr_want && trr_got == trr_want;
+}
+
+static NORETURN void tcp_rr_report(const char *ev, u32 ok, u32 stage, u32 rounds, u32 done, struct samples *rr, u32 fin,
+                                   u64 handshake_us, u64 us)
+{
+	struct summary sm = { 0 };
+	if (rr->count)
+		samples_summarize(rr, &sm);
+	con_printf("tcp rr %u of %u rounds of %u bytes: p50 %lu ns, p99 %lu ns, %u out of order, %u bad checksums%s\n", done, rounds,
+	           trr_bytes, sm.p50_ns, sm.p99_ns, trr_ooo, trr_bad_sum, ok ? "" : " (FAILED)");
+	event("net_tcp_rr ok=%u stage=%u port=%u rounds=%u done=%u bytes=%u ooo=%u dup=%u bad_sum=%u mismatch=%u fin=%u rst=%u "
+	      "handshake_us=%lu p50_ns=%lu p99_ns=%lu min_ns=%lu mean_ns=%lu us=%lu",
+	      ok, stage, rr_port, rounds, done, trr_bytes, trr_ooo, trr_dup, trr_bad_sum, trr_mismatch, fin, trr_rst, handshake_us,
+	      sm.p50_ns, sm.p99_ns, sm.min_ns, sm.mean_ns, us);
+	power_off();
+}
+
+static NORETURN void tcp_rr(const char *ev)
+{
+	rr_port = port_arg(ev);
+	u32 rounds = (u32)cmdline_u64("rounds", 1000);
+	trr_bytes = (u32)cmdline_u64("bytes", 32);
+	if (trr_bytes < 4 || trr_bytes > 1400)
+		trr_bytes = 32;
+	if (rounds == 0 || rounds > 1000000)
+		rounds = 1000;
+	arp_target = offer_router;
+	bool arp = false;
+	for (u32 i = 0; i < 3 && !arp; i++) {
+		send_arp(1, 0, arp_target);
+		arp = receive_until(slow_host_deadline_us(1000000), is_arp_reply);
+	}
+	if (!arp)
+		fail(ev, 12, "no ARP reply from the gateway");
+	struct samples rr;
+	samples_init(&rr, rr_buf, RR_MAX_SAMPLES);
+	u32 dst = offer_router;
+	u32 iss = (u32)rdtsc();
+	trr_snd_nxt = iss + 1;   /* the SYN takes one */
+	trr_snd_una = iss;
+	u64 t_all = rdtsc();
+	send_tcp(dst, TRR_SPORT, rr_port, iss, 0, TCP_SYN);
+	/* libslirp answers the SYN once its own connect() to the host's port is done. */
+	bool got = receive_until(slow_host_deadline_us(5000000), take_tcp_segment);
+	u64 handshake_us = (rdtsc() - t_all) * 1000 / tsc_khz;
+	if (!got || trr_rst || !trr_synack)
+		tcp_rr_report(ev, 0, 13, rounds, 0, &rr, 0, handshake_us, handshake_us);
+	send_tcp(dst, TRR_SPORT, rr_port, trr_snd_nxt, trr_rcv_nxt, TCP_ACK);
+
+	u32 done = 0, stage = 0;
+	for (u32 r = 0; r < rounds; r++) {
+		memset(trr_req, 0x5a, trr_bytes);
+		put32(trr_req, r + 1);
+		trr_got = 0;
+		trr_want = trr_bytes;
+		u64 t0 = rdtsc();
+		send_tcp_data(dst, TRR_SPORT, rr_port, trr_snd_nxt, trr_rcv_nxt, TCP_ACK | F_PSH, trr_req, trr_bytes);
+		trr_snd_nxt += trr_bytes;
+		bool back = receive_until(slow_host_deadline_us(1000000), take_tcp_segment);
+		u64 dt = rdtsc() - t0;
+		if (trr_rst || trr_peer_fin) {
+			stage = 15;   /* the peer reset or closed the connection mid-exchange */
+			break;
+		}
+		if (!back) {
+			stage = 14;   /* no (whole) echo before the deadline: lost, and nothing retransmits it */
+			break;
+		}
+		if (memcmp(trr_echo, trr_req, trr_bytes) || trr_mismatch) {
+			stage = 16;   /* what came back is not what was sent */
+			break;
+		}
+		samples_add(&rr, dt);
+		done++;
+		send_tcp(dst, TRR_SPORT, rr_port, trr_snd_nxt, trr_rcv_nxt, TCP_ACK);
+	}
+	if (stage) {
+		send_tcp(dst, TRR_SPORT, rr_port, trr_snd_nxt, trr_rcv_nxt, TCP_RST | TCP_ACK);
+		tcp_rr_report(ev, 0, stage, rounds, done, &rr, 0, handshake_us, (rdtsc() - t_all) * 1000 / tsc_khz);
+	}
+	/* Close: our FIN (acknowledged: snd_una reaches snd_nxt), the peer's FIN (an echo server ends when we do), our last ACK. */
+	send_tcp(dst, TRR_SPORT, rr_port, trr_snd_nxt, trr_rcv_nxt, TCP_ACK | F_FIN);
+	trr_snd_nxt++;
+	trr_want = trr_got = 0;   /* data now would be more than was echoed: counted as a mismatch */
+	u64 end = slow_host_deadline_us(2000000);
+	while (!trr_peer_fin && !trr_rst && receive_until(end, take_tcp_segment))
+		;
+	u32 fin = trr_peer_fin && trr_snd_una == trr_snd_nxt;
+	if (trr_peer_fin)
+		send_tcp(dst, TRR_SPORT, rr_port, trr_snd_nxt, trr_rcv_nxt, TCP_ACK);
+	u64 us = (rdtsc() - t_all) * 1000 / tsc_khz;
+	bool clean = fin && !trr_ooo && !trr_bad_sum && !trr_mismatch;
+	tcp_rr_report(ev, clean, !fin ? 17 : clean ? 0 : 18, rounds, done, &rr, fin, handshake_us, us);
+}
+
 NORETURN void scenario_net(const char *name)
 {
 	const char *ev = !memcmp(name, "net-dhcp", 9) ? "net_dhcp" : !memcmp(name, "net-connect", 12) ? "net_connect"
-	               : !memcmp(name, "net-udp-rr", 11) ? "net_udp_rr" : "net_listen";
+	               : !memcmp(name, "net-udp-rr", 11) ? "net_udp_rr" : !memcmp(name, "net-tcp-rr", 11) ? "net_tcp_rr" : "net_listen";
 	u32 stage = vnet_init();
 	if (stage)
 		fail(ev, stage, "device set-up");
@@ -489,6 +704,8 @@ NORETURN void scenario_net(const char *name)
 		power_off();
 	if (!memcmp(name, "net-udp-rr", 11))
 		udp_rr(ev);
+	if (!memcmp(name, "net-tcp-rr", 11))
+		tcp_rr(ev);
 
 	if (!memcmp(name, "net-connect", 12)) {
 		u16 port = port_arg(ev);

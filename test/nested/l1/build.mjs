@@ -34,13 +34,15 @@ export const NESTED_DIR = join(root, 'assets', 'nested');
 const quiet = process.argv.includes('--quiet');
 const t0 = performance.now();
 
-// The modules L1 needs: KVM on AMD SVM (TCG's -cpu max is an AMD CPU) and virtio-blk on PCI. Their
+// The modules L1 needs: KVM on AMD SVM (TCG's -cpu max is an AMD CPU), virtio-blk on PCI and TUN/TAP
+// (the Linux network checks give L2 a tap in a network namespace of their own). Their
 // dependencies and load order come from each module's own depends= field (the package ships no
 // modules.dep).
-export const L1_MODULE_ROOTS = ['kvm_amd', 'virtio_pci', 'virtio_blk'];
+export const L1_MODULE_ROOTS = ['kvm_amd', 'virtio_pci', 'virtio_blk', 'tun'];
 // Host programs the kvm and linux lanes run inside L1, copied with every library they link
-// (e2fsprogs: the Linux disk checks make an ext4 image and read the guest's files back from it).
-const HOST_PROGRAMS = ['qemu-system-x86_64', 'setpriv', 'prlimit', 'mke2fs', 'debugfs', 'e2fsck'];
+// (e2fsprogs: the Linux disk checks make an ext4 image and read the guest's files back from it;
+// iproute2's ip: busybox's has no netns or tuntap, which the network checks need).
+const HOST_PROGRAMS = ['qemu-system-x86_64', 'setpriv', 'prlimit', 'mke2fs', 'debugfs', 'e2fsck', 'ip'];
 const HOST_DATA_DIRS = ['/usr/share/qemu', '/usr/share/seabios', '/etc/mke2fs.conf'];
 
 function log(msg) {

@@ -14,7 +14,7 @@ const MODES: { mode: DraftNet['mode']; title: string; help: string }[] = [
     mode: 'user', title: 'User networking (NAT)',
     help: `Through libslirp, as QEMU's -netdev user: the guest gets ${USER_NET.dhcpStart} by DHCP, reaches the host at ${USER_NET.gateway} and the outside by NAT; no privileges needed. Forward host ports to reach the guest.`,
   },
-  { mode: 'tap', title: 'An existing TAP device', help: 'Attach a tap interface you created (ip tuntap add dev NAME mode tap user $USER) and bridged or routed as you like.' },
+  { mode: 'tap', title: 'An existing TAP device', help: 'Attach a tap interface you created (ip tuntap add dev NAME mode tap user $USER) and bridged or routed as you like; a name no interface has is created for the VM (up, no address, gone when it stops) when Unhalt may (CAP_NET_ADMIN).' },
 ];
 
 const PARTS: { part: ForwardPart; label: string; placeholder?: string; numeric?: boolean }[] = [
