@@ -4,7 +4,7 @@
 // tree with its bundled libraries, the agent's tool workloads end to end through its --stdio
 // command path, and `unhalt bench`'s checks of the new workloads.
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -13,7 +13,8 @@ import { prepareExperiment } from '../../electron/experiments/runner.ts';
 import type { ExperimentSpec } from '../../electron/experiments/types.ts';
 import { LINUX_WORKLOADS, linuxWorkloadArgs, workload } from '../../electron/experiments/workloads.ts';
 import { type AgentEvent, parseAgentLine } from '../../electron/vmm/agent/line-protocol.ts';
-import { LINUX_HOST_AGENT, LINUX_KIT_DIR, LINUX_WORKLOADS_DISK, LINUX_WORKLOADS_TREE } from '../../electron/vmm/guests-linux.ts';
+import { LINUX_BZIMAGE, LINUX_HOST_AGENT, LINUX_INITRD, LINUX_KIT_DIR, LINUX_WORKLOADS_DISK, LINUX_WORKLOADS_TREE } from '../../electron/vmm/guests-linux.ts';
+import { runCli } from '../support/cli.ts';
 import { simulatedHost } from '../support/simulated-host.ts';
 
 const BUILD = fileURLToPath(new URL('../../native/guest/linux/build-workloads-disk.mjs', import.meta.url));
@@ -151,5 +152,23 @@ describe('unhalt bench with the tool workloads', () => {
     expect(() => prepareExperiment(spec({ bare: true }), simulatedHost())).toThrow(/--bare is not available for perf-messaging: it runs Debian's perf from the workloads disk/);
     expect(() => prepareExperiment(spec({ workload: 'stress-ng-nope' }), simulatedHost())).toThrow(/unknown linux workload "stress-ng-nope"; valid: pipe, messaging, ctx, perf-pipe, perf-messaging, cyclictest, iperf3-tcp, stress-ng-switch/);
     expect(workload('linux', 'iperf3-tcp').lowerIsBetter).toBe(false);
+  });
+});
+
+describe.skipIf(!existsSync(LINUX_BZIMAGE) || !existsSync(LINUX_INITRD))('a user\'s own root file system: the documented command line', () => {
+  it('unhalt run --kernel --initrd --disk --append root=/dev/vda1 is accepted and shows the disk as virtio-blk (dry run)', async () => {
+    const root = join(scratch, 'root.img');
+    expect(spawnSync('truncate', ['-s', '64M', root]).status).toBe(0);
+    const r = await runCli(['run', '--dry-run', '--kernel', LINUX_BZIMAGE, '--initrd', LINUX_INITRD, '--disk', root, '--memory', '1024',
+      '--append', 'console=ttyS0 root=/dev/vda1 rw']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/virtio-blk 00:0\d\.0 \(.*root\.img\)/);
+    expect(r.stdout).toContain("--append 'console=ttyS0 root=/dev/vda1 rw'");
+    // A qcow2 root is refused with the conversion the docs describe.
+    const q = join(scratch, 'root.qcow2');
+    writeFileSync(q, Buffer.concat([Buffer.from('QFI\xfb', 'latin1'), Buffer.alloc(508)]));
+    const bad = await runCli(['run', '--dry-run', '--kernel', LINUX_BZIMAGE, '--initrd', LINUX_INITRD, '--disk', q, '--append', 'root=/dev/vda']);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(/qemu-img convert -f qcow2 -O raw/);
   });
 });
