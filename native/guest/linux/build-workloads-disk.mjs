@@ -126,7 +126,7 @@ log(`${toolNames.join(', ')} from ${packages.length} packages`);
 
 const unpacked = join(work, 'tree');
 try {
-  for (const p of packages) apt.unpack(apt.download(p, versions.get(p)), unpacked);
+  for (const deb of apt.downloadAll(packages.map((p) => [p, versions.get(p)]))) apt.unpack(deb, unpacked);
 } catch (e) {
   fail(e instanceof PackageError ? e.message : String(e));
 }

@@ -121,6 +121,33 @@ export class DebianPackages {
     return cached;
   }
 
+  /**
+   * Downloads every [pkg, version] not cached yet in one apt-get call (one connection instead of
+   * one process per package), then returns each one's .deb path (download() for any left over).
+   */
+  downloadAll(list) {
+    mkdirSync(this.cacheDir, { recursive: true });
+    const cachedPath = (pkg, version) => join(this.cacheDir, `${pkg}_${version.replace(/:/g, '%3a')}_amd64.deb`);
+    const wanted = list.filter(([p, v]) => !existsSync(cachedPath(p, v)));
+    if (wanted.length > 1) {
+      const dir = join(this.workDir, 'debs-batch');
+      mkdirSync(dir, { recursive: true });
+      chmodSync(this.workDir, 0o755);
+      chmodSync(dir, 0o777);
+      this.log(`downloading ${wanted.length} packages`);
+      // A failure here is not final: download() retries each missing one and says which failed.
+      run('apt-get', ['download', '-q', ...wanted.map(([p, v]) => `${p}=${v}`)], { cwd: dir });
+      for (const f of readdirSync(dir)) {
+        const [p, v] = wanted.find(([name, ver]) => f === `${name}_${ver.replace(/:/g, '%3a')}_amd64.deb` || f === `${name}_${ver.replace(/^\d+:/, '')}_amd64.deb`) ?? [];
+        if (!p) continue;
+        for (const old of readdirSync(this.cacheDir)) if (old.startsWith(`${p}_`)) rmSync(join(this.cacheDir, old), { force: true });
+        copyFileSync(join(dir, f), cachedPath(p, v));
+      }
+      rmSync(dir, { recursive: true, force: true });
+    }
+    return list.map(([p, v]) => this.download(p, v));
+  }
+
   /** Unpacks a .deb into `dest` (merging with what is there). */
   unpack(deb, dest) {
     mkdirSync(dest, { recursive: true });
