@@ -6,7 +6,9 @@ export const RUN_USAGE = `usage: unhalt run [--guest probe|linux|custom] [--kern
                   [--pvm-profile on|off] [--rng on|off] [--disk FILE[,readonly=on]]...
                   [--net user[,hostfwd=[tcp|udp]:[ADDR]:PORT-[ADDR]:PORT]...|tap=NAME]
                   [--agent-log F] [--stats F] [--stats-interval MS] [--timeout S] [--dry-run]
-Boots one VM with ttyS0 on this terminal (Ctrl-A x quits).
+Boots one VM with ttyS0 on this terminal (Ctrl-A x quits). A distribution's own Linux:
+  --kernel vmlinuz --initrd initrd.img --disk root.img --append 'console=ttyS0 root=/dev/vda1 rw'
+(its initrd needs virtio_pci and virtio_blk; docs/own-guest.md).
 Exit codes: 0 the guest shut down, 1 bad input or an output that could not be written, 2 the VM
 failed (or the guest reported an unhandled exception), 124 --timeout expired, 130/143 stopped by
 SIGINT/SIGTERM.
@@ -16,6 +18,8 @@ export const BENCH_USAGE = `usage: unhalt bench --workload NAME --config A='cpus
                     [--guest probe|linux] [--workload-args S] [--runs N] [--vs-qemu] [--bare]
                     [--deadline S] [--format md|json|csv] [--output F]
 An A/B experiment: one workload under two or more configurations; kept under UNHALT_HOME.
+Linux workloads: pipe, messaging, ctx (the agent's), and from the workloads disk, which bench
+attaches: perf-pipe, perf-messaging, cyclictest, iperf3-tcp, stress-ng-switch (docs/own-guest.md).
 `;
 
 export const TUNE_USAGE = `usage: unhalt tune VM --workload NAME --budget 5m [--goal latency-p50|latency-p99|throughput|host-cpu]

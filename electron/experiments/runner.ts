@@ -24,7 +24,7 @@ import { resolveMachine } from '../vmm/config/resolve.ts';
 import type { VmConfig } from '../vmm/config/vm-config.ts';
 import { qemuCpu, qemuOvercommit } from '../vmm/export/qemu.ts';
 import { PROBE_KERNEL } from '../vmm/guests.ts';
-import { LINUX_HOST_BUILD_HINT, LINUX_HOST_WORKLOAD, linuxKitInfo } from '../vmm/guests-linux.ts';
+import { LINUX_HOST_BUILD_HINT, LINUX_HOST_WORKLOAD, LINUX_WORKLOADS_DISK, LINUX_WORKLOADS_DISK_HINT, linuxKitInfo } from '../vmm/guests-linux.ts';
 import { hostCpuModel } from '../vmm/host.ts';
 import { disableExitNames, probeHost, type HostCapabilities } from '../vmm/machine/host-caps.ts';
 import { hostSpeed } from '../vmm/host-speed.ts';
@@ -84,6 +84,8 @@ export function prepareExperiment(raw: unknown, host: HostCapabilities = probeHo
       throw new ExperimentError((e as Error).message);
     }
     if (spec.vsQemu) throw new ExperimentError('--vs-qemu is not available for the Linux guest yet (QEMU would need the initramfs and a two-way ttyS1); use --bare for the host reference');
+    if (work.tool && spec.bare) throw new ExperimentError(`--bare is not available for ${work.name}: it runs Debian's ${work.tool} from the workloads disk, which has no host build here; use pipe, messaging or ctx for a bare-metal reference`);
+    if (work.tool && !existsSync(LINUX_WORKLOADS_DISK)) throw new ExperimentError(`${work.name} runs ${work.tool} from the workloads disk, which is not built (${LINUX_WORKLOADS_DISK}): ${LINUX_WORKLOADS_DISK_HINT}`);
     if (spec.bare && !existsSync(LINUX_HOST_WORKLOAD)) throw new ExperimentError(`--bare needs the host build of the Linux workloads (${LINUX_HOST_WORKLOAD}): ${LINUX_HOST_BUILD_HINT}`);
   }
   const notes: string[] = [];
@@ -99,6 +101,9 @@ export function prepareExperiment(raw: unknown, host: HostCapabilities = probeHo
     // Disks are no knob: the workloads run in the guest's RAM, and an experiment's configuration
     // (API, bench) must not hand the host's files to a guest past the service's allowed folders.
     if (c.disks) throw new ExperimentError(`configuration "${name}": disk= is not a bench knob (the workloads use no disk); drop it`);
+    // The tool workloads' programs are on the workloads disk: attached read-only by the runner
+    // itself (a file of the kit's, not the user's), so the guest's /init mounts it.
+    if (work.tool) c = { ...c, disks: [{ path: LINUX_WORKLOADS_DISK, readonly: true }] };
     if (c.cpus < work.minCpus) throw new ExperimentError(`configuration "${name}": workload ${work.name} needs at least ${work.minCpus} vCPUs (cpus=${work.minCpus})`);
     try {
       resolveMachine(c, host); // the runnability check, before any run starts

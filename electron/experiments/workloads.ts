@@ -38,6 +38,11 @@ export interface Workload {
   size?: { param: string; calibrateFrom: number };
   /** Latency workloads: the result field with the tail (p99) beside the main figure (p50). */
   tail?: string;
+  /**
+   * Linux workloads that run a Debian tool from the workloads disk (the agent's tools.c): the
+   * runner attaches the disk read-only; there is no host build of them for --bare.
+   */
+  tool?: 'perf' | 'cyclictest' | 'iperf3' | 'stress-ng';
 }
 
 const probe = (w: Omit<Workload, 'guest' | 'cmdline'> & { defaults?: string }): Workload => ({
@@ -77,7 +82,11 @@ export const WORKLOADS: readonly Workload[] = [
 const linux = (w: Omit<Workload, 'guest' | 'minCpus'>): Workload => ({ ...w, guest: 'linux', minCpus: 1 });
 
 /** The `@u1 done workload=ID` ids (workloads.h WL_ID_*). */
-export const LINUX_WORKLOAD_IDS = { pipe: 1, messaging: 2, ctx: 3, probe: 4 } as const;
+export const LINUX_WORKLOAD_IDS = {
+  pipe: 1, messaging: 2, ctx: 3, probe: 4,
+  // The workloads disk's tools (native/guest/linux/agent/tools.h TOOL_ID_*).
+  perfPipe: 10, perfMessaging: 11, cyclictest: 12, iperf3Tcp: 13, stressSwitch: 14,
+} as const;
 
 export const LINUX_WORKLOADS: readonly Workload[] = [
   linux({
@@ -112,6 +121,47 @@ export const LINUX_WORKLOADS: readonly Workload[] = [
     size: { param: 'loops', calibrateFrom: 100 },
     check: (v) => (v.procs! * v.size_kb! > 1024 * 1024 ? `procs x size_kb = ${v.procs! * v.size_kb!} KiB, more than 1 GiB` : undefined),
     value: (e) => e.fields.per_switch_ns! / 1e3,
+  }),
+  // Debian's own tools from the workloads disk: the seeds' experiments with the seeds' commands.
+  linux({
+    name: 'perf-pipe', id: LINUX_WORKLOAD_IDS.perfPipe, event: 'perf_pipe', unit: 'ms', lowerIsBetter: true, tool: 'perf',
+    summary: 'perf bench sched pipe -l LOOPS (Debian\'s linux-perf, workloads disk); total time',
+    params: { loops: { default: 1_000_000, min: 1, max: 1_000_000_000 } },
+    size: { param: 'loops', calibrateFrom: 1000 },
+    value: (e) => e.fields.total_ns! / 1e6,
+    secondary: { unit: 'µs/op', value: (e) => e.fields.per_op_ns! / 1e3 },
+  }),
+  linux({
+    name: 'perf-messaging', id: LINUX_WORKLOAD_IDS.perfMessaging, event: 'perf_messaging', unit: 'ms', lowerIsBetter: true, tool: 'perf',
+    summary: 'perf bench sched messaging -g GROUPS -l LOOPS (Debian\'s linux-perf, workloads disk); total time',
+    params: { groups: { default: 10, min: 1, max: 200 }, loops: { default: 100, min: 1, max: 10_000_000 } },
+    size: { param: 'loops', calibrateFrom: 1 },
+    value: (e) => e.fields.total_ns! / 1e6,
+  }),
+  linux({
+    name: 'cyclictest', id: LINUX_WORKLOAD_IDS.cyclictest, event: 'cyclictest', unit: 'µs', lowerIsBetter: true, tool: 'cyclictest',
+    summary: 'cyclictest -q -m -l LOOPS -i INTERVAL_US -t THREADS (Debian\'s rt-tests, workloads disk): timer wake-up latency (p50)',
+    params: {
+      loops: { default: 10_000, min: 1, max: 100_000_000 },
+      interval_us: { default: 1000, min: 50, max: 1_000_000 },
+      threads: { default: 1, min: 1, max: 64 },
+    },
+    size: { param: 'loops', calibrateFrom: 100 },
+    value: (e) => e.fields.p50_ns! / 1e3, tail: 'p99_ns',
+  }),
+  linux({
+    name: 'iperf3-tcp', id: LINUX_WORKLOAD_IDS.iperf3Tcp, event: 'iperf3_tcp', unit: 'Gbit/s', lowerIsBetter: false, tool: 'iperf3',
+    summary: 'iperf3 server and client over the guest\'s loopback, -n MBYTES -l LEN_KB (Debian\'s iperf3, workloads disk); receiver rate',
+    params: { mbytes: { default: 1024, min: 1, max: 1_000_000 }, len_kb: { default: 128, min: 1, max: 1024 } },
+    size: { param: 'mbytes', calibrateFrom: 16 },
+    value: (e) => e.fields.bits_per_s! / 1e9,
+  }),
+  linux({
+    name: 'stress-ng-switch', id: LINUX_WORKLOAD_IDS.stressSwitch, event: 'stress_switch', unit: 'switches/s', lowerIsBetter: false, tool: 'stress-ng',
+    summary: 'stress-ng --switch WORKERS --switch-ops OPS (Debian\'s stress-ng, workloads disk): context switches over pipes per second',
+    params: { workers: { default: 2, min: 1, max: 256 }, ops: { default: 1_000_000, min: 1, max: 1_000_000_000 } },
+    size: { param: 'ops', calibrateFrom: 1000 },
+    value: (e) => e.fields.ops_per_s!,
   }),
 ];
 

@@ -21,6 +21,15 @@ export const LINUX_KIT_BUILD_HINT = 'run "npm run build:linux" (fetches Debian\'
 export const LINUX_HOST_WORKLOAD = `${LINUX_KIT_DIR}host/unhalt-workload`;
 /** The guest agent built for this host; `--stdio` serves its ttyS1 commands on stdin/stdout. */
 export const LINUX_HOST_AGENT = `${LINUX_KIT_DIR}host/unhalt-agent`;
+/**
+ * The workloads disk (native/guest/linux/build-workloads-disk.mjs): Debian's perf, cyclictest,
+ * iperf3 and stress-ng with their libraries on an ext4 image the kit's /init mounts read-only at
+ * /opt/workloads; `unhalt bench` attaches it for the tool workloads.
+ */
+export const LINUX_WORKLOADS_DISK = `${LINUX_KIT_DIR}workloads.ext4`;
+/** The same tree unpacked: bin/TOOL runs each tool with its bundled libraries (on the host too). */
+export const LINUX_WORKLOADS_TREE = `${LINUX_KIT_DIR}workloads/`;
+export const LINUX_WORKLOADS_DISK_HINT = 'run "npm run build:linux" (or node native/guest/linux/build-workloads-disk.mjs; fetches the Debian packages with apt-get)';
 export const LINUX_HOST_BUILD_HINT = 'run "node native/guest/linux/build-workloads.mjs" (needs gcc; "npm run build:linux" builds it too)';
 
 export function linuxKitBuilt(): boolean {

@@ -26,6 +26,7 @@ export const NESTED_LINUX_FILES = [
   'test/linux/linux-hw.test.ts',
   'test/linux/linux-disk.test.ts',
   'test/linux/linux-net.test.ts',
+  'test/linux/linux-workloads.test.ts',
 ];
 /** Everything the lane knows how to run in L1. */
 export const NESTED_FILES = [...NESTED_PROBE_FILES, ...NESTED_LINUX_FILES];

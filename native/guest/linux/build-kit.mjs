@@ -19,7 +19,7 @@
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import {
-  chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, statSync,
+  existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, statSync,
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -29,6 +29,7 @@ import { gunzipSync, gzipSync, constants as zc } from 'node:zlib';
 import * as zlib from 'node:zlib';
 import { buildLinuxBinaries, workloadInputs } from './build-workloads.mjs';
 import { CpioWriter } from './cpio.mjs';
+import { aptListsState, DebianPackages } from './debian-packages.mjs';
 import { moduleLoadOrder } from './kernel-modules.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -91,19 +92,6 @@ const sha256 = (data) => createHash('sha256').update(data).digest('hex');
 
 // --- the cache stamp -----------------------------------------------------------------------
 
-/** The state of apt's package lists: when they change, a newer kernel may be available. */
-function aptListsState() {
-  const dir = '/var/lib/apt/lists';
-  try {
-    const parts = readdirSync(dir).filter((f) => f.endsWith('_Packages') || f.endsWith('_Packages.lz4')
-      || f.endsWith('_Packages.gz') || f.endsWith('_Packages.xz')).sort()
-      .map((f) => { const s = statSync(join(dir, f)); return `${f}:${s.size}:${Math.floor(s.mtimeMs)}`; });
-    return sha256(parts.join('\n'));
-  } catch {
-    return 'none';
-  }
-}
-
 function rootfsFiles() {
   return readdirSync(INIT_DIR, { recursive: true, withFileTypes: true })
     .filter((e) => e.isFile())
@@ -113,7 +101,7 @@ function rootfsFiles() {
 
 function localInputsHash() {
   const h = createHash('sha256');
-  for (const p of [fileURLToPath(import.meta.url), join(here, 'cpio.mjs'), join(here, 'kernel-modules.mjs'), ...workloadInputs()]) h.update(readFileSync(p));
+  for (const p of [fileURLToPath(import.meta.url), join(here, 'cpio.mjs'), join(here, 'kernel-modules.mjs'), join(here, 'debian-packages.mjs'), ...workloadInputs()]) h.update(readFileSync(p));
   for (const f of rootfsFiles()) h.update(f).update(readFileSync(join(INIT_DIR, f)));
   return h.digest('hex');
 }
@@ -211,38 +199,24 @@ log(`kernel ${kernelPkg} ${kernelVersion}, ${BUSYBOX} ${busyboxVersion}`);
 const work = mkdtempSync(join(tmpdir(), 'unhalt-linux-kit-'));
 process.on('exit', () => rmSync(work, { recursive: true, force: true }));
 
-/** Downloads a package (or reuses the copy kept from the last build) and returns its .deb path. */
+// Downloads (kept in .debs/ between builds) and unpacking: one rule with the workloads disk.
+const apt = new DebianPackages({ cacheDir: join(outDir, '.debs'), workDir: work, log });
+apt.updated = updatedLists;
 function download(pkg, version) {
-  const cacheDir = join(outDir, '.debs');
-  mkdirSync(cacheDir, { recursive: true });
-  const fileVersion = version.replace(/:/g, '%3a');
-  const cached = join(cacheDir, `${pkg}_${fileVersion}_amd64.deb`);
-  if (existsSync(cached)) return cached;
-  const dir = join(work, 'debs');
-  mkdirSync(dir, { recursive: true });
-  // apt drops privileges to _apt for downloads; a private temp dir is not its to write.
-  chmodSync(work, 0o755);
-  chmodSync(dir, 0o777);
-  const fetchIt = () => run('apt-get', ['download', '-q', `${pkg}=${version}`], { cwd: dir });
-  log(`downloading ${pkg} ${version}`);
-  let r = fetchIt();
-  if (!r.ok && !updatedLists && /404|Failed to fetch|Unable to locate|Can't select|was not found/i.test(r.stderr + r.stdout)) {
-    aptUpdate(`downloading ${pkg} failed`);
-    r = fetchIt();
+  try {
+    return apt.download(pkg, version);
+  } catch (e) {
+    fail(e.message);
   }
-  if (!r.ok) fail(`apt-get download ${pkg}=${version} failed:\n${(r.stderr || r.stdout).trim()}`);
-  const deb = readdirSync(dir).find((f) => f.startsWith(`${pkg}_`) && f.endsWith('.deb'));
-  if (!deb) fail(`apt-get download ${pkg} left no .deb in ${dir}`);
-  // Keep this one for the next build; drop older versions of the same package.
-  for (const f of readdirSync(cacheDir)) if (f.startsWith(`${pkg}_`)) rmSync(join(cacheDir, f), { force: true });
-  copyFileSync(join(dir, deb), cached);
-  return cached;
 }
 
 function unpack(deb, name) {
   const dest = join(work, name);
-  const r = run('dpkg-deb', ['-x', deb, dest]);
-  if (!r.ok) fail(`dpkg-deb -x ${deb} failed: ${r.stderr.trim()}`);
+  try {
+    apt.unpack(deb, dest);
+  } catch (e) {
+    fail(e.message);
+  }
   return dest;
 }
 

@@ -23,13 +23,15 @@ const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, '..', '..', '..');
 export const WORKLOADS_DIR = join(here, 'workloads');
 export const AGENT_SRC = join(here, 'agent', 'agent.c');
+/** The agent's other sources: the workloads disk's tools (not part of the host's unhalt-workload). */
+const AGENT_EXTRA = [join(here, 'agent', 'tools.c'), join(here, 'agent', 'tools.h')];
 export const HOST_OUT_DIR = join(root, 'assets', 'guests', 'linux', 'host');
 const CFLAGS = ['-std=gnu11', '-O2', '-Wall', '-Wextra', '-Werror=implicit-function-declaration'];
 
 /** Every file whose change means a rebuild (also part of build-kit.mjs's stamp). */
 export function workloadInputs() {
   const files = readdirSync(WORKLOADS_DIR).filter((f) => /\.(c|h)$/.test(f)).sort().map((f) => join(WORKLOADS_DIR, f));
-  return [...files, AGENT_SRC, fileURLToPath(import.meta.url)];
+  return [...files, AGENT_SRC, ...AGENT_EXTRA, fileURLToPath(import.meta.url)];
 }
 
 export class BuildError extends Error {}
@@ -66,7 +68,7 @@ export function buildLinuxBinaries({ outDir = HOST_OUT_DIR, static: isStatic = f
   for (const [name, main] of [['workload', join(WORKLOADS_DIR, 'main.c')], ['agent', AGENT_SRC]]) {
     const tmp = `${out[name]}.tmp-${process.pid}`;
     try {
-      compile(cc, [...flags, '-o', tmp, main, lib]);
+      compile(cc, [...flags, '-o', tmp, main, lib, ...(name === 'agent' ? [AGENT_EXTRA[0]] : [])]);
     } catch (e) {
       rmSync(tmp, { force: true });
       if (isStatic && e instanceof BuildError && /cannot find -lc|crt1\.o/.test(e.message)) {

@@ -20,6 +20,8 @@
 //   run pipe|messaging|ctx key=value ...
 //                               -> the workload's event, then @u1 done workload=ID status=S
 //                                  elapsed_ns=N (../workloads/workloads.h: IDs, keys, events)
+//   run perf-pipe|perf-messaging|cyclictest|iperf3-tcp|stress-ng-switch key=value ...
+//                               -> the same, from Debian's tool on the workloads disk (tools.c)
 //   probe on [interval_ms=1000] [rounds=100]
 //                               -> @u1 probe on=1 interval_ms=N rounds=N, then from a separate
 //                                  process every interval: @u1 ctxprobe rounds=N p50_ns=N
@@ -50,6 +52,7 @@
 #include <unistd.h>
 
 #include "../workloads/workloads.h"
+#include "tools.h"
 
 #define LINE_MAX_BYTES 512
 
@@ -250,6 +253,7 @@ static void cmd_idle(int argc, char **argv) {
 
 // `run NAME key=value ...`: a workload, in this process (workloads.c forks its children).
 static void cmd_run(int argc, char **argv) {
+  if (argc > 0 && tool_run(argv[0], argc - 1, argv + 1, emit)) return; // the workloads disk's tools (tools.c)
   wl_run(argc > 0 ? argv[0] : NULL, argc > 0 ? argc - 1 : 0, argv + (argc > 0), emit);
 }
 
