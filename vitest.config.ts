@@ -9,13 +9,21 @@ import { scaled } from './test/support/time-scale.ts';
 // - linux: the long Linux boot lane (minutes on a PVM host), alone;
 // - nested: a hardware-semantics KVM nested under QEMU TCG, running the KVM-semantics checks
 //           inside it (test/nested/, docs/nested.md).
+// Node's V8 can abort a process that creates and ends many isolates (worker threads) on a host
+// with memory protection keys (PKU: most Xeon and EPYC servers): "Check failed:
+// jit_page.has_value()" in its JIT-page registry (nodejs/node#64500). A test file here runs dozens
+// of VMs, each with its vCPU worker threads, in one process; CI saw that abort once. The flag
+// turns off only V8's PKU write-protection of its own code pages.
+const execArgv = ['--no-memory-protection-keys'];
+
 export default defineConfig({
   test: {
     projects: [
-      { test: { name: 'unit', include: ['test/unit/**/*.test.ts'] } },
+      { test: { name: 'unit', include: ['test/unit/**/*.test.ts'], execArgv } },
       {
         test: {
           name: 'kvm',
+          execArgv,
           include: ['test/kvm/**/*.test.ts', 'test/qemu/**/*.test.ts'],
           fileParallelism: false,
           // Liveness deadlines grow with the host's measured slowness (test/support/time-scale.ts).
@@ -26,6 +34,7 @@ export default defineConfig({
       {
         test: {
           name: 'e2e',
+          execArgv,
           include: ['test/e2e/**/*.test.ts'],
           fileParallelism: false,
           testTimeout: 180_000,
@@ -35,6 +44,7 @@ export default defineConfig({
       {
         test: {
           name: 'linux',
+          execArgv,
           include: ['test/linux/**/*.test.ts'],
           fileParallelism: false,
           testTimeout: scaled(900_000),
@@ -44,6 +54,7 @@ export default defineConfig({
       {
         test: {
           name: 'nested',
+          execArgv,
           include: ['test/nested/**/*.test.ts'],
           fileParallelism: false,
           testTimeout: 3_600_000,
