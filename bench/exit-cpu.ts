@@ -51,11 +51,19 @@ const label: Record<Who, string> = {
 
 interface Sample { userMs: number; sysMs: number }
 
+/**
+ * vCPU 0 on its worker from the start, for count=0 and count=N alike. Otherwise `unhalt run`
+ * begins it on the main thread and starts the worker only if the guest outlives the hand-over
+ * delay: a count=0 guest ends before any worker exists, a 200k one does not, and the worker's
+ * own start-up CPU (100+ ms) would be counted as the exits' cost.
+ */
+const ONE_VCPU_THREAD = { ...process.env, UNHALT_HANDOVER_AFTER_MS: '0' };
+
 async function run(w: Who, n: number): Promise<Sample> {
   const r = w === 'c'
     ? await runTimed(ref, ['-s', scenario, PROBE_ELF, String(n)], { timeoutMs: 300_000, rusage: true })
     : await runTimed(process.execPath, [w === 'ours' ? UNHALT_BIN : baseBin!, 'run', '--cpus', '1', '--append', `scenario=${scenario} count=${n}`],
-      { timeoutMs: 300_000, rusage: true });
+      { timeoutMs: 300_000, rusage: true, env: ONE_VCPU_THREAD });
   if (r.code !== 0) fail(`${label[w]} exited with ${r.code ?? r.signal}: ${r.stderr.trim()}`);
   // The guest prints its own count on ttyS0 ("pio: N writes ..." / "mmio: N reads ..."): it ran them all.
   if (w !== 'c' && !r.stdout.includes(`${scenario}: ${n} `)) fail(`${label[w]}: no "${scenario}: ${n}" line from the guest:\n${r.stdout}`);
