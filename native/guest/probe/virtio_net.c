@@ -439,6 +439,30 @@ static u16 port_arg(const char *scenario)
 	return (u16)p;
 }
 
+/* The gateway's MAC into gw_mac (arp_target = the router): three tries, or the scenario fails. */
+static void arp_gateway(const char *scenario)
+{
+	arp_target = offer_router;
+	bool arp = false;
+	for (u32 i = 0; i < 3 && !arp; i++) {
+		send_arp(1, 0, arp_target);
+		arp = receive_until(slow_host_deadline_us(1000000), is_arp_reply);
+	}
+	if (!arp)
+		fail(scenario, 12, "no ARP reply from the gateway");
+}
+
+/* rounds= (1-1000000, else 1000) and bytes= (4-1400, else 32) of the request-response scenarios. */
+static void rr_args(u32 *rounds, u32 *bytes)
+{
+	*rounds = (u32)cmdline_u64("rounds", 1000);
+	*bytes = (u32)cmdline_u64("bytes", 32);
+	if (*bytes < 4 || *bytes > 1400)
+		*bytes = 32;
+	if (*rounds == 0 || *rounds > 1000000)
+		*rounds = 1000;
+}
+
 /* ---- UDP request-response ---- */
 #define RR_SPORT 40999
 #define RR_MAX_SAMPLES 4096
@@ -471,20 +495,9 @@ static bool is_echo(const u8 *f, u32 n)
 static NORETURN void udp_rr(const char *ev)
 {
 	rr_port = port_arg(ev);
-	u32 rounds = (u32)cmdline_u64("rounds", 1000);
-	u32 bytes = (u32)cmdline_u64("bytes", 32);
-	if (bytes < 4 || bytes > 1400)
-		bytes = 32;
-	if (rounds == 0 || rounds > 1000000)
-		rounds = 1000;
-	arp_target = offer_router;
-	bool arp = false;
-	for (u32 i = 0; i < 3 && !arp; i++) {
-		send_arp(1, 0, arp_target);
-		arp = receive_until(slow_host_deadline_us(1000000), is_arp_reply);
-	}
-	if (!arp)
-		fail(ev, 12, "no ARP reply from the gateway");
+	u32 rounds, bytes;
+	rr_args(&rounds, &bytes);
+	arp_gateway(ev);
 	struct samples rr;
 	samples_init(&rr, rr_buf, RR_MAX_SAMPLES);
 	u32 lost = 0;
@@ -609,20 +622,9 @@ static NORETURN void tcp_rr_report(const char *ev, u32 ok, u32 stage, u32 rounds
 static NORETURN void tcp_rr(const char *ev)
 {
 	rr_port = port_arg(ev);
-	u32 rounds = (u32)cmdline_u64("rounds", 1000);
-	trr_bytes = (u32)cmdline_u64("bytes", 32);
-	if (trr_bytes < 4 || trr_bytes > 1400)
-		trr_bytes = 32;
-	if (rounds == 0 || rounds > 1000000)
-		rounds = 1000;
-	arp_target = offer_router;
-	bool arp = false;
-	for (u32 i = 0; i < 3 && !arp; i++) {
-		send_arp(1, 0, arp_target);
-		arp = receive_until(slow_host_deadline_us(1000000), is_arp_reply);
-	}
-	if (!arp)
-		fail(ev, 12, "no ARP reply from the gateway");
+	u32 rounds;
+	rr_args(&rounds, &trr_bytes);
+	arp_gateway(ev);
 	struct samples rr;
 	samples_init(&rr, rr_buf, RR_MAX_SAMPLES);
 	u32 dst = offer_router;
@@ -709,14 +711,7 @@ NORETURN void scenario_net(const char *name)
 
 	if (!memcmp(name, "net-connect", 12)) {
 		u16 port = port_arg(ev);
-		arp_target = offer_router;
-		bool arp = false;
-		for (u32 i = 0; i < 3 && !arp; i++) {
-			send_arp(1, 0, arp_target);
-			arp = receive_until(slow_host_deadline_us(1000000), is_arp_reply);
-		}
-		if (!arp)
-			fail(ev, 12, "no ARP reply from the gateway");
+		arp_gateway(ev);
 		event("net_arp ip=%u mac=%lu", arp_target, mac48(gw_mac));
 		tcp_port = 40000 + (u16)(rdtsc() & 0x3FF);
 		tcp_peer_port = port;
