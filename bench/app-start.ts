@@ -12,13 +12,12 @@
 // --breakdown: where each start's and stop's time goes, from the service's start-trace steps
 //   (electron/vmm/start-trace.ts, UNHALT_TRACE_STARTS=1), as medians since the client's request.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { WebSocket } from 'ws';
 import type { ApiEvent, ServerMessage } from '../electron/service/api.ts';
 import { TRACE_LINE_PREFIX } from '../electron/vmm/start-trace.ts';
-import {
+import { baseUnhaltBin,
   QEMU, QEMU_CLEAN_EXIT, UNHALT_BIN, checkPrerequisites, describeHost, fail, finishReport, fmt, hostInfo, markdownTable,
   pairedRatio, qemuArgs, removeDir, runTimed, summarize, tempDir,
 } from './lib.ts';
@@ -39,8 +38,7 @@ if (values.help) {
 const runs = Number(values.runs);
 const cpus = Number(values.cpus);
 if (!Number.isInteger(runs) || runs < 1) fail(`--runs must be a positive integer, got "${values.runs}"`);
-const baseBin = values.base === undefined ? undefined : join(resolve(values.base), 'bin/unhalt.mjs');
-if (baseBin && !existsSync(baseBin)) fail(`${baseBin} does not exist: --base names a checkout of this tree`);
+const baseBin = baseUnhaltBin(values.base);
 checkPrerequisites({ qemu: true });
 const host = hostInfo();
 process.stdout.write(describeHost(host));

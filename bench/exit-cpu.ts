@@ -16,9 +16,8 @@
 // A checkout of main for --base:
 //   git worktree add /work/wt/base main && cd /work/wt/base && ln -s "$OLDPWD/node_modules" .
 //   (plus its guest: `node native/guest/build.mjs --quiet`, or a symlink to this tree's assets/guests)
-import { existsSync } from 'node:fs';
-import { join, resolve } from 'node:path';
-import {
+import { join } from 'node:path';
+import { baseUnhaltBin,
   ROOT, UNHALT_BIN, PROBE_ELF, buildC, checkPrerequisites, describeHost, fail, finishReport, fmt, haveGnuTime,
   hostInfo, markdownTable, parseBenchArgs, runTimed, summarize, type Summary,
 } from './lib.ts';
@@ -32,8 +31,7 @@ const count = Number(opts.count);
 if (!Number.isInteger(count) || count < 1) fail(`--count must be a positive integer, got "${opts.count}"`);
 const scenario = opts.scenario;
 if (scenario !== 'pio' && scenario !== 'mmio') fail(`--scenario must be pio or mmio, got "${scenario}"`);
-const baseBin = opts.base ? join(resolve(opts.base), 'bin/unhalt.mjs') : undefined;
-if (baseBin && !existsSync(baseBin)) fail(`--base ${opts.base}: no bin/unhalt.mjs there`);
+const baseBin = baseUnhaltBin(opts.base);
 if (!haveGnuTime()) fail('GNU time (/usr/bin/time) is needed for whole-process user time (apt-get install time)');
 checkPrerequisites({ gcc: true });
 

@@ -4,7 +4,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync, mkdirSync } from 'node:fs';
 import { loadavg, tmpdir, cpus as hostCpus, release } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { type AgentEvent, parseAgentLine } from '../electron/vmm/agent/line-protocol.ts';
@@ -44,6 +44,14 @@ export function parseBenchArgs<K extends string>(usage: string, defaultRuns: num
 export function fail(message: string): never {
   process.stderr.write(`bench: ${message}\n`);
   process.exit(1);
+}
+
+/** `--base DIR`: the `unhalt` of another checkout of this tree, to run alternately with ours. */
+export function baseUnhaltBin(dir: string | undefined): string | undefined {
+  if (!dir) return undefined;
+  const bin = join(resolve(dir), 'bin/unhalt.mjs');
+  if (!existsSync(bin)) fail(`${bin} does not exist: --base names a checkout of this tree`);
+  return bin;
 }
 
 /** Refuses to start without /dev/kvm, the probe guest and (if asked) QEMU, with what to do. */

@@ -9,10 +9,9 @@
 //
 //   node bench/vm-memory.ts [--runs 7] [--cpus 2] [--settle 1000] [--base DIR] [--json FILE]
 import { spawn } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import {
+import { baseUnhaltBin,
   QEMU, UNHALT_BIN, checkPrerequisites, describeHost, fail, finishReport, fmt, hostInfo, markdownTable, qemuArgs, summarize,
 } from './lib.ts';
 import { openHostMode, type HostMode } from './host-mode.ts';
@@ -32,8 +31,7 @@ const runs = Number(values.runs);
 const cpus = Number(values.cpus);
 const settleMs = Number(values.settle);
 if (!Number.isInteger(runs) || runs < 1) fail(`--runs must be a positive integer, got "${values.runs}"`);
-const baseBin = values.base === undefined ? undefined : join(resolve(values.base), 'bin/unhalt.mjs');
-if (baseBin && !existsSync(baseBin)) fail(`${baseBin} does not exist: --base names a checkout of this tree`);
+const baseBin = baseUnhaltBin(values.base);
 checkPrerequisites({ qemu: true });
 const host = hostInfo();
 process.stdout.write(describeHost(host));
