@@ -6,6 +6,7 @@ import {
   DEFAULT_HOST_ADDRESS, USER_NET, checkForwardGuestAddress, checkForwardHostAddress, checkForwardPort, checkForwardProtocol,
   checkNet, checkTapName, formatNetOption, type HostForward, type NetConfig,
 } from '../../../../electron/vmm/config/net-config.ts';
+import { problem } from './rule-problem.ts';
 
 export interface DraftNet {
   mode: 'none' | 'user' | 'tap';
@@ -72,16 +73,6 @@ export function configToDraftNet(c: NetConfig | undefined): DraftNet {
       guestPort: String(f.guestPort),
     })),
   };
-}
-
-/** The message a rule throws, or undefined when it passes. */
-function problem(rule: () => unknown): string | undefined {
-  try {
-    rule();
-    return undefined;
-  } catch (e) {
-    return e instanceof Error ? e.message : String(e);
-  }
 }
 
 /** Each network field's problem, by the schema's rules and in their words. */

@@ -10,6 +10,7 @@ import {
 import { checkBootPath, checkCpus, checkDisks, checkHaltPollNs, checkMemoryMiB, validateConfig } from '../../../../electron/vmm/config/vm-config.ts';
 import type { Draft } from './draft.ts';
 import { netProblems, type NetFieldId } from './net-draft.ts';
+import { problem } from './rule-problem.ts';
 
 export type FieldId = 'name' | 'kernel' | 'initrd' | 'cpus' | 'memoryMiB' | 'cpuFeatures' | 'cpuPm' | 'haltPollNs' | 'pin' | 'disks' | NetFieldId;
 export type FieldProblems = Partial<Record<FieldId, string>>;
@@ -18,16 +19,6 @@ export type FieldProblems = Partial<Record<FieldId, string>>;
 export interface FileVerdict {
   kernel?: string;
   initrd?: string;
-}
-
-/** The message a rule throws, or undefined when it passes. */
-function problem(rule: () => unknown): string | undefined {
-  try {
-    rule();
-    return undefined;
-  } catch (e) {
-    return e instanceof Error ? e.message : String(e);
-  }
 }
 
 export function hostLimits(host: HostInfo | null): HostLimits | null {
