@@ -36,7 +36,9 @@ describe.skipIf(!kvmAvailable)('three VMs at once', () => {
       const tag = Math.random().toString(36).slice(2, 8);
       const tokens = vms.map((_, i) => Array.from({ length: LINES_PER_VM }, (_, n) => `t${tag}v${i}n${n}`));
       for (let n = 0; n < LINES_PER_VM; n++) vms.forEach((g, i) => g.vm.sendConsole(`${tokens[i]![n]}\r`));
-      await Promise.all(vms.map((g, i) => g.waitForConsole(`unknown command: ${tokens[i]![LINES_PER_VM - 1]}`, 30_000)));
+      // The whole last answer, its line end included: console bytes come in chunks, and the check
+      // below looks for each answer with its \r\n.
+      await Promise.all(vms.map((g, i) => g.waitForConsole(`unknown command: ${tokens[i]![LINES_PER_VM - 1]}\r\n`, 30_000)));
       vms.forEach((g, i) => {
         const text = g.console();
         // Its own lines, each once and in order …
