@@ -91,14 +91,12 @@ entry64:
 	testl %esi, %esi
 	jnz 2f
 
-	/* BSP: stack, zero BSS, C */
+	/* BSP: stack, C. The BSS is zero already: an ELF loader zero-fills
+	 * what a PT_LOAD has beyond its file bytes (ours in pvh.ts, from a
+	 * fresh boot's untouched RAM; QEMU's at every reset). Zeroing it here
+	 * again would touch its ~330 pages, each a first-touch fault, ~20 ms
+	 * on a PVM host before the first line. */
 	movq $bsp_stack_top, %rsp
-	movq $__bss_start, %rdi
-	movq $__bss_end, %rcx
-	subq %rdi, %rcx
-	shrq $3, %rcx                   /* BSS is 8-byte aligned and sized */
-	xorl %eax, %eax
-	rep stosq
 	call probe_main
 	jmp halt_forever
 
