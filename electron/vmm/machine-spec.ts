@@ -44,9 +44,11 @@ export interface VmTestHooks {
   /**
    * Main thread, after the machine is built and before any vCPU first enters KVM_RUN: put a
    * vCPU into a state the boot code never would (invalid KVM_SET_SREGS, code the host's
-   * instruction emulator lacks) so that the host produces the fault for real.
+   * instruction emulator lacks) so that the host produces the fault for real. `virtioEventFds`:
+   * each virtio device's notification eventfd (what KVM's ioeventfd signals), so a test can make a
+   * notification arrive at a moment of its choosing (test/kvm/virtio-pause.test.ts).
    */
-  beforeFirstRun?(ctx: { vcpus: readonly Vcpu[]; memory: GuestMemory }): void;
+  beforeFirstRun?(ctx: { vcpus: readonly Vcpu[]; memory: GuestMemory; virtioEventFds: Readonly<Record<string, number>> }): void;
   /** Serve virtio notifications as MMIO exits even where KVM has ioeventfds (the fallback path, for real). */
   noIoeventfd?: boolean;
 }

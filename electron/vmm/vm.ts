@@ -151,6 +151,8 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
   /** The I/O thread serving the virtio devices' queues (none without virtio devices). */
   private ioWorker?: Worker;
   private ioWorkerExited?: Promise<void>;
+  /** The I/O thread has ended (a pause then waits for no acknowledgement of it). */
+  private ioWorkerGone = false;
   /** The virtio counters as the VM ended (its device state goes with the machine). */
   private finalVirtioCounters?: Partial<Record<PciDeviceName, VirtioCounters>>;
   private counterView?: { machine: object; virtio: { name: PciDeviceName; device: { counters(): VirtioCounters } }[] };
@@ -338,7 +340,10 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
     const setIrq = (line: number, level: boolean) => machine.irq.set(line, level);
     this.consoleInput = new SerialInput(machine.deviceSab, setIrq);
     this.powerButton = new PowerButton(machine.deviceSab, setIrq);
-    this.spec.testHooks?.beforeFirstRun?.({ vcpus: machine.vcpus, memory: machine.memory });
+    const hooks = this.spec.testHooks;
+    if (hooks?.beforeFirstRun) {
+      hooks.beforeFirstRun({ vcpus: machine.vcpus, memory: machine.memory, virtioEventFds: Object.fromEntries(machine.board.virtio.map((d) => [d.name, d.eventFd])) });
+    }
   }
 
   /**
@@ -349,12 +354,13 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
     const machine = this.machine!;
     if (machine.board.virtio.length === 0) return;
     const data: IoWorkerData = {
-      deviceSab: machine.deviceSab, board: machine.board, ram: machine.memory.ramHandle(), vmFd: machine.vm.fd, stopFd: machine.ioStopFd,
+      deviceSab: machine.deviceSab, board: machine.board, ram: machine.memory.ramHandle(), vmFd: machine.vm.fd,
+      controlSab: this.control.sab, cpus: this.control.cpus, wakeFd: machine.ioWakeFd,
     };
     const { Worker } = process.getBuiltinModule('node:worker_threads');
     const worker = new Worker(IO_WORKER_URL, { name: 'virtio-io', workerData: data });
     this.ioWorker = worker;
-    this.ioWorkerExited = new Promise((resolve) => worker.once('exit', () => resolve()));
+    this.ioWorkerExited = new Promise((resolve) => worker.once('exit', () => { this.ioWorkerGone = true; resolve(); }));
     let started = false;
     // A back end that fails ends the VM, as a vCPU worker's failure does.
     const fail = (message: string) => {
@@ -383,11 +389,18 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
     const worker = this.ioWorker;
     if (!worker || !this.machine) return;
     this.ioWorker = undefined;
-    new EventFdWriter().signal(this.machine.ioStopFd);
+    this.control.requestIoStop();
+    this.wakeIoWorker();
     let timer: ReturnType<typeof setTimeout> | undefined;
     await Promise.race([this.ioWorkerExited, new Promise((r) => { timer = setTimeout(r, WORKER_EXIT_DEADLINE_MS); })]);
     clearTimeout(timer);
     await worker.terminate();
+  }
+
+  /** Tells the I/O thread to read its control words again (a pause, a resume, its stop). */
+  private wakeIoWorker(): void {
+    const fd = this.machine?.ioWakeFd ?? -1;
+    if (fd >= 0) new EventFdWriter().signal(fd);
   }
 
   /** Counters of each virtio device (notifications by kind, interrupts, requests, bytes), read without the lock. */
@@ -523,34 +536,50 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
   }
 
   /**
-   * Pauses every vCPU. The state reads 'paused' at once; the promise resolves only when every
-   * vCPU thread has acknowledged it out of KVM_RUN (VmControl.waitWhilePaused), so from then on
-   * the guest makes no progress: no exits, no console bytes. It also resolves if resume() or the
-   * VM's end comes first.
+   * Pauses the VM, as QEMU's `stop` does: every vCPU and the virtio I/O thread. The state reads
+   * 'paused' at once; the promise resolves only when every vCPU thread has acknowledged it out of
+   * KVM_RUN (VmControl.waitWhilePaused) and the I/O thread between two passes over its queues
+   * (VmControl.acknowledgeIoPause), so from then on the guest makes no progress: no exits, no
+   * console bytes, no virtio request served, no ring written, no interrupt sent, no received
+   * frame written into the guest. It also resolves if resume() or the VM's end comes first.
    */
   pause(): Promise<void> {
     if (this.state === 'paused') return this.pausing ?? Promise.resolve();
     if (this.state !== 'running') return Promise.resolve();
     this.control.setCommand(COMMAND.pause);
     this.kickAll();
+    this.wakeIoWorker();
     this.setState('paused');
     this.pausing = this.pauseAcknowledged();
     return this.pausing;
   }
 
+  /** Every thread that runs the guest has acknowledged the pause (the I/O thread where there is one). */
+  private get pauseComplete(): boolean {
+    return this.control.allWorkersPaused && (!this.ioWorker || this.ioWorkerGone || this.control.ioPaused);
+  }
+
   private async pauseAcknowledged(): Promise<void> {
-    while (this.control.command === COMMAND.pause && !this.control.allWorkersPaused) {
+    while (this.control.command === COMMAND.pause && !this.pauseComplete) {
       await this.control.pausedCountChange(PAUSE_REKICK_MS);
       // A signal that lands while its thread is between KVM_RUNs is lost; immediate_exit catches
-      // most of those, and kicking again until every thread answers catches the rest.
+      // most of those, and kicking again until every thread answers catches the rest. The I/O
+      // thread needs no second wake-up: its eventfd keeps the first until it polls (it may be in a
+      // long disk request, which it finishes first).
       if (this.control.command === COMMAND.pause && !this.control.allWorkersPaused) this.kickAll();
     }
   }
 
+  /**
+   * Runs the VM again: the vCPUs re-enter KVM_RUN, and the I/O thread serves what waited (the
+   * notifications that came during the pause are still on the devices' eventfds, the frames
+   * received meanwhile in the network back end's backlog).
+   */
   resume(): void {
     if (this.state !== 'paused') return;
     this.pausing = undefined;
     this.control.setCommand(COMMAND.run);
+    this.wakeIoWorker();
     this.setState('running');
   }
 

@@ -8,17 +8,26 @@ export const POLL = Object.freeze({ in: 1, pri: 2, out: 4, err: 8, hup: 16, nval
 export class PollSet {
   private buf = Buffer.alloc(8 * 16);
   private count = 0;
-  private readonly fixed: number;
+  private readonly fixed: readonly number[];
 
   /** `fixed`: fds (waited on for POLLIN) that stay at indices 0.. across rounds. */
   constructor(fixed: readonly number[]) {
-    this.fixed = fixed.length;
+    this.fixed = [...fixed];
     for (const fd of fixed) this.add(fd, POLL.in);
+  }
+
+  /**
+   * Whether the next waits watch fixed fd `i` (until changed). An unwatched one is in the set as
+   * -1, which poll(2) skips: whatever is pending on it stays there, and ready(i) is false.
+   */
+  watch(i: number, on: boolean): void {
+    if (i < 0 || i >= this.fixed.length) throw new RangeError(`no fixed fd ${i}`);
+    this.buf.writeInt32LE(on ? this.fixed[i]! : -1, 8 * i);
   }
 
   /** Drops what the back ends added last round (the fixed fds stay). */
   reset(): void {
-    this.count = this.fixed;
+    this.count = this.fixed.length;
   }
 
   /** Adds `fd` with poll(2) `events` for the next wait; returns its index. */

@@ -246,7 +246,7 @@ describe('the virtio-net back end on the transport', () => {
     const answer = frame(90, 5);
     t.deliver(answer);
     t.deliver(frame(70, 6));
-    be.afterPoll(new PollSet([]));
+    be.afterPoll(new PollSet([]), true);
     expect(d.rxUsed()).toBe(2);
     expect(d.rxUsedElem(0)).toEqual({ id: 0, len: NET_HDR_BYTES + 90 });
     expect(m.guest.bytes.subarray(RX_BUFS + NET_HDR_BYTES, RX_BUFS + NET_HDR_BYTES + 90)).toEqual(answer);
@@ -262,7 +262,7 @@ describe('the virtio-net back end on the transport', () => {
     const t = testLink();
     const be = new VirtioNetBackEnd({ device: m.device, ram: m.guest, lock: m.b.pci.lock }, t.open);
     for (let i = 0; i < RX_BACKLOG_FRAMES + 10; i++) t.deliver(frame(64, i));
-    be.afterPoll(new PollSet([]));
+    be.afterPoll(new PollSet([]), true);
     expect(d.rxUsed()).toBe(0);
     expect(m.device.counters().drops).toEqual([10, 0]);
     d.postRx(QSIZE);
@@ -270,6 +270,27 @@ describe('the virtio-net back end on the transport', () => {
     expect(d.rxUsed()).toBe(QSIZE);
     // the first frame kept is the first one delivered (seed 0)
     expect(m.guest.bytes.subarray(RX_BUFS + NET_HDR_BYTES, RX_BUFS + NET_HDR_BYTES + 64)).toEqual(frame(64, 0));
+  });
+
+  it('paused (afterPoll not serving): frames for the guest wait in the backlog with buffers posted, no ring written, no interrupt; past the backlog dropped and counted; the resume delivers them in order', () => {
+    const m = netBoard();
+    const d = driver(m);
+    const t = testLink();
+    let polled = 0;
+    t.link.afterPoll = () => { polled++; };
+    const be = new VirtioNetBackEnd({ device: m.device, ram: m.guest, lock: m.b.pci.lock }, t.open);
+    d.postRx(QSIZE);
+    const before = m.device.counters();
+    for (let i = 0; i < RX_BACKLOG_FRAMES + 3; i++) t.deliver(frame(64, i));
+    be.afterPoll(new PollSet([]), false);
+    be.afterPoll(new PollSet([]), false);
+    expect(polled).toBe(2); // the link runs on (libslirp's sockets and timers)
+    expect(d.rxUsed()).toBe(0);
+    expect(m.device.counters()).toMatchObject({ requests: before.requests, interrupts: before.interrupts, drops: [3, 0] });
+    be.afterPoll(new PollSet([]), true);
+    expect(d.rxUsed()).toBe(QSIZE);
+    expect(m.guest.bytes.subarray(RX_BUFS + NET_HDR_BYTES, RX_BUFS + NET_HDR_BYTES + 64)).toEqual(frame(64, 0));
+    expect(m.device.counters().interrupts - before.interrupts).toBe(1);
   });
 
   it('a frame too large for the chain is dropped, not truncated; a hostile transmit chain is dropped and still given back', () => {
@@ -280,7 +301,7 @@ describe('the virtio-net back end on the transport', () => {
     d.postRx(1, 100);
     t.deliver(frame(200));
     t.deliver(frame(50));
-    be.afterPoll(new PollSet([]));
+    be.afterPoll(new PollSet([]), true);
     expect(d.rxUsed()).toBe(1);
     expect(d.rxUsedElem(0).len).toBe(NET_HDR_BYTES + 50);
     expect(m.device.counters().drops[0]).toBe(1);
@@ -303,12 +324,12 @@ describe('the virtio-net back end on the transport', () => {
     v.setUint16(RX.desc + 12, 2 | 1, true); // WRITE | NEXT
     v.setUint16(RX.desc + 14, 0, true); // -> itself
     t.deliver(frame(64));
-    expect(() => be.afterPoll(new PollSet([]))).not.toThrow();
+    expect(() => be.afterPoll(new PollSet([]), true)).not.toThrow();
     expect(d.status() & STATUS.needsReset).toBe(STATUS.needsReset);
     expect(m.device.counters().lastError).toBe(QUEUE_ERROR.chainTooLong);
     expect(d.rxUsed()).toBe(0);
     t.deliver(frame(64)); // more frames for a broken device: nothing written, nothing thrown
-    expect(() => be.afterPoll(new PollSet([]))).not.toThrow();
+    expect(() => be.afterPoll(new PollSet([]), true)).not.toThrow();
     expect(d.rxUsed()).toBe(0);
   });
 
@@ -320,7 +341,7 @@ describe('the virtio-net back end on the transport', () => {
     d.postRx(2);
     m.wr(m.regs + 0x14, 1, 0); // reset
     t.deliver(frame(64));
-    be.afterPoll(new PollSet([]));
+    be.afterPoll(new PollSet([]), true);
     expect(d.rxUsed()).toBe(0);
   });
 });

@@ -37,8 +37,8 @@ export class BuiltMachine {
   readonly irq: IrqLine;
   /** Which PCI devices the board carries and their eventfds (plain data for every thread). */
   readonly board: BoardConfig;
-  /** Written to stop the I/O thread (-1 without virtio devices). */
-  readonly ioStopFd: number;
+  /** Written to wake the I/O thread after a command for it (pause, resume, stop; -1 without virtio devices). */
+  readonly ioWakeFd: number;
   /** KVM binary stats fds of the VM and each vCPU (-1 where the host's KVM has none). */
   readonly statsFds: { readonly vm: number; readonly vcpus: readonly number[] };
   /** The disks' images, open and locked while the machine exists. */
@@ -54,7 +54,7 @@ export class BuiltMachine {
     this.deviceSab = parts.deviceSab;
     this.irq = parts.irq;
     this.board = parts.board;
-    this.ioStopFd = parts.ioStopFd;
+    this.ioWakeFd = parts.ioWakeFd;
     this.statsFds = parts.statsFds;
     this.disks = parts.disks;
   }
@@ -75,7 +75,7 @@ export class BuiltMachine {
     if (this.closed) return;
     this.closed = true;
     for (const fd of [...this.statsFds.vcpus, this.statsFds.vm]) if (fd >= 0) closeFd(fd);
-    for (const fd of [...this.board.virtio.map((d) => d.eventFd), this.ioStopFd]) if (fd >= 0) closeFd(fd);
+    for (const fd of [...this.board.virtio.map((d) => d.eventFd), this.ioWakeFd]) if (fd >= 0) closeFd(fd);
     for (const v of this.vcpus) v.close();
     // The I/O thread has ended (vm.ts stops it first): nothing serves the disks any more.
     for (const d of this.disks) d.close();
@@ -148,12 +148,12 @@ export async function buildMachine(spec: MachineSpec, files: BootFiles): Promise
     }
     traceStep('builder: vCPUs created');
     const board = boardFor(spec, (cap) => vm.checkExtension(cap), eventFds, disks);
-    const ioStopFd = board.virtio.length ? createEventFd() : -1;
-    if (ioStopFd >= 0) eventFds.push(ioStopFd);
+    const ioWakeFd = board.virtio.length ? createEventFd() : -1;
+    if (ioWakeFd >= 0) eventFds.push(ioWakeFd);
     // Last, on a thread of its own (GuestMemory.lock): every KVM ioctl above is done by then.
     if (spec.memLock) await mem.lock();
     return new BuiltMachine({
-      spec, image, kvm, vm, vcpus, deviceSab: createDeviceState(board), irq: new IrqLine(vm.fd), board, ioStopFd, statsFds, disks,
+      spec, image, kvm, vm, vcpus, deviceSab: createDeviceState(board), irq: new IrqLine(vm.fd), board, ioWakeFd, statsFds, disks,
     });
   } catch (e) {
     for (const fd of [...statsFds.vcpus, statsFds.vm, ...eventFds]) if (fd >= 0) closeFd(fd);

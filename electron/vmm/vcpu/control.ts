@@ -1,7 +1,8 @@
-// The shared control block of one VM: what the main thread asks the vCPU workers to do, how the
-// VM ended, each worker's thread id (for kicks), the start barrier, and per-vCPU exit counters
-// and start-up times. It lives in a SharedArrayBuffer so a worker blocked in KVM_RUN (or waiting
-// at the barrier) never has to receive a message to obey it.
+// The shared control block of one VM: what the main thread asks the vCPU workers and the virtio
+// I/O thread to do, how the VM ended, each worker's thread id (for kicks), the start barrier, and
+// per-vCPU exit counters and start-up times. It lives in a SharedArrayBuffer so a worker blocked
+// in KVM_RUN (or waiting at the barrier, or the I/O thread in poll) never has to receive a
+// message to obey it.
 
 export const COMMAND = { run: 0, pause: 1, stop: 2 } as const;
 
@@ -56,6 +57,13 @@ const HANDOVER_WORD = 6;
  * other two only when it moved (an Atomics.load is a builtin call, tens of ns on this path).
  */
 const CHANGES = 7;
+/**
+ * The I/O thread's acknowledgement of a pause: the CHANGES value under which it saw the pause
+ * command and stopped serving (0: none yet; CHANGES is past 0 after the first command).
+ */
+const IO_PAUSE_ACK = 8;
+/** Set by the main thread when the I/O thread is to end (after every vCPU has left KVM_RUN). */
+const IO_STOP = 9;
 const TID_BASE = 16;
 // Far above any vCPU count, so an abandoned barrier never reads as "everyone arrived".
 const START_ABANDONED = 1 << 30;
@@ -142,6 +150,29 @@ export class VmControl {
     const r = waitAsync(this.words, PAUSED, seen, timeoutMs);
     if (r.async) await r.value;
   }
+
+  /**
+   * I/O thread: it has seen `changes` (read before the command) with the pause command and serves
+   * nothing until the command changes. Wakes pausedCountChange, as a vCPU's acknowledgement does.
+   */
+  acknowledgeIoPause(changes: number): void {
+    if (Atomics.load(this.words, IO_PAUSE_ACK) === changes) return;
+    Atomics.store(this.words, IO_PAUSE_ACK, changes);
+    Atomics.notify(this.words, PAUSED);
+  }
+
+  /**
+   * The I/O thread has acknowledged the latest command, a pause: it serves no queue, writes no
+   * ring and sends no interrupt until the command changes. An acknowledgement of an earlier pause
+   * (before a resume) does not count, as CHANGES moved since.
+   */
+  get ioPaused(): boolean {
+    return Atomics.load(this.words, CMD) === COMMAND.pause && Atomics.load(this.words, IO_PAUSE_ACK) === Atomics.load(this.words, CHANGES);
+  }
+
+  /** Main thread: the I/O thread is to end at its next wake-up. */
+  requestIoStop(): void { Atomics.store(this.words, IO_STOP, 1); }
+  get ioStopRequested(): boolean { return Atomics.load(this.words, IO_STOP) !== 0; }
 
   /** Records how the VM ended; returns false if another vCPU already did. */
   end(code: EndCode, vcpu: number): boolean {

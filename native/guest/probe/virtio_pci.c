@@ -200,5 +200,8 @@ enum virtio_error virtio_queue_setup(struct virtio_pci *d, struct virtq *q, u16 
 	wr64(c + CC_Q_DRIVER, (u64)&q->avail);
 	wr64(c + CC_Q_DEVICE, (u64)&q->used);
 	wr16(c + CC_Q_ENABLE, 1);
+	/* Where the device's used index sits (guest-physical = ours): the host reads it from guest
+	 * RAM to see what the device published, e.g. that nothing moves while the VM is paused. */
+	event("virtio_queue slot=%u queue=%u used=%lu", d->slot, index, (u64)&q->used);
 	return VIRTIO_OK;
 }

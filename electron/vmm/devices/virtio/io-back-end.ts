@@ -15,12 +15,16 @@ export interface IoBackEndContext {
 }
 
 export interface IoBackEnd extends QueueServer {
-  /** After the device's queues were served for a notification (the bus lock is free again). */
+  /** After the device's queues were served for a notification (the bus lock is free again; never while the VM is paused). */
   afterKick(): void;
   /** Adds the back end's fds to the next wait; returns how long it may wait at most (ms, -1: no limit). */
   fillPoll(set: PollSet): number;
-  /** After every wait, whatever woke it: serve the fds it added, run its timers. */
-  afterPoll(set: PollSet): void;
+  /**
+   * After every wait, whatever woke it: serve the fds it added, run its timers. `serving` false:
+   * the VM is paused (or stopping): keep the host side going but touch neither guest RAM nor the
+   * device (no ring written, no interrupt); what comes for the guest waits for a later call.
+   */
+  afterPoll(set: PollSet, serving: boolean): void;
   /** Releases everything it holds (sockets, fds); idempotent. */
   close(): void;
 }

@@ -8,7 +8,10 @@
 // (user networking through libslirp, or a TAP). Guest buffers are read and written under the bus
 // lock; the link is called with the lock released (it may answer at once, from inside, with a
 // frame for the guest). Frames for a guest that has no receive buffer wait in a short backlog;
-// beyond it they are dropped and counted, as a real card drops them.
+// beyond it they are dropped and counted, as a real card drops them. While the VM is paused the
+// same backlog holds what arrives (a paused guest posts no buffers either), so a pause loses
+// nothing of a short exchange, costs no memory past the bound whatever its length, and what it
+// drops is counted; TCP (libslirp's own, or a peer's over a TAP) resends it after the resume.
 import type { PollSet } from '../../../../native/kvm/poll-set.ts';
 import type { GuestRam } from './guest-ram.ts';
 import type { IoBackEnd, IoBackEndContext } from './io-back-end.ts';
@@ -168,9 +171,11 @@ export class VirtioNetBackEnd implements IoBackEnd {
     return this.link.fillPoll(set);
   }
 
-  afterPoll(set: PollSet): void {
+  afterPoll(set: PollSet, serving: boolean): void {
+    // Paused: the link still runs (libslirp's timers, a tap's reads) and its frames for the guest
+    // queue up in the backlog, bounded like any wait for receive buffers.
     this.link.afterPoll(set);
-    this.flushRx();
+    if (serving) this.flushRx();
   }
 
   close(): void {
