@@ -210,7 +210,8 @@ describe.skipIf(!kvmAvailable)('service on KVM', () => {
     });
     let stderr = '';
     child.stderr.on('data', (d) => { stderr += d; });
-    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    // 'close': all of stderr has been read by then ('exit' may come first), and it is checked below.
+    const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
     const url = new URL(await new Promise<string>((resolve) => {
       let out = '';
       child.stdout.on('data', (d) => { out += d; if (out.includes('\n')) resolve(out.trim()); });
