@@ -110,9 +110,10 @@ describe.skipIf(reason !== null)('the compare view', () => {
     const panel = page.locator('section.experiment[data-state="running"]');
     await panel.waitFor({ timeout: scaled(20_000) });
     const id = (await panel.getAttribute('data-experiment-id'))!;
-    // Past the first Unhalt run, into the first QEMU run, and let QEMU boot.
+    // Past the first Unhalt run, into the first QEMU run, and its QEMU process (the progress
+    // says "run 1/5" before the server has spawned it: wait for the process, not a fixed time).
     await waitFor('the first QEMU run', async () => /1 of 20 — cpu-pm off \(qemu\) run 1\/5/.test(await panel.textContent() ?? ''), scaled(60_000), 200);
-    await page.waitForTimeout(scaled(1500));
+    await waitFor('its QEMU process', () => childrenOf(app.host.proc.pid!, 'qemu-system').length > 0, scaled(20_000), 100);
     expect(childrenOf(app.host.proc.pid!, 'qemu-system')).toHaveLength(1);
     await page.screenshot({ path: artifact('compare-running.png'), fullPage: true });
     const t0 = Date.now();

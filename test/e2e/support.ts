@@ -64,6 +64,10 @@ export function startHostMode(home: string, timeoutMs = 30_000, port = 0): Promi
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let out = '';
+    // The URL is read from stdout alone and only once its line has ended: stdout arrives in
+    // chunks (a match on a partial line would cut the token short), and stderr, which also goes
+    // into `out`, could land between two chunks of that line.
+    let stdout = '';
     let settled = false;
     const timer = setTimeout(() => fail(new Error(`unhalt serve printed no URL within ${timeoutMs} ms:\n${out}`)), timeoutMs);
     const fail = (e: Error) => {
@@ -76,7 +80,8 @@ export function startHostMode(home: string, timeoutMs = 30_000, port = 0): Promi
     const exited = new Promise<number | null>((r) => proc.on('exit', (code) => r(code)));
     proc.stdout!.on('data', (d) => {
       out += d;
-      const m = /(http:\/\/127\.0\.0\.1:\d+\/\S*token=\S+)/.exec(out);
+      stdout += d;
+      const m = /(http:\/\/127\.0\.0\.1:\d+\/\S*token=\S+)\r?\n/.exec(stdout);
       if (m && !settled) {
         settled = true;
         clearTimeout(timer);

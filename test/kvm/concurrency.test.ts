@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import type { SampleRecord } from '../../electron/vmm/telemetry/fields.ts';
 import { Sampler } from '../../electron/vmm/telemetry/sampler.ts';
 import { kvmAvailable, startProbe } from '../support/probe.ts';
+import { scaled } from '../support/time-scale.ts';
 
 const SIZES = [1, 2, 3] as const;
 const LINES_PER_VM = 12;
@@ -19,7 +20,7 @@ describe.skipIf(!kvmAvailable)('three VMs at once', () => {
   it('each has its own console and its own telemetry; none disturbs the others', async () => {
     const vms = await Promise.all(SIZES.map((cpus, i) => startProbe({ cpus, append: 'scenario=echo', name: `conc-${i}` })));
     try {
-      await Promise.all(vms.map((g) => g.waitForConsole('probe> ', 30_000)));
+      await Promise.all(vms.map((g) => g.waitForConsole('probe> ', scaled(30_000))));
       vms.forEach((g, i) => expect(g.console()).toContain(`${SIZES[i]} of ${SIZES[i]} CPUs up`));
 
       const samplers = vms.map((g) => Sampler.forVm(g.vm, { intervalMs: 50 }));
@@ -38,7 +39,7 @@ describe.skipIf(!kvmAvailable)('three VMs at once', () => {
       for (let n = 0; n < LINES_PER_VM; n++) vms.forEach((g, i) => g.vm.sendConsole(`${tokens[i]![n]}\r`));
       // The whole last answer, its line end included: console bytes come in chunks, and the check
       // below looks for each answer with its \r\n.
-      await Promise.all(vms.map((g, i) => g.waitForConsole(`unknown command: ${tokens[i]![LINES_PER_VM - 1]}\r\n`, 30_000)));
+      await Promise.all(vms.map((g, i) => g.waitForConsole(`unknown command: ${tokens[i]![LINES_PER_VM - 1]}\r\n`, scaled(30_000))));
       vms.forEach((g, i) => {
         const text = g.console();
         // Its own lines, each once and in order …
@@ -58,7 +59,7 @@ describe.skipIf(!kvmAvailable)('three VMs at once', () => {
         const before = samplers.map(ioExits);
         const chunk = 'a'.repeat(60);
         for (let k = 0; k < 5; k++) vms[busy]!.vm.sendConsole(`${chunk}\r`);
-        await vms[busy]!.waitForConsole(new RegExp(`(unknown command: ${chunk}\\r\\n[^]*){${5}}`), 30_000);
+        await vms[busy]!.waitForConsole(new RegExp(`(unknown command: ${chunk}\\r\\n[^]*){${5}}`), scaled(30_000));
         await new Promise((r) => setTimeout(r, 100));
         const delta = samplers.map((s, i) => ioExits(s) - before[i]!);
         matrix.push(delta);
@@ -88,5 +89,5 @@ describe.skipIf(!kvmAvailable)('three VMs at once', () => {
       const exits = await Promise.all(vms.map((g) => g.vm.exited));
       expect(exits.map((e) => e.kind)).toEqual(['poweroff', 'poweroff', 'poweroff']);
     }
-  }, 120_000);
+  }, scaled(120_000));
 });

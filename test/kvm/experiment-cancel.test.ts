@@ -112,7 +112,8 @@ describe.skipIf(!kvmAvailable || qemuSkipReason() !== undefined)('unhalt bench a
     const killer = setTimeout(() => child.kill('SIGKILL'), scaled(90_000));
     const end = Date.now() + scaled(60_000);
     while (!stderr.includes('a (qemu) run 1/2') && Date.now() < end) await new Promise((r) => setTimeout(r, 100));
-    await new Promise((r) => setTimeout(r, scaled(1500)));
+    // The progress line comes before QEMU is spawned: wait for its process, not a fixed time.
+    while (qemuWith(`ms=${ms}`).length === 0 && Date.now() < end) await new Promise((r) => setTimeout(r, 100));
     expect(qemuWith(`ms=${ms}`)).toHaveLength(1);
     const t0 = performance.now();
     child.kill('SIGINT');

@@ -26,6 +26,7 @@ import { probeHost } from '../../electron/vmm/machine/host-caps.ts';
 import { VirtualMachine, type VmExit, type VmTestHooks } from '../../electron/vmm/vm.ts';
 import { kvmAvailable, openFdCount, startProbe, threadCount, watch, type Watched } from '../support/probe.ts';
 import { removeTempHomes, tempHome } from '../support/temp-home.ts';
+import { scaled } from '../support/time-scale.ts';
 
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
@@ -52,7 +53,7 @@ async function startFaulty(append: string, hooks: VmTestHooks = {}): Promise<{ g
   return { g, ram: () => ram! };
 }
 
-async function exitWithin(g: Watched, ms = 30_000): Promise<VmExit> {
+async function exitWithin(g: Watched, ms = scaled(30_000)): Promise<VmExit> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => { timer = setTimeout(() => reject(new Error(`the VM did not end within ${ms} ms; console ${JSON.stringify(g.console().slice(-300))}`)), ms); });
   try {
@@ -94,7 +95,7 @@ describe.skipIf(!kvmAvailable)('guest faults end only their own VM', () => {
     expect(bystander.vm.state).toBe('running');
     const token = `alive-${Math.random().toString(36).slice(2, 10)}`;
     bystander.vm.sendConsole(`${token}\r`);
-    await bystander.waitForConsole(`unknown command: ${token}`, 10_000);
+    await bystander.waitForConsole(`unknown command: ${token}`, scaled(10_000));
     await settle();
     expect(openFdCount()).toBe(baseFds);
     expect(threadCount()).toBe(baseThreads);

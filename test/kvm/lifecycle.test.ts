@@ -7,10 +7,11 @@ import { probeHost } from '../../electron/vmm/machine/host-caps.ts';
 import { COUNTER } from '../../electron/vmm/vcpu/control.ts';
 import { VirtualMachine } from '../../electron/vmm/vm.ts';
 import { kvmAvailable, openFdCount, startProbe, threadCount } from '../support/probe.ts';
+import { scaled } from '../support/time-scale.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function until(what: string, check: () => boolean, timeoutMs = 20_000): Promise<void> {
+async function until(what: string, check: () => boolean, timeoutMs = scaled(20_000)): Promise<void> {
   const deadline = performance.now() + timeoutMs;
   while (!check()) {
     if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
@@ -39,7 +40,7 @@ describe.skipIf(!kvmAvailable)('VM lifecycle', () => {
     await settle();
     expect(openFdCount()).toBe(fds);
     expect(threadCount()).toBe(threads);
-  }, 180_000);
+  }, scaled(180_000));
 
   it('three VMs run at once, each with its own console', async () => {
     const vms = await Promise.all([1, 2, 3].map((n) => startProbe({ cpus: n === 3 ? 2 : 1, append: 'scenario=echo', name: `vm${n}` })));
@@ -61,7 +62,7 @@ describe.skipIf(!kvmAvailable)('VM lifecycle', () => {
     const t = performance.now();
     const exit = await g.vm.stop();
     expect(exit.kind).toBe('stopped');
-    expect(performance.now() - t).toBeLessThan(5000);
+    expect(performance.now() - t).toBeLessThan(scaled(5000));
   });
 
   it('pause() resolves when every vCPU is out of KVM_RUN: no exits, no console bytes until resume()', async () => {
@@ -100,7 +101,7 @@ describe.skipIf(!kvmAvailable)('VM lifecycle', () => {
     // The boot CPU waits for input and the AP idles: both are halted in the kernel, never exiting.
     const t = performance.now();
     await g.vm.pause();
-    expect(performance.now() - t).toBeLessThan(2000);
+    expect(performance.now() - t).toBeLessThan(scaled(2000));
     expect(g.vm.control.pausedWorkers).toBe(2);
     g.vm.sendConsole('cpus\r');
     await sleep(200);

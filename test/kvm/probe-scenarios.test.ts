@@ -102,7 +102,7 @@ describe.skipIf(!kvmAvailable)('probe guest scenarios on real KVM', () => {
 
   it('live=1 ipi keeps reporting bursts until the host stops the VM', async () => {
     const g = await startProbe({ cpus: 2, append: 'scenario=ipi live=1 burst=20 interval_ms=500' });
-    const deadline = Date.now() + 10_000;
+    const deadline = Date.now() + scaled(10_000);
     while (g.events.filter((e) => e.event === 'ipi').length < 3 && Date.now() < deadline && g.vm.state === 'running') {
       await new Promise((r) => setTimeout(r, 100));
     }
@@ -139,7 +139,7 @@ describe.skipIf(!kvmAvailable)('probe guest scenarios on real KVM', () => {
     expect(g.vm.state).toBe('running');
     const t0 = performance.now();
     const exit = await g.vm.stop();
-    expect(performance.now() - t0).toBeLessThan(5000);
+    expect(performance.now() - t0).toBeLessThan(scaled(5000));
     expect(exit.kind).toBe('stopped');
     expect(g.events.find((e) => e.event === 'hypercall_done')).toBeUndefined();
   });

@@ -115,8 +115,17 @@ describe.skipIf(!kvmAvailable || !onPvm)('a second signal with a vCPU stuck in t
       expect(url, serve.stderr()).toBeInstanceOf(URL);
       const api = await apiClient(url!);
       const created = await api.call('createVm', { name: 'stuck', guest: 'probe', cpus: 2, memoryMiB: 64, append: 'scenario=hypercall' }) as { result: { id: string } };
+      // The guest says it is about to make the hypercall; only then is its vCPU stuck (a fixed
+      // wait for the boot could end before it on a slow host, and the first signal's stop would
+      // then simply succeed).
+      let consoleText = '';
+      const aboutToCall = new Promise<void>((resolve) => api.onEvent((e) => {
+        if (e.type === 'console' && e.vmId === created.result.id && (consoleText += e.data).includes('hypercall: ')) resolve();
+      }));
+      expect(await api.call('subscribe', created.result.id)).toHaveProperty('result');
       expect(await api.call('startVm', created.result.id)).toMatchObject({ result: { state: 'running' } });
-      await sleep(1500); // boot and enter the hypercall
+      await aboutToCall;
+      await sleep(300); // let the vCPU enter the hypercall, as for `unhalt run` above
       api.close();
       serve.child.kill(signal);
       await sleep(200);

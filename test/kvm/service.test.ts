@@ -119,7 +119,7 @@ describe.skipIf(!kvmAvailable)('service on KVM', () => {
     const last = await until(guestEvents, (all) => all.map((e) => (e.type === 'status' ? e.status : undefined)).filter((s): s is VmStatus => !!s && s.state === 'stopped').at(-1), 'the power-off');
     expect(last.lastExit?.kind).toBe('poweroff');
     await again.shutdown();
-  }, 60_000);
+  }, scaled(60_000));
 
   it('stop: the ACPI power button first, force after the grace period', async () => {
     const svc = await createService({ home: tempHome('kvm-svc') });
@@ -210,7 +210,8 @@ describe.skipIf(!kvmAvailable)('service on KVM', () => {
     });
     let stderr = '';
     child.stderr.on('data', (d) => { stderr += d; });
-    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    // 'close': all of stderr has been read by then ('exit' may come first), and it is checked below.
+    const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
     const url = new URL(await new Promise<string>((resolve) => {
       let out = '';
       child.stdout.on('data', (d) => { out += d; if (out.includes('\n')) resolve(out.trim()); });
@@ -244,10 +245,10 @@ describe.skipIf(!kvmAvailable)('live probe through the service', () => {
     const vm = await svc.createVm({ name: 'live', guest: 'probe', cpus: 2, memoryMiB: 64, append: 'scenario=ipi live=1 burst=50 interval_ms=500' });
     await svc.subscribe(vm.id);
     await svc.startVm(vm.id);
-    const metric = await until(events, (all) => all.find((e) => e.type === 'guest-metric' && e.vmId === vm.id && e.metric.event === 'ipi'), 'a live ipi metric', 10_000);
+    const metric = await until(events, (all) => all.find((e) => e.type === 'guest-metric' && e.vmId === vm.id && e.metric.event === 'ipi'), 'a live ipi metric', scaled(10_000));
     expect(metric.type === 'guest-metric' && metric.metric.fields.p50_ns).toBeGreaterThan(0);
     // It keeps coming: a second burst.
-    await until(events, (all) => (all.filter((e) => e.type === 'guest-metric' && e.vmId === vm.id).length >= 2 ? true : undefined), 'a second burst', 10_000);
+    await until(events, (all) => (all.filter((e) => e.type === 'guest-metric' && e.vmId === vm.id).length >= 2 ? true : undefined), 'a second burst', scaled(10_000));
     const backfill = (await svc.subscribe(vm.id)).backfill;
     expect(backfill.metrics.some((m) => m.event === 'ipi')).toBe(true);
     await svc.forceStopVm(vm.id);

@@ -10,6 +10,7 @@ import { resolveMachine } from '../../electron/vmm/config/resolve.ts';
 import { probeHost } from '../../electron/vmm/machine/host-caps.ts';
 import { VirtualMachine } from '../../electron/vmm/vm.ts';
 import { kvmAvailable, startProbe } from '../support/probe.ts';
+import { scaled } from '../support/time-scale.ts';
 
 function expectBarrierHeld(times: VcpuStartTimes[], cpus: number): void {
   expect(times).toHaveLength(cpus);
@@ -54,10 +55,10 @@ describe.skipIf(!kvmAvailable)('vCPU start barrier on real KVM', () => {
     const oneCpu = [allowedHostCpus()[0]!];
     for (let run = 0; run < 3; run++) {
       const g = await startProbe({ cpus: 8, append: 'scenario=hello', config: { pin: oneCpu } });
-      const boot = await g.waitForEvent('boot', 60_000);
+      const boot = await g.waitForEvent('boot', scaled(60_000));
       expect(boot.fields, `run ${run + 1}: ${g.console().slice(-300)}`).toMatchObject({ cpus_found: 8, cpus_up: 8 });
       expectBarrierHeld(g.vm.startTimeline(), 8);
       expect((await g.vm.exited).kind).toBe('poweroff');
     }
-  }, 180_000);
+  }, scaled(180_000));
 });

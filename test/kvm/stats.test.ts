@@ -47,7 +47,7 @@ describe.skipIf(!kvmAvailable)('KVM binary stats', () => {
       return;
     }
     const seen = await new Promise<SampleRecord>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error('no sample with halt_exits_per_s > 0 within 10 s')), 10_000);
+      const timer = setTimeout(() => reject(new Error(`no sample with halt_exits_per_s > 0 within ${scaled(10_000) / 1000} s`)), scaled(10_000));
       sampler.subscribe((e) => {
         const records = e.type === 'backfill' || e.type === 'sample' ? e.records : [];
         const hit = records.find((r) => (r.halt_exits_per_s ?? 0) > 0);

@@ -364,7 +364,9 @@ describe.skipIf(!canNetns)('virtio-net over a TAP in a network namespace of the 
           '--append', 'scenario=net-listen port=7000 ip=10.0.4.15 gw=10.0.4.1 wait_ms=60000'], { prefix });
         // The guest listens: its I/O thread holds the tap it created (the start's check made one and let it go before).
         const deadline = Date.now() + scaled(30_000);
-        while (!(existsSync(log) && readFileSync(log, 'utf8').includes('net_listen')) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+        // The whole line, its end included: the log is written as the bytes come, so a line can be
+        // in it only in part, and the check below reads its fields.
+        while (!(existsSync(log) && /@u1 net_listen [^\n]*\n/.test(readFileSync(log, 'utf8'))) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
         expect(readFileSync(log, 'utf8')).toMatch(/@u1 net_listen port=7000 ip=167773199/);
         const link = spawnSync('ip', ['-n', ns, '-o', 'link', 'show', 'tapnew'], { encoding: 'utf8' });
         expect(link.stdout).toMatch(/tapnew: <[^>]*\bUP\b[^>]*>/);

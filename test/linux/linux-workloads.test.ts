@@ -161,7 +161,8 @@ describe.skipIf(!hw)('a user\'s own root file system on a virtio disk', () => {
     await g.waitForConsole('OWN-ROOT-SHELL', 3 * STEP_MS);
     expect(g.console()).toMatch(/switching to the root file system on \/dev\/vda/);
     const from = g.console().length;
-    g.vm.sendConsole('echo answer=$((6*7)); cat /proc/mounts | grep " / "\r');
+    // The marker last: once it is in, the mounts line the shell wrote before it is in too.
+    g.vm.sendConsole('cat /proc/mounts | grep " / "; echo answer=$((6*7))\r');
     await g.waitForConsole(/answer=42/, STEP_MS);
     expect(g.console().slice(from)).toMatch(/\/dev\/vda \/ ext4 rw/);
     g.vm.sendConsole('echo o > /proc/sysrq-trigger\r');

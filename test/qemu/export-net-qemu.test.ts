@@ -48,7 +48,11 @@ async function runExported(name: string, append: string, net: string, whenEvent:
     const log = join(dir, 'ttyS1.log');
     const poll = setInterval(() => {
       if (!existsSync(log)) return;
-      const events = readFileSync(log, 'latin1').split('\n').map(parseAgentLine).filter((e): e is AgentEvent => typeof e === 'object');
+      // Whole lines only: QEMU writes the file as the guest's UART sends, and a line cut short
+      // ("@u1 net_li") parses as an event of its own, which would take the whole line's place in
+      // `seen` and hide it from whenEvent.
+      const text = readFileSync(log, 'latin1');
+      const events = text.slice(0, text.lastIndexOf('\n') + 1).split('\n').map(parseAgentLine).filter((e): e is AgentEvent => typeof e === 'object');
       for (const e of events.slice(seen.length)) { seen.push(e); whenEvent(e); }
     }, 50);
     const killer = setTimeout(() => child.kill('SIGKILL'), scaled(60_000));

@@ -11,8 +11,11 @@ import { spawnSync } from 'node:child_process';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { AgentEvent } from '../../electron/vmm/agent/line-protocol.ts';
 import { qemuSkipReason, root, type Run, runQemu, startQemu } from '../support/qemu-probe.ts';
+import { scaled } from '../support/time-scale.ts';
 
 const skip = qemuSkipReason();
+/** Each run's own limit: longer than the QEMU run's (qemu-probe.ts), both scaled by the host clock. */
+const TEST_MS = scaled(30_000);
 if (skip) console.warn(`skipping the QEMU probe-guest tests: ${skip}`);
 
 function find(run: Run, event: string): AgentEvent {
@@ -49,7 +52,7 @@ describe('probe guest under QEMU microvm', () => {
       expect(run.events.find((e) => e.event === 'cpuid' && e.fields.leaf === 0x40000001)).toBeDefined();
       expect(find(run, 'hello').fields.cpus_up).toBe(smp);
       console.log(`qemu -smp ${smp} hello: first ttyS0 output after ${run.firstOutputMs.toFixed(0)} ms, exit after ${run.totalMs.toFixed(0)} ms`);
-    }, 30_000);
+    }, TEST_MS);
 
     it.skipIf(!!skip)(`scenario=pio count=1000 with -smp ${smp}`, async () => {
       const run = await runQemu(smp, 'scenario=pio count=1000 unhalt.pvm=1');
@@ -57,7 +60,7 @@ describe('probe guest under QEMU microvm', () => {
       const pio = find(run, 'pio');
       expect(pio.fields.count).toBe(1000);
       expect(pio.fields.tsc_cycles).toBeGreaterThan(0);
-    }, 30_000);
+    }, TEST_MS);
 
     it.skipIf(!!skip)(`scenario=idle ms=200 with -smp ${smp}`, async () => {
       const run = await runQemu(smp, 'scenario=idle ms=200 unhalt.pvm=1');
@@ -68,7 +71,7 @@ describe('probe guest under QEMU microvm', () => {
       expect(idle.fields.ticks).toBeGreaterThan(0);
       expect(idle.fields.ticks).toBeLessThanOrEqual(202);
       expect(idle.fields.tsc_cycles).toBeGreaterThanOrEqual(200 * boot.fields.tsc_khz!);
-    }, 30_000);
+    }, TEST_MS);
   }
 
   it.skipIf(!!skip)('the echo shell answers over ttyS0 input (UART interrupt)', async () => {
@@ -84,7 +87,7 @@ describe('probe guest under QEMU microvm', () => {
     const run = await q.done;
     expect(find(run, 'echo').fields.ready).toBe(1);
     expectCleanRun(run, 2);
-  }, 30_000);
+  }, TEST_MS);
 
   // The measuring scenarios: the same events as under Unhalt (shape only; timings are the host's).
   it.skipIf(!!skip)('scenario=ipi with -smp 2', async () => {
@@ -96,7 +99,7 @@ describe('probe guest under QEMU microvm', () => {
     expect(f.min_ns).toBeLessThanOrEqual(f.p50_ns!);
     expect(f.p50_ns).toBeLessThanOrEqual(f.p99_ns!);
     expect(f.p99_ns).toBeLessThanOrEqual(f.max_ns!);
-  }, 30_000);
+  }, TEST_MS);
 
   it.skipIf(!!skip)('scenario=timer', async () => {
     const run = await runQemu(1, 'scenario=timer count=200 unhalt.pvm=1');
@@ -105,7 +108,7 @@ describe('probe guest under QEMU microvm', () => {
     expect(f).toMatchObject({ count: 200, period_us: 1000 });
     expect(f.p50_ns).toBeLessThanOrEqual(f.p99_ns!);
     expect(f.p99_ns).toBeLessThanOrEqual(f.max_ns!);
-  }, 30_000);
+  }, TEST_MS);
 
   it.skipIf(!!skip)('scenario=spinlock with -smp 2', async () => {
     const run = await runQemu(2, 'scenario=spinlock ms=500 spin=64 unhalt.pvm=1');
@@ -114,18 +117,18 @@ describe('probe guest under QEMU microvm', () => {
     expect(f).toMatchObject({ ms: 500, cpus: 2 });
     expect(f.handoffs).toBeGreaterThan(0);
     expect(f.handoff_p50_ns).toBeLessThanOrEqual(f.handoff_p99_ns!);
-  }, 30_000);
+  }, TEST_MS);
 
   it.skipIf(!!skip)('scenario=flood ms=200 with -smp 2 still ends cleanly', async () => {
     const run = await runQemu(2, 'scenario=flood ms=200 unhalt.pvm=1');
     expectCleanRun(run, 2);
     expect(find(run, 'flood').fields).toMatchObject({ ms: 200, cpus: 2 });
-  }, 30_000);
+  }, TEST_MS);
 
   it.skipIf(!!skip)('an unexpected exception is reported on ttyS1 and ends the run with status 3', async () => {
     const run = await runQemu(1, 'scenario=fault kind=ud2 unhalt.pvm=1');
     expect(find(run, 'fault').fields.vector).toBe(6);
     expect(run.events.at(-1)?.event).toBe('poweroff');
     expect(run.status).toBe(3); // isa-debug-exit with value 1
-  }, 30_000);
+  }, TEST_MS);
 });

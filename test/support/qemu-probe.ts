@@ -12,12 +12,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type AgentEvent, parseAgentLine } from '../../electron/vmm/agent/line-protocol.ts';
+import { scaled } from './time-scale.ts';
 
 export const root = fileURLToPath(new URL('../../', import.meta.url));
 const elfPath = `${root}assets/guests/probe.elf`;
 const QEMU = 'qemu-system-x86_64';
-/** QEMU is killed after this long unless the caller gives its own limit. */
-const RUN_TIMEOUT_MS = 25_000;
+/** QEMU is killed after this long unless the caller gives its own limit (a liveness deadline: scaled). */
+const RUN_TIMEOUT_MS = scaled(25_000);
 
 export function qemuSkipReason(): string | undefined {
   if (!existsSync('/dev/kvm')) return '/dev/kvm is absent';
@@ -96,7 +97,7 @@ export function startQemu(smp: number, append: string, timeoutMs = RUN_TIMEOUT_M
   return {
     output: () => out,
     send: (text) => { proc.stdin.write(text); },
-    waitForOutput: (text, timeoutMs = 20_000) => new Promise<void>((resolve, reject) => {
+    waitForOutput: (text, timeoutMs = scaled(20_000)) => new Promise<void>((resolve, reject) => {
       const check = () => {
         if (out.includes(text)) { cleanup(); resolve(); } else if (proc.exitCode !== null || proc.signalCode !== null) {
           cleanup();

@@ -23,7 +23,9 @@ export function startServe(home: string, args: string[] = []): ServeChild {
   const child = spawn(process.execPath, [UNHALT_BIN, 'serve', '--no-open', ...args], { env: serveEnv(home), stdio: ['ignore', 'pipe', 'pipe'] });
   let err = '';
   child.stderr!.on('data', (d) => { err += d; });
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  // 'close', not 'exit': 'exit' can come before the last bytes of the child's stdout and stderr
+  // have been read, and callers read stderr() (and the URL) once this resolves.
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('close', (code, signal) => resolve({ code, signal })));
   const url = new Promise<URL | undefined>((resolve) => {
     let out = '';
     child.stdout!.on('data', (d) => { out += d; if (out.includes('\n')) resolve(new URL(out.trim())); });

@@ -28,7 +28,8 @@ describe('unhalt serve', () => {
     const res = await fetch(url);
     expect(res.status).toBe(200);
     expect(res.headers.get('content-security-policy')).toMatch(/script-src 'self'/);
-    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    // 'close': all of stderr has been read by then ('exit' may come first), and it is checked below.
+    const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
     child.kill('SIGTERM');
     expect(await exited).toBe(0);
     expect(stderr).toMatch(/loopback only/);

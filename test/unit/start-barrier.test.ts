@@ -29,7 +29,11 @@ describe('vCPU start barrier', () => {
 
   it('holds every thread until the last one is ready (the late one is 300 ms late)', async () => {
     const control = new VmControl(4);
-    const threads = [0, 1, 2, 3].map((v) => arrive(control, v, v === 3 ? 300 : 0));
+    // The late one is started only once the others have arrived: threads start and load at
+    // their own pace, so 300 ms after its own start could be before a slow early one arrives.
+    const early = [0, 1, 2].map((v) => arrive(control, v, 0));
+    await Promise.all(early.map((t) => t.arrived));
+    const threads = [...early, arrive(control, 3, 300)];
     const reports = await Promise.all(threads.map((t) => t.report));
     expect(reports.every((r) => r.passed)).toBe(true);
     const times = control.startTimeline();
