@@ -14,6 +14,7 @@ import { randomBytes } from 'node:crypto';
 import { connect, createServer, type Server } from 'node:net';
 import type { Page } from 'playwright-core';
 import { checkForwardPort, macForVm, parseNetOption } from '../../electron/vmm/config/net-config.ts';
+import { freePort } from '../support/free-port.ts';
 import { scaled } from '../support/time-scale.ts';
 import { artifact, hook, skipReason, typeInto, useApp, waitFor } from './support.ts';
 
@@ -28,18 +29,6 @@ async function next(page: Page): Promise<void> {
   const before = await step(page);
   await page.locator('button[data-action="next"]').click();
   await waitFor(`the step after ${before}`, async () => (await step(page)) !== before, scaled(10_000));
-}
-
-/** A TCP port on 127.0.0.1 that nothing holds right now. */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 function listenOn(port: number): Promise<Server> {
