@@ -33,7 +33,7 @@ import { homeLayout, unhaltHome, type HomeLayout } from './paths.ts';
 import { HomeOwnership } from './home-owner.ts';
 import { makeDirs } from './make-dir.ts';
 import { clip, intArg, intListArg, textArg, vmIdArg } from './validate.ts';
-import { VmRuntime, toResolvedDto, type EventSink } from './vm-runtime.ts';
+import { VmRuntime, startRefusal, toResolvedDto, type EventSink } from './vm-runtime.ts';
 import { traceStep } from '../vmm/start-trace.ts';
 
 export const DEFAULT_STOP_GRACE_MS = 3000;
@@ -436,7 +436,8 @@ export class ServiceCore implements ApiCallHandlers {
     traceStep('service: request in');
     this.open_();
     const first = this.record(rawId);
-    if (this.runtimes.get(first.id)?.running) throw new ApiError('conflict', `${first.config.name} is already ${this.runtimes.get(first.id)!.status().state}`);
+    const current = this.runtimes.get(first.id);
+    if (current?.running) throw startRefusal(current.status().state);
     await checkBootFiles(first.config, this.allowedFolders());
     traceStep('service: boot files checked');
     return this.claimAndStart(first.id);
@@ -454,7 +455,7 @@ export class ServiceCore implements ApiCallHandlers {
     this.open_();
     const rec = this.record(id);
     const rt = this.runtime(rec.id);
-    if (rt.running) throw new ApiError('conflict', `${rec.config.name} is already ${rt.status().state}`);
+    if (rt.running) throw startRefusal(rt.status().state);
     const resolved = this.resolve(rec.config);
     traceStep('service: machine resolved');
     const started = rt.start({ name: rec.config.name, resolved, commandLine: commandLine(rec.config) });
