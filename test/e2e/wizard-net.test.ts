@@ -190,11 +190,11 @@ describe.skipIf(reason !== null)('the network chosen in the wizard', () => {
     // Every interface: allowed, and said what it means.
     await typeInto(page, page.getByLabel('Forward 1 host address', { exact: true }), '0.0.0.0', { leave: true });
     await page.getByText('Listens on every host interface', { exact: false }).waitFor();
-    await page.getByRole('radio', { name: /An existing TAP device/ }).click();
+    await page.getByRole('radio', { name: /A TAP device by name/ }).click();
     expect(await page.getByLabel('Forward 1 host port', { exact: true }).count()).toBe(0);
     await page.getByRole('radio', { name: /User networking \(NAT\)/ }).click();
     expect(await page.getByLabel('Forward 1 host port', { exact: true }).inputValue()).toBe('2222');
-    await page.getByRole('radio', { name: /An existing TAP device/ }).click();
+    await page.getByRole('radio', { name: /A TAP device by name/ }).click();
 
     // A name no interface can have: the tap rule's words at the field once it is left.
     const tapField = page.getByLabel('TAP interface name', { exact: true });
