@@ -514,12 +514,12 @@ export class ServiceCore implements ApiCallHandlers {
     const rec = this.record(rawId);
     const rt = this.runtimes.get(rec.id);
     if (!rt?.running || rt.status().state === 'stopping') {
-      throw new ApiError('conflict', `${rec.config.name} is ${rt?.status().state ?? 'stopped'}: only a running or paused VM can be reset (start it instead)`);
+      throw new ApiError('conflict', `the VM is ${rt?.status().state ?? 'stopped'}: only a running or paused VM can be reset (start it instead)`);
     }
     await checkBootFiles(rec.config, this.allowedFolders());
     this.resolve(rec.config);
     // Stopped meanwhile (by the guest or another client): a reset must not turn that into a start.
-    if (!rt.running || rt.status().state === 'stopping') throw new ApiError('conflict', `${rec.config.name} stopped before it could be reset`);
+    if (!rt.running || rt.status().state === 'stopping') throw new ApiError('conflict', 'the VM stopped before it could be reset');
     await rt.forceStop('reset by the user: stopped and booted again with the same configuration');
     return this.claimAndStart(rec.id);
   }
