@@ -33,7 +33,7 @@ import { homeLayout, unhaltHome, type HomeLayout } from './paths.ts';
 import { HomeOwnership } from './home-owner.ts';
 import { makeDirs } from './make-dir.ts';
 import { clip, intArg, intListArg, textArg, vmIdArg } from './validate.ts';
-import { VmRuntime, toResolvedDto, type EventSink } from './vm-runtime.ts';
+import { VmRuntime, startRefusal, toResolvedDto, type EventSink } from './vm-runtime.ts';
 import { traceStep } from '../vmm/start-trace.ts';
 
 export const DEFAULT_STOP_GRACE_MS = 3000;
@@ -436,7 +436,8 @@ export class ServiceCore implements ApiCallHandlers {
     traceStep('service: request in');
     this.open_();
     const first = this.record(rawId);
-    if (this.runtimes.get(first.id)?.running) throw new ApiError('conflict', `${first.config.name} is already ${this.runtimes.get(first.id)!.status().state}`);
+    const current = this.runtimes.get(first.id);
+    if (current?.running) throw startRefusal(current.status().state);
     await checkBootFiles(first.config, this.allowedFolders());
     traceStep('service: boot files checked');
     return this.claimAndStart(first.id);
@@ -454,7 +455,7 @@ export class ServiceCore implements ApiCallHandlers {
     this.open_();
     const rec = this.record(id);
     const rt = this.runtime(rec.id);
-    if (rt.running) throw new ApiError('conflict', `${rec.config.name} is already ${rt.status().state}`);
+    if (rt.running) throw startRefusal(rt.status().state);
     const resolved = this.resolve(rec.config);
     traceStep('service: machine resolved');
     const started = rt.start({ name: rec.config.name, resolved, commandLine: commandLine(rec.config) });
@@ -513,12 +514,12 @@ export class ServiceCore implements ApiCallHandlers {
     const rec = this.record(rawId);
     const rt = this.runtimes.get(rec.id);
     if (!rt?.running || rt.status().state === 'stopping') {
-      throw new ApiError('conflict', `${rec.config.name} is ${rt?.status().state ?? 'stopped'}: only a running or paused VM can be reset (start it instead)`);
+      throw new ApiError('conflict', `the VM is ${rt?.status().state ?? 'stopped'}: only a running or paused VM can be reset (start it instead)`);
     }
     await checkBootFiles(rec.config, this.allowedFolders());
     this.resolve(rec.config);
     // Stopped meanwhile (by the guest or another client): a reset must not turn that into a start.
-    if (!rt.running || rt.status().state === 'stopping') throw new ApiError('conflict', `${rec.config.name} stopped before it could be reset`);
+    if (!rt.running || rt.status().state === 'stopping') throw new ApiError('conflict', 'the VM stopped before it could be reset');
     await rt.forceStop('reset by the user: stopped and booted again with the same configuration');
     return this.claimAndStart(rec.id);
   }

@@ -44,6 +44,14 @@ export interface StartInput {
   commandLine: string;
 }
 
+/**
+ * Why a VM that is not stopped cannot be started. It does not name the VM: the caller shows the
+ * refusal after the action and the VM's name ("start NAME: ...").
+ */
+export function startRefusal(state: VmRunState): ApiError {
+  return new ApiError('conflict', state === 'stopping' ? 'the VM is still stopping: start it again once it has stopped' : `the VM is already ${state}`);
+}
+
 export class VmRuntime {
   readonly id: string;
   private state: VmRunState = 'stopped';
@@ -99,7 +107,7 @@ export class VmRuntime {
   }
 
   async start(input: StartInput): Promise<VmStatus> {
-    if (this.state !== 'stopped') throw new ApiError('conflict', `${input.name} is already ${this.state}`);
+    if (this.state !== 'stopped') throw startRefusal(this.state);
     const run = this.startAndAttach(input);
     // A stop or force stop that arrives meanwhile waits for this, then finds the VM attached.
     this.starting = run.catch(() => undefined);

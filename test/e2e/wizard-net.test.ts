@@ -14,6 +14,7 @@ import { randomBytes } from 'node:crypto';
 import { connect, createServer, type Server } from 'node:net';
 import type { Page } from 'playwright-core';
 import { checkForwardPort, macForVm, parseNetOption } from '../../electron/vmm/config/net-config.ts';
+import { freePort } from '../support/free-port.ts';
 import { scaled } from '../support/time-scale.ts';
 import { artifact, hook, skipReason, typeInto, useApp, waitFor } from './support.ts';
 
@@ -28,18 +29,6 @@ async function next(page: Page): Promise<void> {
   const before = await step(page);
   await page.locator('button[data-action="next"]').click();
   await waitFor(`the step after ${before}`, async () => (await step(page)) !== before, scaled(10_000));
-}
-
-/** A TCP port on 127.0.0.1 that nothing holds right now. */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 function listenOn(port: number): Promise<Server> {
@@ -201,11 +190,11 @@ describe.skipIf(reason !== null)('the network chosen in the wizard', () => {
     // Every interface: allowed, and said what it means.
     await typeInto(page, page.getByLabel('Forward 1 host address', { exact: true }), '0.0.0.0', { leave: true });
     await page.getByText('Listens on every host interface', { exact: false }).waitFor();
-    await page.getByRole('radio', { name: /An existing TAP device/ }).click();
+    await page.getByRole('radio', { name: /A TAP device by name/ }).click();
     expect(await page.getByLabel('Forward 1 host port', { exact: true }).count()).toBe(0);
     await page.getByRole('radio', { name: /User networking \(NAT\)/ }).click();
     expect(await page.getByLabel('Forward 1 host port', { exact: true }).inputValue()).toBe('2222');
-    await page.getByRole('radio', { name: /An existing TAP device/ }).click();
+    await page.getByRole('radio', { name: /A TAP device by name/ }).click();
 
     // A name no interface can have: the tap rule's words at the field once it is left.
     const tapField = page.getByLabel('TAP interface name', { exact: true });

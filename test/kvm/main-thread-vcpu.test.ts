@@ -45,6 +45,23 @@ function signalAtFirstByte(signal: NodeJS.Signals, env: NodeJS.ProcessEnv, after
   });
 }
 
+/**
+ * Starts the echo shell with vCPU 0 on the main thread, the hand-over delay set to
+ * `handoverAfterMs` for the start only (the VM reads it then); without it, the process's own.
+ */
+async function startOnMainThread(name: string, handoverAfterMs?: string): Promise<VirtualMachine> {
+  const { spec } = resolveMachine(validateConfig({ guest: 'probe', cpus: 1, memoryMiB: 64, append: 'scenario=echo', name }), probeHost());
+  if (handoverAfterMs === undefined) return VirtualMachine.start(spec, { firstVcpuOnMainThread: true });
+  const before = process.env.UNHALT_HANDOVER_AFTER_MS;
+  process.env.UNHALT_HANDOVER_AFTER_MS = handoverAfterMs;
+  try {
+    return await VirtualMachine.start(spec, { firstVcpuOnMainThread: true });
+  } finally {
+    if (before === undefined) delete process.env.UNHALT_HANDOVER_AFTER_MS;
+    else process.env.UNHALT_HANDOVER_AFTER_MS = before;
+  }
+}
+
 const ECHO_SESSION = 'cpus\nhelp\ncpus\npoweroff\n';
 const ECHO_ANSWERS = ['probe> cpus', 'cpus up: 1', 'probe> help', 'commands: help, cpus, poweroff', 'probe> cpus', 'cpus up: 1', 'probe> poweroff'];
 
@@ -90,16 +107,7 @@ describe.skipIf(!kvmAvailable)('vCPU 0 on the main thread at start', () => {
   });
 
   it('runs vCPU 0 on the main thread, then on its worker after the hand-over, with input and output across it', async () => {
-    const { spec } = resolveMachine(validateConfig({ guest: 'probe', cpus: 1, memoryMiB: 64, append: 'scenario=echo', name: 'main-thread' }), probeHost());
-    const before = process.env.UNHALT_HANDOVER_AFTER_MS;
-    process.env.UNHALT_HANDOVER_AFTER_MS = '300';
-    let vm: VirtualMachine;
-    try {
-      vm = await VirtualMachine.start(spec, { firstVcpuOnMainThread: true });
-    } finally {
-      if (before === undefined) delete process.env.UNHALT_HANDOVER_AFTER_MS;
-      else process.env.UNHALT_HANDOVER_AFTER_MS = before;
-    }
+    const vm = await startOnMainThread('main-thread', '300');
     const w = watch(vm);
     try {
       await w.waitForConsole('probe> ');
@@ -129,16 +137,7 @@ describe.skipIf(!kvmAvailable)('vCPU 0 on the main thread at start', () => {
   });
 
   it('pauses and resumes while vCPU 0 is still on the main thread', async () => {
-    const { spec } = resolveMachine(validateConfig({ guest: 'probe', cpus: 1, memoryMiB: 64, append: 'scenario=echo', name: 'main-thread-pause' }), probeHost());
-    const before = process.env.UNHALT_HANDOVER_AFTER_MS;
-    process.env.UNHALT_HANDOVER_AFTER_MS = NEVER.UNHALT_HANDOVER_AFTER_MS;
-    let vm: VirtualMachine;
-    try {
-      vm = await VirtualMachine.start(spec, { firstVcpuOnMainThread: true });
-    } finally {
-      if (before === undefined) delete process.env.UNHALT_HANDOVER_AFTER_MS;
-      else process.env.UNHALT_HANDOVER_AFTER_MS = before;
-    }
+    const vm = await startOnMainThread('main-thread-pause', NEVER.UNHALT_HANDOVER_AFTER_MS);
     const w = watch(vm);
     try {
       await w.waitForConsole('probe> ');
@@ -158,8 +157,7 @@ describe.skipIf(!kvmAvailable)('vCPU 0 on the main thread at start', () => {
   });
 
   it('a stop() right after the start, before vCPU 0\'s first slice, ends the VM cleanly', async () => {
-    const { spec } = resolveMachine(validateConfig({ guest: 'probe', cpus: 1, memoryMiB: 64, append: 'scenario=echo', name: 'main-thread-stop' }), probeHost());
-    const vm = await VirtualMachine.start(spec, { firstVcpuOnMainThread: true });
+    const vm = await startOnMainThread('main-thread-stop');
     const exit = await vm.stop();
     expect(exit.kind).toBe('stopped');
     expect(vm.state).toBe('stopped');

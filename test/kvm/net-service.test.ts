@@ -3,23 +3,15 @@
 // VM asking for the same host port is refused with one line naming the port (a `host` error: the
 // host's port is taken, the configuration is fine), nothing of it started, the first VM running
 // on; a stop frees the port for the second.
-import { createServer, type AddressInfo } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ApiError } from '../../electron/service/errors.ts';
 import { createService } from '../../electron/service/service.ts';
 import { parseNetOption } from '../../electron/vmm/config/net-config.ts';
+import { freePort } from '../support/free-port.ts';
 import { kvmAvailable } from '../support/probe.ts';
 import { removeTempHomes, tempHome } from '../support/temp-home.ts';
 
 afterAll(removeTempHomes);
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as AddressInfo).port;
-  await new Promise((r) => s.close(r));
-  return port;
-}
 
 describe.skipIf(!kvmAvailable)('user networking through the service', () => {
   it('starts a VM with a forward; a second VM on the same host port is refused in one line and nothing of it starts', async () => {

@@ -5,13 +5,14 @@
 // without an I/O error; a host connection through a user-networking forward made while the VM is
 // paused leaves the receive counters alone, drops nothing, and reaches the guest (its `net_syn`
 // metric) after the resume.
-import { connect, createServer, type AddressInfo } from 'node:net';
+import { connect } from 'node:net';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { ApiEvent, TelemetryDeviceSample, VmStatus } from '../../electron/service/api.ts';
 import { createService } from '../../electron/service/service.ts';
 import { parseNetOption } from '../../electron/vmm/config/net-config.ts';
+import { freePort } from '../support/free-port.ts';
 import { kvmAvailable } from '../support/probe.ts';
 import { removeTempHomes, tempHome } from '../support/temp-home.ts';
 import { scaled } from '../support/time-scale.ts';
@@ -59,14 +60,6 @@ function expectStill(samples: TelemetryDeviceSample[], since: number, fields: st
       if (i > 0) expect(s[`${f}_per_s`] ?? 0, `${f}_per_s at ${s.t}`).toBe(0);
     }
   });
-}
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as AddressInfo).port;
-  await new Promise((r) => s.close(r));
-  return port;
 }
 
 describe.skipIf(!kvmAvailable)('pause and resume through the service hold the virtio devices too', () => {

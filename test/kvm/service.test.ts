@@ -78,7 +78,7 @@ describe.skipIf(!kvmAvailable)('service on KVM', () => {
 
     expect((await svc.pauseVm(vm.id)).state).toBe('paused');
     expect((await svc.resumeVm(vm.id)).state).toBe('running');
-    await expect(svc.startVm(vm.id)).rejects.toMatchObject({ code: 'conflict' });
+    await expect(svc.startVm(vm.id)).rejects.toMatchObject({ code: 'conflict', message: 'the VM is already running' });
     await expect(svc.deleteVm(vm.id)).rejects.toMatchObject({ code: 'conflict' });
 
     // A second client joining late gets the history first, then the stream.

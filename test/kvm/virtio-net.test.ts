@@ -24,6 +24,7 @@ import { VirtualMachine } from '../../electron/vmm/vm.ts';
 import { macBytes } from '../../electron/vmm/devices/virtio/virtio-net.ts';
 import { STATUS } from '../../electron/vmm/devices/virtio/virtio-pci.ts';
 import { runCli } from '../support/cli.ts';
+import { freePort } from '../support/free-port.ts';
 import { kvmAvailable, openFdCount, threadCount, watch, type Watched } from '../support/probe.ts';
 import { scaled } from '../support/time-scale.ts';
 
@@ -39,15 +40,6 @@ function event(events: AgentEvent[], name: string): AgentEvent['fields'] {
   const e = events.find((x) => x.event === name);
   if (!e) throw new Error(`no "@u1 ${name}"; events: ${events.map((x) => `${x.event} ${JSON.stringify(x.fields)}`).join('; ')}`);
   return e.fields;
-}
-
-/** A port nobody listens on right now (the kernel's pick, released again). */
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as AddressInfo).port;
-  await new Promise((r) => s.close(r));
-  return port;
 }
 
 function listen(server: Server): Promise<number> {
@@ -110,7 +102,7 @@ describe.skipIf(!kvmAvailable)('virtio-net over user networking (libslirp) on re
 
   it('a host connection to a tcp hostfwd port reaches the guest as a SYN on its guest port; a udp forward holds its host port while the VM runs', async () => {
     const hostPort = await freePort();
-    const udpPort = await freePort();
+    const udpPort = await freePort({ protocol: 'udp' });
     const g = await startNet('scenario=net-listen port=8080 wait_ms=60000', `user,hostfwd=tcp:127.0.0.1:${hostPort}-:8080,hostfwd=udp::${udpPort}-:5353`);
     expect(await udpFree(udpPort)).toBe(false);
     const listening = await g.waitForEvent('net_listen');

@@ -8,7 +8,7 @@
 // is paused is not written into it (the receive queue's counters and used index stand still, no
 // drop) and reaches it as a SYN after the resume. A stop while paused ends the VM with no thread,
 // fd or forwarded port left.
-import { connect, createServer, type AddressInfo } from 'node:net';
+import { connect, createServer } from 'node:net';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -22,6 +22,7 @@ import type { GuestMemory } from '../../electron/vmm/memory/guest-memory.ts';
 import type { PciDeviceName } from '../../electron/vmm/devices/board.ts';
 import { VirtualMachine } from '../../electron/vmm/vm.ts';
 import { EventFdWriter } from '../../native/kvm/eventfd.ts';
+import { freePort } from '../support/free-port.ts';
 import { kvmAvailable, openFdCount, threadCount, watch, type Watched } from '../support/probe.ts';
 import { scaled } from '../support/time-scale.ts';
 
@@ -191,12 +192,3 @@ describe.skipIf(!kvmAvailable)('pause stops the virtio devices too (probe guest 
     await new Promise((r) => again.close(r));
   });
 });
-
-/** A port nobody listens on right now (the kernel's pick, released again). */
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as AddressInfo).port;
-  await new Promise((r) => s.close(r));
-  return port;
-}

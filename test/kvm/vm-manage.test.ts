@@ -69,7 +69,7 @@ describe.skipIf(!kvmAvailable)('managing a running VM', () => {
       await svc.pauseVm(vm.id);
       expect((await svc.resetVm(vm.id)).state).toBe('running');
       await svc.forceStopVm(vm.id);
-      expect((await rejection(svc.resetVm(vm.id))).message).toBe('managed is stopped: only a running or paused VM can be reset (start it instead)');
+      expect((await rejection(svc.resetVm(vm.id))).message).toBe('the VM is stopped: only a running or paused VM can be reset (start it instead)');
       // Stopped: the edit goes through.
       expect((await svc.updateVm(vm.id, { ...vm.config, name: 'managed', cpus: 1 })).config.cpus).toBe(1);
       vmId = vm.id;

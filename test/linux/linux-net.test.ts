@@ -21,6 +21,7 @@ import { linuxKitBuilt } from '../../electron/vmm/guests-linux.ts';
 import { probeHost } from '../../electron/vmm/machine/host-caps.ts';
 import { VirtualMachine } from '../../electron/vmm/vm.ts';
 import { UNHALT_BIN } from '../support/cli.ts';
+import { freePort } from '../support/free-port.ts';
 import { hardwareKvm, NEEDS_HARDWARE } from '../support/kvm-semantics.ts';
 import { kvmAvailable, watch, type Watched } from '../support/probe.ts';
 import { scaled } from '../support/time-scale.ts';
@@ -77,14 +78,6 @@ const inVm = (g: Watched) => ({ console: () => g.console(), send: (s: string) =>
 function listen(server: Server, host = '127.0.0.1'): Promise<number> {
   servers.push(server);
   return new Promise((resolve) => server.listen(0, host, () => resolve((server.address() as AddressInfo).port)));
-}
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as AddressInfo).port;
-  await new Promise((r) => s.close(r));
-  return port;
 }
 
 describe.skipIf(!hw)('Linux\'s own virtio_net on our device, hardware-semantics KVM', () => {

@@ -4,7 +4,7 @@
 // reaches the guest as a SYN — the same events the VM gives under Unhalt (test/kvm/virtio-net.test.ts).
 // The libvirt export of every network form passes libvirt's own schema (virt-xml-validate).
 import { spawn, spawnSync } from 'node:child_process';
-import { connect, createServer, type AddressInfo } from 'node:net';
+import { connect } from 'node:net';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,6 +15,7 @@ import { resolveBoot } from '../../electron/vmm/config/resolve.ts';
 import { validateConfig } from '../../electron/vmm/config/vm-config.ts';
 import { exportConfig } from '../../electron/vmm/export/export.ts';
 import { probeHost } from '../../electron/vmm/machine/host-caps.ts';
+import { freePort } from '../support/free-port.ts';
 import { qemuSkipReason } from '../support/qemu-probe.ts';
 import { scaled } from '../support/time-scale.ts';
 
@@ -23,14 +24,6 @@ if (skip) console.warn(`skipping the QEMU network export tests: ${skip}`);
 
 const ip = (dotted: string) => dotted.split('.').reduce((a, x) => a * 256 + Number(x), 0);
 const mac48 = (mac: string) => mac.split(':').reduce((a, x) => a * 256 + Number.parseInt(x, 16), 0);
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as AddressInfo).port;
-  await new Promise((r) => s.close(r));
-  return port;
-}
 
 /** Runs the exported script; `whenEvent` is called once with each new ttyS1 event while it runs. */
 async function runExported(name: string, append: string, net: string, whenEvent: (e: AgentEvent) => void = () => {}) {

@@ -4,20 +4,13 @@
 // from inside slirp_pollfds_poll), and its timers — libslirp's C callbacks kept by timer_new and
 // called back through koffi — fire when due: with IPv6 on, the router advertisement timer sends
 // an RA. Everything on this one thread, as on the I/O thread.
-import { createServer, connect, type AddressInfo } from 'node:net';
+import { connect } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { PollSet } from '../../native/kvm/poll-set.ts';
 import { DEFAULT_SLIRP_NETWORK, Slirp, clockMs, libslirpProblem, libslirpVersion } from '../../native/slirp/libslirp.ts';
+import { freePort } from '../support/free-port.ts';
 
 const missing = libslirpProblem();
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as AddressInfo).port;
-  await new Promise((r) => s.close(r));
-  return port;
-}
 
 describe.skipIf(!!missing)('libslirp through koffi', () => {
   it('a forward binds its port (a second one on it is refused); a host connection makes libslirp ARP for 10.0.2.15', async () => {

@@ -67,7 +67,7 @@ describe('editing a stopped VM', () => {
   it('refuses to reset a VM that is not running, and says what to do instead', async () => {
     const vm = await svc.createVm({ ...probe, name: 'not-running' });
     expect(await rejection(svc.resetVm(vm.id))).toEqual({
-      code: 'conflict', message: 'not-running is stopped: only a running or paused VM can be reset (start it instead)',
+      code: 'conflict', message: 'the VM is stopped: only a running or paused VM can be reset (start it instead)',
     });
   });
 });

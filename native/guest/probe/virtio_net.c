@@ -612,9 +612,9 @@ static NORETURN void tcp_rr_report(const char *ev, u32 ok, u32 stage, u32 rounds
 		samples_summarize(rr, &sm);
 	con_printf("tcp rr %u of %u rounds of %u bytes: p50 %lu ns, p99 %lu ns, %u out of order, %u bad checksums%s\n", done, rounds,
 	           trr_bytes, sm.p50_ns, sm.p99_ns, trr_ooo, trr_bad_sum, ok ? "" : " (FAILED)");
-	event("net_tcp_rr ok=%u stage=%u port=%u rounds=%u done=%u bytes=%u ooo=%u dup=%u bad_sum=%u mismatch=%u fin=%u rst=%u "
+	event("%s ok=%u stage=%u port=%u rounds=%u done=%u bytes=%u ooo=%u dup=%u bad_sum=%u mismatch=%u fin=%u rst=%u "
 	      "handshake_us=%lu p50_ns=%lu p99_ns=%lu min_ns=%lu mean_ns=%lu us=%lu",
-	      ok, stage, rr_port, rounds, done, trr_bytes, trr_ooo, trr_dup, trr_bad_sum, trr_mismatch, fin, trr_rst, handshake_us,
+	      ev, ok, stage, rr_port, rounds, done, trr_bytes, trr_ooo, trr_dup, trr_bad_sum, trr_mismatch, fin, trr_rst, handshake_us,
 	      sm.p50_ns, sm.p99_ns, sm.min_ns, sm.mean_ns, us);
 	power_off();
 }

@@ -1,6 +1,6 @@
 // The wizard's Network part (step 2, after Storage): the VM's virtio-net card and its back end —
 // none, user networking (NAT through libslirp, with host port forwards as QEMU's hostfwd has
-// them) or an existing tap by name. Each field is judged as it is left by the schema's own field
+// them) or a tap by name (attached, or created when the VMM may). Each field is judged as it is left by the schema's own field
 // rules (net-draft.ts -> net-config.ts). Whether a host port is free, libslirp installed or the tap
 // there is checked when the VM starts: its one-line refusal then arrives as a notice.
 import { useId, useRef } from 'react';
@@ -14,7 +14,10 @@ const MODES: { mode: DraftNet['mode']; title: string; help: string }[] = [
     mode: 'user', title: 'User networking (NAT)',
     help: `Through libslirp, as QEMU's -netdev user: the guest gets ${USER_NET.dhcpStart} by DHCP, reaches the host at ${USER_NET.gateway} and the outside by NAT; no privileges needed. Forward host ports to reach the guest.`,
   },
-  { mode: 'tap', title: 'An existing TAP device', help: 'Attach a tap interface you created (ip tuntap add dev NAME mode tap user $USER) and bridged or routed as you like; a name no interface has is created for the VM (up, no address, gone when it stops) when Unhalt may (CAP_NET_ADMIN).' },
+  {
+    mode: 'tap', title: 'A TAP device by name',
+    help: 'Attaches the tap of that name: one you made (ip tuntap add dev NAME mode tap user $USER) and bridged or routed as you like. If no interface has the name, Unhalt creates the tap for the VM (up, no address, gone when it stops) when it may (CAP_NET_ADMIN); otherwise the start is refused with the command that makes one.',
+  },
 ];
 
 const PARTS: { part: ForwardPart; label: string; placeholder?: string; numeric?: boolean }[] = [
@@ -122,7 +125,7 @@ export function NetworkFields(props: StepProps) {
             aria-invalid={tapError ? true : undefined} aria-describedby={tapError ? `${id}-tap-error` : undefined} data-field="net.tap"
             onChange={(e) => { editing('net.tap'); setNet({ tap: e.target.value }); }} onBlur={() => touch('net.tap')} />
           {tapError && <p className="field-error" id={`${id}-tap-error`} role="alert">{tapError}</p>}
-          <p className="hint">It must exist and be yours to open when the VM starts; Unhalt does not create taps.</p>
+          <p className="hint">Checked when the VM starts: a tap of this name must be yours to open; a name no interface has is created then if Unhalt may (CAP_NET_ADMIN).</p>
         </div>
       )}
     </fieldset>
