@@ -243,8 +243,9 @@ static int iperf3_tcp(int argc, char *const *argv, wl_emit_fn emit) {
     _exit(capture("iperf3", args, server_out, sizeof server_out));
   }
   int st = -1;
-  // The server needs a moment to listen: retry while the client is refused.
-  for (int attempt = 0; attempt < 100; attempt++) {
+  // The server needs a moment to listen: retry while the client is refused (for up to 30 s: a
+  // loaded host, or a guest under emulation, can take seconds to start it).
+  for (int attempt = 0; attempt < 600; attempt++) {
     char *args[] = {"-c", "127.0.0.1", "-p", "5201", "-n", bytes, "-l", len, "-f", "k", NULL};
     st = capture("iperf3", args, outbuf, sizeof outbuf);
     if (st == 0 || !strstr(outbuf, "Connection refused")) break;
