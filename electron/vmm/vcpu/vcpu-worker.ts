@@ -47,18 +47,15 @@ const homeCpus = allowedHostCpus();
 /**
  * A full collection of this isolate, so that an idle worker holds nothing of the VM it left (the
  * shared buffers' memory goes when the last isolate's reference is collected, and an idle isolate
- * would not collect on its own). V8 hands out `gc` only to contexts made while --expose-gc is on:
- * the flag is on just long enough to make one.
+ * would not collect on its own). V8 hands out `gc` only to contexts made while --expose-gc is on.
+ * The flag is process-wide and stays on: turning it off again would race with another worker
+ * loading at the same moment (contexts made later, in workers or node:vm, also see a `gc`).
  */
 const collectGarbage: () => void = (() => {
   const exposed = (globalThis as { gc?: () => void }).gc;
   if (exposed) return exposed;
   setFlagsFromString('--expose-gc');
-  try {
-    return runInNewContext('gc') as () => void;
-  } finally {
-    setFlagsFromString('--no-expose-gc');
-  }
+  return runInNewContext('gc') as () => void;
 })();
 
 /** Takes the vCPU over from the main thread; false if the VM ended first (then it was never ours). */
