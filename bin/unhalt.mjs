@@ -8,9 +8,10 @@ if (major < 22 || (major === 22 && minor < 18)) {
 }
 // `unhalt serve` runs VMs for as long as it lives: it runs with the V8 flags of long-lived processes
 // (bin/v8-flags.mjs says why). V8 takes them only at start-up, so the process re-executes itself
-// with them (execve: the same pid, stdio and signals, and its exit code is serve's own).
-import { LONG_LIVED_V8_FLAGS } from './v8-flags.mjs';
+// with them (execve: the same pid, stdio and signals, and its exit code is serve's own). Loaded
+// only for serve: `unhalt run` loads not one module more.
 if (process.argv[2] === 'serve' && typeof process.execve === 'function') {
+  const { LONG_LIVED_V8_FLAGS } = await import('./v8-flags.mjs');
   const missing = LONG_LIVED_V8_FLAGS.filter((f) => !process.execArgv.includes(f));
   if (missing.length) process.execve(process.execPath, [process.execPath, ...missing, ...process.execArgv, ...process.argv.slice(1)]);
 }

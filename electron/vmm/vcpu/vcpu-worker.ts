@@ -44,6 +44,7 @@ const post = (m: WorkerMessage) => parentPort!.postMessage(m);
 /** The host CPUs this thread started on (the process's): where it goes back to after a pinned VM. */
 const homeCpus = allowedHostCpus();
 
+let gc: (() => void) | undefined;
 /**
  * A full collection of this isolate, so that an idle worker holds nothing of the VM it left (the
  * shared buffers' memory goes when the last isolate's reference is collected, and an idle isolate
@@ -51,12 +52,17 @@ const homeCpus = allowedHostCpus();
  * The flag is process-wide and stays on: turning it off again would race with another worker
  * loading at the same moment (contexts made later, in workers or node:vm, also see a `gc`).
  */
-const collectGarbage: () => void = (() => {
-  const exposed = (globalThis as { gc?: () => void }).gc;
-  if (exposed) return exposed;
-  setFlagsFromString('--expose-gc');
-  return runInNewContext('gc') as () => void;
-})();
+function collectGarbage(): void {
+  // Made on first use: a new context costs ~1 ms, which a worker's start (and `unhalt run`) never pays.
+  if (!gc) {
+    gc = (globalThis as { gc?: () => void }).gc;
+    if (!gc) {
+      setFlagsFromString('--expose-gc');
+      gc = runInNewContext('gc') as () => void;
+    }
+  }
+  gc();
+}
 
 /** Takes the vCPU over from the main thread; false if the VM ended first (then it was never ours). */
 function takeOver(driver: ReturnType<typeof createVcpuDriver>, from: { tid: number }): boolean {
