@@ -1,5 +1,6 @@
 import { defineConfig } from 'vitest/config';
 import { scaled } from './test/support/time-scale.ts';
+import { LONG_LIVED_V8_FLAGS } from './bin/v8-flags.mjs';
 
 // Lanes (npm test runs them one after another, see scripts/test.mjs):
 // - unit:  pure tests, in parallel;
@@ -9,12 +10,9 @@ import { scaled } from './test/support/time-scale.ts';
 // - linux: the long Linux boot lane (minutes on a PVM host), alone;
 // - nested: a hardware-semantics KVM nested under QEMU TCG, running the KVM-semantics checks
 //           inside it (test/nested/, docs/nested.md).
-// Node's V8 can abort a process that creates and ends many isolates (worker threads) on a host
-// with memory protection keys (PKU: most Xeon and EPYC servers): "Check failed:
-// jit_page.has_value()" in its JIT-page registry (nodejs/node#64500). A test file here runs dozens
-// of VMs, each with its vCPU worker threads, in one process; CI saw that abort once. The flag
-// turns off only V8's PKU write-protection of its own code pages.
-const execArgv = ['--no-memory-protection-keys'];
+// A test file runs dozens of VMs in one process: it runs with the V8 flags of Unhalt's long-lived
+// processes (bin/v8-flags.mjs: V8's JIT-page registry on hosts with memory protection keys).
+const execArgv = [...LONG_LIVED_V8_FLAGS];
 
 export default defineConfig({
   test: {

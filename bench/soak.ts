@@ -54,7 +54,9 @@ const threads = () => readdirSync('/proc/self/task').length;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function measure(): Promise<{ fds: number; threads: number; rssMiB: number; heapMiB: number; externalMiB: number }> {
-  // Let exited workers' threads be reaped and finalizers run, then collect twice.
+  // Let exited workers' threads be reaped, idle vCPU workers clean up (their isolates and malloc
+  // arenas, 200 ms after they left a VM: vcpu-worker.ts) and finalizers run, then collect twice.
+  await sleep(400);
   for (let i = 0; i < 3; i++) {
     await sleep(30);
     forceGc();

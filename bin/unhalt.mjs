@@ -6,6 +6,15 @@ if (major < 22 || (major === 22 && minor < 18)) {
   process.stderr.write(`unhalt: Node ${process.versions.node} is too old; Unhalt needs Node >= 22.18 (see README)\n`);
   process.exit(1);
 }
+// `unhalt serve` runs VMs for as long as it lives: it runs with the V8 flags of long-lived processes
+// (bin/v8-flags.mjs says why). V8 takes them only at start-up, so the process re-executes itself
+// with them (execve: the same pid, stdio and signals, and its exit code is serve's own). Loaded
+// only for serve: `unhalt run` loads not one module more.
+if (process.argv[2] === 'serve' && typeof process.execve === 'function') {
+  const { LONG_LIVED_V8_FLAGS } = await import('./v8-flags.mjs');
+  const missing = LONG_LIVED_V8_FLAGS.filter((f) => !process.execArgv.includes(f));
+  if (missing.length) process.execve(process.execPath, [process.execPath, ...missing, ...process.execArgv, ...process.argv.slice(1)]);
+}
 // Cache compiled (type-stripped) modules on disk: it halves the start-up of every vCPU worker.
 // Setting the variable first makes worker threads inherit it.
 import module from 'node:module';

@@ -8,6 +8,7 @@ import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { MAIN, ROOT, STAMP, buildElectron } from './build-electron.mjs';
+import { LONG_LIVED_V8_FLAGS } from '../bin/v8-flags.mjs';
 
 const say = (line) => process.stderr.write(`unhalt: ${line}\n`);
 
@@ -69,7 +70,10 @@ if (!existsSync(join(ROOT, 'renderer', 'dist', 'index.html'))) {
   if (r.status !== 0) say('the renderer did not build; the window will say how to build it');
 }
 
-const args = [MAIN];
+// The VMM runs in Electron's main process: it gets the V8 flags of long-lived processes
+// (bin/v8-flags.mjs). Only --js-flags on Electron's own command line reaches the main process's V8
+// (app.commandLine.appendSwitch at run time reaches only the renderers started after it).
+const args = [`--js-flags=${LONG_LIVED_V8_FLAGS.join(' ')}`, MAIN];
 // Chromium refuses to run as root with its OS sandbox; the renderer's JS sandbox (sandbox: true,
 // contextIsolation) still applies.
 if (process.getuid?.() === 0) {

@@ -9,7 +9,7 @@ import { probeHost } from '../vmm/machine/host-caps.ts';
 import { defaultGuest } from '../vmm/guests-select.ts';
 import { hostKind } from '../vmm/host.ts';
 import { firstVcpuCanRunOnMainThread, isCleanExit, VirtualMachine, type VmExit } from '../vmm/vm.ts';
-import { prewarmVcpuWorkers } from '../vmm/vcpu/worker-pool.ts';
+import { prewarmVcpuWorkers, setIdleVcpuWorkerLimit } from '../vmm/vcpu/worker-pool.ts';
 import { NdjsonStatsWriter } from '../vmm/telemetry/ndjson.ts';
 import { DEFAULT_INTERVAL_MS, Sampler } from '../vmm/telemetry/sampler.ts';
 import { OutputError, OutputStream } from '../service/output-file.ts';
@@ -71,6 +71,9 @@ export async function runCommand(argv: string[]): Promise<number> {
     // With --stats every vCPU has its own thread from the start, so each thread's CPU is its
     // vCPU's. Otherwise the workers boot now, while the boot files are read and the machine built.
     const vcpu0OnMainThread = values.stats === undefined && firstVcpuCanRunOnMainThread(resolved.spec);
+    // One VM, then the process ends: a worker that leaves it is ended at once, as before workers
+    // were reused (nothing waits in the pool for a VM that never comes).
+    setIdleVcpuWorkerLimit(0);
     if (!vcpu0OnMainThread && !values['dry-run']) prewarmVcpuWorkers(resolved.spec.cpus);
     await checkBootFiles(config);
     if (values['dry-run']) {

@@ -11,7 +11,7 @@ import { attachPci, type PciDeviceName } from './devices/board.ts';
 import type { VirtioCounters } from './devices/virtio/virtio-pci.ts';
 import type { IoWorkerData, IoWorkerMessage } from './devices/virtio/io-worker.ts';
 import { checkNetBackEnd } from './devices/virtio/net-preflight.ts';
-import { takeVcpuWorker, whenLoaded } from './vcpu/worker-pool.ts';
+import { returnVcpuWorker, takeVcpuWorker, whenLoaded } from './vcpu/worker-pool.ts';
 import { CAP } from '../../native/kvm/abi.ts';
 import { kickThread } from '../../native/kvm/kick.ts';
 import { libc } from '../../native/kvm/libc.ts';
@@ -130,6 +130,18 @@ function handoverAfterMs(): number {
   return process.env.UNHALT_HANDOVER_AFTER_MS && Number.isFinite(v) && v >= 0 ? v : HANDOVER_AFTER_MS;
 }
 
+/** What a VM did with a worker it took from the pool: whether the worker may go back to it. */
+interface WorkerLoan {
+  /** It was given its vCPU (a worker that never was is untouched). */
+  handedOut: boolean;
+  /** It said 'exited' with its thread back in its initial state (vcpu-worker.ts). */
+  leftCleanly: boolean;
+  /** It crashed, ended or was terminated. */
+  spoiled: boolean;
+  /** Removes every listener this VM added to it. */
+  detach: (() => void)[];
+}
+
 export class VirtualMachine extends EventEmitter<VmEvents> {
   /** The spec it was built from, never changed (live changes: knobs). */
   readonly spec: Readonly<MachineSpec>;
@@ -145,6 +157,8 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
   /** The live knobs' current values (start: the spec's). */
   private live: LiveKnobs;
   private workers: Worker[] = [];
+  /** Per worker: what this VM did with it (see WorkerLoan), for its return to the pool. */
+  private readonly loans = new Map<Worker, WorkerLoan>();
   /** Per worker: it has left its vCPU for good (said 'exited', or its thread ended). */
   private workerLeft: Promise<void>[] = [];
   private workersLeft = 0;
@@ -307,26 +321,43 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
     }
   }
 
-  /** Records when `worker` (vCPU `i`'s) has left its vCPU for good: said 'exited', or its thread ended. */
-  private trackWorkerLeft(worker: Worker, i: number): void {
-    const exited = new Promise<void>((resolve) => worker.once('exit', (code) => { this.onWorkerExit(i, code); resolve(); }));
-    this.workerLeft.push(Promise.race([exited, new Promise<void>((resolve) => {
-      const onMessage = (m: WorkerMessage) => { if (m.type === 'exited') { worker.off('message', onMessage); resolve(); } };
-      worker.on('message', onMessage);
-    })]).then(() => { this.workersLeft++; }));
+  /**
+   * Takes a worker from the pool for vCPU `i` and records when it has left its vCPU for good:
+   * said 'exited' (and whether clean), or its thread ended.
+   */
+  private lendWorker(i: number): Worker {
+    const worker = takeVcpuWorker();
+    const loan: WorkerLoan = { handedOut: false, leftCleanly: false, spoiled: false, detach: [] };
+    this.workers.push(worker);
+    this.loans.set(worker, loan);
+    const listen = <A extends unknown[]>(event: string, fn: (...a: A) => void) => {
+      worker.on(event, fn as (...a: unknown[]) => void);
+      loan.detach.push(() => worker.off(event, fn as (...a: unknown[]) => void));
+    };
+    this.workerLeft.push(new Promise<void>((resolve) => {
+      listen('exit', (code: number) => { loan.spoiled = true; this.onWorkerExit(i, code); resolve(); });
+      listen('message', (m: WorkerMessage) => {
+        if (m.type === 'exited') { loan.leftCleanly = m.clean; resolve(); }
+        this.onWorkerMessage(m);
+      });
+      // From the first KVM_RUN on, a crash ends the VM (before that, the start fails with it).
+      listen('error', (e: Error) => { loan.spoiled = true; if (this.state !== 'starting') this.onWorkerCrash(i, e); });
+    }).then(() => { this.workersLeft++; }));
+    return worker;
+  }
+
+  /** Hands `worker` its vCPU. */
+  private handOut(worker: Worker, data: VcpuWorkerData): void {
+    this.loans.get(worker)!.handedOut = true;
+    worker.postMessage(data);
   }
 
   /** vCPU 0's worker, told to take the vCPU over from this thread (`mainTid`) once it is loaded. */
   private startVcpu0Worker(mainTid: number): void {
     this.handoverTimer = undefined;
     if (this.tearingDown || this.control.endCode !== END.none || this.control.command === COMMAND.stop) return;
-    const worker = takeVcpuWorker('vcpu-0');
-    this.workers.push(worker);
-    this.trackWorkerLeft(worker, 0);
-    worker.on('message', (m: WorkerMessage) => this.onWorkerMessage(m));
-    worker.on('error', (e) => this.onWorkerCrash(0, e));
-    const data: VcpuWorkerData = { ...this.threadData(this.machine!.vcpus[0]!), hostCpu: this.live.pin?.[0], takeOverFrom: { tid: mainTid } };
-    worker.postMessage(data);
+    const worker = this.lendWorker(0);
+    this.handOut(worker, { ...this.threadData(this.machine!.vcpus[0]!), hostCpu: this.live.pin?.[0], takeOverFrom: { tid: mainTid } });
   }
 
   private setState(s: VmState): void {
@@ -418,12 +449,7 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
   }
 
   private spawnWorkers(): void {
-    for (let i = 0; i < this.spec.cpus; i++) {
-      const worker = takeVcpuWorker(`vcpu-${i}`);
-      this.workers.push(worker);
-      this.trackWorkerLeft(worker, i);
-      worker.on('message', (m: WorkerMessage) => this.onWorkerMessage(m));
-    }
+    for (let i = 0; i < this.spec.cpus; i++) this.lendWorker(i);
   }
 
   /**
@@ -449,11 +475,10 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
         worker.once('exit', onExit);
         worker.on('message', onMessage);
       });
-      worker.postMessage(data);
+      this.handOut(worker, data);
       return started;
     });
     await Promise.all(ready);
-    this.workers.forEach((w, i) => w.on('error', (e) => this.onWorkerCrash(i, e)));
   }
 
   private onWorkerMessage(m: WorkerMessage): void {
@@ -605,8 +630,9 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
       this.control.setCommand(COMMAND.stop);
       this.kickAll();
       const deadline = setTimeout(() => {
-        // A worker stuck in a native call cannot be interrupted; terminating it is the last resort.
-        for (const w of this.workers) void w.terminate();
+        // A worker stuck in a native call cannot be interrupted; terminating it is the last resort
+        // (and it is never reused).
+        for (const w of this.workers) { this.loans.get(w)!.spoiled = true; void w.terminate(); }
       }, WORKER_EXIT_DEADLINE_MS);
       // Keep kicking until every worker is out: a kick can land just before KVM_RUN is entered.
       const rekick = setInterval(() => this.kickAll(), 50);
@@ -627,7 +653,8 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
       };
       const threadsEnded = await this.release();
       // Every fd closed and guest RAM returned: the VM is stopped. `exited` (and stop()) also wait
-      // for the worker threads to have ended, so a caller that awaits them finds no thread left.
+      // for the worker threads that are not reused to have ended, so a caller that awaits them
+      // finds no thread of this VM left: the others are idle in the pool (named vcpu-idle).
       this.setState('stopped');
       traceStep('vm: fds closed, guest RAM returned');
       this.emit('exit', exit);
@@ -639,19 +666,32 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
   }
 
   /**
-   * Ends the threads and releases the machine (fds, guest RAM). Resolves once the machine is
-   * released, with a promise for the threads' ends: a worker that has left its vCPU needs
-   * nothing of the machine any more, so its isolate's teardown overlaps the release.
+   * Gives the workers back to the pool or ends them, and releases the machine (fds, guest RAM).
+   * Resolves once the machine is released, with a promise for the ended threads' ends: a worker
+   * that has left its vCPU needs nothing of the machine any more, so its isolate's teardown
+   * overlaps the release.
    */
   private async release(): Promise<Promise<unknown>> {
     this.consoleQueue.close();
     this.agentQueue.close();
+    // Reused: a worker that left its vCPU cleanly, or never got one (a start that failed before).
+    // Ended: one that crashed, ended, was terminated or did not leave cleanly.
+    const reusable = (w: Worker) => {
+      const loan = this.loans.get(w)!;
+      return !loan.spoiled && (loan.handedOut ? loan.leftCleanly : true);
+    };
+    for (const loan of this.loans.values()) loan.detach.forEach((off) => off());
+    const ending = this.workers.filter((w) => !reusable(w));
     // Never terminate a worker still loading its modules (whenLoaded says why); bounded, as a
     // worker that cannot load ends by itself.
     let loadWait: ReturnType<typeof setTimeout> | undefined;
-    await Promise.race([Promise.all(this.workers.map(whenLoaded)), new Promise((r) => { loadWait = setTimeout(r, WORKER_LOAD_WAIT_MS); })]);
+    await Promise.race([Promise.all(ending.map(whenLoaded)), new Promise((r) => { loadWait = setTimeout(r, WORKER_LOAD_WAIT_MS); })]);
     clearTimeout(loadWait);
-    const threadsEnded = Promise.all(this.workers.map((w) => w.terminate()));
+    const threadsEnded = Promise.all([
+      ...ending.map((w) => w.terminate()),
+      // The pool ends those beyond its limit.
+      ...this.workers.filter(reusable).map(returnVcpuWorker),
+    ]);
     // A worker that has not left its vCPU (a start that failed: it may be at the start barrier)
     // is gone before its vCPU's run page is unmapped.
     if (this.workersLeft < this.workers.length) await threadsEnded;

@@ -1,10 +1,11 @@
 // Test support: boot the probe guest in-process and watch its two serial lines.
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import type { AgentEvent } from '../../electron/vmm/agent/line-protocol.ts';
 import { validateConfig } from '../../electron/vmm/config/vm-config.ts';
 import { resolveMachine } from '../../electron/vmm/config/resolve.ts';
 import { probeHost } from '../../electron/vmm/machine/host-caps.ts';
 import { VirtualMachine } from '../../electron/vmm/vm.ts';
+import { IDLE_VCPU_THREAD_NAME } from '../../electron/vmm/vcpu/worker-pool.ts';
 import { scaled } from './time-scale.ts';
 
 export const kvmAvailable = existsSync(process.env.UNHALT_KVM_DEVICE ?? '/dev/kvm');
@@ -64,6 +65,33 @@ export function openFdCount(): number {
   return readdirSync('/proc/self/fd').length;
 }
 
+/**
+ * Threads of this process, less the idle vCPU workers: a worker that has left its VM waits in the
+ * pool for the next one (worker-pool.ts, bounded), named vcpu-idle, instead of ending, so "no
+ * thread left behind by a VM" means no thread but those. A worker still in a VM is named vcpu-N
+ * and counts, as does every other thread.
+ */
 export function threadCount(): number {
-  return readdirSync('/proc/self/task').length;
+  return threadNames().filter((n) => n !== IDLE_VCPU_THREAD_NAME).length;
+}
+
+/** The names (comm) of this process's threads; a thread that ends meanwhile is left out. */
+export function threadNames(): string[] {
+  const names: string[] = [];
+  for (const t of readdirSync('/proc/self/task')) {
+    try {
+      names.push(readFileSync(`/proc/self/task/${t}/comm`, 'utf8').trim());
+    } catch { /* it ended meanwhile */ }
+  }
+  return names;
+}
+
+/** Threads that are vCPU workers in a VM (named vcpu-N, for their vCPU). */
+export function vcpuThreadCount(): number {
+  return threadNames().filter((n) => /^vcpu-\d+$/.test(n)).length;
+}
+
+/** vCPU workers waiting in the pool for a VM. */
+export function idleVcpuThreadCount(): number {
+  return threadNames().filter((n) => n === IDLE_VCPU_THREAD_NAME).length;
 }

@@ -1,9 +1,11 @@
-// `unhalt serve` as a user runs it: prints the URL on stdout, serves it, refuses a bad port, and
-// shuts down cleanly on SIGTERM.
+// `unhalt serve` as a user runs it: prints the URL on stdout, serves it (with the V8 flags of
+// long-lived processes), refuses a bad port, and shuts down cleanly on SIGTERM.
 import { spawn, spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { LONG_LIVED_V8_FLAGS } from '../../bin/v8-flags.mjs';
 import { removeTempHomes, tempHome } from '../support/temp-home.ts';
 
 afterAll(removeTempHomes);
@@ -28,6 +30,11 @@ describe('unhalt serve', () => {
     const res = await fetch(url);
     expect(res.status).toBe(200);
     expect(res.headers.get('content-security-policy')).toMatch(/script-src 'self'/);
+    // It serves with the V8 flags of long-lived processes (bin/v8-flags.mjs), given by no one but
+    // itself: it re-executed itself with them in the same process (the pid it was started as).
+    const cmdline = readFileSync(`/proc/${child.pid}/cmdline`, 'utf8').split('\0');
+    for (const flag of LONG_LIVED_V8_FLAGS) expect(cmdline).toContain(flag);
+    expect(cmdline).toContain('serve');
     // 'close': all of stderr has been read by then ('exit' may come first), and it is checked below.
     const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
     child.kill('SIGTERM');

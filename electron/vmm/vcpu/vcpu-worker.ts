@@ -3,12 +3,22 @@
 // vcpu-driver.ts's. Device state is shared with the other vCPUs through SharedArrayBuffers;
 // console bytes go to shared rings that the main thread drains, so nothing waits for a later exit
 // to be seen.
+//
+// The thread outlives its vCPU: once it has left one VM it waits for a vCPU of the next
+// (worker-pool.ts keeps it). Each VM therefore finds it as it was when it was loaded: named for
+// its vCPU, on the host CPUs it started with, with no KVM_RUN stub and no reference to an earlier
+// VM's shared memory. Only a worker whose clean-up all succeeded says so (`clean`) and is reused.
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { parentPort } from 'node:worker_threads';
 import { libc } from '../../../native/kvm/libc.ts';
 import { kickThread } from '../../../native/kvm/kick.ts';
-import { pinCurrentThread } from '../../../native/kvm/affinity.ts';
+import { allowedHostCpus, pinCurrentThread, setThreadAffinity } from '../../../native/kvm/affinity.ts';
+import { returnFreedMallocMemory } from '../../../native/kvm/malloc-trim.ts';
+import { nameCurrentThread } from '../../../native/kvm/thread-name.ts';
 import { END, type EndCode } from './control.ts';
 import { createVcpuDriver, type VcpuThreadData } from './vcpu-driver.ts';
+import { IDLE_VCPU_THREAD_NAME } from './worker-pool.ts';
 
 export interface VcpuWorkerData extends VcpuThreadData {
   /** Host CPU to pin this thread to, if any. */
@@ -24,21 +34,39 @@ export type WorkerMessage =
   | { type: 'loaded' }
   | { type: 'ready'; vcpu: number; tid: number }
   | { type: 'ended'; vcpu: number; code: EndCode; message: string }
-  | { type: 'exited'; vcpu: number };
+  /**
+   * The thread has left its vCPU for good; `clean`: its state is back as it was before the VM
+   * (it may drive a vCPU of another VM).
+   */
+  | { type: 'exited'; vcpu: number; clean: boolean };
 
-// Every module (koffi's native addon among them) is loaded by now. Until this message a spare
-// worker keeps the process alive (worker-pool.ts): a process that ends while a thread is still
-// loading koffi can die in koffi's initialisation (a fatal napi_throw, exit 134).
-parentPort!.postMessage({ type: 'loaded' } satisfies WorkerMessage);
-// The worker is spawned before its vCPU exists (module loading overlaps VM construction), so its
-// vCPU arrives in the first message.
-const data = await new Promise<VcpuWorkerData>((resolve) => parentPort!.once('message', resolve));
 const post = (m: WorkerMessage) => parentPort!.postMessage(m);
-const driver = createVcpuDriver(data, (code, message) => post({ type: 'ended', vcpu: driver.id, code, message }));
-const { control, id, vcpu } = driver;
+/** The host CPUs this thread started on (the process's): where it goes back to after a pinned VM. */
+const homeCpus = allowedHostCpus();
+
+let gc: (() => void) | undefined;
+/**
+ * A full collection of this isolate, so that an idle worker holds nothing of the VM it left (the
+ * shared buffers' memory goes when the last isolate's reference is collected, and an idle isolate
+ * would not collect on its own). V8 hands out `gc` only to contexts made while --expose-gc is on.
+ * The flag is process-wide and stays on: turning it off again would race with another worker
+ * loading at the same moment (contexts made later, in workers or node:vm, also see a `gc`).
+ */
+function collectGarbage(): void {
+  // Made on first use: a new context costs ~1 ms, which a worker's start (and `unhalt run`) never pays.
+  if (!gc) {
+    gc = (globalThis as { gc?: () => void }).gc;
+    if (!gc) {
+      setFlagsFromString('--expose-gc');
+      gc = runInNewContext('gc') as () => void;
+    }
+  }
+  gc();
+}
 
 /** Takes the vCPU over from the main thread; false if the VM ended first (then it was never ours). */
-function takeOver(from: { tid: number }): boolean {
+function takeOver(driver: ReturnType<typeof createVcpuDriver>, from: { tid: number }): boolean {
+  const { control, vcpu } = driver;
   if (!control.requestHandover()) return false;
   // Out of KVM_RUN now rather than at the end of its slice (either half of a kick alone can miss;
   // the main thread also looks between slices).
@@ -47,9 +75,12 @@ function takeOver(from: { tid: number }): boolean {
   return control.waitForHandover();
 }
 
-if (data.takeOverFrom && !takeOver(data.takeOverFrom)) {
-  post({ type: 'exited', vcpu: id });
-} else {
+/** Drives one vCPU until its VM ends; then puts the thread back as it found it. True if that succeeded. */
+function driveVcpu(data: VcpuWorkerData): boolean {
+  nameCurrentThread(`vcpu-${data.vcpu.id}`);
+  const driver = createVcpuDriver(data, (code, message) => post({ type: 'ended', vcpu: driver.id, code, message }));
+  const { control, id, vcpu } = driver;
+  if (data.takeOverFrom && !takeOver(driver, data.takeOverFrom)) return leave(() => {});
   control.setTid(id, libc.gettid());
   control.markRunning(1);
   try {
@@ -60,10 +91,64 @@ if (data.takeOverFrom && !takeOver(data.takeOverFrom)) {
     if (data.takeOverFrom || control.arriveAtStart(id)) driver.run();
   } catch (e) {
     if (control.end(END.workerError, id)) post({ type: 'ended', vcpu: id, code: END.workerError, message: `vCPU ${id}: ${(e as Error).message}` });
-  } finally {
+  }
+  return leave(() => {
     vcpu.close(); // this thread's KVM_RUN stub (the fd and kvm_run are the main thread's)
     control.setTid(id, 0);
     control.markRunning(-1);
-    post({ type: 'exited', vcpu: id });
-  }
+  });
 }
+
+/**
+ * Gives up the vCPU (`release`), then undoes what the VM did to the thread: a pin (by its spec or
+ * a live setPin from the main thread, by tid), the name. False if any of it failed.
+ */
+function leave(release: () => void): boolean {
+  let clean = true;
+  for (const step of [release, () => setThreadAffinity(0, homeCpus), () => nameCurrentThread(IDLE_VCPU_THREAD_NAME)]) {
+    try { step(); } catch { clean = false; }
+  }
+  return clean;
+}
+
+// Every module (koffi's native addon among them) is loaded by now. Until this message a spare
+// worker keeps the process alive (worker-pool.ts): a process that ends while a thread is still
+// loading koffi can die in koffi's initialisation (a fatal napi_throw, exit 134).
+post({ type: 'loaded' });
+
+/**
+ * How long a worker that left its VM waits idle before it collects its isolate and trims malloc's
+ * arenas (cleanUp): a full collection of the isolate takes ~5-20 ms of CPU here, which done at once
+ * would compete with the stop it follows (the other vCPUs leaving, the VM's release) on a host with
+ * few CPUs. A worker taken for a VM before then skips it; the VM's own allocations collect it then.
+ */
+const CLEANUP_DELAY_MS = 200;
+let cleanupTimer: ReturnType<typeof setTimeout> | undefined;
+
+/**
+ * What the worker does between VMs, once idle: the left VM's objects go, and with them its shared
+ * buffers (the memory of one goes when the last isolate's reference is collected), then the memory
+ * malloc keeps free in the threads' arenas.
+ */
+function cleanUp(): void {
+  cleanupTimer = undefined;
+  collectGarbage();
+  returnFreedMallocMemory();
+}
+
+/**
+ * The worker is spawned before its vCPU exists (module loading overlaps VM construction), so each
+ * vCPU arrives in a message; between two the thread sleeps in its event loop.
+ * Waits for a vCPU, drives it, says 'exited'; resolves with whether the thread may be reused.
+ */
+async function serveNextVcpu(): Promise<boolean> {
+  const data = await new Promise<VcpuWorkerData>((resolve) => parentPort!.once('message', resolve));
+  clearTimeout(cleanupTimer);
+  const clean = driveVcpu(data);
+  post({ type: 'exited', vcpu: data.vcpu.id, clean });
+  return clean;
+}
+
+// The clean-up is scheduled outside serveNextVcpu so that no frame still holds the VM's data. A
+// worker that is not clean is ended by the main thread; it waits for nothing more.
+while (await serveNextVcpu()) cleanupTimer = setTimeout(cleanUp, CLEANUP_DELAY_MS);
