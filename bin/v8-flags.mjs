@@ -9,4 +9,8 @@
 // most of that churn away; a process that runs VMs for hours also turns V8's PKU write-protection
 // of its own code pages off, which is all this flag changes. `unhalt run` (one VM, then the
 // process ends) does without: a re-exec would cost its start a whole Node start-up.
-export const LONG_LIVED_V8_FLAGS = ['--no-memory-protection-keys'];
+//
+// --expose-gc: a vCPU worker left idle between two VMs collects its isolate once, so that it holds
+// nothing of the VM it left (electron/vmm/vcpu/vcpu-worker.ts); given at start-up, as V8's own
+// documentation asks of its flags (turning one on in a running process may do nothing or worse).
+export const LONG_LIVED_V8_FLAGS = ['--no-memory-protection-keys', '--expose-gc'];

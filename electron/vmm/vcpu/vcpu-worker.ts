@@ -8,8 +8,6 @@
 // (worker-pool.ts keeps it). Each VM therefore finds it as it was when it was loaded: named for
 // its vCPU, on the host CPUs it started with, with no KVM_RUN stub and no reference to an earlier
 // VM's shared memory. Only a worker whose clean-up all succeeded says so (`clean`) and is reused.
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import { parentPort } from 'node:worker_threads';
 import { libc } from '../../../native/kvm/libc.ts';
 import { kickThread } from '../../../native/kvm/kick.ts';
@@ -44,24 +42,15 @@ const post = (m: WorkerMessage) => parentPort!.postMessage(m);
 /** The host CPUs this thread started on (the process's): where it goes back to after a pinned VM. */
 const homeCpus = allowedHostCpus();
 
-let gc: (() => void) | undefined;
 /**
  * A full collection of this isolate, so that an idle worker holds nothing of the VM it left (the
  * shared buffers' memory goes when the last isolate's reference is collected, and an idle isolate
- * would not collect on its own). V8 hands out `gc` only to contexts made while --expose-gc is on.
- * The flag is process-wide and stays on: turning it off again would race with another worker
- * loading at the same moment (contexts made later, in workers or node:vm, also see a `gc`).
+ * would not collect on its own). `gc` is there where the process started with --expose-gc: the
+ * long-lived ones (bin/v8-flags.mjs: `unhalt serve`, the app, the tests); elsewhere V8's own
+ * collections take the left VM's objects later.
  */
 function collectGarbage(): void {
-  // Made on first use: a new context costs ~1 ms, which a worker's start (and `unhalt run`) never pays.
-  if (!gc) {
-    gc = (globalThis as { gc?: () => void }).gc;
-    if (!gc) {
-      setFlagsFromString('--expose-gc');
-      gc = runInNewContext('gc') as () => void;
-    }
-  }
-  gc();
+  (globalThis as { gc?: () => void }).gc?.();
 }
 
 /** Takes the vCPU over from the main thread; false if the VM ended first (then it was never ours). */
