@@ -20,6 +20,7 @@ import { UNHALT_BIN } from '../support/cli.ts';
 import { hardwareKvm, NEEDS_HARDWARE } from '../support/kvm-semantics.ts';
 import { kvmAvailable, watch, type Watched } from '../support/probe.ts';
 import { scaled } from '../support/time-scale.ts';
+import { processConsole, shell as typeAndWait, vmConsole, waitForOutput } from '../support/guest-shell.ts';
 
 const hw = kvmAvailable && linuxKitBuilt() && hardwareKvm();
 if (!hw) console.log(`linux-disk: skipped: ${linuxKitBuilt() ? NEEDS_HARDWARE : 'the Linux kit is not built (npm run build:linux)'}`);
@@ -43,6 +44,9 @@ afterAll(() => {
   rmSync(home, { recursive: true, force: true });
 });
 
+/** Types `cmd` into the VM's shell and waits for `pattern` in what follows (guest-shell.ts). */
+const shell = (g: Watched, cmd: string, pattern: RegExp) => typeAndWait(vmConsole(g), cmd, pattern, STEP_MS);
+
 /** An ext4 image of 32 MiB holding /hello.txt, made the way a user would (mke2fs -d). */
 function ext4Image(name: string): string {
   const content = join(dir, `${name}.d`);
@@ -65,19 +69,6 @@ async function startLinux(disks: DiskConfig[]): Promise<Watched> {
   const { spec } = resolveMachine(validateConfig({ guest: 'linux', cpus: 2, memoryMiB: 512, name: 'linux-disk', disks }), probeHost());
   running = await VirtualMachine.start(spec);
   return watch(running);
-}
-
-/** Types `cmd` and waits for `pattern` in what follows (not in earlier output). */
-async function shell(g: Watched, cmd: string, pattern: RegExp, ms = STEP_MS): Promise<string> {
-  const from = g.console().length;
-  g.vm.sendConsole(`${cmd}\r`);
-  const end = performance.now() + ms;
-  for (;;) {
-    const text = g.console().slice(from);
-    if (pattern.test(text)) return text;
-    if (performance.now() > end) throw new Error(`no ${pattern} within ${ms / 1000} s after ${JSON.stringify(cmd)}: ${JSON.stringify(text.slice(-400))}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 describe.skipIf(!hw)('a virtio-blk disk under a stock Linux on hardware-semantics KVM', () => {
@@ -131,13 +122,8 @@ describe.skipIf(!hw)('a virtio-blk disk under a stock Linux on hardware-semantic
     child.stdout!.on('data', (d) => { out += d; });
     child.stderr!.on('data', (d) => { out += d; });
     const exited = new Promise<NodeJS.Signals | null>((resolve) => child.on('close', (_code, signal) => resolve(signal)));
-    const waitFor = async (re: RegExp, from: number) => {
-      const end = performance.now() + STEP_MS;
-      while (!re.test(out.slice(from))) {
-        if (child.exitCode !== null || performance.now() > end) throw new Error(`no ${re} from unhalt run: ${JSON.stringify(out.slice(-400))}`);
-        await new Promise((r) => setTimeout(r, 50));
-      }
-    };
+    const guest = processConsole(child, () => out);
+    const waitFor = (re: RegExp, from: number) => waitForOutput(guest, re, from, STEP_MS, `${re} from unhalt run`);
     await waitFor(/unhalt:~# /, 0);
     let from = out.length;
     child.stdin!.write('mkdir -p /mnt && mount -t ext4 /dev/vda /mnt && echo "kept after a kill" > /mnt/kept.txt && sync && echo synced=$?\r');

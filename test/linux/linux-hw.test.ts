@@ -16,6 +16,7 @@ import { vcpuTotal } from '../support/counters.ts';
 import { hardwareKvm, NEEDS_HARDWARE } from '../support/kvm-semantics.ts';
 import { kvmAvailable, watch, type Watched } from '../support/probe.ts';
 import { scaled } from '../support/time-scale.ts';
+import { vmConsole, waitForOutput } from '../support/guest-shell.ts';
 
 const hw = kvmAvailable && linuxKitBuilt() && hardwareKvm();
 if (!hw) console.log(`linux-hw: skipped: ${linuxKitBuilt() ? NEEDS_HARDWARE : 'the Linux kit is not built (npm run build:linux)'}`);
@@ -39,15 +40,8 @@ async function startLinux(config: Partial<VmConfig> = {}): Promise<Watched & { s
 }
 
 /** Waits for `pattern` to appear after what the console held when called (not earlier output). */
-async function nextOutput(g: Watched, pattern: RegExp, ms = STEP_MS): Promise<string> {
-  const from = g.console().length;
-  await new Promise<void>((resolve, reject) => {
-    const t = setInterval(() => {
-      if (pattern.test(g.console().slice(from))) { clearInterval(t); clearTimeout(d); resolve(); }
-    }, 50);
-    const d = setTimeout(() => { clearInterval(t); reject(new Error(`no ${pattern} within ${ms / 1000} s: ${JSON.stringify(g.console().slice(-300))}`)); }, ms);
-  });
-  return g.console().slice(from);
+function nextOutput(g: Watched, pattern: RegExp, ms = STEP_MS): Promise<string> {
+  return waitForOutput(vmConsole(g), pattern, g.console().length, ms);
 }
 
 async function pollUntil(check: () => boolean, ms: number): Promise<void> {

@@ -25,6 +25,7 @@ import { freePort } from '../support/free-port.ts';
 import { hardwareKvm, NEEDS_HARDWARE } from '../support/kvm-semantics.ts';
 import { kvmAvailable, watch, type Watched } from '../support/probe.ts';
 import { scaled } from '../support/time-scale.ts';
+import { type GuestConsole, processConsole, shell as typeAndWait, vmConsole, waitForOutput } from '../support/guest-shell.ts';
 
 const hw = kvmAvailable && linuxKitBuilt() && hardwareKvm();
 if (!hw) console.log(`linux-net: skipped: ${linuxKitBuilt() ? NEEDS_HARDWARE : 'the Linux kit is not built (npm run build:linux)'}`);
@@ -61,19 +62,8 @@ async function startLinux(net: string): Promise<Watched> {
 }
 
 /** Types `cmd` and waits for `pattern` in what follows (not in earlier output). */
-async function shell(g: { console(): string; send(s: string): void }, cmd: string, pattern: RegExp, ms = STEP_MS): Promise<string> {
-  const from = g.console().length;
-  g.send(`${cmd}\r`);
-  const end = performance.now() + ms;
-  for (;;) {
-    const text = g.console().slice(from);
-    if (pattern.test(text)) return text;
-    if (performance.now() > end) throw new Error(`no ${pattern} within ${ms / 1000} s after ${JSON.stringify(cmd)}: ${JSON.stringify(text.slice(-400))}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
-const inVm = (g: Watched) => ({ console: () => g.console(), send: (s: string) => g.vm.sendConsole(s) });
+/** Types `cmd` and waits for `pattern` in what follows, at most a step (guest-shell.ts). */
+const shell = (g: GuestConsole, cmd: string, pattern: RegExp) => typeAndWait(g, cmd, pattern, STEP_MS);
 
 function listen(server: Server, host = '127.0.0.1'): Promise<number> {
   servers.push(server);
@@ -94,7 +84,7 @@ describe.skipIf(!hw)('Linux\'s own virtio_net on our device, hardware-semantics 
     const servicePort = await listen(service);
     const hostPort = await freePort();
     const g = await startLinux(`user,hostfwd=tcp:127.0.0.1:${hostPort}-:8080`);
-    const sh = inVm(g);
+    const sh = vmConsole(g);
     await g.waitForConsole(PROMPT, STEP_MS);
     await shell(sh, 'ls /sys/class/net', /eth0/);
     await shell(sh, DHCP_SCRIPT, /script=0/);
@@ -163,12 +153,8 @@ describe.skipIf(!hw)('Linux\'s own virtio_net on our device, hardware-semantics 
         vm.stdout!.on('data', (d) => { out += d; });
         vm.stderr!.on('data', (d) => { out += d; });
         const exited = new Promise<number | null>((resolve) => vm.on('close', (code) => resolve(code)));
-        const sh = { console: () => out, send: (s: string) => { vm.stdin!.write(s); } };
-        const end = performance.now() + STEP_MS;
-        while (!out.includes(PROMPT)) {
-          if (vm.exitCode !== null || performance.now() > end) throw new Error(`no shell from unhalt run: ${JSON.stringify(out.slice(-400))}`);
-          await new Promise((r) => setTimeout(r, 100));
-        }
+        const sh = processConsole(vm, () => out);
+        await waitForOutput(sh, /unhalt:~# /, 0, STEP_MS, 'a shell from unhalt run');
         await shell(sh, 'ip link set eth0 up && ip addr add 10.0.3.15/24 dev eth0 && echo addr=$?', /addr=0/);
         await shell(sh, 'ping -c 3 -W 5 10.0.3.1', /3 packets transmitted, 3 packets received/);
         const reply = await shell(sh, 'echo over-the-tap | nc 10.0.3.1 7777; echo nc=$?', /nc=\d/);

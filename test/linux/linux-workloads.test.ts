@@ -55,6 +55,8 @@ function agent(vm: VirtualMachine) {
     const end = performance.now() + ms;
     for (let seen = 0; ;) {
       for (; seen < events.length; seen++) if (test(events[seen]!)) return events.splice(0, seen + 1).at(-1)!;
+      // A VM that has ended can say nothing more: fail now, not at a deadline scaled for emulation.
+      if (vm.state === 'stopped') throw new Error(`no ${what}: the VM ended; agent said: ${events.map((e) => e.event).join(', ')}`);
       if (performance.now() > end) throw new Error(`no ${what} within ${ms / 1000} s; agent said: ${events.map((e) => e.event).join(', ')}`);
       await new Promise<void>((r) => { waiter = r; setTimeout(r, 200); });
     }

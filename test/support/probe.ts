@@ -16,6 +16,8 @@ export interface Watched {
   events: AgentEvent[];
   waitForConsole(pattern: RegExp | string, timeoutMs?: number): Promise<void>;
   waitForEvent(event: string, timeoutMs?: number): Promise<AgentEvent>;
+  /** How the VM ended (`kind: message`), once it has; undefined while it runs. */
+  ended(): string | undefined;
 }
 
 export async function startProbe(opts: { cpus?: number; memoryMiB?: number; append?: string; name?: string; config?: Record<string, unknown> } = {}): Promise<Watched> {
@@ -35,7 +37,8 @@ export function watch(vm: VirtualMachine): Watched {
   vm.on('console', (b) => { text += Buffer.from(b).toString('latin1'); poke(); });
   vm.on('agent', (e) => { events.push(e); poke(); });
   let ended = '';
-  vm.on('exit', (e: { kind: string; message: string }) => { ended = ` (${e.kind}: ${e.message})`; poke(); });
+  let endedWith: string | undefined;
+  vm.on('exit', (e: { kind: string; message: string }) => { endedWith = `${e.kind}: ${e.message}`; ended = ` (${endedWith})`; poke(); });
   const until = <T>(check: () => T | undefined, what: string, timeoutMs: number) =>
     new Promise<T>((resolve, reject) => {
       const tryIt = () => {
@@ -58,6 +61,7 @@ export function watch(vm: VirtualMachine): Watched {
       `console ${pattern}`, timeoutMs,
     ).then(() => undefined),
     waitForEvent: (event, timeoutMs = scaled(20_000)) => until(() => events.find((e) => e.event === event), `@u1 ${event}`, timeoutMs),
+    ended: () => endedWith ?? (vm.state === 'stopped' ? 'stopped' : undefined),
   };
 }
 
