@@ -72,7 +72,8 @@ if (!existsSync(join(ROOT, 'renderer', 'dist', 'index.html'))) {
 
 // The VMM runs in Electron's main process: it gets the V8 flags of long-lived processes
 // (bin/v8-flags.mjs). Only --js-flags on Electron's own command line reaches the main process's V8
-// (app.commandLine.appendSwitch at run time reaches only the renderers started after it).
+// (app.commandLine.appendSwitch at run time reaches only the renderers started after it). The
+// renderers get them too: PKU write-protection of their JIT pages off, and a `gc` function.
 const args = [`--js-flags=${LONG_LIVED_V8_FLAGS.join(' ')}`, MAIN];
 // Chromium refuses to run as root with its OS sandbox; the renderer's JS sandbox (sandbox: true,
 // contextIsolation) still applies.

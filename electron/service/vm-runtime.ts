@@ -238,7 +238,7 @@ export class VmRuntime {
     return this.status();
   }
 
-  /** Answers once every vCPU is out of KVM_RUN (VirtualMachine.pause). */
+  /** Answers once every vCPU is out of KVM_RUN and the virtio I/O thread has stopped serving (a disk request in progress finishes first: VirtualMachine.pause). */
   async pause(): Promise<VmStatus> {
     const vm = this.need('pause');
     if (this.state === 'running' || this.state === 'paused') await vm.pause();

@@ -102,7 +102,7 @@ describe.skipIf(!kvmAvailable)('virtio-net over user networking (libslirp) on re
 
   it('a host connection to a tcp hostfwd port reaches the guest as a SYN on its guest port; a udp forward holds its host port while the VM runs', async () => {
     const hostPort = await freePort();
-    const udpPort = await freePort({ protocol: 'udp' });
+    const udpPort = await freePort({ protocol: 'udp', host: '0.0.0.0' }); // hostfwd=udp::PORT binds every address
     const g = await startNet('scenario=net-listen port=8080 wait_ms=60000', `user,hostfwd=tcp:127.0.0.1:${hostPort}-:8080,hostfwd=udp::${udpPort}-:5353`);
     expect(await udpFree(udpPort)).toBe(false);
     const listening = await g.waitForEvent('net_listen');

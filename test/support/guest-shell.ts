@@ -23,11 +23,13 @@ export function vmConsole(g: Watched): GuestConsole {
 
 /** An `unhalt run` child whose stdout and stderr are `out()`, its stdin the guest's console. */
 export function processConsole(child: ChildProcess, out: () => string): GuestConsole {
+  // 'close', not 'exit': only then has all of its output been read (a last answer included).
+  let closed = false;
+  child.once('close', () => { closed = true; });
   return {
     console: out,
     send: (s) => { child.stdin!.write(s); },
-    ended: () => (child.exitCode !== null || child.signalCode !== null
-      ? `unhalt run ended (${child.signalCode ?? `exit code ${child.exitCode}`})` : undefined),
+    ended: () => (closed ? `unhalt run ended (${child.signalCode ?? `exit code ${child.exitCode}`})` : undefined),
   };
 }
 

@@ -66,14 +66,18 @@ function takeOver(driver: ReturnType<typeof createVcpuDriver>, from: { tid: numb
 
 /** Drives one vCPU until its VM ends; then puts the thread back as it found it. True if that succeeded. */
 function driveVcpu(data: VcpuWorkerData): boolean {
-  nameCurrentThread(`vcpu-${data.vcpu.id}`);
+  // Cosmetic (ps, top, the tests): a name that cannot be set never fails the VM.
+  try { nameCurrentThread(`vcpu-${data.vcpu.id}`); } catch { /* keeps its old name */ }
   const driver = createVcpuDriver(data, (code, message) => post({ type: 'ended', vcpu: driver.id, code, message }));
   const { control, id, vcpu } = driver;
   if (data.takeOverFrom && !takeOver(driver, data.takeOverFrom)) return leave(() => {});
   control.setTid(id, libc.gettid());
   control.markRunning(1);
   try {
+    // Pinned, or on the thread's home CPUs, set afresh each VM: a live setPin of the previous VM
+    // (by tid, from the main thread) could land after leave() restored them.
     if (data.hostCpu !== undefined) pinCurrentThread(data.hostCpu);
+    else setThreadAffinity(0, homeCpus);
     post({ type: 'ready', vcpu: id, tid: control.tid(id) });
     // No vCPU runs before every vCPU thread is here (control.ts, arriveAtStart); a vCPU taken over
     // is past that barrier already.
