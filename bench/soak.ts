@@ -8,7 +8,6 @@
 //
 // Exit code 0 when every limit holds, 1 otherwise.
 import { readdirSync, writeFileSync } from 'node:fs';
-import koffi from 'koffi';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { parseArgs } from 'node:util';
@@ -16,6 +15,8 @@ import { validateConfig } from '../electron/vmm/config/vm-config.ts';
 import { resolveMachine } from '../electron/vmm/config/resolve.ts';
 import { probeHost } from '../electron/vmm/machine/host-caps.ts';
 import { VirtualMachine, type VmExit } from '../electron/vmm/vm.ts';
+import { IDLE_WORKER_CLEANUP_MS } from '../electron/vmm/vcpu/worker-pool.ts';
+import { returnFreedMallocMemory } from '../native/kvm/malloc-trim.ts';
 
 const MiB = 1024 * 1024;
 const RSS_LIMIT_MIB = 20;
@@ -48,21 +49,20 @@ if (!gc) {
 }
 const forceGc = gc;
 
-const mallocTrim = values.trim ? koffi.load('libc.so.6').func('int malloc_trim(size_t pad)') as (pad: number) => number : () => 0;
 const fds = () => readdirSync('/proc/self/fd').length;
 const threads = () => readdirSync('/proc/self/task').length;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function measure(): Promise<{ fds: number; threads: number; rssMiB: number; heapMiB: number; externalMiB: number }> {
   // Let exited workers' threads be reaped, idle vCPU workers clean up (their isolates and malloc
-  // arenas, 200 ms after they left a VM: vcpu-worker.ts) and finalizers run, then collect twice.
-  await sleep(400);
+  // arenas, IDLE_WORKER_CLEANUP_MS after they left a VM: vcpu-worker.ts) and finalizers run, then collect twice.
+  await sleep(2 * IDLE_WORKER_CLEANUP_MS);
   for (let i = 0; i < 3; i++) {
     await sleep(30);
     forceGc();
   }
   await sleep(30);
-  if (values.trim) mallocTrim(0);
+  if (values.trim) returnFreedMallocMemory();
   const m = process.memoryUsage();
   return { fds: fds(), threads: threads(), rssMiB: m.rss / MiB, heapMiB: m.heapUsed / MiB, externalMiB: (m.external + m.arrayBuffers) / MiB };
 }

@@ -36,15 +36,14 @@ export function watch(vm: VirtualMachine): Watched {
   const poke = () => { for (const w of [...waiters]) w(); };
   vm.on('console', (b) => { text += Buffer.from(b).toString('latin1'); poke(); });
   vm.on('agent', (e) => { events.push(e); poke(); });
-  let ended = '';
   let endedWith: string | undefined;
-  vm.on('exit', (e: { kind: string; message: string }) => { endedWith = `${e.kind}: ${e.message}`; ended = ` (${endedWith})`; poke(); });
+  vm.on('exit', (e: { kind: string; message: string }) => { endedWith = `${e.kind}: ${e.message}`; poke(); });
   const until = <T>(check: () => T | undefined, what: string, timeoutMs: number) =>
     new Promise<T>((resolve, reject) => {
       const tryIt = () => {
         const v = check();
         if (v !== undefined) { cleanup(); resolve(v); return true; }
-        if (vm.state === 'stopped') { cleanup(); reject(new Error(`VM stopped before ${what}${ended}; console: ${JSON.stringify(text.slice(-400))}`)); return true; }
+        if (vm.state === 'stopped') { cleanup(); reject(new Error(`VM stopped before ${what}${endedWith ? ` (${endedWith})` : ''}; console: ${JSON.stringify(text.slice(-400))}`)); return true; }
         return false;
       };
       const timer = setTimeout(() => { cleanup(); reject(new Error(`timed out waiting for ${what}; console: ${JSON.stringify(text.slice(-400))}`)); }, timeoutMs);

@@ -16,7 +16,7 @@ import { returnFreedMallocMemory } from '../../../native/kvm/malloc-trim.ts';
 import { nameCurrentThread } from '../../../native/kvm/thread-name.ts';
 import { END, type EndCode } from './control.ts';
 import { createVcpuDriver, type VcpuThreadData } from './vcpu-driver.ts';
-import { IDLE_VCPU_THREAD_NAME } from './worker-pool.ts';
+import { IDLE_VCPU_THREAD_NAME, IDLE_WORKER_CLEANUP_MS } from './worker-pool.ts';
 
 export interface VcpuWorkerData extends VcpuThreadData {
   /** Host CPU to pin this thread to, if any. */
@@ -109,13 +109,6 @@ function leave(release: () => void): boolean {
 // loading koffi can die in koffi's initialisation (a fatal napi_throw, exit 134).
 post({ type: 'loaded' });
 
-/**
- * How long a worker that left its VM waits idle before it collects its isolate and trims malloc's
- * arenas (cleanUp): a full collection of the isolate takes ~5-20 ms of CPU here, which done at once
- * would compete with the stop it follows (the other vCPUs leaving, the VM's release) on a host with
- * few CPUs. A worker taken for a VM before then skips it; the VM's own allocations collect it then.
- */
-const CLEANUP_DELAY_MS = 200;
 let cleanupTimer: ReturnType<typeof setTimeout> | undefined;
 
 /**
@@ -144,4 +137,4 @@ async function serveNextVcpu(): Promise<boolean> {
 
 // The clean-up is scheduled outside serveNextVcpu so that no frame still holds the VM's data. A
 // worker that is not clean is ended by the main thread; it waits for nothing more.
-while (await serveNextVcpu()) cleanupTimer = setTimeout(cleanUp, CLEANUP_DELAY_MS);
+while (await serveNextVcpu()) cleanupTimer = setTimeout(cleanUp, IDLE_WORKER_CLEANUP_MS);

@@ -27,6 +27,13 @@ export const DEFAULT_IDLE_VCPU_WORKERS = SERVICE_SPARE_VCPU_WORKERS + 2;
 /** The thread name of a worker that is in no VM (a VM's worker is named `vcpu-N`, its vCPU's). */
 export const IDLE_VCPU_THREAD_NAME = 'vcpu-idle';
 /**
+ * How long a worker that left its VM waits idle before it collects its isolate and trims malloc's
+ * arenas (vcpu-worker.ts's cleanUp): a full collection of the isolate takes ~5-20 ms of CPU here, which done at once
+ * would compete with the stop it follows (the other vCPUs leaving, the VM's release) on a host with
+ * few CPUs. A worker taken for a VM before then skips it; the VM's own allocations collect it then.
+ */
+export const IDLE_WORKER_CLEANUP_MS = 200;
+/**
  * How long after a taken worker got its vCPU the spares are replaced: a worker's boot is ~60 ms
  * of CPU, which should not compete with the start that took one (its guest's first output).
  */
