@@ -41,7 +41,9 @@ class L1 {
       ...qemu.dataArgs,
       // UNHALT_NESTED_L1_CPUS: L1's CPU count (2; 1 takes IPIs between emulation threads away).
       '-accel', 'tcg,thread=multi,tb-size=512', '-cpu', 'max', '-smp', process.env.UNHALT_NESTED_L1_CPUS ?? '2', '-m', '4G', '-machine', 'q35',
-      '-display', 'none', '-serial', 'stdio', '-monitor', 'none', '-no-reboot', '-nodefaults',
+      // ttyS0: L1's console (its init's phases, vitest's output); ttyS1: every L2 console the
+      // checks read, as it comes (test/support/console-mirror.ts).
+      '-display', 'none', '-serial', 'stdio', '-serial', `file:${join(ARTIFACTS, 'l2-consoles.log')}`, '-monitor', 'none', '-no-reboot', '-nodefaults',
       '-kernel', join(NESTED, 'vmlinuz'), '-initrd', join(NESTED, 'initramfs.cpio.gz'),
       // UNHALT_NESTED_L1_APPEND: extra L1 kernel words, e.g. unhalt.kvm_amd=vgif=0 (module parameters).
       '-append', `console=ttyS0 panic=-1 loglevel=4 mitigations=off ${append} ${process.env.UNHALT_NESTED_L1_APPEND ?? ''}`.trim(),
@@ -60,7 +62,8 @@ class L1 {
         // vitest may end its output with a terminal escape and no newline: the phase can follow it.
         const m = /@nested (?:(fail) )?(.*)$/.exec(line);
         if (m) this.phases.push(parsePhase(m[2]!, m[1] === 'fail', performance.now() - this.startedAt));
-        if (m || process.env.UNHALT_NESTED_VERBOSE) process.stdout.write(`L1| ${line}\n`);
+        // The phases and the live reporter's one line per check are the lane's progress.
+        if (m || /@l1 /.test(line) || process.env.UNHALT_NESTED_VERBOSE) process.stdout.write(`L1| ${line}\n`);
       }
       this.poke();
     };

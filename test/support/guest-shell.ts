@@ -3,6 +3,7 @@
 // when the guest has ended: its deadlines are scaled by the host clock (tens of minutes under
 // the nested lane's emulation), and a guest that triple-faulted or powered off can never answer.
 import type { ChildProcess } from 'node:child_process';
+import { consoleMirror } from './console-mirror.ts';
 import type { Watched } from './probe.ts';
 
 /** A guest console one can read and type into, and how it ended (undefined while it runs). */
@@ -26,6 +27,9 @@ export function processConsole(child: ChildProcess, out: () => string): GuestCon
   // 'close', not 'exit': only then has all of its output been read (a last answer included).
   let closed = false;
   child.once('close', () => { closed = true; });
+  const mirror = consoleMirror(`unhalt run, pid ${child.pid}`);
+  child.stdout?.on('data', mirror);
+  child.stderr?.on('data', mirror);
   return {
     console: out,
     send: (s) => { child.stdin!.write(s); },

@@ -6,6 +6,7 @@ import { resolveMachine } from '../../electron/vmm/config/resolve.ts';
 import { probeHost } from '../../electron/vmm/machine/host-caps.ts';
 import { VirtualMachine } from '../../electron/vmm/vm.ts';
 import { IDLE_VCPU_THREAD_NAME } from '../../electron/vmm/vcpu/worker-pool.ts';
+import { consoleMirror } from './console-mirror.ts';
 import { scaled } from './time-scale.ts';
 
 export const kvmAvailable = existsSync(process.env.UNHALT_KVM_DEVICE ?? '/dev/kvm');
@@ -34,7 +35,8 @@ export function watch(vm: VirtualMachine): Watched {
   const events: AgentEvent[] = [];
   const waiters = new Set<() => void>();
   const poke = () => { for (const w of [...waiters]) w(); };
-  vm.on('console', (b) => { text += Buffer.from(b).toString('latin1'); poke(); });
+  const mirror = consoleMirror(`VM ${vm.spec.name ?? ''} of this process`.replace('  ', ' '));
+  vm.on('console', (b) => { mirror(b); text += Buffer.from(b).toString('latin1'); poke(); });
   vm.on('agent', (e) => { events.push(e); poke(); });
   let endedWith: string | undefined;
   vm.on('exit', (e: { kind: string; message: string }) => { endedWith = `${e.kind}: ${e.message}`; poke(); });

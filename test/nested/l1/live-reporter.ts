@@ -1,0 +1,23 @@
+// A vitest reporter for the runs inside L1: one line per check as it starts and as it ends, at
+// once (the default reporter shows a file's checks only when the whole file is done, and under
+// emulation a file takes many minutes). The lane outside prints these lines as its progress.
+import type { Reporter, TestCase, TestModule } from 'vitest/node';
+
+const short = (id: string) => id.replace(/^.*?\/(test\/)/, '$1');
+const uptime = () => (process.uptime()).toFixed(0);
+
+export default class LiveReporter implements Reporter {
+  onTestModuleStart(m: TestModule): void {
+    process.stdout.write(`@l1 file-start ${short(m.moduleId)} t=${uptime()}s\n`);
+  }
+
+  onTestCaseReady(t: TestCase): void {
+    process.stdout.write(`@l1 check-start ${short(t.module.moduleId)} > ${t.fullName} t=${uptime()}s\n`);
+  }
+
+  onTestCaseResult(t: TestCase): void {
+    const r = t.result();
+    const why = r.state === 'failed' ? `: ${(r.errors?.[0]?.message ?? '').split('\n')[0]!.slice(0, 300)}` : '';
+    process.stdout.write(`@l1 check-${r.state} ${short(t.module.moduleId)} > ${t.fullName} (${((t.diagnostic()?.duration ?? 0) / 1000).toFixed(1)} s)${why}\n`);
+  }
+}
