@@ -32,6 +32,55 @@ export const NESTED_LINUX_FILES = [
 export const NESTED_FILES = [...NESTED_PROBE_FILES, ...NESTED_LINUX_FILES];
 
 /**
+ * About how long each file's checks take in an L1 with one CPU (minutes, measured: docs/nested.md),
+ * for splitting the files over several L1s. A file not listed counts as the longest listed.
+ */
+export const EXPECTED_MINUTES: Record<string, number> = {
+  'test/kvm/boot.test.ts': 2,
+  'test/kvm/knobs.test.ts': 5,
+  'test/kvm/probe-scenarios.test.ts': 4,
+  'test/kvm/faults.test.ts': 2,
+  'test/kvm/stats.test.ts': 1.5,
+  'test/kvm/send-agent.test.ts': 0.5,
+  'test/qemu/cpuid-vs-qemu.test.ts': 3,
+  'test/kvm/service.test.ts': 4,
+  'test/kvm/cli.test.ts': 3,
+  'test/kvm/smp-start.test.ts': 4,
+  'test/kvm/virtio-rng.test.ts': 5,
+  'test/linux/linux-boot.test.ts': 8,
+  'test/linux/linux-hw.test.ts': 6,
+  'test/linux/linux-disk.test.ts': 3.5,
+  'test/linux/linux-net.test.ts': 4,
+  'test/linux/linux-workloads.test.ts': 8,
+};
+
+/**
+ * The files split over `shards` L1s so that they end about together: longest first, each to the
+ * L1 with the least work so far (each L1 also pays ~1 min per lane to start its vitest). Every
+ * file goes to exactly one L1; an L1 may get none (more L1s than files); order within one is the
+ * order of `files`.
+ */
+export function splitFiles(files: string[], shards: number): string[][] {
+  const longest = Math.max(...Object.values(EXPECTED_MINUTES));
+  const cost = (f: string) => EXPECTED_MINUTES[f] ?? longest;
+  const bins = Array.from({ length: Math.max(1, shards) }, () => ({ files: [] as string[], minutes: 0 }));
+  for (const f of [...files].sort((a, b) => cost(b) - cost(a) || files.indexOf(a) - files.indexOf(b))) {
+    const bin = bins.reduce((a, b) => (b.minutes < a.minutes ? b : a));
+    bin.files.push(f);
+    bin.minutes += cost(f);
+  }
+  return bins.map((b) => b.files.sort((x, y) => files.indexOf(x) - files.indexOf(y)));
+}
+
+/** The kernel command-line words that carry one L1's part of the selection into it (its init reads unhalt.* words). */
+export function l1Append(files: string[], tests?: string): string {
+  const lanes = lanesOf(files);
+  return `unhalt.lanes=${lanes.join(',')} unhalt.filter=${files.join(',')}${tests ? ` unhalt.tests=${tests}` : ''}`;
+}
+
+const lanesOf = (files: string[]) => [...new Set(files.map((f) => (f.startsWith('test/linux/') ? 'linux' : 'kvm')))];
+
+/**
  * What L1 runs: the files, their lanes, and `UNHALT_NESTED_TESTS`, a vitest `-t` pattern (no
  * spaces: it travels as one kernel command-line word) that narrows the run to matching checks —
  * for working on one check by hand; the other checks of the files are then skipped, not failed.
@@ -40,12 +89,9 @@ export function innerSelection(env = process.env): { files: string[]; lanes: str
   // UNHALT_NESTED_FILES (space-separated paths) replaces the list, e.g. to run one file in L1.
   const files = env.UNHALT_NESTED_FILES?.split(/\s+/).filter(Boolean)
     ?? (env.UNHALT_NESTED_LINUX === '0' ? NESTED_PROBE_FILES : NESTED_FILES);
-  const lanes = [...new Set(files.map((f) => (f.startsWith('test/linux/') ? 'linux' : 'kvm')))];
   const tests = env.UNHALT_NESTED_TESTS?.trim() || undefined;
   if (tests && /\s/.test(tests)) throw new Error(`UNHALT_NESTED_TESTS must be one word (a vitest -t pattern without spaces): ${JSON.stringify(tests)}`);
-  // The kernel command line carries the selection into L1 (its init reads unhalt.* words).
-  const append = `unhalt.lanes=${lanes.join(',')} unhalt.filter=${files.join(',')}${tests ? ` unhalt.tests=${tests}` : ''}`;
-  return { files, lanes, tests, append };
+  return { files, lanes: lanesOf(files), tests, append: l1Append(files, tests) };
 }
 
 interface VitestJson {

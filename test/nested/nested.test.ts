@@ -2,15 +2,17 @@
 // software emulation (TCG, -cpu max) emulates AMD SVM with nested paging; the Linux it boots ("L1")
 // loads kvm-amd and its /dev/kvm behaves like KVM on hardware. Inside L1 the project's own test
 // runner runs the lanes whose outcome depends on KVM's semantics (docs/nested.md says which and
-// why); their results come out as a tar archive on a raw virtio disk. The outer host's /dev/kvm
-// is never used here. Every phase has its own deadline and fails the lane on its own; nothing is
-// retried. The whole L1 console (with every L2 console the inner tests print) is kept in
-// test/artifacts/nested/.
+// why); their results come out as a tar archive on a raw virtio disk. Several L1s (one per host
+// CPU) share the files. The outer host's /dev/kvm is never used here. Every phase has its own
+// deadline and fails the lane on its own; nothing is retried. Each L1's whole console and every
+// L2 console its checks read (live, on its second serial port) are kept in
+// test/artifacts/nested/l1.N/.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { createWriteStream, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { availableParallelism, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { filesWithoutResults, innerSelection, type InnerReport, summarizeInner } from './inner-report.ts';
+import { filesWithoutResults, innerSelection, type InnerReport, l1Append, splitFiles, summarizeInner } from './inner-report.ts';
 // @ts-expect-error plain ESM build script without types
 import { outerQemu } from './outer-qemu.mjs';
 
@@ -22,6 +24,15 @@ interface OuterQemu { binary: string; dataArgs: string[]; version: string }
 let outer: OuterQemu | undefined;
 const minutes = (n: number) => n * 60_000;
 /** Deadlines per phase. L1 is at its checks ~10 s after QEMU starts on an idle 2-CPU host. */
+/**
+ * How many L1s share the checks, and each one's CPUs. One CPU per L1: QEMU's emulated SVM lets an
+ * interrupt through with GIF=0 now and then when L1's CPUs send each other IPIs (docs/nested.md),
+ * which a one-CPU L1 never does; one L1 per host CPU (memory allowing: 4 GiB each) keeps the lane
+ * as fast as one L1 with them all. UNHALT_NESTED_L1S and UNHALT_NESTED_L1_CPUS override.
+ */
+const L1_CPUS = Number(process.env.UNHALT_NESTED_L1_CPUS ?? 1);
+const L1_COUNT = Number(process.env.UNHALT_NESTED_L1S
+  ?? Math.max(1, Math.min(Math.floor(availableParallelism() / L1_CPUS), Math.floor(totalmem() / (6 * 2 ** 30)))));
 const DEADLINE = { build: minutes(10), boot: minutes(4), checks: minutes(Number(process.env.UNHALT_NESTED_CHECKS_MINUTES ?? 45)), poweroff: minutes(3) };
 
 interface Phase { name: string; fields: Record<string, string>; atMs: number }
@@ -34,16 +45,27 @@ class L1 {
   exitCode: number | null | undefined;
   readonly startedAt = performance.now();
 
-  constructor(qemu: OuterQemu, resultsImage: string, append: string) {
-    mkdirSync(ARTIFACTS, { recursive: true });
-    const log = createWriteStream(join(ARTIFACTS, 'l1-console.log'));
+  /** This L1's artifacts: its two consoles, the results disk and what came out of it. */
+  readonly dir: string;
+  /** Names it in errors and prefixes its progress lines ("L1.2"). */
+  readonly label: string;
+
+  constructor(qemu: OuterQemu, dir: string, label: string, append: string) {
+    this.dir = dir;
+    this.label = label;
+    mkdirSync(dir, { recursive: true });
+    const resultsImage = join(dir, 'results.tar');
+    rmSync(resultsImage, { force: true });
+    writeFileSync(resultsImage, '');
+    spawnSync('truncate', ['-s', '256M', resultsImage]);
+    const log = createWriteStream(join(dir, 'l1-console.log'));
     const args = [
       ...qemu.dataArgs,
       // UNHALT_NESTED_L1_CPUS: L1's CPU count (2; 1 takes IPIs between emulation threads away).
-      '-accel', 'tcg,thread=multi,tb-size=512', '-cpu', 'max', '-smp', process.env.UNHALT_NESTED_L1_CPUS ?? '2', '-m', '4G', '-machine', 'q35',
+      '-accel', 'tcg,thread=multi,tb-size=512', '-cpu', 'max', '-smp', String(L1_CPUS), '-m', '4G', '-machine', 'q35',
       // ttyS0: L1's console (its init's phases, vitest's output); ttyS1: every L2 console the
       // checks read, as it comes (test/support/console-mirror.ts).
-      '-display', 'none', '-serial', 'stdio', '-serial', `file:${join(ARTIFACTS, 'l2-consoles.log')}`, '-monitor', 'none', '-no-reboot', '-nodefaults',
+      '-display', 'none', '-serial', 'stdio', '-serial', `file:${join(dir, 'l2-consoles.log')}`, '-monitor', 'none', '-no-reboot', '-nodefaults',
       '-kernel', join(NESTED, 'vmlinuz'), '-initrd', join(NESTED, 'initramfs.cpio.gz'),
       // UNHALT_NESTED_L1_APPEND: extra L1 kernel words, e.g. unhalt.kvm_amd=vgif=0 (module parameters).
       '-append', `console=ttyS0 panic=-1 loglevel=4 mitigations=off ${append} ${process.env.UNHALT_NESTED_L1_APPEND ?? ''}`.trim(),
@@ -63,7 +85,7 @@ class L1 {
         const m = /@nested (?:(fail) )?(.*)$/.exec(line);
         if (m) this.phases.push(parsePhase(m[2]!, m[1] === 'fail', performance.now() - this.startedAt));
         // The phases and the live reporter's one line per check are the lane's progress.
-        if (m || /@l1 /.test(line) || process.env.UNHALT_NESTED_VERBOSE) process.stdout.write(`L1| ${line}\n`);
+        if (m || /@l1 /.test(line) || process.env.UNHALT_NESTED_VERBOSE) process.stdout.write(`${label}| ${line}\n`);
       }
       this.poke();
     };
@@ -77,13 +99,13 @@ class L1 {
   /** Resolves with the phase's line once L1 prints it; rejects on a failure line, QEMU's exit or the deadline. */
   waitPhase(name: string, deadlineMs: number): Promise<Phase> {
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => done(new Error(`L1 phase "${name}" did not come within ${deadlineMs / 1000} s (last: ${this.phases.at(-1)?.name ?? 'none'}; console in ${ARTIFACTS}/l1-console.log)`)), deadlineMs);
+      const timer = setTimeout(() => done(new Error(`${this.label}: phase "${name}" did not come within ${deadlineMs / 1000} s (last: ${this.phases.at(-1)?.name ?? 'none'}; consoles in ${this.dir})`)), deadlineMs);
       const check = () => {
         const p = this.phases.find((x) => x.name === name);
         if (p) return done(undefined, p);
         const failed = this.phases.find((x) => x.name.startsWith('fail:'));
-        if (failed) return done(new Error(`L1 failed in phase ${failed.name.slice(5)}: ${JSON.stringify(failed.fields)}`));
-        if (this.exitCode !== undefined) return done(new Error(`QEMU exited (status ${this.exitCode}) before L1 phase "${name}"`));
+        if (failed) return done(new Error(`${this.label} failed in phase ${failed.name.slice(5)}: ${JSON.stringify(failed.fields)}`));
+        if (this.exitCode !== undefined) return done(new Error(`${this.label}'s QEMU exited (status ${this.exitCode}) before its phase "${name}" (consoles in ${this.dir})`));
       };
       const done = (err?: Error, p?: Phase) => {
         clearTimeout(timer);
@@ -98,7 +120,7 @@ class L1 {
   exited(deadlineMs: number): Promise<number | null> {
     return new Promise((resolve, reject) => {
       if (this.exitCode !== undefined) return resolve(this.exitCode);
-      const timer = setTimeout(() => reject(new Error(`QEMU did not exit within ${deadlineMs / 1000} s of L1's power-off`)), deadlineMs);
+      const timer = setTimeout(() => reject(new Error(`${this.label}'s QEMU did not exit within ${deadlineMs / 1000} s of its power-off`)), deadlineMs);
       this.proc!.once('exit', (code) => { clearTimeout(timer); resolve(code); });
     });
   }
@@ -114,13 +136,15 @@ function parsePhase(text: string, failed: boolean, atMs: number): Phase {
 }
 
 describe('nested lane: hardware-semantics KVM inside QEMU TCG (L1)', () => {
-  let l1: L1 | undefined;
+  const l1s: L1[] = [];
   let report: InnerReport | undefined;
-  const resultsImage = join(ARTIFACTS, 'results.tar');
   const t0 = performance.now();
   const elapsed = () => `${((performance.now() - t0) / 1000).toFixed(0)} s`;
-  afterAll(() => l1?.kill());
-  rmSync(join(ARTIFACTS, 'totals.json'), { force: true }); // never count an earlier run's checks
+  const selection = innerSelection();
+  // Several L1s share the files (splitFiles: about equal time each), one per host CPU by default.
+  const parts = splitFiles(selection.files, L1_COUNT).filter((p) => p.length > 0);
+  afterAll(() => { for (const l1 of l1s) l1.kill(); });
+  rmSync(ARTIFACTS, { recursive: true, force: true }); // never read an earlier run's consoles or checks
 
   it('resolves the QEMU that emulates L1 (bookworm-backports, unpacked privately, cached)', () => {
     const override = process.env.UNHALT_NESTED_QEMU; // a QEMU binary to try instead, e.g. /usr/bin's
@@ -138,47 +162,49 @@ describe('nested lane: hardware-semantics KVM inside QEMU TCG (L1)', () => {
     console.log(`nested: L1 material ready after ${elapsed()}`);
   }, DEADLINE.build + 10_000);
 
-  it('boots L1 and finds AMD SVM with nested paging and a /dev/kvm', async () => {
-    mkdirSync(ARTIFACTS, { recursive: true });
-    rmSync(resultsImage, { force: true });
-    writeFileSync(resultsImage, '');
-    spawnSync('truncate', ['-s', '256M', resultsImage]);
-    const selection = innerSelection();
+  it('boots each L1 and finds AMD SVM with nested paging and a /dev/kvm', async () => {
     expect(outer, 'the outer QEMU was resolved').toBeDefined();
-    l1 = new L1(outer!, resultsImage, selection.append);
-    const up = await l1.waitPhase('l1-up', DEADLINE.boot);
-    const cpu = await l1.waitPhase('cpu', minutes(1));
-    const kvm = await l1.waitPhase('kvm', minutes(1));
-    console.log(`nested: L1 up ${up.fields.uptime_s} s after its kernel started (${elapsed()} into the lane); `
-      + `CPU "${cpu.fields.model}" svm=${cpu.fields.svm} npt=${cpu.fields.npt}; /dev/kvm=${kvm.fields.dev}; modules ${kvm.fields.modules}`);
-    expect(cpu.fields.svm).toBe('1');
-    expect(cpu.fields.npt).toBe('1');
-    expect(kvm.fields.dev).toBe('1');
-    expect(kvm.fields.modules).toMatch(/\bkvm_amd\b/);
+    console.log(`nested: ${parts.length} L1(s) of ${L1_CPUS} CPU(s):\n${parts.map((p, i) => `  L1.${i + 1}: ${p.join(' ')}`).join('\n')}`);
+    parts.forEach((files, i) => l1s.push(new L1(outer!, join(ARTIFACTS, `l1.${i + 1}`), `L1.${i + 1}`, l1Append(files, selection.tests))));
+    await Promise.all(l1s.map(async (l1) => {
+      const up = await l1.waitPhase('l1-up', DEADLINE.boot);
+      const cpu = await l1.waitPhase('cpu', minutes(1));
+      const kvm = await l1.waitPhase('kvm', minutes(1));
+      console.log(`nested: ${l1.label} up ${up.fields.uptime_s} s after its kernel started (${elapsed()} into the lane); `
+        + `CPU "${cpu.fields.model}" svm=${cpu.fields.svm} npt=${cpu.fields.npt}; /dev/kvm=${kvm.fields.dev}; modules ${kvm.fields.modules}`);
+      expect(cpu.fields.svm, l1.label).toBe('1');
+      expect(cpu.fields.npt, l1.label).toBe('1');
+      expect(kvm.fields.dev, l1.label).toBe('1');
+      expect(kvm.fields.modules, l1.label).toMatch(/\bkvm_amd\b/);
+    }));
   }, DEADLINE.boot + minutes(3));
 
-  it('runs the hardware-semantics checks inside L1', async () => {
-    expect(l1, 'L1 booted').toBeDefined();
-    await l1!.waitPhase('checks-start', minutes(1));
-    const done = await l1!.waitPhase('checks-done', DEADLINE.checks);
-    console.log(`nested: checks done in L1 with status ${done.fields.status} (${elapsed()} into the lane)`);
+  it('runs the hardware-semantics checks inside each L1', async () => {
+    expect(l1s.length, 'the L1s booted').toBe(parts.length);
+    await Promise.all(l1s.map(async (l1) => {
+      await l1.waitPhase('checks-start', minutes(1));
+      const done = await l1.waitPhase('checks-done', DEADLINE.checks);
+      console.log(`nested: ${l1.label}'s checks done with status ${done.fields.status} (${elapsed()} into the lane)`);
+    }));
   }, DEADLINE.checks + minutes(2));
 
-  it('brings the results out and powers L1 off', async () => {
-    expect(l1, 'L1 booted').toBeDefined();
-    await l1!.waitPhase('results-written', minutes(2));
-    expect(await l1!.exited(DEADLINE.poweroff)).toBe(0);
-    const out = join(ARTIFACTS, 'results');
-    rmSync(out, { recursive: true, force: true });
-    mkdirSync(out, { recursive: true });
-    const tar = spawnSync('tar', ['xf', resultsImage, '-C', out], { encoding: 'utf8' });
-    expect(tar.status, tar.stderr).toBe(0);
-    const selection = innerSelection();
-    const missing = selection.lanes.filter((l) => !existsSync(join(out, `vitest-${l}.json`)));
-    expect(missing, 'every lane\'s report came out of L1 (a missing one: its vitest died, see l1-console.log)').toEqual([]);
-    const reports = selection.lanes.map((l) => JSON.parse(readFileSync(join(out, `vitest-${l}.json`), 'utf8')));
-    expect(filesWithoutResults(selection.files, reports), 'every selected file ran in L1').toEqual([]);
-    report = summarizeInner(reports);
+  it('brings the results out and powers each L1 off', async () => {
+    expect(l1s.length, 'the L1s booted').toBe(parts.length);
+    const reports = await Promise.all(l1s.map(async (l1, i) => {
+      await l1.waitPhase('results-written', minutes(2));
+      expect(await l1.exited(DEADLINE.poweroff), `${l1.label}'s QEMU exit status`).toBe(0);
+      const out = join(l1.dir, 'results');
+      mkdirSync(out, { recursive: true });
+      const tar = spawnSync('tar', ['xf', join(l1.dir, 'results.tar'), '-C', out], { encoding: 'utf8' });
+      expect(tar.status, tar.stderr).toBe(0);
+      const lanes = innerSelection({ ...process.env, UNHALT_NESTED_FILES: parts[i]!.join(' ') }).lanes;
+      const missing = lanes.filter((l) => !existsSync(join(out, `vitest-${l}.json`)));
+      expect(missing, `every lane's report came out of ${l1.label} (a missing one: its vitest died, see its l1-console.log)`).toEqual([]);
+      return lanes.map((l) => JSON.parse(readFileSync(join(out, `vitest-${l}.json`), 'utf8')));
+    }));
+    const all = reports.flat();
+    expect(filesWithoutResults(selection.files, all), 'every selected file ran in an L1').toEqual([]);
+    report = summarizeInner(all);
     writeFileSync(join(ARTIFACTS, 'summary.md'), report.markdown);
     writeFileSync(join(ARTIFACTS, 'totals.json'), `${JSON.stringify(report.totals)}\n`);
     console.log(`nested: inside L1 ${report.totals.passed} passed, ${report.totals.failed} failed, ${report.totals.skipped} skipped; lane ${elapsed()}\n${report.markdown}`);
@@ -188,7 +214,7 @@ describe('nested lane: hardware-semantics KVM inside QEMU TCG (L1)', () => {
     expect(report, 'results came out of L1').toBeDefined();
     expect(report!.failures).toEqual([]);
     // A run narrowed to some checks by hand (UNHALT_NESTED_TESTS) skips the others on purpose.
-    if (!innerSelection().tests) expect(report!.skips).toEqual([]);
+    if (!selection.tests) expect(report!.skips).toEqual([]);
     expect(report!.totals.passed).toBeGreaterThan(0);
   });
 });

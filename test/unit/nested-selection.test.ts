@@ -4,7 +4,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { filesWithoutResults, innerSelection, NESTED_FILES, NESTED_PROBE_FILES } from '../nested/inner-report.ts';
+import { EXPECTED_MINUTES, filesWithoutResults, innerSelection, l1Append, NESTED_FILES, NESTED_PROBE_FILES, splitFiles } from '../nested/inner-report.ts';
 // @ts-expect-error plain ESM build script without types
 import { moduleLoadOrder } from '../../native/guest/linux/kernel-modules.mjs';
 
@@ -31,6 +31,41 @@ describe('innerSelection', () => {
 
   it('refuses a pattern with spaces (it would split into several kernel words)', () => {
     expect(() => innerSelection({ UNHALT_NESTED_TESTS: 'PCI bus' })).toThrow(/one word/);
+  });
+});
+
+describe('splitFiles: the checks shared by several L1s', () => {
+  const minutesOf = (files: string[]) => files.reduce((t, f) => t + EXPECTED_MINUTES[f]!, 0);
+
+  it('gives every file to exactly one L1, keeping the list\'s order within each', () => {
+    const parts = splitFiles(NESTED_FILES, 2);
+    expect(parts).toHaveLength(2);
+    expect(parts.flat().sort()).toEqual([...NESTED_FILES].sort());
+    for (const p of parts) expect(p).toEqual(NESTED_FILES.filter((f) => p.includes(f)));
+  });
+
+  it('balances the expected time: no L1 waits on another for longer than the longest file', () => {
+    const longest = Math.max(...NESTED_FILES.map((f) => EXPECTED_MINUTES[f]!));
+    for (const n of [2, 3]) {
+      const times = splitFiles(NESTED_FILES, n).map(minutesOf);
+      expect(Math.max(...times) - Math.min(...times), `${n} L1s: ${times}`).toBeLessThanOrEqual(longest);
+    }
+  });
+
+  it('one L1 runs everything; more L1s than files leave some empty; an unknown file counts as the longest', () => {
+    expect(splitFiles(NESTED_FILES, 1)).toEqual([NESTED_FILES]);
+    expect(splitFiles(['test/kvm/boot.test.ts'], 3).filter((p) => p.length)).toEqual([['test/kvm/boot.test.ts']]);
+    const parts = splitFiles(['test/kvm/new.test.ts', 'test/kvm/boot.test.ts', 'test/kvm/stats.test.ts'], 2);
+    expect(parts).toEqual([['test/kvm/new.test.ts'], ['test/kvm/boot.test.ts', 'test/kvm/stats.test.ts']]);
+  });
+
+  it('every file the lane knows has an expected time', () => {
+    expect(NESTED_FILES.filter((f) => EXPECTED_MINUTES[f] === undefined)).toEqual([]);
+  });
+
+  it('carries one L1\'s part as kernel words, with only its own lanes', () => {
+    expect(l1Append(['test/kvm/boot.test.ts', 'test/kvm/stats.test.ts'], 'SMP'))
+      .toBe('unhalt.lanes=kvm unhalt.filter=test/kvm/boot.test.ts,test/kvm/stats.test.ts unhalt.tests=SMP');
   });
 });
 
