@@ -184,6 +184,8 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
   /** The first unhandled exception the guest reported (docs/guest-contract.md): its power-off after that is a failure. */
   private guestFault?: Record<string, number>;
   private tearingDown?: Promise<VmExit>;
+  /** The guest's kvm-clock as the pause stopped it (freezeGuestClock), until resume(). */
+  private pausedGuestClock?: bigint;
   /** The pending pause's acknowledgement (see pause()), until resume(). */
   private pausing?: Promise<void>;
   /** vCPU 0 runs on this thread until its worker takes it over (StartOptions.firstVcpuOnMainThread). */
@@ -566,7 +568,8 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
    * KVM_RUN (VmControl.waitWhilePaused) and the I/O thread between two passes over its queues
    * (VmControl.acknowledgeIoPause), so from then on the guest makes no progress: no exits, no
    * console bytes, no virtio request served, no ring written, no interrupt sent, no received
-   * frame written into the guest. It also resolves if resume() or the VM's end comes first.
+   * frame written into the guest, and the guest's kvm-clock stands still (freezeGuestClock).
+   * It also resolves if resume() or the VM's end comes first.
    */
   pause(): Promise<void> {
     if (this.state === 'paused') return this.pausing ?? Promise.resolve();
@@ -593,6 +596,31 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
       // long disk request, which it finishes first).
       if (this.control.command === COMMAND.pause && !this.control.allWorkersPaused) this.kickAll();
     }
+    if (this.control.command === COMMAND.pause && this.pauseComplete) this.freezeGuestClock();
+  }
+
+  /**
+   * Stops the guest's kvm-clock with its vCPUs, as QEMU's kvmclock does at `stop`: read now,
+   * set back at resume, so a guest timing with kvm-clock (Linux on KVM without invariant TSC)
+   * sees no time pass while paused — no jump of its monotonic clock, no timers all firing at
+   * once, no soft-lockup report. (A guest timing with the TSC itself still sees the pause: as
+   * under QEMU.) Where KVM cannot adjust the clock, the guest's time simply runs on.
+   */
+  private freezeGuestClock(): void {
+    const vm = this.machine?.vm;
+    if (!vm || vm.checkExtension(CAP.ADJUST_CLOCK) <= 0) return;
+    this.pausedGuestClock = vm.getClock();
+  }
+
+  /** At resume, before any vCPU runs: the guest's clock goes on from where the pause stopped it. */
+  private thawGuestClock(): void {
+    const clock = this.pausedGuestClock;
+    this.pausedGuestClock = undefined;
+    const m = this.machine;
+    if (clock === undefined || !m) return;
+    m.vm.setClock(clock);
+    // Tell each vCPU's guest it was stopped by the host (a guest without kvm-clock: nothing to tell).
+    if (m.vm.checkExtension(CAP.KVMCLOCK_CTRL) > 0) for (const v of m.vcpus) v.kvmclockStopped();
   }
 
   /**
@@ -603,6 +631,7 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
   resume(): void {
     if (this.state !== 'paused') return;
     this.pausing = undefined;
+    this.thawGuestClock();
     this.control.setCommand(COMMAND.run);
     this.wakeIoWorker();
     this.setState('running');

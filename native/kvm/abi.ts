@@ -25,6 +25,7 @@ export const SIZEOF = {
   segment: 24,
   ioeventfd: 64,
   msi: 32,
+  clockData: 48,
 } as const;
 
 /** ioctl request numbers, each with the name errors report. */
@@ -42,6 +43,8 @@ export const IOCTL = {
   KVM_IRQ_LINE: iow(0x61, SIZEOF.irqLevel),
   KVM_CREATE_PIT2: iow(0x77, SIZEOF.pitConfig),
   KVM_IOEVENTFD: iow(0x79, SIZEOF.ioeventfd),
+  KVM_SET_CLOCK: iow(0x7b, SIZEOF.clockData),
+  KVM_GET_CLOCK: ior(0x7c, SIZEOF.clockData),
   KVM_RUN: io(0x80),
   KVM_GET_REGS: ior(0x81, SIZEOF.regs),
   KVM_SET_REGS: iow(0x82, SIZEOF.regs),
@@ -58,6 +61,7 @@ export const IOCTL = {
   KVM_ENABLE_CAP: iow(0xa3, SIZEOF.enableCap),
   KVM_GET_TSC_KHZ: io(0xa3),
   KVM_SIGNAL_MSI: iow(0xa5, SIZEOF.msi),
+  KVM_KVMCLOCK_CTRL: io(0xad),
   KVM_GET_STATS_FD: io(0xce),
 } as const;
 
@@ -83,6 +87,10 @@ export const CAP = {
   /** An ioeventfd with len 0 matches a write of any width. */
   IOEVENTFD_ANY_LENGTH: 122,
   SET_IDENTITY_MAP_ADDR: 37,
+  /** KVM_GET_CLOCK / KVM_SET_CLOCK: the VM's kvm-clock read and set by userspace. */
+  ADJUST_CLOCK: 39,
+  /** KVM_KVMCLOCK_CTRL: tell a guest its vCPU was stopped by the host (its watchdogs then stay quiet). */
+  KVMCLOCK_CTRL: 76,
   IMMEDIATE_EXIT: 136,
   MAX_VCPUS: 66,
   GET_TSC_KHZ: 61,

@@ -6,7 +6,7 @@ import {
   type CpuidEntry, type IoctlName, type MsrEntry, type Regs, type Sregs,
 } from './abi.ts';
 import {
-  EAGAIN, EINTR, O_CLOEXEC, O_RDWR, OsError, describeErrno,
+  EAGAIN, EINTR, EINVAL, O_CLOEXEC, O_RDWR, OsError, describeErrno,
   callOffThread, closeFdInBackground, errno, libc,
 } from './libc.ts';
 import { createExitRecord, decodeExit, markInterrupted, type VcpuExit } from './exit-record.ts';
@@ -228,6 +228,20 @@ export class Vm {
     return ioctlInt(this.fd, 'KVM_GET_STATS_FD');
   }
 
+  /** The guest's kvm-clock, ns (KVM_GET_CLOCK; needs KVM_CAP_ADJUST_CLOCK). */
+  getClock(): bigint {
+    const buf = Buffer.alloc(SIZEOF.clockData);
+    ioctlBuf(this.fd, 'KVM_GET_CLOCK', buf);
+    return buf.readBigUInt64LE(0);
+  }
+
+  /** Sets the guest's kvm-clock to `ns` (KVM_SET_CLOCK, no flags: every vCPU's clock follows). */
+  setClock(ns: bigint): void {
+    const buf = Buffer.alloc(SIZEOF.clockData);
+    buf.writeBigUInt64LE(ns, 0);
+    ioctlBuf(this.fd, 'KVM_SET_CLOCK', buf);
+  }
+
   createVcpu(id: number): Vcpu {
     const fd = ioctlInt(this.fd, 'KVM_CREATE_VCPU', id);
     let run: RunPage;
@@ -437,6 +451,18 @@ export class Vcpu {
   }
 
   /** Sets or clears kvm_run.immediate_exit (one half of a kick; a signal is the other). */
+  /**
+   * KVM_KVMCLOCK_CTRL: tells the guest this vCPU was stopped by the host (its soft-lockup
+   * watchdog then does not take the pause for a hang). False where the guest has not enabled
+   * kvm-clock on this vCPU (EINVAL): there is nobody to tell.
+   */
+  kvmclockStopped(): boolean {
+    if (libc.ioctlInt(this.fd, IOCTL.KVM_KVMCLOCK_CTRL, 0) >= 0) return true;
+    const err = errno();
+    if (err === EINVAL) return false;
+    throw new KvmError('KVM_KVMCLOCK_CTRL', err);
+  }
+
   setImmediateExit(on: boolean): void {
     // Another thread (a kick) may set it: an atomic store, seen by the vCPU's next KVM_RUN.
     Atomics.store(this.runBytes, RUN.immediateExit, on ? 1 : 0);

@@ -1,7 +1,8 @@
 // The Linux guest end to end on a KVM with hardware semantics (on this project's machines: inside
 // the nested lane's L1, docs/nested.md): the kit boots to its shell, typed input is line-edited
 // and Ctrl-C interrupts, SMP comes from our MADT, the agent runs its workloads, halt polling
-// changed live moves the poll counters, `poweroff` ends the VM with a power-off; cpu-pm=on
+// changed live moves the poll counters, a pause stops the guest's kvm-clock with it, `poweroff`
+// ends the VM with a power-off; cpu-pm=on
 // removes halt exits and the kernel then declines PV spinlocks; `unhalt bench --guest linux`
 // shows pv-unhalt and cpu-pm in its counters. Every check goes through the real config
 // resolution. (PV spinlocks, their kicks as hypercalls and `reboot`: linux-boot.test.ts.)
@@ -51,7 +52,7 @@ async function pollUntil(check: () => boolean, ms: number): Promise<void> {
 
 
 describe.skipIf(!hw)('the Linux guest on hardware-semantics KVM', () => {
-  it('boots to its shell: line editing, Ctrl-C, 2 CPUs from the MADT, the agent\'s workloads, halt polling changed live, poweroff', async () => {
+  it('boots to its shell: line editing, Ctrl-C, 2 CPUs from the MADT, the agent\'s workloads, halt polling changed live, a pause its clock does not see, poweroff', async () => {
     const g = await startLinux({ haltPollNs: 0 });
     const ready = await g.waitForEvent('ready', STEP_MS);
     expect(ready.fields.nproc).toBe(2);
@@ -96,6 +97,29 @@ describe.skipIf(!hw)('the Linux guest on hardware-semantics KVM', () => {
     await new Promise((r) => setTimeout(r, scaled(1500)));
     g.sampler.sampleNow();
     expect(vcpuTotal(g.sampler, 'halt_attempted_poll')).toBeGreaterThan(0);
+
+    // A pause stops the guest's clock with it (kvm-clock, as QEMU's stop/cont): the guest's
+    // uptime moves on by the time it ran, not by the time it stood paused.
+    const clocksource = nextOutput(g, /cs=[\w-]+\r?\n/);
+    g.vm.sendConsole('echo cs=$(cat /sys/devices/system/clocksource/clocksource0/current_clocksource)\r');
+    expect(await clocksource).toMatch(/cs=kvm-clock\r?\n/);
+    const uptime = async (): Promise<{ guestS: number; hostMs: number }> => {
+      const answer = nextOutput(g, /\n(\d+\.\d+) \d+\.\d+\r?\n/);
+      g.vm.sendConsole('cat /proc/uptime\r');
+      const text = await answer;
+      return { guestS: Number(/\n(\d+\.\d+) /.exec(text)![1]), hostMs: performance.now() };
+    };
+    const PAUSE_MS = scaled(1500);
+    const before = await uptime();
+    await g.vm.pause();
+    await new Promise((r) => setTimeout(r, PAUSE_MS));
+    g.vm.resume();
+    const after = await uptime();
+    const guestMs = (after.guestS - before.guestS) * 1000;
+    const hostMs = after.hostMs - before.hostMs;
+    console.log(`linux-hw: across a ${PAUSE_MS} ms pause the guest's uptime moved ${guestMs.toFixed(0)} ms, the host's clock ${hostMs.toFixed(0)} ms`);
+    expect(guestMs, 'the guest\'s clock stood still while paused').toBeLessThan(hostMs - PAUSE_MS / 2);
+    expect(guestMs).toBeGreaterThan(0);
 
     g.vm.sendConsole('poweroff\r');
     const exit = await g.vm.exited;
