@@ -310,7 +310,10 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
           timer.disarm();
         }
         if (outcome === 'ended') return;
-        if (outcome === 'paused') await control.waitWhilePausedAsync();
+        if (outcome === 'paused') {
+          await control.waitWhilePausedAsync();
+          if (control.command === COMMAND.run) vcpu.kvmclockStopped(); // as a worker does (vcpu-driver.ts)
+        }
         else await new Promise((r) => setImmediate(r));
       }
     } finally {
@@ -603,24 +606,31 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
    * Stops the guest's kvm-clock with its vCPUs, as QEMU's kvmclock does at `stop`: read now,
    * set back at resume, so a guest timing with kvm-clock (Linux on KVM without invariant TSC)
    * sees no time pass while paused — no jump of its monotonic clock, no timers all firing at
-   * once, no soft-lockup report. (A guest timing with the TSC itself still sees the pause: as
-   * under QEMU.) Where KVM cannot adjust the clock, the guest's time simply runs on.
+   * once. Each vCPU also tells its guest it was stopped (KVM_KVMCLOCK_CTRL, from its own thread
+   * when it resumes: vcpu-driver.ts), so the guest's watchdog does not report the pause as a
+   * lockup. A guest timing with the TSC itself still sees the pause, as under QEMU. Best effort:
+   * where KVM cannot adjust the clock, or refuses, the guest's time runs on — the pause is no
+   * less a pause.
    */
   private freezeGuestClock(): void {
     const vm = this.machine?.vm;
-    if (!vm || vm.checkExtension(CAP.ADJUST_CLOCK) <= 0) return;
-    this.pausedGuestClock = vm.getClock();
+    try {
+      if (vm && vm.checkExtension(CAP.ADJUST_CLOCK) > 0) this.pausedGuestClock = vm.getClock();
+    } catch (e) {
+      traceStep(`vm: the guest's clock runs on while paused (${(e as Error).message})`);
+    }
   }
 
   /** At resume, before any vCPU runs: the guest's clock goes on from where the pause stopped it. */
   private thawGuestClock(): void {
     const clock = this.pausedGuestClock;
     this.pausedGuestClock = undefined;
-    const m = this.machine;
-    if (clock === undefined || !m) return;
-    m.vm.setClock(clock);
-    // Tell each vCPU's guest it was stopped by the host (a guest without kvm-clock: nothing to tell).
-    if (m.vm.checkExtension(CAP.KVMCLOCK_CTRL) > 0) for (const v of m.vcpus) v.kvmclockStopped();
+    if (clock === undefined || !this.machine) return;
+    try {
+      this.machine.vm.setClock(clock);
+    } catch (e) {
+      traceStep(`vm: the guest's clock was not set back at resume (${(e as Error).message})`);
+    }
   }
 
   /**

@@ -89,8 +89,6 @@ export const CAP = {
   SET_IDENTITY_MAP_ADDR: 37,
   /** KVM_GET_CLOCK / KVM_SET_CLOCK: the VM's kvm-clock read and set by userspace. */
   ADJUST_CLOCK: 39,
-  /** KVM_KVMCLOCK_CTRL: tell a guest its vCPU was stopped by the host (its watchdogs then stay quiet). */
-  KVMCLOCK_CTRL: 76,
   IMMEDIATE_EXIT: 136,
   MAX_VCPUS: 66,
   GET_TSC_KHZ: 61,

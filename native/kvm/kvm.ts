@@ -6,7 +6,7 @@ import {
   type CpuidEntry, type IoctlName, type MsrEntry, type Regs, type Sregs,
 } from './abi.ts';
 import {
-  EAGAIN, EINTR, EINVAL, O_CLOEXEC, O_RDWR, OsError, describeErrno,
+  EAGAIN, EINTR, O_CLOEXEC, O_RDWR, OsError, describeErrno,
   callOffThread, closeFdInBackground, errno, libc,
 } from './libc.ts';
 import { createExitRecord, decodeExit, markInterrupted, type VcpuExit } from './exit-record.ts';
@@ -450,19 +450,17 @@ export class Vcpu {
     return ioctlInt(this.fd, 'KVM_GET_STATS_FD');
   }
 
-  /** Sets or clears kvm_run.immediate_exit (one half of a kick; a signal is the other). */
   /**
-   * KVM_KVMCLOCK_CTRL: tells the guest this vCPU was stopped by the host (its soft-lockup
-   * watchdog then does not take the pause for a hang). False where the guest has not enabled
-   * kvm-clock on this vCPU (EINVAL): there is nobody to tell.
+   * KVM_KVMCLOCK_CTRL, on the vCPU's own thread while it is out of KVM_RUN (a vCPU ioctl waits for
+   * the vCPU): tells the guest the host stopped this vCPU, so its soft-lockup watchdog does not
+   * take a pause for a hang. A hint only: where it fails (the guest has not enabled kvm-clock on
+   * this vCPU, EINVAL; an older KVM) there is nothing to tell, and nothing else to do.
    */
-  kvmclockStopped(): boolean {
-    if (libc.ioctlInt(this.fd, IOCTL.KVM_KVMCLOCK_CTRL, 0) >= 0) return true;
-    const err = errno();
-    if (err === EINVAL) return false;
-    throw new KvmError('KVM_KVMCLOCK_CTRL', err);
+  kvmclockStopped(): void {
+    libc.ioctlInt(this.fd, IOCTL.KVM_KVMCLOCK_CTRL, 0);
   }
 
+  /** Sets or clears kvm_run.immediate_exit (one half of a kick; a signal is the other). */
   setImmediateExit(on: boolean): void {
     // Another thread (a kick) may set it: an atomic store, seen by the vCPU's next KVM_RUN.
     Atomics.store(this.runBytes, RUN.immediateExit, on ? 1 : 0);

@@ -61,7 +61,6 @@ export const EFD_NONBLOCK = 0x800;
 export const POLLIN = 1;
 export const EINTR = 4;
 export const EAGAIN = 11;
-export const EINVAL = 22;
 export const LOCK_SH = 1;
 export const LOCK_EX = 2;
 export const LOCK_NB = 4;

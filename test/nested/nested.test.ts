@@ -11,8 +11,8 @@ import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { createWriteStream, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, totalmem } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
-import { filesWithoutResults, innerSelection, type InnerReport, l1Append, splitFiles, summarizeInner } from './inner-report.ts';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { filesWithoutResults, innerSelection, type InnerReport, l1Append, lanesOf, splitFiles, summarizeInner, type VitestJson } from './inner-report.ts';
 // @ts-expect-error plain ESM build script without types
 import { outerQemu } from './outer-qemu.mjs';
 
@@ -23,16 +23,26 @@ const ARTIFACTS = join(root, 'test', 'artifacts', 'nested');
 interface OuterQemu { binary: string; dataArgs: string[]; version: string }
 let outer: OuterQemu | undefined;
 const minutes = (n: number) => n * 60_000;
-/** Deadlines per phase. L1 is at its checks ~10 s after QEMU starts on an idle 2-CPU host. */
+/** A positive whole number from the environment, or the default; anything else is refused by name. */
+function countFromEnv(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`${name} must be a whole number of at least 1, not ${JSON.stringify(raw)}`);
+  return n;
+}
+/** Memory an L1 takes on the host: its 4 GiB of RAM, QEMU's 512 MiB translation cache and the rest of QEMU, with room. */
+const HOST_MEMORY_PER_L1 = 6 * 2 ** 30;
 /**
  * How many L1s share the checks, and each one's CPUs. One CPU per L1: QEMU's emulated SVM lets an
  * interrupt through with GIF=0 now and then when L1's CPUs send each other IPIs (docs/nested.md),
- * which a one-CPU L1 never does; one L1 per host CPU (memory allowing: 4 GiB each) keeps the lane
- * as fast as one L1 with them all. UNHALT_NESTED_L1S and UNHALT_NESTED_L1_CPUS override.
+ * which a one-CPU L1 never does; one L1 per host CPU (memory allowing) keeps the lane as fast as
+ * one L1 with them all. UNHALT_NESTED_L1S and UNHALT_NESTED_L1_CPUS override.
  */
-const L1_CPUS = Number(process.env.UNHALT_NESTED_L1_CPUS ?? 1);
-const L1_COUNT = Number(process.env.UNHALT_NESTED_L1S
-  ?? Math.max(1, Math.min(Math.floor(availableParallelism() / L1_CPUS), Math.floor(totalmem() / (6 * 2 ** 30)))));
+const L1_CPUS = countFromEnv('UNHALT_NESTED_L1_CPUS', 1);
+const L1_COUNT = countFromEnv('UNHALT_NESTED_L1S',
+  Math.max(1, Math.min(Math.floor(availableParallelism() / L1_CPUS), Math.floor(totalmem() / HOST_MEMORY_PER_L1))));
+/** Deadlines per phase. An L1 is at its checks ~10 s after its QEMU starts on an idle 2-CPU host. */
 const DEADLINE = { build: minutes(10), boot: minutes(4), checks: minutes(Number(process.env.UNHALT_NESTED_CHECKS_MINUTES ?? 45)), poweroff: minutes(3) };
 
 interface Phase { name: string; fields: Record<string, string>; atMs: number }
@@ -61,7 +71,6 @@ class L1 {
     const log = createWriteStream(join(dir, 'l1-console.log'));
     const args = [
       ...qemu.dataArgs,
-      // UNHALT_NESTED_L1_CPUS: L1's CPU count (2; 1 takes IPIs between emulation threads away).
       '-accel', 'tcg,thread=multi,tb-size=512', '-cpu', 'max', '-smp', String(L1_CPUS), '-m', '4G', '-machine', 'q35',
       // ttyS0: L1's console (its init's phases, vitest's output); ttyS1: every L2 console the
       // checks read, as it comes (test/support/console-mirror.ts).
@@ -128,6 +137,17 @@ class L1 {
   kill(): void { if (this.exitCode === undefined) this.proc?.kill('SIGKILL'); }
 }
 
+/**
+ * Runs `step` for every L1 to its end, whichever fail: one L1's failure neither hides another's
+ * nor stops the others' results from being read. Throws one error naming every L1 that failed.
+ */
+async function eachL1<T>(l1s: L1[], step: (l1: L1, i: number) => Promise<T>): Promise<(T | undefined)[]> {
+  const settled = await Promise.allSettled(l1s.map(step));
+  const failed = settled.flatMap((r, i) => (r.status === 'rejected' ? [`${l1s[i]!.label}: ${(r.reason as Error).message ?? r.reason}`] : []));
+  if (failed.length) throw new Error(failed.join('\n'));
+  return settled.map((r) => (r.status === 'fulfilled' ? r.value : undefined));
+}
+
 function parsePhase(text: string, failed: boolean, atMs: number): Phase {
   const fields: Record<string, string> = {};
   for (const m of text.matchAll(/(\w+)=("([^"]*)"|\S*)/g)) fields[m[1]!] = m[3] ?? m[2]!;
@@ -143,8 +163,22 @@ describe('nested lane: hardware-semantics KVM inside QEMU TCG (L1)', () => {
   const selection = innerSelection();
   // Several L1s share the files (splitFiles: about equal time each), one per host CPU by default.
   const parts = splitFiles(selection.files, L1_COUNT).filter((p) => p.length > 0);
-  afterAll(() => { for (const l1 of l1s) l1.kill(); });
-  rmSync(ARTIFACTS, { recursive: true, force: true }); // never read an earlier run's consoles or checks
+  /** Each L1's checks' results, as they came out of it (brought out one by one: see below). */
+  const reports: VitestJson[][] = [];
+  beforeAll(() => {
+    if (parts.length === 0) throw new Error('no files selected for L1 (UNHALT_NESTED_FILES is empty)');
+    rmSync(ARTIFACTS, { recursive: true, force: true }); // never read an earlier run's consoles or checks
+    mkdirSync(ARTIFACTS, { recursive: true });
+  });
+  afterAll(() => {
+    for (const l1 of l1s) l1.kill();
+    // Whatever did come out is summed up, also when some L1 failed.
+    if (reports.length) writeSummary(summarizeInner(reports.flat()));
+  });
+  const writeSummary = (r: InnerReport) => {
+    writeFileSync(join(ARTIFACTS, 'summary.md'), r.markdown);
+    writeFileSync(join(ARTIFACTS, 'totals.json'), `${JSON.stringify(r.totals)}\n`);
+  };
 
   it('resolves the QEMU that emulates L1 (bookworm-backports, unpacked privately, cached)', () => {
     const override = process.env.UNHALT_NESTED_QEMU; // a QEMU binary to try instead, e.g. /usr/bin's
@@ -166,7 +200,7 @@ describe('nested lane: hardware-semantics KVM inside QEMU TCG (L1)', () => {
     expect(outer, 'the outer QEMU was resolved').toBeDefined();
     console.log(`nested: ${parts.length} L1(s) of ${L1_CPUS} CPU(s):\n${parts.map((p, i) => `  L1.${i + 1}: ${p.join(' ')}`).join('\n')}`);
     parts.forEach((files, i) => l1s.push(new L1(outer!, join(ARTIFACTS, `l1.${i + 1}`), `L1.${i + 1}`, l1Append(files, selection.tests))));
-    await Promise.all(l1s.map(async (l1) => {
+    await eachL1(l1s, async (l1) => {
       const up = await l1.waitPhase('l1-up', DEADLINE.boot);
       const cpu = await l1.waitPhase('cpu', minutes(1));
       const kvm = await l1.waitPhase('kvm', minutes(1));
@@ -176,37 +210,36 @@ describe('nested lane: hardware-semantics KVM inside QEMU TCG (L1)', () => {
       expect(cpu.fields.npt, l1.label).toBe('1');
       expect(kvm.fields.dev, l1.label).toBe('1');
       expect(kvm.fields.modules, l1.label).toMatch(/\bkvm_amd\b/);
-    }));
+    });
   }, DEADLINE.boot + minutes(3));
 
   it('runs the hardware-semantics checks inside each L1', async () => {
-    expect(l1s.length, 'the L1s booted').toBe(parts.length);
-    await Promise.all(l1s.map(async (l1) => {
+    expect(l1s.length, 'the L1s were started').toBe(parts.length);
+    await eachL1(l1s, async (l1) => {
       await l1.waitPhase('checks-start', minutes(1));
       const done = await l1.waitPhase('checks-done', DEADLINE.checks);
       console.log(`nested: ${l1.label}'s checks done with status ${done.fields.status} (${elapsed()} into the lane)`);
-    }));
+    });
   }, DEADLINE.checks + minutes(2));
 
   it('brings the results out and powers each L1 off', async () => {
-    expect(l1s.length, 'the L1s booted').toBe(parts.length);
-    const reports = await Promise.all(l1s.map(async (l1, i) => {
+    expect(l1s.length, 'the L1s were started').toBe(parts.length);
+    await eachL1(l1s, async (l1, i) => {
       await l1.waitPhase('results-written', minutes(2));
       expect(await l1.exited(DEADLINE.poweroff), `${l1.label}'s QEMU exit status`).toBe(0);
       const out = join(l1.dir, 'results');
       mkdirSync(out, { recursive: true });
       const tar = spawnSync('tar', ['xf', join(l1.dir, 'results.tar'), '-C', out], { encoding: 'utf8' });
       expect(tar.status, tar.stderr).toBe(0);
-      const lanes = innerSelection({ ...process.env, UNHALT_NESTED_FILES: parts[i]!.join(' ') }).lanes;
-      const missing = lanes.filter((l) => !existsSync(join(out, `vitest-${l}.json`)));
-      expect(missing, `every lane's report came out of ${l1.label} (a missing one: its vitest died, see its l1-console.log)`).toEqual([]);
-      return lanes.map((l) => JSON.parse(readFileSync(join(out, `vitest-${l}.json`), 'utf8')));
-    }));
+      const lanes = lanesOf(parts[i]!);
+      const present = lanes.filter((l) => existsSync(join(out, `vitest-${l}.json`)));
+      reports.push(present.map((l) => JSON.parse(readFileSync(join(out, `vitest-${l}.json`), 'utf8')) as VitestJson));
+      expect(lanes.filter((l) => !present.includes(l)), `every lane's report came out of ${l1.label} (a missing one: its vitest died, see ${l1.dir}/l1-console.log)`).toEqual([]);
+    });
     const all = reports.flat();
     expect(filesWithoutResults(selection.files, all), 'every selected file ran in an L1').toEqual([]);
     report = summarizeInner(all);
-    writeFileSync(join(ARTIFACTS, 'summary.md'), report.markdown);
-    writeFileSync(join(ARTIFACTS, 'totals.json'), `${JSON.stringify(report.totals)}\n`);
+    writeSummary(report);
     console.log(`nested: inside L1 ${report.totals.passed} passed, ${report.totals.failed} failed, ${report.totals.skipped} skipped; lane ${elapsed()}\n${report.markdown}`);
   }, minutes(6));
 

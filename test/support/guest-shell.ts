@@ -26,10 +26,16 @@ export function vmConsole(g: Watched): GuestConsole {
 export function processConsole(child: ChildProcess, out: () => string): GuestConsole {
   // 'close', not 'exit': only then has all of its output been read (a last answer included).
   let closed = false;
-  child.once('close', () => { closed = true; });
-  const mirror = consoleMirror(`unhalt run, pid ${child.pid}`);
-  child.stdout?.on('data', mirror);
-  child.stderr?.on('data', mirror);
+  const stdout = consoleMirror(`unhalt run, pid ${child.pid}, stdout`);
+  const stderr = consoleMirror(`unhalt run, pid ${child.pid}, stderr`);
+  child.stdout?.on('data', (d) => stdout.write(d));
+  child.stderr?.on('data', (d) => stderr.write(d));
+  child.once('close', (code, signal) => {
+    closed = true;
+    stdout.write(`\n[unhalt run ended: ${signal ?? `exit code ${code}`}]`);
+    stdout.end();
+    stderr.end();
+  });
   return {
     console: out,
     send: (s) => { child.stdin!.write(s); },

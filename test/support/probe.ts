@@ -35,11 +35,21 @@ export function watch(vm: VirtualMachine): Watched {
   const events: AgentEvent[] = [];
   const waiters = new Set<() => void>();
   const poke = () => { for (const w of [...waiters]) w(); };
-  const mirror = consoleMirror(`VM ${vm.spec.name ?? ''} of this process`.replace('  ', ' '));
-  vm.on('console', (b) => { mirror(b); text += Buffer.from(b).toString('latin1'); poke(); });
-  vm.on('agent', (e) => { events.push(e); poke(); });
+  const mirror = consoleMirror(`VM ${vm.spec.name} of this process`);
+  vm.on('console', (b) => { mirror.write(b); text += Buffer.from(b).toString('latin1'); poke(); });
+  const agentMirror = consoleMirror(`the agent's events (ttyS1) of VM ${vm.spec.name}`);
+  vm.on('agent', (e) => {
+    agentMirror.write(`@u1 ${e.event}${Object.entries(e.fields).map(([k, v]) => ` ${k}=${v}`).join('')}\n`);
+    events.push(e);
+    poke();
+  });
   let endedWith: string | undefined;
-  vm.on('exit', (e: { kind: string; message: string }) => { endedWith = `${e.kind}: ${e.message}`; poke(); });
+  vm.on('exit', (e: { kind: string; message: string }) => {
+    endedWith = `${e.kind}: ${e.message}`;
+    mirror.write(`\n[the VM ended: ${endedWith}]`);
+    mirror.end();
+    poke();
+  });
   const until = <T>(check: () => T | undefined, what: string, timeoutMs: number) =>
     new Promise<T>((resolve, reject) => {
       const tryIt = () => {

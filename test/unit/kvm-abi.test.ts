@@ -14,7 +14,7 @@ const dir = mkdtempSync(join(tmpdir(), 'unhalt-kvm-abi-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 /** The struct behind each SIZEOF entry, as the kernel names it. */
-const STRUCTS: Partial<Record<keyof typeof SIZEOF, string>> = {
+const STRUCTS: Record<keyof typeof SIZEOF, string> = {
   regs: 'struct kvm_regs', sregs: 'struct kvm_sregs', fpu: 'struct kvm_fpu', lapic: 'struct kvm_lapic_state',
   cpuidEntry2: 'struct kvm_cpuid_entry2', msrEntry: 'struct kvm_msr_entry', userspaceMemoryRegion: 'struct kvm_userspace_memory_region',
   irqLevel: 'struct kvm_irq_level', pitConfig: 'struct kvm_pit_config', enableCap: 'struct kvm_enable_cap',

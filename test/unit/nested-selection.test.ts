@@ -31,6 +31,7 @@ describe('innerSelection', () => {
 
   it('refuses a pattern with spaces (it would split into several kernel words)', () => {
     expect(() => innerSelection({ UNHALT_NESTED_TESTS: 'PCI bus' })).toThrow(/one word/);
+    expect(() => innerSelection({ UNHALT_NESTED_TESTS: 'agree|pause' })).toThrow(/letters, digits/);
   });
 });
 

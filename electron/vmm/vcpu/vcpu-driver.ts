@@ -86,6 +86,7 @@ export function createVcpuDriver(data: VcpuThreadData, onEnd: (code: EndCode, me
           if (cmd === COMMAND.pause) {
             if (!blockOnPause) return 'paused';
             control.waitWhilePaused();
+            if (control.command === COMMAND.run) vcpu.kvmclockStopped(); // as QEMU at `cont`
             continue; // `changes` moved when the pause ended
           }
           seen = changes;
