@@ -284,6 +284,18 @@ NORETURN void scenario_timer(void);      /* latency.c */
 NORETURN void scenario_spinlock(void);   /* spinlock.c */
 NORETURN void scenario_flood(void);      /* flood.c */
 NORETURN void scenario_cpuid(void);      /* cpuid_dump.c */
+NORETURN void scenario_kvmclock(void);   /* kvmclock.c */
+
+/* kvm-clock (KVM_FEATURE_CLOCKSOURCE2): the per-vCPU time page KVM fills (pvclock ABI). */
+#define MSR_KVM_SYSTEM_TIME_NEW 0x4b564d01
+struct pvclock {
+	volatile u32 version;
+	u32 pad0;
+	u64 tsc_timestamp, system_time;
+	u32 tsc_to_system_mul;
+	int8_t tsc_shift;
+	u8 flags, pad[2];
+} __attribute__((packed));
 u32 start_on_aps(void (*fn)(void *), void *arg);   /* smp_call on every AP that is up; returns how many */
 
 /* ---- main.c ---- */

@@ -254,6 +254,8 @@ NORETURN void run_scenario(const char *name)
 		scenario_flood();
 	if (!memcmp(name, "cpuid", 6))
 		scenario_cpuid();
+	if (!memcmp(name, "kvmclock", 9))
+		scenario_kvmclock();
 	if (!memcmp(name, "virtio-rng", 11))
 		scenario_virtio_rng();
 	if (!memcmp(name, "net-dhcp", 9) || !memcmp(name, "net-connect", 12) || !memcmp(name, "net-listen", 11)

@@ -47,17 +47,6 @@ static void check_tsc_against_pit(void);
 
 #define PIT_HZ 1193182u
 #define PIT_TICKS 11932u            /* 10 ms */
-#define MSR_KVM_SYSTEM_TIME_NEW 0x4b564d01
-
-struct pvclock {
-	volatile u32 version;
-	u32 pad0;
-	u64 tsc_timestamp, system_time;
-	u32 tsc_to_system_mul;
-	int8_t tsc_shift;
-	u8 flags, pad[2];
-} __attribute__((packed));
-
 static struct pvclock kvmclock __attribute__((aligned(64)));
 
 static u64 kvmclock_tsc_khz(void)
