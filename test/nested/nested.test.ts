@@ -42,6 +42,8 @@ const HOST_MEMORY_PER_L1 = 6 * 2 ** 30;
 const L1_CPUS = countFromEnv('UNHALT_NESTED_L1_CPUS', 1);
 const L1_COUNT = countFromEnv('UNHALT_NESTED_L1S',
   Math.max(1, Math.min(Math.floor(availableParallelism() / L1_CPUS), Math.floor(totalmem() / HOST_MEMORY_PER_L1))));
+/** How long an L1 may print no phase and no check line before it is asked for its state (askForState). */
+const QUIET_MS = minutes(Number(process.env.UNHALT_NESTED_QUIET_MINUTES ?? 10));
 /** Deadlines per phase. An L1 is at its checks ~10 s after its QEMU starts on an idle 2-CPU host. */
 const DEADLINE = { build: minutes(10), boot: minutes(4), checks: minutes(Number(process.env.UNHALT_NESTED_CHECKS_MINUTES ?? 45)), poweroff: minutes(3) };
 
@@ -74,15 +76,25 @@ class L1 {
       '-accel', 'tcg,thread=multi,tb-size=512', '-cpu', 'max', '-smp', String(L1_CPUS), '-m', '4G', '-machine', 'q35',
       // ttyS0: L1's console (its init's phases, vitest's output); ttyS1: every L2 console the
       // checks read, as it comes (test/support/console-mirror.ts).
-      '-display', 'none', '-serial', 'stdio', '-serial', `file:${join(dir, 'l2-consoles.log')}`, '-monitor', 'none', '-no-reboot', '-nodefaults',
+      '-display', 'none', '-serial', 'mon:stdio', '-serial', `file:${join(dir, 'l2-consoles.log')}`, '-monitor', 'none', '-no-reboot', '-nodefaults',
       '-kernel', join(NESTED, 'vmlinuz'), '-initrd', join(NESTED, 'initramfs.cpio.gz'),
       // UNHALT_NESTED_L1_APPEND: extra L1 kernel words, e.g. unhalt.kvm_amd=vgif=0 (module parameters).
-      '-append', `console=ttyS0 panic=-1 loglevel=4 mitigations=off ${append} ${process.env.UNHALT_NESTED_L1_APPEND ?? ''}`.trim(),
+      // sysrq_always_enabled: a quiet L1 can be asked for its state (askForState).
+      '-append', `console=ttyS0 panic=-1 loglevel=4 mitigations=off sysrq_always_enabled ${append} ${process.env.UNHALT_NESTED_L1_APPEND ?? ''}`.trim(),
       // snapshot=on: L1 writes to its root go to a throw-away overlay, the image stays cached.
       '-drive', `file=${join(NESTED, 'root.ext4')},if=virtio,format=raw,snapshot=on`,
       '-drive', `file=${resultsImage},if=virtio,format=raw`,
     ];
-    this.proc = spawn(qemu.binary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    // stdin: QEMU's serial mux (mon:stdio above), through which a quiet L1 is asked what it is doing.
+    this.proc = spawn(qemu.binary, args, { stdio: ['pipe', 'pipe', 'pipe'] });
+    this.proc.stdin!.on('error', () => { /* QEMU gone: nothing more to ask */ });
+    let lastProgress = performance.now();
+    const quiet = setInterval(() => {
+      if (performance.now() - lastProgress < QUIET_MS) return;
+      lastProgress = performance.now();
+      this.askForState();
+    }, 10_000);
+    quiet.unref();
     const onData = (b: Buffer) => {
       log.write(b);
       this.buffered += b.toString('latin1');
@@ -93,6 +105,7 @@ class L1 {
         // vitest may end its output with a terminal escape and no newline: the phase can follow it.
         const m = /@nested (?:(fail) )?(.*)$/.exec(line);
         if (m) this.phases.push(parsePhase(m[2]!, m[1] === 'fail', performance.now() - this.startedAt));
+        if (m || /@l1 /.test(line)) lastProgress = performance.now();
         // The phases and the live reporter's one line per check are the lane's progress.
         if (m || /@l1 /.test(line) || process.env.UNHALT_NESTED_VERBOSE) process.stdout.write(`${label}| ${line}\n`);
       }
@@ -100,7 +113,22 @@ class L1 {
     };
     this.proc.stdout!.on('data', onData);
     this.proc.stderr!.on('data', onData);
-    this.proc.on('exit', (code) => { this.exitCode = code; log.end(); this.poke(); });
+    this.proc.on('exit', (code) => { clearInterval(quiet); this.exitCode = code; log.end(); this.poke(); });
+  }
+
+  /**
+   * Asks L1's kernel, over its serial console, what its tasks and CPU are doing: a serial BREAK
+   * (QEMU's mux: Ctrl-A b) and then a magic SysRq key — `w` lists the blocked tasks with their
+   * stacks, `l` the CPU's backtrace — into l1-console.log. For an L1 that has gone quiet
+   * (docs/nested.md, run N): nothing else can look into it from outside.
+   */
+  private askForState(): void {
+    if (this.exitCode !== undefined) return;
+    process.stdout.write(`${this.label}| (no progress for ${QUIET_MS / 60_000} min: asking L1 for its blocked tasks and backtrace, SysRq 9 w l)\n`);
+    // 9 first: the dumps print at KERN_INFO, which L1's loglevel=4 keeps off the console.
+    ['9', 'w', 'l'].forEach((key, i) => {
+      setTimeout(() => { if (this.exitCode === undefined) this.proc!.stdin!.write(`\x01b${key}`); }, 3000 * i).unref();
+    });
   }
 
   private poke(): void { for (const w of [...this.waiters]) w(); }
