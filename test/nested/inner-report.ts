@@ -101,13 +101,16 @@ export function innerSelection(env = process.env): { files: string[]; lanes: str
   return { files, lanes: lanesOf(files), tests, append: l1Append(files, tests) };
 }
 
+/** A test file's path from the checkout's root ("test/kvm/boot.test.ts"), wherever the checkout is (L1's /project). */
+export const repoPath = (path: string): string => path.replace(/^.*?\/(test\/)/, '$1');
+
 export interface VitestJson {
   testResults: { name: string; assertionResults: { fullName: string; status: string; duration?: number | null; failureMessages?: string[] }[] }[];
 }
 
 /** The selected files no report has results for (a file vitest never got to, or did not find). */
 export function filesWithoutResults(files: string[], reports: VitestJson[]): string[] {
-  const ran = new Set(reports.flatMap((r) => r.testResults).map((f) => f.name.replace(/^.*?\/(test\/)/, '$1')));
+  const ran = new Set(reports.flatMap((r) => r.testResults).map((f) => repoPath(f.name)));
   return files.filter((f) => !ran.has(f));
 }
 
@@ -125,7 +128,7 @@ export function summarizeInner(reports: VitestJson[]): InnerReport {
   const skips: string[] = [];
   const rows: string[] = ['| file | check | result | s |', '| --- | --- | --- | ---: |'];
   for (const file of reports.flatMap((r) => r.testResults)) {
-    const short = file.name.replace(/^.*?\/(test\/)/, '$1');
+    const short = repoPath(file.name);
     for (const t of file.assertionResults) {
       const name = `${short}: ${t.fullName}`;
       if (t.status === 'passed') totals.passed++;

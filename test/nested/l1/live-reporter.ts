@@ -3,8 +3,8 @@
 // emulation a file takes many minutes). The lane outside prints these lines as its progress.
 import { readFileSync } from 'node:fs';
 import type { Reporter, TestCase, TestModule } from 'vitest/node';
+import { repoPath as short } from '../inner-report.ts';
 
-const short = (id: string) => id.replace(/^.*?\/(test\/)/, '$1');
 /** L1's uptime, the clock of its init's phase lines too (uptime_s=). */
 const uptime = () => readFileSync('/proc/uptime', 'utf8').split('.')[0];
 
