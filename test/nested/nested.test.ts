@@ -105,9 +105,10 @@ class L1 {
         // vitest may end its output with a terminal escape and no newline: the phase can follow it.
         const m = /@nested (?:(fail) )?(.*)$/.exec(line);
         if (m) this.phases.push(parsePhase(m[2]!, m[1] === 'fail', performance.now() - this.startedAt));
-        if (m || /@l1 /.test(line)) lastProgress = performance.now();
         // The phases and the live reporter's one line per check are the lane's progress.
-        if (m || /@l1 /.test(line) || process.env.UNHALT_NESTED_VERBOSE) process.stdout.write(`${label}| ${line}\n`);
+        const progress = m !== null || /@l1 /.test(line);
+        if (progress) lastProgress = performance.now();
+        if (progress || process.env.UNHALT_NESTED_VERBOSE) process.stdout.write(`${label}| ${line}\n`);
       }
       this.poke();
     };
@@ -169,11 +170,10 @@ class L1 {
  * Runs `step` for every L1 to its end, whichever fail: one L1's failure neither hides another's
  * nor stops the others' results from being read. Throws one error naming every L1 that failed.
  */
-async function eachL1<T>(l1s: L1[], step: (l1: L1, i: number) => Promise<T>): Promise<(T | undefined)[]> {
+async function eachL1(l1s: L1[], step: (l1: L1, i: number) => Promise<void>): Promise<void> {
   const settled = await Promise.allSettled(l1s.map(step));
   const failed = settled.flatMap((r, i) => (r.status === 'rejected' ? [`${l1s[i]!.label}: ${(r.reason as Error).message ?? r.reason}`] : []));
   if (failed.length) throw new Error(failed.join('\n'));
-  return settled.map((r) => (r.status === 'fulfilled' ? r.value : undefined));
 }
 
 function parsePhase(text: string, failed: boolean, atMs: number): Phase {
@@ -200,13 +200,12 @@ describe('nested lane: hardware-semantics KVM inside QEMU TCG (L1)', () => {
   });
   afterAll(() => {
     for (const l1 of l1s) l1.kill();
-    // Whatever did come out is summed up, also when some L1 failed.
-    if (reports.length) writeSummary(summarizeInner(reports.flat()));
-  });
-  const writeSummary = (r: InnerReport) => {
+    // The one place the summary is written: whatever did come out, also when some L1 failed.
+    if (!reports.length) return;
+    const r = report ?? summarizeInner(reports.flat());
     writeFileSync(join(ARTIFACTS, 'summary.md'), r.markdown);
     writeFileSync(join(ARTIFACTS, 'totals.json'), `${JSON.stringify(r.totals)}\n`);
-  };
+  });
 
   it('resolves the QEMU that emulates L1 (bookworm-backports, unpacked privately, cached)', () => {
     const override = process.env.UNHALT_NESTED_QEMU; // a QEMU binary to try instead, e.g. /usr/bin's
@@ -267,7 +266,6 @@ describe('nested lane: hardware-semantics KVM inside QEMU TCG (L1)', () => {
     const all = reports.flat();
     expect(filesWithoutResults(selection.files, all), 'every selected file ran in an L1').toEqual([]);
     report = summarizeInner(all);
-    writeSummary(report);
     console.log(`nested: inside L1 ${report.totals.passed} passed, ${report.totals.failed} failed, ${report.totals.skipped} skipped; lane ${elapsed()}\n${report.markdown}`);
   }, minutes(6));
 
