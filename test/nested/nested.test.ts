@@ -44,6 +44,13 @@ const L1_COUNT = countFromEnv('UNHALT_NESTED_L1S',
   Math.max(1, Math.min(Math.floor(availableParallelism() / L1_CPUS), Math.floor(totalmem() / HOST_MEMORY_PER_L1))));
 /** How long an L1 may print no phase and no check line before it is asked for its state (askForState). */
 const QUIET_MS = minutes(Number(process.env.UNHALT_NESTED_QUIET_MINUTES ?? 10));
+/**
+ * How often a byte goes to each L1's console once it is up (its init reads and drops them). Under
+ * QEMU TCG an idle L1 sometimes gets no timer interrupt for minutes (docs/nested.md, run P: its
+ * watchdog saw 502 s in the idle loop): a serial interrupt every few seconds wakes it, and its
+ * kernel then reprograms the timer. A lost wake-up then costs at most this long.
+ */
+const HEARTBEAT_MS = 5_000;
 /** Deadlines per phase. An L1 is at its checks ~10 s after its QEMU starts on an idle 2-CPU host. */
 const DEADLINE = { build: minutes(10), boot: minutes(4), checks: minutes(Number(process.env.UNHALT_NESTED_CHECKS_MINUTES ?? 45)), poweroff: minutes(3) };
 
@@ -104,7 +111,11 @@ class L1 {
         this.buffered = this.buffered.slice(nl + 1);
         // vitest may end its output with a terminal escape and no newline: the phase can follow it.
         const m = /@nested (?:(fail) )?(.*)$/.exec(line);
-        if (m) this.phases.push(parsePhase(m[2]!, m[1] === 'fail', performance.now() - this.startedAt));
+        if (m) {
+          const phase = parsePhase(m[2]!, m[1] === 'fail', performance.now() - this.startedAt);
+          this.phases.push(phase);
+          if (phase.name === 'l1-up' && phase.fields.heartbeat === '1') this.startHeartbeat();
+        }
         // The phases and the live reporter's one line per check are the lane's progress.
         const progress = m !== null || /@l1 /.test(line);
         if (progress) lastProgress = performance.now();
@@ -130,6 +141,15 @@ class L1 {
     ['9', 'w', 'l'].forEach((key, i) => {
       setTimeout(() => { if (this.exitCode === undefined) this.proc!.stdin!.write(`\x01b${key}`); }, 3000 * i).unref();
     });
+  }
+
+  /** Starts the heartbeat (HEARTBEAT_MS) once L1 says its console takes it without echo. */
+  private startHeartbeat(): void {
+    const beat = setInterval(() => {
+      if (this.exitCode !== undefined) return clearInterval(beat);
+      this.proc!.stdin!.write(' ');
+    }, HEARTBEAT_MS);
+    beat.unref();
   }
 
   private poke(): void { for (const w of [...this.waiters]) w(); }
