@@ -83,12 +83,22 @@ function statImage(path: string): Stats {
   return st;
 }
 
+function mayRead(path: string): boolean {
+  try {
+    closeSync(openSync(path, 'r'));
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 function openImage(path: string, readonly: boolean): number {
   try {
     return openSync(path, readonly ? 'r' : 'r+');
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
-    if (!readonly && (code === 'EACCES' || code === 'EPERM' || code === 'EROFS')) {
+    // readonly=on is the way out only for a file that may be read: say so only then.
+    if (!readonly && (code === 'EACCES' || code === 'EPERM' || code === 'EROFS') && mayRead(path)) {
       fail(path, `may not be written (${code}); add readonly=on to use it read-only`);
     }
     if (code === 'EACCES' || code === 'EPERM') fail(path, `cannot be read (${code})`);
