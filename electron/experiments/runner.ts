@@ -25,7 +25,7 @@ import type { VmConfig } from '../vmm/config/vm-config.ts';
 import { qemuCpu, qemuOvercommit } from '../vmm/export/qemu.ts';
 import { PROBE_KERNEL } from '../vmm/guests.ts';
 import { LINUX_HOST_BUILD_HINT, LINUX_HOST_WORKLOAD, LINUX_WORKLOADS_DISK, LINUX_WORKLOADS_DISK_HINT, linuxKitInfo } from '../vmm/guests-linux.ts';
-import { hostCpuModel } from '../vmm/host.ts';
+import { hostCpuModel, hostKind } from '../vmm/host.ts';
 import { disableExitNames, probeHost, type HostCapabilities } from '../vmm/machine/host-caps.ts';
 import { hostSpeed } from '../vmm/host-speed.ts';
 import { Sampler } from '../vmm/telemetry/sampler.ts';
@@ -65,9 +65,9 @@ export interface PreparedExperiment {
  * then what depends on this host (the workload, every config resolved against this KVM).
  * Returns the clean spec too: what the runner runs is what was checked.
  */
-export function prepareExperiment(raw: unknown, host: HostCapabilities = probeHost()): PreparedExperiment {
+export function prepareExperiment(raw: unknown, host?: HostCapabilities): PreparedExperiment {
   // First: nothing else matters when the guest cannot boot here.
-  if (typeof raw === 'object' && raw !== null && (raw as ExperimentSpec).guest === 'linux' && host.kind === 'pvm') throw new ExperimentError(LINUX_ON_PVM);
+  if (typeof raw === 'object' && raw !== null && (raw as ExperimentSpec).guest === 'linux' && (host?.kind ?? hostKind()) === 'pvm') throw new ExperimentError(LINUX_ON_PVM);
   const spec = validateSpec(raw);
   let work: Workload;
   try {
@@ -89,7 +89,7 @@ export function prepareExperiment(raw: unknown, host: HostCapabilities = probeHo
     if (spec.bare && !existsSync(LINUX_HOST_WORKLOAD)) throw new ExperimentError(`--bare needs the host build of the Linux workloads (${LINUX_HOST_WORKLOAD}): ${LINUX_HOST_BUILD_HINT}`);
   }
   const notes: string[] = [];
-  const prepared = spec.configs.map(({ name, config }) => {
+  const configs = spec.configs.map(({ name, config }): Prepared => {
     let c: VmConfig;
     try {
       const base: Record<string, unknown> = { guest: spec.guest, name: 'bench' };
@@ -105,13 +105,18 @@ export function prepareExperiment(raw: unknown, host: HostCapabilities = probeHo
     // itself (a file of the kit's, not the user's), so the guest's /init mounts it.
     if (work.tool) c = { ...c, disks: [{ path: LINUX_WORKLOADS_DISK, readonly: true }] };
     if (c.cpus < work.minCpus) throw new ExperimentError(`configuration "${name}": workload ${work.name} needs at least ${work.minCpus} vCPUs (cpus=${work.minCpus})`);
+    return { name, config: c };
+  });
+  // The host only once the request itself is good: a bad one is refused in its own words on
+  // any host, one without a usable /dev/kvm included.
+  const caps = host ?? probeHost();
+  const prepared = configs.map((p) => {
     try {
-      resolveMachine(c, host); // the runnability check, before any run starts
+      resolveMachine(p.config, caps); // the runnability check, before any run starts
     } catch (e) {
-      throw new ExperimentError(`configuration "${name}": ${(e as Error).message}`);
+      throw new ExperimentError(`configuration "${p.name}": ${(e as Error).message}`);
     }
-    const p: Prepared = { name, config: c };
-    if (spec.vsQemu) Object.assign(p, qemuCommand(c, host));
+    if (spec.vsQemu) Object.assign(p, qemuCommand(p.config, caps));
     return p;
   });
   if (spec.bare && work.guest !== 'linux') notes.push(`--bare: the ${work.name} workload runs inside the probe guest only; no bare-metal reference for it`);
