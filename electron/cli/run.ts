@@ -5,7 +5,7 @@ import { checkBootFiles } from '../vmm/boot/boot-file-checks.ts';
 import { VM_OPTIONS, configFromOptions } from '../vmm/config/cli-args.ts';
 import { resolveMachine, type ResolvedMachine } from '../vmm/config/resolve.ts';
 import { ConfigError, decimal, integer, type VmConfig } from '../vmm/config/vm-config.ts';
-import { probeHost } from '../vmm/machine/host-caps.ts';
+import { probeHost, type HostCapabilities } from '../vmm/machine/host-caps.ts';
 import { defaultGuest } from '../vmm/guests-select.ts';
 import { hostKind } from '../vmm/host.ts';
 import { firstVcpuCanRunOnMainThread, isCleanExit, VirtualMachine, type VmExit } from '../vmm/vm.ts';
@@ -65,7 +65,7 @@ export async function runCommand(argv: string[]): Promise<number> {
     }
     if (values.disk) values.disk = values.disk.map((d) => (d.trim() !== '' && !d.startsWith(',') ? resolvePath(d) : d));
     const config = configFromOptions(values);
-    const resolved = resolveMachine(config, probeHost());
+    const resolved = resolveMachine(config, await hostFor(config));
     // vCPU 0 starts on this thread while its worker is not needed yet (VirtualMachine's
     // firstVcpuOnMainThread): a guest that ends at once never waits for, nor pays for, a worker.
     // With --stats every vCPU has its own thread from the start, so each thread's CPU is its
@@ -197,4 +197,18 @@ function attachInput(vm: VirtualMachine): () => void {
     stdin.pause();
     stdin.unref?.();
   };
+}
+
+/**
+ * The host's KVM for the runnability check. Where it cannot be had, the user's own files are
+ * checked first, so that a mistake in them is what is said (a missing kernel is a missing kernel
+ * on any host); where it can, they are checked later, while the vCPU workers start.
+ */
+async function hostFor(config: VmConfig): Promise<HostCapabilities> {
+  try {
+    return probeHost();
+  } catch (e) {
+    await checkBootFiles(config);
+    throw e;
+  }
 }
