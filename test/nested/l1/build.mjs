@@ -161,8 +161,12 @@ const addLibraries = (path) => {
     if (m) { addHostFile(m[1]); const real = realpathSync(m[1]); if (real !== m[1]) addHostFile(real); }
   }
 };
-addProgram(process.execPath);
-entries.set('/usr/local/bin/node', { link: process.execPath });
+// Node as a file of the image's own, not at its host path: the checkout, and a Node fetched into
+// it (.node/, by .ci/node-env.sh), may sit under /tmp, which L1 mounts a tmpfs over (a clone in
+// /tmp once left L1 with no node at all).
+const nodeBinary = realpathSync(process.execPath);
+addLibraries(nodeBinary);
+entries.set('/usr/local/bin/node', { file: nodeBinary, size: statSync(nodeBinary).size, mode: 0o755 });
 for (const p of HOST_PROGRAMS) addProgram(realpathSync(which(p)));
 for (const p of HOST_PROGRAMS) entries.set(`/usr/local/bin/${p}`, { link: realpathSync(which(p)) });
 for (const d of HOST_DATA_DIRS) if (existsSync(d)) addHostFile(d);
@@ -180,7 +184,6 @@ for (const f of gitFiles) if (existsSync(join(root, f))) addHostFile(join(root, 
 for (const d of ['node_modules', 'assets/guests']) addHostFile(join(root, d), join('/project', d));
 // Native addons (koffi, rolldown's binding) link libraries Node itself does not.
 for (const e of [...entries.values()]) if (e.file?.endsWith('.node')) addLibraries(e.file);
-// Node 24 may live in .node/ (fetched by .ci/node-env.sh): the image has it at its own path.
 
 const imageKey = sha();
 for (const [path, e] of [...entries].sort(([a], [b]) => a.localeCompare(b))) {
