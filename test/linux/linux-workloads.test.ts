@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { AgentEvent } from '../../electron/vmm/agent/line-protocol.ts';
+import { median } from '../../electron/experiments/stats.ts';
 import { resolveMachine } from '../../electron/vmm/config/resolve.ts';
 import { validateConfig, type VmConfig } from '../../electron/vmm/config/vm-config.ts';
 import { LINUX_BZIMAGE, LINUX_INITRD, LINUX_KIT_DIR, LINUX_WORKLOADS_DISK, linuxKitBuilt } from '../../electron/vmm/guests-linux.ts';
@@ -121,7 +122,6 @@ describe.skipIf(!hw)('the workloads disk in a stock Linux on hardware-semantics 
       perf: { pipe: (n: number) => a.run(`perf-pipe loops=${n}`, 'perf_pipe'), messaging: (n: number) => a.run(`perf-messaging groups=1 loops=${n}`, 'perf_messaging') },
     };
     const time = async (tool: Tool, w: 'pipe' | 'messaging', n: number) => (await cmds[tool][w](n)).fields.total_ns!;
-    const median = (xs: number[]) => { const v = [...xs].sort((x, y) => x - y); return (v[(v.length - 1) >> 1]! + v[v.length >> 1]!) / 2; };
     const ratio = { pipe: 0, messaging: 0 };
     const shown: string[] = [];
     for (const [w, n] of [['pipe', pipeLoops], ['messaging', messagingLoops]] as const) {
