@@ -10,6 +10,7 @@ import { failureLines, formatCsv, formatMarkdown, statusLine } from '../experime
 import { ExperimentCancelled, ExperimentError, LINUX_ON_PVM, prepareExperiment, runExperiment } from '../experiments/runner.ts';
 import { fewRunsWarning } from '../experiments/spec.ts';
 import { hostKind } from '../vmm/host.ts';
+import { workloadNames } from '../experiments/workloads.ts';
 import type { ExperimentSpec } from '../experiments/types.ts';
 import { EXIT_CODES, SIGNAL_EXIT_CODES, UsageError, parse, say } from './args.ts';
 import { onStopSignals, type StopSignal } from './stop-signals.ts';
@@ -36,7 +37,7 @@ export async function benchCommand(argv: string[]): Promise<number> {
     if (values.guest !== 'probe' && values.guest !== 'linux') throw new UsageError(`--guest must be probe or linux, got "${values.guest.slice(0, 20)}"`);
     // Before anything else: on PVM the Linux guest cannot boot, whatever the other options say.
     if (values.guest === 'linux' && hostKind() === 'pvm') throw new ExperimentError(LINUX_ON_PVM);
-    if (!values.workload) throw new UsageError('--workload NAME is required (probe workloads: ipi, timer, spinlock, pio, idle; linux workloads: pipe, messaging, ctx, perf-pipe, perf-messaging, cyclictest, iperf3-tcp, stress-ng-switch)');
+    if (!values.workload) throw new UsageError(`--workload NAME is required (${workloadNames()})`);
     if (!['md', 'json', 'csv'].includes(values.format)) throw new UsageError(`--format must be md, json or csv, got "${values.format}"`);
     // Its range is the spec's (experiments/spec.ts, checked by prepareExperiment for every surface).
     const runs = integer(values.runs, '--runs', Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER);

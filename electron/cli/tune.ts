@@ -10,6 +10,7 @@ import { OutputError, checkOutputPath } from '../service/output-file.ts';
 import { homeLayout, unhaltHome } from '../service/paths.ts';
 import { ConfigError, decimal } from '../vmm/config/vm-config.ts';
 import { hostKind } from '../vmm/host.ts';
+import { workloadNames } from '../experiments/workloads.ts';
 import { AdvisorError } from '../experiments/advisor.ts';
 import { ExperimentCancelled, ExperimentError, LINUX_ON_PVM } from '../experiments/runner.ts';
 import { GOAL_KINDS, parseBudget } from '../experiments/tune-limits.ts';
@@ -39,7 +40,7 @@ export async function tuneCommand(argv: string[]): Promise<number> {
     const { values } = parse(named === undefined ? argv : argv.slice(1), TUNE_OPTIONS);
     if ((named === undefined) === (values.config === undefined)) throw new UsageError('name one VM of the library (unhalt tune VM ...) or give --config \'cpus=1,...\', not both');
     if (values.guest !== undefined && values.config === undefined) throw new UsageError('--guest goes with --config (a library VM has its guest)');
-    if (!values.workload) throw new UsageError('--workload NAME is required (probe workloads: ipi, timer, spinlock, pio, idle; linux workloads: pipe, messaging, ctx, perf-pipe, perf-messaging, cyclictest, iperf3-tcp, stress-ng-switch)');
+    if (!values.workload) throw new UsageError(`--workload NAME is required (${workloadNames()})`);
     if (!(GOAL_KINDS as readonly string[]).includes(values.goal)) throw new UsageError(`--goal must be one of ${GOAL_KINDS.join(', ')}, got "${values.goal.slice(0, 40)}"`);
     if (values.budget === undefined) throw new UsageError('--budget is required: how long the search may take, such as 90s, 5m or 1h');
     if (!['markdown', 'md', 'json'].includes(values.format)) throw new UsageError(`--format must be markdown or json, got "${values.format.slice(0, 20)}"`);

@@ -19,7 +19,8 @@ export const BENCH_USAGE = `usage: unhalt bench --workload NAME --config A='cpus
                     [--deadline S] [--format md|json|csv] [--output F]
 An A/B experiment: one workload under two or more configurations; kept under UNHALT_HOME.
 Linux workloads: pipe, messaging, ctx (the agent's), and from the workloads disk, which bench
-attaches: perf-pipe, perf-messaging, cyclictest, iperf3-tcp, stress-ng-switch (docs/own-guest.md).
+attaches: perf-pipe, perf-messaging, cyclictest, iperf3-tcp, stress-ng-switch, sockperf-tcp-rr
+(docs/own-guest.md).
 `;
 
 export const TUNE_USAGE = `usage: unhalt tune VM --workload NAME --budget 5m [--goal latency-p50|latency-p99|throughput|host-cpu]

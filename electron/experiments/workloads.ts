@@ -42,7 +42,7 @@ export interface Workload {
    * Linux workloads that run a Debian tool from the workloads disk (the agent's tools.c): the
    * runner attaches the disk read-only; there is no host build of them for --bare.
    */
-  tool?: 'perf' | 'cyclictest' | 'iperf3' | 'stress-ng';
+  tool?: 'perf' | 'cyclictest' | 'iperf3' | 'stress-ng' | 'sockperf';
 }
 
 const probe = (w: Omit<Workload, 'guest' | 'cmdline'> & { defaults?: string }): Workload => ({
@@ -85,7 +85,7 @@ const linux = (w: Omit<Workload, 'guest' | 'minCpus'>): Workload => ({ ...w, gue
 export const LINUX_WORKLOAD_IDS = {
   pipe: 1, messaging: 2, ctx: 3, probe: 4,
   // The workloads disk's tools (native/guest/linux/agent/tools.h TOOL_ID_*).
-  perfPipe: 10, perfMessaging: 11, cyclictest: 12, iperf3Tcp: 13, stressSwitch: 14,
+  perfPipe: 10, perfMessaging: 11, cyclictest: 12, iperf3Tcp: 13, stressSwitch: 14, sockperfRr: 15,
 } as const;
 
 export const LINUX_WORKLOADS: readonly Workload[] = [
@@ -163,6 +163,22 @@ export const LINUX_WORKLOADS: readonly Workload[] = [
     size: { param: 'ops', calibrateFrom: 1000 },
     value: (e) => e.fields.ops_per_s!,
   }),
+  // The request-response latency halt polling is known for (iperf3 has no request-response
+  // mode; sockperf's ping-pong is one request in flight at a time, each answered).
+  linux({
+    name: 'sockperf-tcp-rr', id: LINUX_WORKLOAD_IDS.sockperfRr, event: 'sockperf_rr', unit: 'µs', lowerIsBetter: true, tool: 'sockperf',
+    summary: 'sockperf server and ping-pong client over the guest\'s loopback, TCP, -t SECONDS -m MSG_BYTES, MPS requests/s '
+      + '(0: back to back) (Debian\'s sockperf, workloads disk): request-response round trip (p50)',
+    params: {
+      // sockperf keeps the observations of its run but the first and last ~0.5 s: 2 s is its
+      // shortest run with a second of them.
+      seconds: { default: 3, min: 2, max: 3600 },
+      msg_bytes: { default: 64, min: 14, max: 65_000 },
+      mps: { default: 0, min: 0, max: 1_000_000 },
+    },
+    size: { param: 'seconds', calibrateFrom: 2 },
+    value: (e) => e.fields.p50_ns! / 1e3, tail: 'p99_ns',
+  }),
 ];
 
 /**
@@ -196,6 +212,12 @@ export function givenKeys(args: string): string[] {
 /** Complete `key=value` arguments with `param` set to `size`. */
 export function withSize(args: readonly string[], param: string, size: number): string[] {
   return args.map((a) => (a.startsWith(`${param}=`) ? `${param}=${size}` : a));
+}
+
+/** Every workload's name by guest, for a usage message ("probe workloads: ipi, ...; linux workloads: ..."). */
+export function workloadNames(): string {
+  const names = (ws: readonly Workload[]) => ws.map((w) => w.name).join(', ');
+  return `probe workloads: ${names(WORKLOADS)}; linux workloads: ${names(LINUX_WORKLOADS)}`;
 }
 
 export function workload(guest: string, name: string): Workload {

@@ -23,7 +23,7 @@ export const LINUX_HOST_WORKLOAD = `${LINUX_KIT_DIR}host/unhalt-workload`;
 export const LINUX_HOST_AGENT = `${LINUX_KIT_DIR}host/unhalt-agent`;
 /**
  * The workloads disk (native/guest/linux/build-workloads-disk.mjs): Debian's perf, cyclictest,
- * iperf3 and stress-ng with their libraries on an ext4 image the kit's /init mounts read-only at
+ * iperf3, stress-ng and sockperf with their libraries on an ext4 image the kit's /init mounts read-only at
  * /opt/workloads; `unhalt bench` attaches it for the tool workloads.
  */
 export const LINUX_WORKLOADS_DISK = `${LINUX_KIT_DIR}workloads.ext4`;

@@ -91,7 +91,7 @@ describe.skipIf(!hw)('the workloads disk in a stock Linux on hardware-semantics 
     expect(result.unit).toBe('ms');
   }, 12 * STEP_MS);
 
-  it('in one guest the agent\'s pipe and messaging agree with perf bench sched within 20 %; cyclictest, iperf3 and stress-ng run and report', async () => {
+  it('in one guest the agent\'s pipe and messaging agree with perf bench sched within 20 %; cyclictest, iperf3, stress-ng and sockperf\'s request-response run and report', async () => {
     // One vCPU: both tools then time the same thing, context switches on one CPU. With two, where
     // each side of a round trip runs is the scheduler's choice, and in L1 a round trip that
     // crosses vCPUs costs an IPI through TCG's emulated SVM (~1.7 ms against tens of us on one
@@ -99,7 +99,7 @@ describe.skipIf(!hw)('the workloads disk in a stock Linux on hardware-semantics 
     const g = await start({ cpus: 1, disks: [{ path: LINUX_WORKLOADS_DISK, readonly: true }] });
     const a = agent(g.vm);
     await a.ready();
-    expect(g.console()).toMatch(/workloads disk \/dev\/vda on \/opt\/workloads: cyclictest iperf3 perf stress-ng/);
+    expect(g.console()).toMatch(/workloads disk \/dev\/vda on \/opt\/workloads: cyclictest iperf3 perf sockperf stress-ng/);
     // Sizes follow this guest's measured speed, not the host's CPU clock: a round trip is a few
     // us on hardware and ~10-50x that in L1. So a short run of each first.
     const pipeProbe = (await a.run('pipe loops=2000', 'pipe')).fields.per_op_ns!;
@@ -156,6 +156,12 @@ describe.skipIf(!hw)('the workloads disk in a stock Linux on hardware-semantics 
     expect(ip.fields.bits_per_s).toBeGreaterThan(0);
     const sw = await a.run('stress-ng-switch workers=1 ops=2000', 'stress_switch');
     expect(sw.fields.ops_per_s).toBeGreaterThan(0);
+    const rr = await a.run('sockperf-tcp-rr seconds=2', 'sockperf_rr');
+    expect(rr.fields.observations).toBeGreaterThan(0);
+    expect(rr.fields.p50_ns).toBeGreaterThan(0);
+    expect(rr.fields.p50_ns).toBeLessThanOrEqual(rr.fields.p99_ns!);
+    expect(rr.fields.p99_ns).toBeLessThanOrEqual(rr.fields.max_ns!);
+    console.log(`linux-workloads: sockperf tcp rr in this guest: ${rr.fields.observations} round trips, p50 ${(rr.fields.p50_ns! / 1e3).toFixed(1)} us, p99 ${(rr.fields.p99_ns! / 1e3).toFixed(1)} us`);
     g.vm.sendAgent('poweroff\n');
     expect((await g.vm.exited).kind).toBe('poweroff');
   }, 30 * STEP_MS);

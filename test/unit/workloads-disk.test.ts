@@ -20,7 +20,7 @@ import { simulatedHost } from '../support/simulated-host.ts';
 
 const BUILD = fileURLToPath(new URL('../../native/guest/linux/build-workloads-disk.mjs', import.meta.url));
 const AGENT_BUILD = fileURLToPath(new URL('../../native/guest/linux/build-workloads.mjs', import.meta.url));
-const TOOLS = ['perf', 'cyclictest', 'iperf3', 'stress-ng'];
+const TOOLS = ['perf', 'cyclictest', 'iperf3', 'stress-ng', 'sockperf'];
 const built = existsSync(LINUX_WORKLOADS_DISK) && existsSync(`${LINUX_KIT_DIR}workloads.json`);
 if (!built) console.log('workloads-disk: the kit\'s workloads disk is not built (npm run build:linux): its content checks are skipped');
 const aptHere = spawnSync('apt-cache', ['policy', 'iperf3'], { encoding: 'utf8' }).stdout.includes('Candidate:');
@@ -56,7 +56,7 @@ describe.skipIf(!aptHere)('building a workloads disk', () => {
     expect(debugfs(join(scratch, 'workloads.ext4'), 'ls /libexec')).toMatch(/cyclictest/);
     const bad = build('--tools', 'nope');
     expect(bad.status).toBe(1);
-    expect(bad.stderr.trim()).toBe('workloads disk: unknown tool "nope"; valid: perf, cyclictest, iperf3, stress-ng');
+    expect(bad.stderr.trim()).toBe('workloads disk: unknown tool "nope"; valid: perf, cyclictest, iperf3, stress-ng, sockperf');
   }, 300_000);
 });
 
@@ -79,7 +79,7 @@ describe.skipIf(!built)('the kit\'s workloads disk', () => {
   });
 
   it('each tool runs on the host from the tree with only its bundled libraries', () => {
-    const expected: Record<string, RegExp> = { perf: /^perf version \d/, cyclictest: /cyclictest V \d/, iperf3: /^iperf 3\.\d+/, 'stress-ng': /^stress-ng, version \d/ };
+    const expected: Record<string, RegExp> = { perf: /^perf version \d/, cyclictest: /cyclictest V \d/, iperf3: /^iperf 3\.\d+/, 'stress-ng': /^stress-ng, version \d/, sockperf: /^sockperf, version \d/ };
     for (const t of TOOLS) {
       // cyclictest has no --version: it prints its version in the complaint.
       const r = spawnSync(`${LINUX_WORKLOADS_TREE}bin/${t}`, ['--version'], { encoding: 'utf8', env: { PATH: '/usr/bin:/bin' } });
@@ -91,7 +91,7 @@ describe.skipIf(!built)('the kit\'s workloads disk', () => {
     const b = spawnSync(process.execPath, [AGENT_BUILD, '--quiet'], { encoding: 'utf8' });
     expect(b.status, b.stderr).toBe(0);
     const input = ['run perf-pipe loops=2000', 'run perf-messaging groups=1 loops=5', 'run cyclictest loops=50 interval_us=500',
-      'run iperf3-tcp mbytes=8', 'run stress-ng-switch workers=1 ops=2000', 'run perf-pipe loops=0'].join('\n');
+      'run iperf3-tcp mbytes=8', 'run stress-ng-switch workers=1 ops=2000', 'run sockperf-tcp-rr seconds=2', 'run perf-pipe loops=0'].join('\n');
     const r = spawnSync(LINUX_HOST_AGENT, ['--stdio'], { input: `${input}\n`, encoding: 'utf8', env: { ...process.env, UNHALT_WORKLOADS: LINUX_WORKLOADS_TREE }, timeout: 120_000 });
     expect(r.status, r.stderr).toBe(0);
     const events = eventsOf(r.stdout);
@@ -151,7 +151,7 @@ describe('unhalt bench with the tool workloads', () => {
     expect(() => prepareExperiment(spec({ workloadArgs: 'groups=0' }), simulatedHost())).toThrow('perf-messaging: groups must be from 1 to 200, got 0');
     expect(() => prepareExperiment(spec({ workload: 'cyclictest', workloadArgs: 'threads=2 fds=3' }), simulatedHost())).toThrow('cyclictest: unknown argument "fds"; valid: loops, interval_us, threads');
     expect(() => prepareExperiment(spec({ bare: true }), simulatedHost())).toThrow(/--bare is not available for perf-messaging: it runs Debian's perf from the workloads disk/);
-    expect(() => prepareExperiment(spec({ workload: 'stress-ng-nope' }), simulatedHost())).toThrow(/unknown linux workload "stress-ng-nope"; valid: pipe, messaging, ctx, perf-pipe, perf-messaging, cyclictest, iperf3-tcp, stress-ng-switch/);
+    expect(() => prepareExperiment(spec({ workload: 'stress-ng-nope' }), simulatedHost())).toThrow(/unknown linux workload "stress-ng-nope"; valid: pipe, messaging, ctx, perf-pipe, perf-messaging, cyclictest, iperf3-tcp, stress-ng-switch, sockperf-tcp-rr/);
     expect(workload('linux', 'iperf3-tcp').lowerIsBetter).toBe(false);
   });
 });

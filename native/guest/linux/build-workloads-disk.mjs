@@ -3,7 +3,8 @@
 //
 //   workloads.ext4     an ext4 image (mke2fs -d, label "unhalt-workloads", no journal: it is
 //                      attached read-only) holding Debian's perf (linux-perf), cyclictest
-//                      (rt-tests), iperf3 and stress-ng with every shared library they load
+//                      (rt-tests), iperf3, stress-ng and sockperf with every shared library
+//                      they load
 //   workloads/         the same tree, unpacked (the host runs the tools from it too):
 //                        bin/TOOL       a /bin/sh wrapper: runs libexec/TOOL through the bundled
 //                                       loader with --library-path lib (never the host's cache)
@@ -16,8 +17,8 @@
 //
 // The kit's /init mounts the disk read-only at /opt/workloads when a VM has it (found by its
 // label) and puts /opt/workloads/bin on PATH; `unhalt bench --guest linux` attaches it for the
-// tool workloads (perf-pipe, perf-messaging, cyclictest, iperf3-tcp, stress-ng-switch), which the
-// agent runs and reads. Packages come from `apt-get download` with their library dependency
+// tool workloads (perf-pipe, perf-messaging, cyclictest, iperf3-tcp, stress-ng-switch,
+// sockperf-tcp-rr), which the agent runs and reads. Packages come from `apt-get download` with their library dependency
 // closure (apt-cache depends, lib* packages only); the libraries that go in are exactly those
 // the tools' DT_NEEDED entries reach inside the unpacked packages (elf-needed.mjs), so a missing
 // one is a build error here, not a failed exec in the guest. Idempotent: a stamp of the inputs
@@ -46,6 +47,7 @@ export const WORKLOAD_TOOLS = {
   cyclictest: { package: 'rt-tests', binary: 'usr/bin/cyclictest' },
   iperf3: { package: 'iperf3', binary: 'usr/bin/iperf3' },
   'stress-ng': { package: 'stress-ng', binary: 'usr/bin/stress-ng' },
+  sockperf: { package: 'sockperf', binary: 'usr/bin/sockperf' },
 };
 /** Where the loader looks by default on Debian amd64 (the tree's copy of those folders). */
 const LIB_DIRS = ['lib/x86_64-linux-gnu', 'usr/lib/x86_64-linux-gnu', 'lib64', 'lib', 'usr/lib'];

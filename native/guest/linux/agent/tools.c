@@ -14,6 +14,12 @@
 //                    -> @u1 iperf3_tcp bytes=N elapsed_ns=N bits_per_s=N
 //   stress-ng-switch workers=N ops=N       stress-ng --switch N --switch-ops N --metrics-brief
 //                    -> @u1 stress_switch workers=N ops=N real_ns=N ops_per_s=N
+//   sockperf-tcp-rr  seconds=N msg_bytes=N mps=N
+//                                          sockperf server and ping-pong client over the guest's
+//                                          loopback: TCP request-response, sockperf pp --tcp -t N
+//                                          -m N --full-rtt (mps=0: back to back; else N requests
+//                                          a second, so the vCPUs idle between them)
+//                    -> @u1 sockperf_rr observations=N avg_ns=N p50_ns=N p99_ns=N max_ns=N
 //
 // each followed by `@u1 done workload=ID status=S elapsed_ns=N` (IDs in tools.h). Without the
 // disk: `@u1 error workload=ID no_workloads_disk=1`; a tool that fails or prints no result:
@@ -275,6 +281,72 @@ static int iperf3_tcp(int argc, char *const *argv, wl_emit_fn emit) {
   return WL_OK;
 }
 
+/** Starts bin/TOOL from the workloads dir with `args`, its output dropped; its pid, or -1. */
+static pid_t start_quiet(const char *tool, char *const *args) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/bin/%s", workloads_dir(), tool);
+  pid_t pid = fork();
+  if (pid != 0) return pid;
+  int nul = open("/dev/null", O_RDWR);
+  if (nul >= 0) dup2(nul, 0), dup2(nul, 1), dup2(nul, 2);
+  char *argv[32];
+  int n = 0;
+  argv[n++] = path;
+  for (int i = 0; args[i] && n < 31; i++) argv[n++] = args[i];
+  argv[n] = NULL;
+  execv(path, argv); // the wrapper execs the tool itself: this pid is the server's
+  _exit(127);
+}
+
+/** sockperf's figure after `label` (its lines carry colour escapes even into a pipe), in µs; or -1. */
+static double sockperf_us(const char *label) {
+  const char *at = strstr(outbuf, label);
+  if (!at) return -1;
+  at += strlen(label);
+  while (*at == ' ' || *at == '=') at++;
+  char *end;
+  double v = strtod(at, &end);
+  return end == at ? -1 : v;
+}
+
+static int sockperf_rr(int argc, char *const *argv, wl_emit_fn emit) {
+  struct param p[] = {{"seconds", 3, 2, 3600}, {"msg_bytes", 64, 14, 65000}, {"mps", 0, 0, 1000000}};
+  if (parse_params(argc, argv, p, 3, "sockperf-tcp-rr") != 0) return WL_BAD_ARGS;
+  char secs[32], bytes[32], mps[32];
+  snprintf(secs, sizeof secs, "%lld", p[0].value);
+  snprintf(bytes, sizeof bytes, "%lld", p[1].value);
+  if (p[2].value) snprintf(mps, sizeof mps, "--mps=%lld", p[2].value);
+  else snprintf(mps, sizeof mps, "--mps=max");
+  char *server_args[] = {"sr", "--tcp", "-i", "127.0.0.1", "-p", "11111", NULL};
+  pid_t server = start_quiet("sockperf", server_args);
+  if (server < 0) return failed(emit, TOOL_ID_SOCKPERF_RR, "sockperf-tcp-rr", -1);
+  // --no-rdtsc: times from clock_gettime, not a TSC rate sockperf would have to guess in a guest.
+  char *args[] = {"pp", "--tcp", "-i", "127.0.0.1", "-p", "11111", "-t", secs, "-m", bytes, mps, "--full-rtt", "--no-rdtsc", NULL};
+  int st = -1;
+  // The server needs a moment to listen: retry while the client cannot connect (for up to 30 s,
+  // as iperf3-tcp: a loaded host or an emulated guest can take seconds to start it).
+  for (int attempt = 0; attempt < 600; attempt++) {
+    st = capture("sockperf", args, outbuf, sizeof outbuf);
+    if (st == 0 && strstr(outbuf, "observations")) break;
+    if (!strstr(outbuf, "refused") && !strstr(outbuf, "connect")) break;
+    struct timespec ts = {0, 50 * 1000000};
+    nanosleep(&ts, NULL);
+  }
+  kill(server, SIGTERM);
+  while (waitpid(server, NULL, 0) < 0 && errno == EINTR) {}
+  // "avg-rtt=20.022 (std-dev=7.184)", "Total 2846 observations", "percentile 50.000 =   18.736",
+  // "<MAX> observation =  109.027" (µs).
+  long long n = 0;
+  for (const char *t = strstr(outbuf, "Total "); t && n <= 0; t = strstr(t + 6, "Total ")) // not "[Total Run]"
+    if (t[6] >= '0' && t[6] <= '9') n = strtoll(t + 6, NULL, 10);
+  double avg = sockperf_us("avg-rtt"), p50 = sockperf_us("percentile 50.000"), p99 = sockperf_us("percentile 99.000"),
+         max = sockperf_us("<MAX> observation");
+  if (st != 0 || n <= 0 || avg < 0 || p50 < 0 || p99 < 0 || max < 0) return failed(emit, TOOL_ID_SOCKPERF_RR, "sockperf-tcp-rr", st);
+  emit("@u1 sockperf_rr observations=%lld avg_ns=%lld p50_ns=%lld p99_ns=%lld max_ns=%lld", n, (long long)(avg * 1e3),
+       (long long)(p50 * 1e3), (long long)(p99 * 1e3), (long long)(max * 1e3));
+  return WL_OK;
+}
+
 static int stress_switch(int argc, char *const *argv, wl_emit_fn emit) {
   struct param p[] = {{"workers", 2, 1, 256}, {"ops", 1000000, 1, 1000000000}};
   if (parse_params(argc, argv, p, 2, "stress-ng-switch") != 0) return WL_BAD_ARGS;
@@ -321,6 +393,7 @@ static const struct {
     {"cyclictest", TOOL_ID_CYCLICTEST, "cyclictest", cyclictest},
     {"iperf3-tcp", TOOL_ID_IPERF3_TCP, "iperf3", iperf3_tcp},
     {"stress-ng-switch", TOOL_ID_STRESS_SWITCH, "stress-ng", stress_switch},
+    {"sockperf-tcp-rr", TOOL_ID_SOCKPERF_RR, "sockperf", sockperf_rr},
 };
 
 int tool_run(const char *name, int argc, char *const *argv, wl_emit_fn emit) {
