@@ -4,15 +4,19 @@
 //   test types in: the kit ships none), reaches a TCP service the test listens with on the
 //   host's 127.0.0.1 through the gateway 10.0.2.2, and is reached through a host port forward
 //   (hostfwd=tcp:127.0.0.1:PORT-:8080) by the test, to a busybox `nc -l` in the guest;
+// - resolves names through libslirp's DNS at 10.0.2.3, which forwards to the resolver the host's
+//   /etc/resolv.conf names: `unhalt run` in a mount namespace whose resolv.conf names a DNS server
+//   of the test's own on a loopback address (an answer and an NXDOMAIN, both seen by that server);
 // - over a TAP in a network namespace of the test's own (created and deleted here; the host's
 //   interfaces are never touched), with `unhalt run` inside the namespace: the guest pings the
 //   namespace's 10.0.3.1 and exchanges a line each way with a server there.
 // Skipped on a PVM host (Linux cannot reach user space there); the TAP part also where there is
 // no root, /dev/net/tun or `ip netns`.
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { connect, createServer, type AddressInfo, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { parseNetOption } from '../../electron/vmm/config/net-config.ts';
 import { resolveMachine } from '../../electron/vmm/config/resolve.ts';
@@ -21,6 +25,7 @@ import { linuxKitBuilt } from '../../electron/vmm/guests-linux.ts';
 import { probeHost } from '../../electron/vmm/machine/host-caps.ts';
 import { VirtualMachine } from '../../electron/vmm/vm.ts';
 import { UNHALT_BIN } from '../support/cli.ts';
+import { DNS_ADDRESS, DNS_NAME, startDnsServer } from '../support/dns-server.ts';
 import { freePort } from '../support/free-port.ts';
 import { hardwareKvm, NEEDS_HARDWARE } from '../support/kvm-semantics.ts';
 import { kvmAvailable, watch, type Watched } from '../support/probe.ts';
@@ -31,6 +36,10 @@ const hw = kvmAvailable && linuxKitBuilt() && hardwareKvm();
 if (!hw) console.log(`linux-net: skipped: ${linuxKitBuilt() ? NEEDS_HARDWARE : 'the Linux kit is not built (npm run build:linux)'}`);
 const canNetns = process.getuid?.() === 0 && existsSync('/dev/net/tun') && spawnSync('ip', ['netns', 'list']).status === 0;
 if (hw && !canNetns) console.log('linux-net: the TAP check is skipped: it needs root, /dev/net/tun and iproute2\'s `ip netns`');
+
+// The DNS check: a mount namespace (util-linux unshare, root) for a resolv.conf of the test's own.
+const canMountNs = process.getuid?.() === 0 && spawnSync('unshare', ['--mount', 'true']).status === 0 && existsSync('/etc/resolv.conf');
+if (hw && !canMountNs) console.log('linux-net: the DNS check is skipped: it needs root, util-linux\'s unshare and an /etc/resolv.conf to mount over');
 
 /** One step of a Linux guest on hardware semantics: ~20 s to the shell in L1, under a second on hardware. */
 const STEP_MS = scaled(60_000);
@@ -122,6 +131,43 @@ describe.skipIf(!hw)('Linux\'s own virtio_net on our device, hardware-semantics 
     g.vm.sendConsole('poweroff\r');
     expect((await g.vm.exited).kind).toBe('poweroff');
   }, 6 * STEP_MS);
+
+  describe.skipIf(!canMountNs)('name resolution', () => {
+    it('libslirp\'s DNS at 10.0.2.3 forwards the guest\'s queries to the host\'s resolver: an answer and an NXDOMAIN come back through it', async () => {
+      // The host's resolver is whatever /etc/resolv.conf names; `unhalt run` gets one of the test's
+      // own (a DNS server on a loopback address of its own, port 53), bind-mounted over it in a
+      // mount namespace of its own: the host's file is never touched, and nothing leaves the host.
+      const dns = await startDnsServer();
+      const resolvConf = join(home, 'resolv.conf');
+      writeFileSync(resolvConf, `nameserver ${dns.address}\n`);
+      const vm = spawn('unshare', ['--mount', '--propagation', 'private', 'sh', '-c', 'mount --bind "$0" /etc/resolv.conf && exec "$@"',
+        resolvConf, process.execPath, UNHALT_BIN, 'run', '--guest', 'linux', '--cpus', '2', '--memory', '512', '--name', 'linux-dns', '--net', 'user'],
+      { stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, UNHALT_HOME: home } });
+      children.push(vm);
+      let out = '';
+      vm.stdout!.on('data', (d) => { out += d; });
+      vm.stderr!.on('data', (d) => { out += d; });
+      const exited = new Promise<number | null>((resolve) => vm.on('close', (code) => resolve(code)));
+      try {
+        const sh = processConsole(vm, () => out);
+        await waitForOutput(sh, /unhalt:~# /, 0, STEP_MS, 'a shell from unhalt run');
+        await shell(sh, DHCP_SCRIPT, /script=0/);
+        const dhcp = await shell(sh, 'ip link set eth0 up && udhcpc -i eth0 -n -q -t 5 -s /tmp/dhcp.sh; echo dhcp=$?', /dhcp=\d/);
+        expect(dhcp).toMatch(/dhcp=0/);
+        const found = await shell(sh, `nslookup -type=a ${DNS_NAME} 10.0.2.3; echo lookup=$?`, /lookup=\d/);
+        expect(found).toMatch(new RegExp(`Name:\\s+${DNS_NAME.replace(/\./g, '\\.')}\\s+Address:\\s+${DNS_ADDRESS.replace(/\./g, '\\.')}`));
+        const missing = await shell(sh, `nslookup -type=a nowhere.${DNS_NAME} 10.0.2.3; echo lookup=$?`, /lookup=\d/);
+        expect(missing).toMatch(/NXDOMAIN/);
+        expect(missing).not.toContain(DNS_ADDRESS);
+        // Both questions reached the host's resolver, from the host (libslirp's socket), not the guest.
+        expect(dns.asked).toEqual(expect.arrayContaining([`A ${DNS_NAME}`, `A nowhere.${DNS_NAME}`]));
+        sh.send('poweroff\r');
+        expect(await exited).toBe(0);
+      } finally {
+        dns.close();
+      }
+    }, 6 * STEP_MS);
+  });
 
   describe.skipIf(!canNetns)('over a TAP', () => {
     const ns = `unhalt-lnet-${process.pid}`;

@@ -41,8 +41,9 @@ const t0 = performance.now();
 export const L1_MODULE_ROOTS = ['kvm_amd', 'virtio_pci', 'virtio_blk', 'tun'];
 // Host programs the kvm and linux lanes run inside L1, copied with every library they link
 // (e2fsprogs: the Linux disk checks make an ext4 image and read the guest's files back from it;
-// iproute2's ip: busybox's has no netns or tuntap, which the network checks need).
-const HOST_PROGRAMS = ['qemu-system-x86_64', 'setpriv', 'prlimit', 'mke2fs', 'debugfs', 'e2fsck', 'ip'];
+// iproute2's ip: busybox's has no netns or tuntap, which the network checks need; util-linux's
+// unshare: the DNS checks give `unhalt run` a resolv.conf of their own in a mount namespace).
+const HOST_PROGRAMS = ['qemu-system-x86_64', 'setpriv', 'prlimit', 'mke2fs', 'debugfs', 'e2fsck', 'ip', 'unshare'];
 const HOST_DATA_DIRS = ['/usr/share/qemu', '/usr/share/seabios', '/etc/mke2fs.conf'];
 
 function log(msg) {
@@ -176,6 +177,8 @@ for (const [name, text] of Object.entries({
   '/etc/passwd': 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n',
   '/etc/group': 'root:x:0:\nnogroup:x:65534:\n',
   '/etc/hostname': 'unhalt-l1\n',
+  // L1 has no network of its own; the DNS checks bind-mount a resolv.conf of theirs over this one.
+  '/etc/resolv.conf': '',
 })) entries.set(name, { text, mode: 0o644 });
 
 // The checkout: what git knows (tracked and untracked, not ignored) plus what the lanes need built.
