@@ -6,12 +6,21 @@
 // namespace): not persistent (no TUNSETPERSIST), so it goes when the fd closes — with the VM —
 // and brought up (IFF_UP) so frames flow at once; addresses, bridges and routes stay the user's.
 // A process that may not create it is told in one line how to make one it may attach.
-import { existsSync, readFileSync } from 'node:fs';
-import { O_CLOEXEC, O_RDWR, OsError, closeFd, describeErrno, errno, libc } from '../kvm/libc.ts';
+// Whether the name is a tap, another interface or none is asked of the caller's own network
+// namespace (ioctls on a socket it makes, the namespace TUNSETIFF acts in too), never of
+// /sys/class/net: that shows the namespace of whoever mounted /sys, which after a plain
+// `unshare -n` or `nsenter --net` is another one.
+import { O_CLOEXEC, O_RDWR, OsError, addressOf, closeFd, describeErrno, errno, libc } from '../kvm/libc.ts';
 
 const TUNSETIFF = 0x400454ca;
 const SIOCGIFFLAGS = 0x8913;
 const SIOCSIFFLAGS = 0x8914;
+const SIOCGIFINDEX = 0x8933;
+const SIOCETHTOOL = 0x8946;
+const ETHTOOL_GDRVINFO = 0x3;
+/** struct ethtool_drvinfo: cmd, then driver[32], version[32], fw_version[32], bus_info[32], ... */
+const DRVINFO = { bytes: 196, driver: 4, busInfo: 100, strLen: 32 };
+const ENODEV = 19;
 const AF_INET = 2;
 const SOCK_DGRAM = 2;
 const IFF_UP = 0x1;
@@ -37,17 +46,10 @@ const createIt = (name: string) => `ip tuntap add dev ${name} mode tap user $(id
  * created (when this process may) and brought up. Throws TapError (one line) when it cannot.
  */
 export function openTap(name: string): number {
-  const sys = `/sys/class/net/${name}`;
-  const exists = existsSync(sys);
-  if (exists) {
-    let flags: number;
-    try {
-      flags = Number.parseInt(readFileSync(`${sys}/tun_flags`, 'utf8').trim(), 16);
-    } catch {
-      throw new TapError(`${name} is a network interface but not a tap (no TUN/TAP flags): give the name of a tap device`);
-    }
-    if ((flags & IFF_TAP) === 0) throw new TapError(`${name} is a TUN (IP) device, not a tap: create a tap (ip tuntap add dev NAME mode tap)`);
-  }
+  const kind = interfaceKind(name);
+  const exists = kind !== 'none';
+  if (kind === 'other') throw new TapError(`${name} is a network interface but not a tap (no TUN/TAP flags): give the name of a tap device`);
+  if (kind === 'tun') throw new TapError(`${name} is a TUN (IP) device, not a tap: create a tap (ip tuntap add dev NAME mode tap)`);
   const fd = libc.open(TUN_DEVICE, O_RDWR | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
     const err = errno();
@@ -56,8 +58,7 @@ export function openTap(name: string): number {
     }
     throw new TapError(`tap ${name} cannot be ${exists ? 'opened' : 'created'}: ${TUN_DEVICE}: ${describeErrno(err)}`);
   }
-  const ifr = Buffer.alloc(40);
-  ifr.write(name, 0, IFNAMSIZ - 1, 'latin1');
+  const ifr = ifreq(name);
   ifr.writeUInt16LE(IFF_TAP | IFF_NO_PI, IFNAMSIZ);
   if (libc.ioctlBuf(fd, TUNSETIFF, ifr) < 0) {
     const err = errno();
@@ -79,13 +80,58 @@ export function openTap(name: string): number {
   return fd;
 }
 
+/** An interface's name in a struct ifreq (40 bytes: the name, NUL-terminated, then a union). */
+function ifreq(name: string): Buffer {
+  const ifr = Buffer.alloc(40);
+  ifr.write(name, 0, IFNAMSIZ - 1, 'latin1');
+  return ifr;
+}
+
+/**
+ * What interface `name` is in this process's network namespace: none (SIOCGIFINDEX: ENODEV), a
+ * tap or a TUN device (the tun driver's ethtool information: driver "tun", bus "tap" or "tun"),
+ * or another kind. A socket's ioctls answer for the namespace it was made in: the caller's.
+ */
+function interfaceKind(name: string): 'none' | 'tap' | 'tun' | 'other' {
+  // A longer name would be looked up (and created) cut to IFNAMSIZ - 1: another interface's.
+  if (name === '' || Buffer.byteLength(name, 'latin1') >= IFNAMSIZ) {
+    throw new TapError(`tap "${name}" is not an interface name (at most ${IFNAMSIZ - 1} characters)`);
+  }
+  const s = libc.socket(AF_INET, SOCK_DGRAM | O_CLOEXEC, 0);
+  if (s < 0) throw new TapError(`tap ${name} cannot be looked up: socket: ${describeErrno(errno())}`);
+  try {
+    const ifr = ifreq(name);
+    if (libc.ioctlBuf(s, SIOCGIFINDEX, ifr) < 0) {
+      const err = errno();
+      if (err === ENODEV) return 'none';
+      throw new TapError(`tap ${name} cannot be looked up: ${describeErrno(err)}`);
+    }
+    // SIOCETHTOOL's ifr_data points at the command's struct (anyone may ask for GDRVINFO).
+    const info = Buffer.alloc(DRVINFO.bytes);
+    info.writeUInt32LE(ETHTOOL_GDRVINFO, 0);
+    ifr.fill(0, IFNAMSIZ);
+    ifr.writeBigUInt64LE(BigInt(addressOf(info)), IFNAMSIZ);
+    if (libc.ioctlBuf(s, SIOCETHTOOL, ifr) < 0) return 'other'; // no driver information: not the tun driver's
+    if (cString(info, DRVINFO.driver, DRVINFO.strLen) !== 'tun') return 'other';
+    return cString(info, DRVINFO.busInfo, DRVINFO.strLen) === 'tap' ? 'tap' : 'tun';
+  } finally {
+    closeFd(s);
+  }
+}
+
+/** A NUL-terminated string in a fixed-size field. */
+function cString(buf: Buffer, offset: number, size: number): string {
+  const field = buf.subarray(offset, offset + size);
+  const end = field.indexOf(0);
+  return field.toString('latin1', 0, end < 0 ? size : end);
+}
+
 /** Sets IFF_UP on interface `name` (SIOCGIFFLAGS / SIOCSIFFLAGS on a datagram socket); 0 or the errno. */
 function bringUp(name: string): number {
   const s = libc.socket(AF_INET, SOCK_DGRAM | O_CLOEXEC, 0);
   if (s < 0) return errno();
   try {
-    const ifr = Buffer.alloc(40);
-    ifr.write(name, 0, IFNAMSIZ - 1, 'latin1');
+    const ifr = ifreq(name);
     if (libc.ioctlBuf(s, SIOCGIFFLAGS, ifr) < 0) return errno();
     ifr.writeUInt16LE(ifr.readUInt16LE(IFNAMSIZ) | IFF_UP, IFNAMSIZ);
     if (libc.ioctlBuf(s, SIOCSIFFLAGS, ifr) < 0) return errno();
