@@ -236,6 +236,15 @@ describe('nested lane: hardware-semantics KVM inside QEMU TCG (L1)', () => {
     expect(outer.version).toMatch(/^QEMU emulator version \d+/);
   }, minutes(5));
 
+  it('builds the Debian root a user would boot (mmdebstrap: Debian\'s kernel, its initramfs-tools initrd; cached), which L1 boots', () => {
+    // Only the Linux checks in L1 boot it (linux-workloads: a distribution's own kernel and initrd
+    // on our virtio-blk); it goes into L1's image with the rest of assets/guests.
+    const r = spawnSync(process.execPath, [join(root, 'native/guest/linux/build-debian-root.mjs')], { stdio: 'inherit', timeout: DEADLINE.build });
+    expect(r.error?.message, 'the Debian root was built within its deadline').toBeUndefined();
+    expect(r.status).toBe(0);
+    console.log(`nested: Debian root ready after ${elapsed()}`);
+  }, DEADLINE.build + 10_000);
+
   it('builds the L1 kernel, initramfs and root image (cached by content)', () => {
     const r = spawnSync(process.execPath, [join(root, 'test/nested/l1/build.mjs')], { stdio: 'inherit', timeout: DEADLINE.build });
     expect(r.error?.message, 'the L1 build ran within its deadline').toBeUndefined();
