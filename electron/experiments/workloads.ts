@@ -170,8 +170,8 @@ export const LINUX_WORKLOADS: readonly Workload[] = [
     summary: 'sockperf server and ping-pong client over the guest\'s loopback, TCP, -t SECONDS -m MSG_BYTES, MPS requests/s '
       + '(0: back to back) (Debian\'s sockperf, workloads disk): request-response round trip (p50)',
     params: {
-      // sockperf keeps the observations of its run but the first and last ~0.5 s: 2 s is its
-      // shortest run with a second of them.
+      // At 1 s sockperf 3.7 kept 54-2846 observations in runs here (its warm-up and cool-down
+      // eat into so short a run); from 2 s, about a second's worth and more.
       seconds: { default: 3, min: 2, max: 3600 },
       msg_bytes: { default: 64, min: 14, max: 65_000 },
       mps: { default: 0, min: 0, max: 1_000_000 },

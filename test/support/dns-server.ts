@@ -15,7 +15,9 @@ export interface DnsServer {
 }
 
 export async function startDnsServer(): Promise<DnsServer> {
-  const sock = createSocket('udp4');
+  // reuseAddr: a resolver of the host's that holds the wildcard 0.0.0.0:53 with SO_REUSEADDR then
+  // does not keep this one off its own loopback address.
+  const sock = createSocket({ type: 'udp4', reuseAddr: true });
   const asked: string[] = [];
   sock.on('message', (q, from) => {
     if (q.length < 17) return;

@@ -62,7 +62,7 @@ function inNamespace({ setup, inner, opens, asUser = [], check }: Namespaces): s
 }
 
 /** Whether `ip -o link show` output lists IFF_UP among the interface's flags. */
-const isUp = (line: string) => /<([A-Z_]+,)*UP(,[A-Z_]+)*>/.test(line);
+const isUp = (line: string) => /[<,]UP[,>]/.test(line); // a flag of ip's <...> list (NO-CARRIER has a hyphen)
 
 describe.skipIf(!canNamespace)('taps that exist and may not be opened', () => {
   it('another user\'s tap, without CAP_NET_ADMIN: refused, saying whose it is and what to do', () => {

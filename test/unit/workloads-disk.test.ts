@@ -119,6 +119,9 @@ describe.skipIf(!built)('the kit\'s workloads disk', () => {
       const r = spawnSync(LINUX_HOST_AGENT, ['--stdio'], { input: `${lines.join('\n')}\n`, encoding: 'utf8', env: { ...process.env, UNHALT_WORKLOADS: LINUX_WORKLOADS_TREE } });
       const done = eventsOf(r.stdout).filter((e) => e.event === 'done');
       expect(done.map((d) => `${d.fields.workload}:${d.fields.status}`), w.name).toEqual(lines.map(() => `${w.id}:1`));
+      // And the agent names the same range: one past each end being refused on both sides does
+      // not rule out a stricter bound in C.
+      for (const [key, p] of Object.entries(w.params!)) expect(r.stderr, `${w.name} ${key}`).toContain(`${w.name}: ${key} must be from ${p.min} to ${p.max}\n`);
     }
   });
 

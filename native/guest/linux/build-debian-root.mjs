@@ -39,9 +39,8 @@ const STAMP = join(outDir, 'debian-root.json');
 let kernel;
 try {
   kernel = JSON.parse(readFileSync(join(outDir, 'kit.json'), 'utf8')).kernel;
-} catch {
-  fail(`no Linux kit in ${outDir} (npm run build:linux first): its kernel package is the root's`);
-}
+} catch { /* said below */ }
+if (!kernel?.package || !kernel?.version || !kernel?.file) fail(`no Linux kit in ${outDir} (npm run build:linux first): its kernel package is the root's`);
 const key = createHash('sha256').update(readFileSync(fileURLToPath(import.meta.url))).update(suite).update(`${kernel.package}=${kernel.version}`)
   .update(aptListsState()).digest('hex');
 try {
@@ -59,7 +58,8 @@ const mm = spawnSync('mmdebstrap', ['--quiet', '--mode=root', '--variant=minbase
   { encoding: 'utf8', stdio: ['ignore', 'inherit', 'pipe'] });
 if (mm.error) fail(mm.error.code === 'ENOENT' ? 'mmdebstrap not found (Debian: apt-get install mmdebstrap)' : mm.error.message);
 if (mm.status !== 0) fail(`mmdebstrap failed: ${mm.stderr.trim().split('\n').slice(-5).join(' | ')}`);
-const release = kernel.package.replace(/^linux-image-/, '');
+// The release as the package installs it (/boot/vmlinuz-RELEASE): the kit recorded that file's name.
+const release = kernel.file.replace(/^vmlinuz-/, '');
 for (const f of [`vmlinuz-${release}`, `initrd.img-${release}`]) {
   if (!existsSync(join(staging, 'boot', f))) fail(`the root has no /boot/${f}: ${kernel.package}'s postinst made no initrd`);
 }

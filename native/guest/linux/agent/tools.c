@@ -251,15 +251,18 @@ static int iperf3_tcp(int argc, char *const *argv, wl_emit_fn emit) {
   int st = -1;
   // The server needs a moment to listen: retry while the client is refused (for up to 30 s: a
   // loaded host, or a guest under emulation, can take seconds to start it).
-  for (int attempt = 0; attempt < 600; attempt++) {
+  for (long long give_up = tool_now_ns() + 30000000000LL;;) {
     char *args[] = {"-c", "127.0.0.1", "-p", "5201", "-n", bytes, "-l", len, "-f", "k", NULL};
     st = capture("iperf3", args, outbuf, sizeof outbuf);
-    if (st == 0 || !strstr(outbuf, "Connection refused")) break;
+    if (st == 0 || !strstr(outbuf, "Connection refused") || tool_now_ns() > give_up) break;
+    if (waitpid(server, NULL, WNOHANG) == server) { server = -1; break; } // the server is gone: no use waiting
     struct timespec ts = {0, 50 * 1000000};
     nanosleep(&ts, NULL);
   }
-  kill(server, SIGTERM);
-  while (waitpid(server, NULL, 0) < 0 && errno == EINTR) {}
+  if (server > 0) {
+    kill(server, SIGTERM);
+    while (waitpid(server, NULL, 0) < 0 && errno == EINTR) {}
+  }
   // "[  5]   0.00-1.23   sec  1.00 GBytes  6981234 Kbits/sec    receiver"
   const char *rx = strstr(outbuf, "receiver");
   if (st != 0 || !rx) return failed(emit, TOOL_ID_IPERF3_TCP, "iperf3-tcp", st);
@@ -323,17 +326,25 @@ static int sockperf_rr(int argc, char *const *argv, wl_emit_fn emit) {
   // --no-rdtsc: times from clock_gettime, not a TSC rate sockperf would have to guess in a guest.
   char *args[] = {"pp", "--tcp", "-i", "127.0.0.1", "-p", "11111", "-t", secs, "-m", bytes, mps, "--full-rtt", "--no-rdtsc", NULL};
   int st = -1;
-  // The server needs a moment to listen: retry while the client cannot connect (for up to 30 s,
-  // as iperf3-tcp: a loaded host or an emulated guest can take seconds to start it).
-  for (int attempt = 0; attempt < 600; attempt++) {
+  // The server needs a moment to listen: retry while the client cannot connect to it (for up to
+  // 30 s, as iperf3-tcp: a loaded host or an emulated guest can take seconds to start it), and
+  // only while the server is still there (one that could not bind its port has exited).
+  for (long long give_up = tool_now_ns() + 30000000000LL;;) {
     st = capture("sockperf", args, outbuf, sizeof outbuf);
-    if (st == 0 && strstr(outbuf, "observations")) break;
-    if (!strstr(outbuf, "refused") && !strstr(outbuf, "connect")) break;
+    if (!strstr(outbuf, "Can`t connect socket") || tool_now_ns() > give_up) break;
+    if (waitpid(server, NULL, WNOHANG) == server) {
+      fprintf(stderr, "unhalt-agent: sockperf-tcp-rr: its server on 127.0.0.1:11111 exited (is the port in use?)\n");
+      server = -1;
+      break;
+    }
     struct timespec ts = {0, 50 * 1000000};
     nanosleep(&ts, NULL);
   }
-  kill(server, SIGTERM);
-  while (waitpid(server, NULL, 0) < 0 && errno == EINTR) {}
+  // The server never ends by itself and its output is not read: SIGKILL, never a wait on its handler.
+  if (server > 0) {
+    kill(server, SIGKILL);
+    while (waitpid(server, NULL, 0) < 0 && errno == EINTR) {}
+  }
   // "avg-rtt=20.022 (std-dev=7.184)", "Total 2846 observations", "percentile 50.000 =   18.736",
   // "<MAX> observation =  109.027" (µs).
   long long n = 0;
