@@ -44,7 +44,9 @@ export const L1_MODULE_ROOTS = ['kvm_amd', 'virtio_pci', 'virtio_blk', 'tun'];
 // iproute2's ip: busybox's has no netns or tuntap, which the network checks need; util-linux's
 // unshare: the DNS checks give `unhalt run` a resolv.conf of their own in a mount namespace).
 const HOST_PROGRAMS = ['qemu-system-x86_64', 'setpriv', 'prlimit', 'mke2fs', 'debugfs', 'e2fsck', 'ip', 'unshare'];
-const HOST_DATA_DIRS = ['/usr/share/qemu', '/usr/share/seabios', '/etc/mke2fs.conf'];
+// /usr/lib/ipxe/qemu: Debian's QEMU looks there for a NIC's option ROM (efi-virtio.rom), and without
+// it `-device virtio-net-pci` refuses to start (the virtio-net bench's QEMU side in L1 did).
+const HOST_DATA_DIRS = ['/usr/share/qemu', '/usr/share/seabios', '/usr/lib/ipxe/qemu', '/etc/mke2fs.conf'];
 
 function log(msg) {
   if (!quiet) process.stdout.write(`nested l1: ${msg} (${((performance.now() - t0) / 1000).toFixed(1)} s)\n`);
