@@ -57,6 +57,7 @@ import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
 import { attachBoard, createDeviceState, slotBars, type BoardConfig } from '../../electron/vmm/devices/board.ts';
 import { GuestRam } from '../../electron/vmm/devices/virtio/guest-ram.ts';
+import { FuzzDriver } from '../support/virtio-fuzz-driver.ts';
 import { Chain, QUEUE_ERROR, QUEUE_ERROR_NAMES } from '../../electron/vmm/devices/virtio/virtqueue.ts';
 import {
   MAX_FRAME_BYTES, MIN_FRAME_BYTES, NET_HDR_BYTES, RX_BACKLOG_FRAMES, VirtioNetBackEnd, netConfigBytes, readTxFrame, writeRxFrame, type NetLink,
@@ -248,20 +249,11 @@ interface Walked { head: number; segs: number[]; error: number }
 /** What the link did with one frame the device sent. */
 interface Sent { frame: Uint8Array; lost: boolean; answer?: Uint8Array }
 
-class NetSession {
-  readonly sab = new SharedArrayBuffer(RAM_SIZE);
-  readonly ram = new Uint8Array(this.sab);
-  readonly ramBuf = Buffer.from(this.sab);
-  readonly shadow = new Uint8Array(RAM_SIZE);
-  readonly shadowBuf = Buffer.from(this.shadow.buffer);
-  private readonly dvR = new DataView(this.sab);
-  readonly dvS = new DataView(this.shadow.buffer);
-  readonly guestRam = new GuestRam(this.ram, [{ guestPhysAddr: 0, size: RAM_SIZE, offset: 0 }]);
+class NetSession extends FuzzDriver {
   readonly b: ReturnType<typeof attachBoard>;
   readonly device: VirtioPci;
   readonly be: VirtioNetBackEnd;
   private readonly regs: number;
-  private readonly data = new Uint8Array(8);
   private deliverToDevice: (f: Uint8Array) => void = () => {};
   /** MSIs sent on vectors 0, 1, 2. */
   readonly irqs = [0, 0, 0];
@@ -292,6 +284,7 @@ class NetSession {
   ops = 0;
 
   constructor(linkSeed = 1) {
+    super(RAM_SIZE, BACKGROUND);
     const config: BoardConfig = { virtio: [{ name: 'net', eventFd: 91, deviceConfig: netConfigBytes(MAC) }] };
     const nop = () => {};
     this.b = attachBoard(createDeviceState(config), {
@@ -327,8 +320,6 @@ class NetSession {
     });
     const { regs, msix } = slotBars(3);
     this.regs = regs;
-    this.ram.set(BACKGROUND);
-    this.shadow.set(BACKGROUND);
     const b = this.b;
     b.pio.write(0xcf8, 4, 0x80000000 | (3 << 11) | 0x04);
     b.pio.write(0xcfc, 2, 0x6); // memory decoding, bus master
@@ -351,45 +342,12 @@ class NetSession {
     return this.b.pio.read(0xcfc + (reg & 3), 1);
   }
 
-  w(addr: number, size: number, v: number): void {
-    const data = this.data;
-    for (let i = 0; i < size; i++) data[i] = (v >>> (8 * i)) & 0xff;
-    this.b.mmio.write(addr, data, size);
-  }
-
-  r(addr: number, size: number): number {
-    const data = this.data;
-    this.b.mmio.read(addr, data, size);
-    let v = 0;
-    for (let i = 0; i < size; i++) v |= data[i]! << (8 * i);
-    return v >>> 0;
-  }
-
   status(): number {
     return this.r(this.regs + 0x14, 1);
   }
 
-  // --- the driver's writes: guest RAM and its copy alike ------------------------------------------
-  put16(at: number, v: number): void {
-    if (!inRam(at, 2)) return;
-    this.dvR.setUint16(at, v, true);
-    this.dvS.setUint16(at, v, true);
-  }
-
-  put32(at: number, v: number): void {
-    if (!inRam(at, 4)) return;
-    this.dvR.setUint32(at, v, true);
-    this.dvS.setUint32(at, v, true);
-  }
-
   desc(queue: number, i: number, addr: number, len: number, flags: number, next: number, addrHi = Math.floor(addr / 2 ** 32)): void {
-    const at = this.q[queue]!.ring.desc + 16 * i;
-    if (!inRam(at, 16)) return;
-    this.put32(at, addr % 2 ** 32);
-    this.put32(at + 4, addrHi);
-    this.put32(at + 8, len);
-    this.put16(at + 12, flags);
-    this.put16(at + 14, next);
+    this.putDesc(this.q[queue]!.ring.desc + 16 * i, addr, len, flags, next, addrHi);
   }
 
   /** Puts `head` on the queue's available ring (published by publish()); `descs`: how many descriptors it holds. */

@@ -44,7 +44,7 @@
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
 import { attachBoard, createDeviceState, slotBars, type BoardConfig } from '../../electron/vmm/devices/board.ts';
-import { GuestRam } from '../../electron/vmm/devices/virtio/guest-ram.ts';
+import { FuzzDriver } from '../support/virtio-fuzz-driver.ts';
 import { MAX_CHAINS_PER_PASS, STATUS, type VirtioPci } from '../../electron/vmm/devices/virtio/virtio-pci.ts';
 import { MAX_BYTES_PER_REQUEST } from '../../electron/vmm/devices/virtio/virtio-rng.ts';
 import { QUEUE_ERROR, QUEUE_ERROR_NAMES } from '../../electron/vmm/devices/virtio/virtqueue.ts';
@@ -104,19 +104,10 @@ interface Expected {
  * One virtio-rng device on the real board with its own guest RAM, and the driver's side: its copy
  * of RAM (`shadow`), what it offered, and what the reference expects of the device.
  */
-class Session {
-  readonly sab = new SharedArrayBuffer(RAM_SIZE);
-  readonly ram = new Uint8Array(this.sab);
-  readonly ramBuf = Buffer.from(this.sab);
-  readonly shadow = new Uint8Array(RAM_SIZE);
-  readonly shadowBuf = Buffer.from(this.shadow.buffer);
-  private readonly dvR = new DataView(this.sab);
-  private readonly dvS = new DataView(this.shadow.buffer);
-  readonly guestRam = new GuestRam(this.ram, [{ guestPhysAddr: 0, size: RAM_SIZE, offset: 0 }]);
+class Session extends FuzzDriver {
   readonly b: ReturnType<typeof attachBoard>;
   readonly device: VirtioPci;
   private readonly regs: number;
-  private readonly data = new Uint8Array(8);
   /** MSIs sent on vectors 0 and 1. */
   readonly msis = [0, 0];
   /** The vectors the device holds for the queue and the configuration (NO_VECTOR: none). */
@@ -143,6 +134,7 @@ class Session {
   ops = 0;
 
   constructor() {
+    super(RAM_SIZE, BACKGROUND);
     const config: BoardConfig = { virtio: [{ name: 'rng', eventFd: 9 }] };
     const nop = () => {};
     this.b = attachBoard(createDeviceState(config), {
@@ -156,8 +148,6 @@ class Session {
     this.device = this.b.pci.virtio[0]!.device;
     const { regs, msix } = slotBars(1);
     this.regs = regs;
-    this.ram.set(BACKGROUND);
-    this.shadow.set(BACKGROUND);
     const b = this.b;
     b.pio.write(0xcf8, 4, 0x80000800 | 0x04);
     b.pio.write(0xcfc, 2, 0x6); // memory decoding, bus master
@@ -170,46 +160,13 @@ class Session {
     }
   }
 
-  w(addr: number, size: number, v: number): void {
-    const data = this.data;
-    for (let i = 0; i < size; i++) data[i] = (v >>> (8 * i)) & 0xff;
-    this.b.mmio.write(addr, data, size);
-  }
-
-  r(addr: number, size: number): number {
-    const data = this.data;
-    this.b.mmio.read(addr, data, size);
-    let v = 0;
-    for (let i = 0; i < size; i++) v |= data[i]! << (8 * i);
-    return v >>> 0;
-  }
-
   status(): number {
     return this.r(this.regs + 0x14, 1);
   }
 
-  // --- the driver's writes: guest RAM and its copy alike ------------------------------------------
-  put16(at: number, v: number): void {
-    if (!inRam(at, 2)) return;
-    this.dvR.setUint16(at, v, true);
-    this.dvS.setUint16(at, v, true);
-  }
-
-  put32(at: number, v: number): void {
-    if (!inRam(at, 4)) return;
-    this.dvR.setUint32(at, v, true);
-    this.dvS.setUint32(at, v, true);
-  }
-
   /** Descriptor `i` of the table (addresses up to 2^64 as two halves). */
   desc(i: number, addr: number, len: number, flags: number, next: number, addrHi = Math.floor(addr / 2 ** 32)): void {
-    const at = this.ring.desc + 16 * i;
-    if (!inRam(at, 16)) return;
-    this.put32(at, addr % 2 ** 32);
-    this.put32(at + 4, addrHi);
-    this.put32(at + 8, len);
-    this.put16(at + 12, flags);
-    this.put16(at + 14, next);
+    this.putDesc(this.ring.desc + 16 * i, addr, len, flags, next, addrHi);
   }
 
   /** Puts `head` on the available ring (not yet published). */
