@@ -81,10 +81,21 @@ static int parse_params(int argc, char *const *argv, struct param *p, int n, con
   return 0;
 }
 
-/** Runs bin/TOOL from the workloads dir with `args`; its stdout+stderr in `out`; the exit status or -1. */
-static int capture(const char *tool, char *const *args, char *out, size_t cap) {
+/** In a forked child: execs bin/TOOL from the workloads dir with `args` (at most 30); never returns. */
+static void exec_tool(const char *tool, char *const *args) {
   char path[512];
   snprintf(path, sizeof path, "%s/bin/%s", workloads_dir(), tool);
+  char *argv[32];
+  int n = 0;
+  argv[n++] = path;
+  for (int i = 0; args[i] && n < 31; i++) argv[n++] = args[i];
+  argv[n] = NULL;
+  execv(path, argv);
+  _exit(127);
+}
+
+/** Runs bin/TOOL from the workloads dir with `args`; its stdout+stderr in `out`; the exit status or -1. */
+static int capture(const char *tool, char *const *args, char *out, size_t cap) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return -1;
   pid_t pid = fork();
@@ -94,13 +105,7 @@ static int capture(const char *tool, char *const *args, char *out, size_t cap) {
     dup2(fds[1], 2);
     int nul = open("/dev/null", O_RDONLY);
     if (nul >= 0) dup2(nul, 0);
-    char *argv[32];
-    int n = 0;
-    argv[n++] = path;
-    for (int i = 0; args[i] && n < 31; i++) argv[n++] = args[i];
-    argv[n] = NULL;
-    execv(path, argv);
-    _exit(127);
+    exec_tool(tool, args);
   }
   close(fds[1]);
   size_t len = 0;
@@ -234,6 +239,36 @@ static int cyclictest(int argc, char *const *argv, wl_emit_fn emit) {
   return WL_OK;
 }
 
+/** Starts bin/TOOL from the workloads dir with `args`, its output dropped; its pid, or -1. */
+static pid_t start_quiet(const char *tool, char *const *args) {
+  pid_t pid = fork();
+  if (pid != 0) return pid;
+  int nul = open("/dev/null", O_RDWR);
+  if (nul >= 0) dup2(nul, 0), dup2(nul, 1), dup2(nul, 2);
+  exec_tool(tool, args); // the wrapper execs the tool itself: this pid is the server's
+  return -1;
+}
+
+/**
+ * A client run (capture()) against a server just started: the server needs a moment to listen,
+ * so the client runs again while its output says `refused` (for up to 30 s: a loaded host or an
+ * emulated guest can take seconds to start it) and the server is still there. Its status; *server
+ * becomes -1 when the server had exited (one that could not bind its port).
+ */
+static int capture_from_new_server(const char *tool, char *const *args, pid_t *server, const char *refused) {
+  for (long long give_up = tool_now_ns() + 30000000000LL;;) {
+    int st = capture(tool, args, outbuf, sizeof outbuf);
+    if (st == 0 || !strstr(outbuf, refused) || tool_now_ns() > give_up) return st;
+    if (waitpid(*server, NULL, WNOHANG) == *server) {
+      fprintf(stderr, "unhalt-agent: %s: its server exited (is its port in use?)\n", tool);
+      *server = -1;
+      return st;
+    }
+    struct timespec ts = {0, 50 * 1000000};
+    nanosleep(&ts, NULL);
+  }
+}
+
 static int iperf3_tcp(int argc, char *const *argv, wl_emit_fn emit) {
   struct param p[] = {{"mbytes", 1024, 1, 1000000}, {"len_kb", 128, 1, 1024}};
   if (parse_params(argc, argv, p, 2, "iperf3-tcp") != 0) return WL_BAD_ARGS;
@@ -241,24 +276,11 @@ static int iperf3_tcp(int argc, char *const *argv, wl_emit_fn emit) {
   snprintf(bytes, sizeof bytes, "%lldM", p[0].value);
   snprintf(len, sizeof len, "%lldK", p[1].value);
   // The server: one test, then it exits (-1); its output is not ours to read.
-  static char server_out[4096];
-  pid_t server = fork();
+  char *server_args[] = {"-s", "-1", "-p", "5201", "-B", "127.0.0.1", NULL};
+  pid_t server = start_quiet("iperf3", server_args);
   if (server < 0) return failed(emit, TOOL_ID_IPERF3_TCP, "iperf3-tcp", -1);
-  if (server == 0) {
-    char *args[] = {"-s", "-1", "-p", "5201", "-B", "127.0.0.1", NULL};
-    _exit(capture("iperf3", args, server_out, sizeof server_out));
-  }
-  int st = -1;
-  // The server needs a moment to listen: retry while the client is refused (for up to 30 s: a
-  // loaded host, or a guest under emulation, can take seconds to start it).
-  for (long long give_up = tool_now_ns() + 30000000000LL;;) {
-    char *args[] = {"-c", "127.0.0.1", "-p", "5201", "-n", bytes, "-l", len, "-f", "k", NULL};
-    st = capture("iperf3", args, outbuf, sizeof outbuf);
-    if (st == 0 || !strstr(outbuf, "Connection refused") || tool_now_ns() > give_up) break;
-    if (waitpid(server, NULL, WNOHANG) == server) { server = -1; break; } // the server is gone: no use waiting
-    struct timespec ts = {0, 50 * 1000000};
-    nanosleep(&ts, NULL);
-  }
+  char *args[] = {"-c", "127.0.0.1", "-p", "5201", "-n", bytes, "-l", len, "-f", "k", NULL};
+  int st = capture_from_new_server("iperf3", args, &server, "Connection refused");
   if (server > 0) {
     kill(server, SIGTERM);
     while (waitpid(server, NULL, 0) < 0 && errno == EINTR) {}
@@ -282,23 +304,6 @@ static int iperf3_tcp(int argc, char *const *argv, wl_emit_fn emit) {
   if (secs < 1 && rate > 0) secs = bytes_sent * 8.0 / rate;
   emit("@u1 iperf3_tcp bytes=%lld elapsed_ns=%lld bits_per_s=%lld", bytes_sent, (long long)(secs * 1e9), (long long)rate);
   return WL_OK;
-}
-
-/** Starts bin/TOOL from the workloads dir with `args`, its output dropped; its pid, or -1. */
-static pid_t start_quiet(const char *tool, char *const *args) {
-  char path[512];
-  snprintf(path, sizeof path, "%s/bin/%s", workloads_dir(), tool);
-  pid_t pid = fork();
-  if (pid != 0) return pid;
-  int nul = open("/dev/null", O_RDWR);
-  if (nul >= 0) dup2(nul, 0), dup2(nul, 1), dup2(nul, 2);
-  char *argv[32];
-  int n = 0;
-  argv[n++] = path;
-  for (int i = 0; args[i] && n < 31; i++) argv[n++] = args[i];
-  argv[n] = NULL;
-  execv(path, argv); // the wrapper execs the tool itself: this pid is the server's
-  _exit(127);
 }
 
 /** sockperf's figure after `label` (its lines carry colour escapes even into a pipe), in µs; or -1. */
@@ -325,21 +330,7 @@ static int sockperf_rr(int argc, char *const *argv, wl_emit_fn emit) {
   if (server < 0) return failed(emit, TOOL_ID_SOCKPERF_RR, "sockperf-tcp-rr", -1);
   // --no-rdtsc: times from clock_gettime, not a TSC rate sockperf would have to guess in a guest.
   char *args[] = {"pp", "--tcp", "-i", "127.0.0.1", "-p", "11111", "-t", secs, "-m", bytes, mps, "--full-rtt", "--no-rdtsc", NULL};
-  int st = -1;
-  // The server needs a moment to listen: retry while the client cannot connect to it (for up to
-  // 30 s, as iperf3-tcp: a loaded host or an emulated guest can take seconds to start it), and
-  // only while the server is still there (one that could not bind its port has exited).
-  for (long long give_up = tool_now_ns() + 30000000000LL;;) {
-    st = capture("sockperf", args, outbuf, sizeof outbuf);
-    if (!strstr(outbuf, "Can`t connect socket") || tool_now_ns() > give_up) break;
-    if (waitpid(server, NULL, WNOHANG) == server) {
-      fprintf(stderr, "unhalt-agent: sockperf-tcp-rr: its server on 127.0.0.1:11111 exited (is the port in use?)\n");
-      server = -1;
-      break;
-    }
-    struct timespec ts = {0, 50 * 1000000};
-    nanosleep(&ts, NULL);
-  }
+  int st = capture_from_new_server("sockperf", args, &server, "Can`t connect socket");
   // The server never ends by itself and its output is not read: SIGKILL, never a wait on its handler.
   if (server > 0) {
     kill(server, SIGKILL);
