@@ -4,8 +4,8 @@
 // - Every deadline is DEADLINE_MARGIN times what the phase is expected to take, and never below
 //   DEADLINE_FLOOR_MS. Expected times come from the best measurement at hand:
 //   - booting the Linux guest to the agent's `@u1 ready`: the slowest readiness already measured
-//     in this experiment; before any, LINUX_READY_ON_HARDWARE_MS times the host clock's slowdown
-//     (host-speed.ts);
+//     in this experiment; before any, LINUX_READY_ON_HARDWARE_MS times the guest slowdown
+//     (host-speed.ts: the host clock's slowdown, at least 15 where the host CPU is emulated);
 //   - a workload command: its size times the time per unit (per loop) measured by calibration;
 //     the first calibration command: CALIBRATION_STEP_ON_HARDWARE_MS times the slowdown;
 //   - a probe-guest run (sized by its own arguments): PROBE_RUN_BUDGET_MS times the slowdown.
@@ -64,7 +64,8 @@ export function userDeadline(ms: number): Deadline {
   return { ms, why: 'set by --deadline' };
 }
 
-const clock = (slowdown: number): string => (slowdown > 1 ? `, this host's clock being ${times(slowdown)} slower than the reference` : '');
+// `slowdown` here is the guest slowdown (host-speed.ts): the host clock's, floored where the CPU is emulated.
+const clock = (slowdown: number): string => (slowdown > 1 ? `, guests on this host expected ${times(slowdown)} slower than on hardware` : '');
 
 /** Boot to the agent's ready line: the slowest measured so far, else the host clock's prediction. */
 export function readyDeadline(slowdown: number, slowestReadyMs?: number): Deadline {
@@ -79,7 +80,7 @@ export function firstCalibrationDeadline(slowdown: number): Deadline {
 
 export function probeRunDeadline(slowdown: number): Deadline {
   const ms = Math.ceil(slowdown * PROBE_RUN_BUDGET_MS);
-  return { ms, why: slowdown > 1 ? `the probe's ${seconds(PROBE_RUN_BUDGET_MS)} budget, scaled by this host's clock (${times(slowdown)} slower than the reference)` : `the probe's ${seconds(PROBE_RUN_BUDGET_MS)} budget` };
+  return { ms, why: slowdown > 1 ? `the probe's ${seconds(PROBE_RUN_BUDGET_MS)} budget, scaled by this host's guest slowdown (${times(slowdown)})` : `the probe's ${seconds(PROBE_RUN_BUDGET_MS)} budget` };
 }
 
 /** A workload command of `size` units at `perUnitMs` each. */

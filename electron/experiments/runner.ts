@@ -144,8 +144,9 @@ export async function runExperiment(
   const total = totalRuns(spec);
   const speed = hostSpeed();
   const deadlineMs = spec.deadlineS !== undefined ? spec.deadlineS * 1000 : undefined;
-  const pacing = linuxArgs ? linuxPacing(work, spec.workloadArgs ?? '', linuxArgs, speed.slowdown, deadlineMs) : undefined;
-  const probeDeadline = deadlineMs !== undefined ? userDeadline(deadlineMs) : probeRunDeadline(speed.slowdown);
+  // Guest-side phases scale by the guest slowdown (the clock's, floored where the CPU is emulated).
+  const pacing = linuxArgs ? linuxPacing(work, spec.workloadArgs ?? '', linuxArgs, speed.guestSlowdown, deadlineMs) : undefined;
+  const probeDeadline = deadlineMs !== undefined ? userDeadline(deadlineMs) : probeRunDeadline(speed.guestSlowdown);
   const raw: RunRecord[] = [];
   let done = 0;
   const cancelled = () => { if (signal?.aborted) throw new ExperimentCancelled(); };

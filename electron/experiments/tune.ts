@@ -181,7 +181,7 @@ export async function runTune(rawSpec: unknown, onProgress: (p: ExperimentProgre
         }
       },
       budgetMs: budgetS * 1000,
-      priorRunMs: priorRunMs(spec.guest, speed.slowdown),
+      priorRunMs: priorRunMs(spec.guest, speed.guestSlowdown),
       now: () => performance.now(),
       signal,
       onRound: (c, n) => { round = n; now = `round ${n}: ${c.label} vs current`; report(now); },

@@ -2,7 +2,7 @@
 // generous multiple of what a phase is expected to take, with a floor, from the host clock
 // (host-speed.ts) until calibration has measured the guest itself; never a fixed 120 s.
 import { describe, expect, it } from 'vitest';
-import { measureHostSpeed, REFERENCE_LOOP_MS, slowdownFor } from '../../electron/vmm/host-speed.ts';
+import { EMULATED_GUEST_SLOWDOWN, guestSlowdownFor, measureHostSpeed, REFERENCE_LOOP_MS, slowdownFor } from '../../electron/vmm/host-speed.ts';
 import {
   DEADLINE_FLOOR_MS, DEADLINE_MARGIN, ExperimentPacing, LINUX_READY_ON_HARDWARE_MS, MIN_CALIBRATION_MS, PROBE_RUN_BUDGET_MS,
   TARGET_RUN_MS, commandDeadline, deadlineFrom, nextCalibrationSize, probeRunDeadline, readyDeadline, roundSize, sizeForTarget,
@@ -16,6 +16,22 @@ describe('the host clock', () => {
     expect(slowdownFor(REFERENCE_LOOP_MS)).toBe(1);
     expect(slowdownFor(REFERENCE_LOOP_MS * 30)).toBeCloseTo(30, 9); // QEMU TCG
     expect(slowdownFor(Number.NaN)).toBe(1);
+  });
+
+  it('is the guest slowdown too, except that an emulated CPU never counts as less than 15x for guests', () => {
+    // Under QEMU TCG the loop is translated once and ran 1.8x in the nested lane while a Linux boot
+    // there took ~40 s (10x the hardware base): the clock alone killed a healthy boot at 37 s.
+    expect(guestSlowdownFor(1.8, false)).toBe(1.8);
+    expect(guestSlowdownFor(1.8, true)).toBe(EMULATED_GUEST_SLOWDOWN);
+    expect(guestSlowdownFor(40, true)).toBe(40);
+    expect(readyDeadline(guestSlowdownFor(1.8, true)).ms).toBeGreaterThan(5 * 40_000);
+    expect(readyDeadline(guestSlowdownFor(1.8, true)).why).toMatch(/60 s boot to agent ready predicted, guests on this host expected 15x slower than on hardware/);
+    let i = 0;
+    const times = [0, 5.4]; // one 1.8x repetition, the rest the same
+    const speed = measureHostSpeed(() => times[i++ % 2]!, true);
+    expect(speed.slowdown).toBeCloseTo(1.8, 9);
+    expect(speed.guestSlowdown).toBe(EMULATED_GUEST_SLOWDOWN);
+    expect(measureHostSpeed(() => times[i++ % 2]!, false).guestSlowdown).toBeCloseTo(1.8, 9);
   });
 
   it('takes the fastest of its repetitions (one preemption is not a slow host)', () => {
@@ -48,7 +64,7 @@ describe('deadlines', () => {
     // Under TCG (30x): 4 s x 30 x 5 = 600 s, where a fixed 120 s killed healthy boots.
     const tcg = readyDeadline(30);
     expect(tcg.ms).toBe(600_000);
-    expect(tcg.why).toMatch(/5x the 120 s boot to agent ready predicted, this host's clock being 30x slower/);
+    expect(tcg.why).toMatch(/5x the 120 s boot to agent ready predicted, guests on this host expected 30x slower than on hardware/);
     // Measured: the guest reached ready in 14 s; a hung boot is noticed after 70 s, not 300.
     expect(readyDeadline(30, 14_000)).toEqual({ ms: 70_000, why: '5x the slowest boot to agent ready so far (14 s)' });
   });
@@ -56,7 +72,7 @@ describe('deadlines', () => {
   it('for a probe run: its old budget, scaled by the host clock', () => {
     expect(probeRunDeadline(1).ms).toBe(PROBE_RUN_BUDGET_MS);
     expect(probeRunDeadline(20).ms).toBe(20 * PROBE_RUN_BUDGET_MS);
-    expect(probeRunDeadline(20).why).toMatch(/scaled by this host's clock \(20x slower/);
+    expect(probeRunDeadline(20).why).toMatch(/scaled by this host's guest slowdown \(20x\)/);
   });
 
   it('for a workload command: its size at the calibrated time per unit', () => {
