@@ -3,7 +3,7 @@
 // fds and a timeout to the thread's one poll(2), and is told after each wake-up. The loop itself
 // knows nothing of any particular back end.
 import type { PollSet } from '../../../../native/kvm/poll-set.ts';
-import type { SharedLock } from '../shared-lock.ts';
+import type { BusLock } from './io-bus-lock.ts';
 import type { GuestRam } from './guest-ram.ts';
 import type { QueueServer, VirtioPci } from './virtio-pci.ts';
 
@@ -11,7 +11,7 @@ import type { QueueServer, VirtioPci } from './virtio-pci.ts';
 export interface IoBackEndContext {
   device: VirtioPci;
   ram: GuestRam;
-  lock: SharedLock;
+  lock: BusLock;
 }
 
 export interface IoBackEnd extends QueueServer {

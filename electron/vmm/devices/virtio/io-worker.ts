@@ -5,7 +5,7 @@
 // stop: VmControl's words say which), plus whatever fds its back ends add each round (a network
 // link's sockets), for at most the shortest timeout a back end asks for. Device state is the
 // board's shared state (board.ts), taken under the bus lock like any vCPU's access; interrupts go
-// out as MSIs from here (KVM_SIGNAL_MSI).
+// out as MSIs from here (KVM_SIGNAL_MSI), each sent after the lock is let go (io-bus-lock.ts).
 //
 // Pause, as QEMU's `stop`: the thread acknowledges the pause command (VmControl.acknowledgeIoPause)
 // only between two passes, and from then on serves no queue, writes no ring and sends no MSI. The
@@ -22,6 +22,7 @@ import { FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, addressOf, libc } from '../.
 import { COMMAND, VmControl } from '../../vcpu/control.ts';
 import { attachPci, type BoardConfig } from '../board.ts';
 import { createBackEnd } from './back-ends.ts';
+import { DeferringBusLock } from './io-bus-lock.ts';
 import { GuestRam, type GuestRamHandle } from './guest-ram.ts';
 import { minTimeout, type IoBackEnd } from './io-back-end.ts';
 
@@ -44,7 +45,7 @@ const post = (m: IoWorkerMessage) => parentPort!.postMessage(m);
 const msi = new MsiSignal(data.vmFd);
 const writer = new EventFdWriter();
 const pci = attachPci(data.deviceSab, data.board, {
-  signalMsi: (a, d) => { msi.signal(a, d); },
+  signalMsi: (a, d) => bus.signal(a, d),
   signalEventFd: (fd) => writer.signal(fd),
   setIoeventfd: (address, length, fd, assign) => setIoEventFd(data.vmFd, { address, length, fd }, !assign),
   // The disks' I/O: straight between the image and guest RAM's SharedArrayBuffer.
@@ -56,6 +57,8 @@ const pci = attachPci(data.deviceSab, data.board, {
     ramAddress: (r) => addressOf(r.bytes),
   },
 });
+/** The bus lock as this thread holds it: what its devices raise under it is sent after the unlock. */
+const bus = new DeferringBusLock(pci.lock, (a, d) => { msi.signal(a, d); });
 const ram = GuestRam.fromHandle(data.ram);
 const control = new VmControl(data.controlSab, data.cpus);
 const poll = new PollSet([data.wakeFd, ...pci.virtio.map((v) => v.eventFd)]);
@@ -84,11 +87,11 @@ function serveDevice(i: number, kicks: number): void {
   for (let more = true, first = true; more; kicks = 0, first = false) {
     // Only a check (the acknowledgement is mayServe's): a pause need not wait out a long queue.
     if (!first && control.command !== COMMAND.run) { owed[i] = true; return; }
-    pci.lock.lock();
+    bus.lock();
     try {
-      more = device.serviceQueues(ram, kicks, server, pci.lock);
+      more = device.serviceQueues(ram, kicks, server, bus);
     } finally {
-      pci.lock.unlock();
+      bus.unlock();
     }
   }
   owed[i] = false;
@@ -97,7 +100,7 @@ function serveDevice(i: number, kicks: number): void {
 
 try {
   // Back ends open before `ready`: one that cannot (a port in use, a library missing) fails the start.
-  pci.virtio.forEach((v, i) => { backEnds.push(createBackEnd(data.board.virtio[i]!, { device: v.device, ram, lock: pci.lock })); });
+  pci.virtio.forEach((v, i) => { backEnds.push(createBackEnd(data.board.virtio[i]!, { device: v.device, ram, lock: bus })); });
   post({ type: 'ready' });
   let serving = mayServe();
   for (;;) {

@@ -184,6 +184,8 @@ export class VirtioPci implements PciFunction {
   private readonly scratch = new Uint8Array(COMMON_CFG_LENGTH + 8);
   private readonly scratchView = new DataView(this.scratch.buffer);
   private readonly msixCapOffset: number;
+  /** offeredFeatures' two 32-bit halves, as the common configuration shows them (no BigInt work on a register read). */
+  private readonly offeredHalves: readonly [number, number];
   private queue?: SplitQueue;
 
   /**
@@ -196,6 +198,8 @@ export class VirtioPci implements PciFunction {
     this.s = state;
     this.type = type;
     this.io = io;
+    const offered = this.offeredFeatures;
+    this.offeredHalves = [Number(offered & 0xffffffffn), Number(offered >> 32n)];
     const vectors = type.queues + 1;
     const msixWords = W.queues + Q_WORDS * type.queues;
     const tableBytes = vectors * MSIX_ENTRY_BYTES;
@@ -313,9 +317,8 @@ export class VirtioPci implements PciFunction {
     const d = this.scratchView;
     const s = this.s;
     const sel = s[W.deviceFeatureSelect]!;
-    const offered = this.offeredFeatures;
-    d.setUint32(0x00, s[W.deviceFeatureSelect]!, true);
-    d.setUint32(0x04, sel === 0 ? Number(offered & 0xffffffffn) : sel === 1 ? Number(offered >> 32n) : 0, true);
+    d.setUint32(0x00, sel, true);
+    d.setUint32(0x04, sel === 0 || sel === 1 ? this.offeredHalves[sel]! : 0, true);
     d.setUint32(0x08, s[W.driverFeatureSelect]!, true);
     const gsel = s[W.driverFeatureSelect]!;
     d.setUint32(0x0c, gsel === 0 ? s[W.driverFeaturesLo]! : gsel === 1 ? s[W.driverFeaturesHi]! : 0, true);
