@@ -11,8 +11,10 @@
 # L1 runs this instead of its checks and prints what it wrote (the lane then says no file ran:
 # expected). Two L1 CPUs: with one, each VMM's threads (and V8's) queue behind the vCPU's, which
 # is a different machine from the one users have (2026-12-02: IOPS 0.23x with one, 0.42-0.51x
-# with two at 300 requests, 0.62-0.69x with two at 3000).
-runs=3
+# with two at 300 requests, 0.62-0.69x with two at 3000). Five runs a side: in L1 single runs of
+# the same build vary 2-3x (QEMU's as much as ours), and three left a ratio that moved 0.67-0.90x
+# between identical runs of the lane.
+runs=5
 cd /project || exit 1
 echo "== virtio-blk in L1 (runs=$runs)"
 node bench/virtio-blk.ts --runs "$runs" --ops 3000 --seq-kib 8192 || echo "virtio-blk bench failed: $?"

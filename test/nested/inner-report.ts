@@ -20,6 +20,8 @@ export const NESTED_PROBE_FILES = [
   'test/kvm/cli.test.ts',
   'test/kvm/smp-start.test.ts',
   'test/kvm/virtio-rng.test.ts',
+  'test/kvm/virtio-blk.test.ts',
+  'test/kvm/virtio-net.test.ts',
   'test/kvm/pause-clock.test.ts',
 ];
 export const NESTED_LINUX_FILES = [
@@ -49,6 +51,8 @@ export const EXPECTED_MINUTES: Record<string, number> = {
   'test/kvm/cli.test.ts': 1.8,
   'test/kvm/smp-start.test.ts': 1.3,
   'test/kvm/virtio-rng.test.ts': 1.7,
+  'test/kvm/virtio-blk.test.ts': 2.8,
+  'test/kvm/virtio-net.test.ts': 2.8,
   'test/kvm/pause-clock.test.ts': 0.3,
   'test/linux/linux-boot.test.ts': 4,
   'test/linux/linux-hw.test.ts': 6.5,

@@ -87,6 +87,7 @@ struct virtq {
 	u16 index;       /* the queue's number on its device */
 	u16 size;        /* entries in use: a power of two, at most VIRTQ_MAX */
 	u16 last_used;   /* used.idx as far as the driver has taken used buffers */
+	u64 notify_addr; /* where this queue is notified: read once at setup, as Linux's driver does */
 };
 
 /* Makes descriptor chain `head` available: the device sees it once it is notified. */
@@ -150,6 +151,15 @@ static inline void virtio_driver_ok(struct virtio_pci *d)
 {
 	wr8(d->common + CC_STATUS,
 	    VIRTIO_STATUS_ACK | VIRTIO_STATUS_DRIVER | VIRTIO_STATUS_FEATURES_OK | VIRTIO_STATUS_DRIVER_OK);
+}
+
+/* Notifies the device of queue q as Linux's virtio driver does on its data path: one write of the
+ * queue's index to the notify address found at setup (an ioeventfd where the VMM set one: no exit
+ * to the VMM). The block and network drivers use it, so their round trips time what a Linux
+ * guest's do. */
+static inline void virtq_kick(const struct virtq *q)
+{
+	wr16(q->notify_addr, q->index);
 }
 
 /* Notifies the device of queue q, which must be the selected queue (CC_Q_SELECT): its notify

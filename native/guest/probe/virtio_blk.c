@@ -79,7 +79,7 @@ static i64 submit(u32 n, u64 timeout_us)
 	}
 	virtq_post(&vq, 0);
 	u32 irqs = virtio_queue_irqs();
-	virtio_notify(&blk, &vq);
+	virtq_kick(&vq);
 	u64 end = slow_host_deadline_us(timeout_us);
 	__asm__ volatile("sti" ::: "memory");
 	while ((virtq_used_idx(&vq) == vq.last_used || virtio_queue_irqs() == irqs) && rdtsc() < end)

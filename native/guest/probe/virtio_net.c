@@ -72,8 +72,7 @@ static NORETURN void fail(const char *scenario, u32 stage, const char *what)
 /* ---- the device ---- */
 static void notify(struct virtq *q)
 {
-	wr16(vnet.common + CC_Q_SELECT, q->index);
-	virtio_notify(&vnet, q);
+	virtq_kick(q);
 }
 
 /* The transport's failures as this scenario's stages (docs/guest-contract.md). */

@@ -199,6 +199,7 @@ enum virtio_error virtio_queue_setup(struct virtio_pci *d, struct virtq *q, u16 
 	wr64(c + CC_Q_DESC, (u64)&q->desc);
 	wr64(c + CC_Q_DRIVER, (u64)&q->avail);
 	wr64(c + CC_Q_DEVICE, (u64)&q->used);
+	q->notify_addr = d->notify + (u64)rd16(c + CC_Q_NOTIFY_OFF) * d->notify_mult;
 	wr16(c + CC_Q_ENABLE, 1);
 	/* Where the device's used index sits (guest-physical = ours): the host reads it from guest
 	 * RAM to see what the device published, e.g. that nothing moves while the VM is paused. */

@@ -43,7 +43,8 @@ export const L1_MODULE_ROOTS = ['kvm_amd', 'virtio_pci', 'virtio_blk', 'tun'];
 // (e2fsprogs: the Linux disk checks make an ext4 image and read the guest's files back from it;
 // iproute2's ip: busybox's has no netns or tuntap, which the network checks need; util-linux's
 // unshare: the DNS checks give `unhalt run` a resolv.conf of their own in a mount namespace).
-const HOST_PROGRAMS = ['qemu-system-x86_64', 'setpriv', 'prlimit', 'mke2fs', 'debugfs', 'e2fsck', 'ip', 'unshare'];
+// chattr: virtio-blk's refusal of an image root may not write (chattr +i; L1's /tmp is a tmpfs, which takes it).
+const HOST_PROGRAMS = ['qemu-system-x86_64', 'setpriv', 'prlimit', 'mke2fs', 'debugfs', 'e2fsck', 'ip', 'unshare', 'chattr'];
 // /usr/lib/ipxe/qemu: Debian's QEMU looks there for a NIC's option ROM (efi-virtio.rom), and without
 // it `-device virtio-net-pci` refuses to start (the virtio-net bench's QEMU side in L1 did).
 const HOST_DATA_DIRS = ['/usr/share/qemu', '/usr/share/seabios', '/usr/lib/ipxe/qemu', '/etc/mke2fs.conf'];

@@ -51,6 +51,9 @@ export class PciHost {
   private readonly state: Int32Array;
   private readonly slots: (PciFunction | undefined)[];
   private readonly present: PciFunction[];
+  /** Where target() found the last address: the BAR and the offset in it. */
+  private targetBar = 0;
+  private targetOffset = 0;
 
   /** `state`: PCI_HOST_STATE_WORDS shared words; `slots[n]` is device n's function 0. */
   constructor(state: Int32Array, slots: readonly (PciFunction | undefined)[]) {
@@ -87,27 +90,35 @@ export class PciHost {
     if (fn.config.write(reg, n, value)) fn.configChanged?.(reg, n);
   }
 
-  /** The function and BAR whose decoded range holds `address`, or undefined (nobody answers). */
-  mmioTarget(address: number): { fn: PciFunction; bar: number; offset: number } | undefined {
+  /**
+   * The function whose decoded BAR holds `address`, or undefined (nobody answers); the BAR and
+   * the offset in it are left in targetBar / targetOffset. No object per access: every MMIO exit
+   * outside RAM comes through here.
+   */
+  private target(address: number): PciFunction | undefined {
     for (const fn of this.present) {
       const bar = fn.config.barAt(address);
-      if (bar >= 0) return { fn, bar, offset: address - fn.config.barAddress(bar) };
+      if (bar >= 0) {
+        this.targetBar = bar;
+        this.targetOffset = address - fn.config.barAddress(bar);
+        return fn;
+      }
     }
     return undefined;
   }
 
   /** Reads of `size` bytes at `address`: a BAR's registers, else all ones (as on an empty bus). */
   mmioRead(address: number, data: Uint8Array, size: number): boolean {
-    const t = this.mmioTarget(address);
-    if (!t) return false;
-    t.fn.mmioRead(t.bar, t.offset, data, size);
+    const fn = this.target(address);
+    if (!fn) return false;
+    fn.mmioRead(this.targetBar, this.targetOffset, data, size);
     return true;
   }
 
   mmioWrite(address: number, data: Uint8Array, size: number): boolean {
-    const t = this.mmioTarget(address);
-    if (!t) return false;
-    t.fn.mmioWrite(t.bar, t.offset, data, size);
+    const fn = this.target(address);
+    if (!fn) return false;
+    fn.mmioWrite(this.targetBar, this.targetOffset, data, size);
     return true;
   }
 

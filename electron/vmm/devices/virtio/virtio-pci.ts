@@ -278,7 +278,8 @@ export class VirtioPci implements PciFunction {
     data.fill(0, 0, size);
     if (offset >= COMMON_CFG && offset + size <= COMMON_CFG + COMMON_CFG_LENGTH) {
       this.fillCommon();
-      data.set(this.scratch.subarray(offset, offset + size));
+      // Byte by byte, not data.set(subarray): no view allocated per register read (an MMIO exit).
+      for (let i = 0; i < size; i++) data[i] = this.scratch[offset + i]!;
     } else if (offset === ISR_CFG) {
       // Reading the ISR status clears it (4.1.4.5).
       data[0] = this.s[W.isr]!;
