@@ -91,11 +91,12 @@ export function commandDeadline(perUnitMs: number, size: number, param: string):
 
 /**
  * The next calibration size after a command of `size` took `wallMs`, or undefined when this one
- * was long enough (or already at `cap`): about twice the minimum time, in steps of 2x to 10x.
+ * was long enough (`minMs`, MIN_CALIBRATION_MS unless the caller needs longer) or already at
+ * `cap`: about twice the minimum time, in steps of 2x to 10x.
  */
-export function nextCalibrationSize(size: number, wallMs: number, cap: number): number | undefined {
-  if (wallMs >= MIN_CALIBRATION_MS || size >= cap) return undefined;
-  const factor = Math.min(10, Math.max(2, Math.round((2 * MIN_CALIBRATION_MS) / Math.max(wallMs, 1))));
+export function nextCalibrationSize(size: number, wallMs: number, cap: number, minMs = MIN_CALIBRATION_MS): number | undefined {
+  if (wallMs >= minMs || size >= cap) return undefined;
+  const factor = Math.min(10, Math.max(2, Math.round((2 * minMs) / Math.max(wallMs, 1))));
   return Math.min(cap, size * factor);
 }
 

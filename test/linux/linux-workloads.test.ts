@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { AgentEvent } from '../../electron/vmm/agent/line-protocol.ts';
+import { nextCalibrationSize } from '../../electron/experiments/pacing.ts';
 import { median } from '../../electron/experiments/stats.ts';
 import { resolveMachine } from '../../electron/vmm/config/resolve.ts';
 import { validateConfig, type VmConfig } from '../../electron/vmm/config/vm-config.ts';
@@ -126,9 +127,13 @@ describe.skipIf(!hw)('the workloads disk in a stock Linux on hardware-semantics 
     const costOf = async (tool: Tool, w: Work) => {
       let fixed = Infinity;
       for (let i = 0; i < 2; i++) fixed = Math.min(fixed, await time(tool, w, 1));
-      for (let n = w === 'pipe' ? 1000 : 4; ; n *= 4) {
+      // Calibration's own growth rule (pacing.ts), on the time the loops add, which must reach twice the fixed cost.
+      const enoughMs = Math.max(2 * fixed, 2e8) / 1e6;
+      for (let n = w === 'pipe' ? 1000 : 4; ;) {
         const added = (await time(tool, w, n)) - fixed;
-        if (added >= Math.max(2 * fixed, 2e8) || n * 4 > MAX_LOOPS[w]) return { fixed, perLoop: Math.max(added, 1) / (n - 1), probed: n };
+        const next = nextCalibrationSize(n, added / 1e6, MAX_LOOPS[w], enoughMs);
+        if (next === undefined) return { fixed, perLoop: Math.max(added, 1) / (n - 1) };
+        n = next;
       }
     };
     const ratio = { pipe: 0, messaging: 0 };

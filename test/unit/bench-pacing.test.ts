@@ -91,6 +91,10 @@ describe('workload sizes', () => {
     expect(nextCalibrationSize(50_000, MIN_CALIBRATION_MS, 1e6)).toBeUndefined();
     expect(nextCalibrationSize(1000, 5, 3000)).toBe(3000); // never past the cap (default or given size)
     expect(nextCalibrationSize(3000, 5, 3000)).toBeUndefined();
+    // A caller that needs longer names its own minimum (the agent-vs-perf check: twice a tool's fixed cost).
+    expect(nextCalibrationSize(1000, MIN_CALIBRATION_MS, 1e6, 1000)).toBe(8000);
+    expect(nextCalibrationSize(1000, 999, 1e6, 1000)).toBe(2000);
+    expect(nextCalibrationSize(1000, 1000, 1e6, 1000)).toBeUndefined();
   });
 
   it('the size takes the target time, in two significant digits, within the workload\'s range', () => {

@@ -93,20 +93,11 @@ describe('the I/O thread\'s hold of the bus lock', () => {
   it('a thread waiting for the bus lock (a vCPU\'s MMIO exit) gets it while the interrupt is still being sent', async () => {
     let bus!: DeferringBusLock;
     const rig = rngWithPostedBuffer((address, data) => bus.signal(address, data));
-    // The "vCPU": says it runs, takes the bus lock with SharedLock's protocol (0 free, 1 held,
-    // 2 held with sleepers) as a register access does, says it has it, lets go.
+    // The "vCPU": says it runs, takes the bus lock as a register access does (the real
+    // SharedLock, in a thread of its own), says it has it, lets go.
     const flagSab = new SharedArrayBuffer(8);
     const f = new Int32Array(flagSab);
-    const vcpu = new Worker(`
-      const { workerData: { sab, lockWord, flagSab } } = require('node:worker_threads');
-      const cells = new Int32Array(sab, lockWord * 4, 1);
-      const f = new Int32Array(flagSab);
-      Atomics.store(f, 0, 1); Atomics.notify(f, 0);
-      let c = Atomics.compareExchange(cells, 0, 0, 1);
-      if (c !== 0) { if (c !== 2) c = Atomics.exchange(cells, 0, 2); while (c !== 0) { Atomics.wait(cells, 0, 2); c = Atomics.exchange(cells, 0, 2); } }
-      Atomics.store(f, 1, 1); Atomics.notify(f, 1);
-      if (Atomics.sub(cells, 0, 1) !== 1) { Atomics.store(cells, 0, 0); Atomics.notify(cells, 0, 1); }
-    `, { eval: true, workerData: { sab: rig.sab, lockWord: DEVICE_LAYOUT.lock, flagSab } });
+    const vcpu = new Worker(new URL('./helpers/bus-lock-taker.ts', import.meta.url), { workerData: { sab: rig.sab, lockWord: DEVICE_LAYOUT.lock, flagSab } });
     const exited = new Promise<void>((resolve) => vcpu.once('exit', () => resolve()));
     const sends: string[] = [];
     bus = new DeferringBusLock(rig.b.pci.lock, (_address, data) => {
