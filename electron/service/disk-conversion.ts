@@ -57,15 +57,10 @@ export class DiskConversions {
     const entry = { dto, kill: () => child.kill('SIGTERM') };
     this.running.set(dto.id, entry);
     let stderr = '';
-    let last = -1;
+    const progress = new QemuImgProgress();
     child.stdout.setEncoding('utf8').on('data', (text: string) => {
-      // qemu-img -p prints "    (12.34/100%)\r" as it goes.
-      const all = [...text.matchAll(/\((\d+(?:\.\d+)?)\/100%\)/g)];
-      const pct = all.length ? Math.floor(Number(all[all.length - 1]![1])) : -1;
-      if (pct > last) {
-        last = pct;
-        this.update(dto, { percent: pct });
-      }
+      const pct = progress.feed(text);
+      if (pct !== undefined) this.update(dto, { percent: pct });
     });
     child.stderr.setEncoding('utf8').on('data', (t: string) => { stderr = (stderr + t).slice(-2000); });
     const finish = (ok: boolean, message?: string) => {
@@ -89,5 +84,29 @@ export class DiskConversions {
   private update(dto: DiskConversionDto, patch: Partial<DiskConversionDto>): void {
     Object.assign(dto, patch);
     this.emit({ ...dto });
+  }
+}
+
+/**
+ * qemu-img's `-p` output as whole percents: it prints `    (12.34/100%)\r` as it goes, and a pipe
+ * may cut that anywhere. feed() keeps an unfinished tail for the next chunk and answers the
+ * newest percent when it is higher than any before (progress never goes back), else undefined.
+ */
+export class QemuImgProgress {
+  private tail = '';
+  private last = -1;
+
+  feed(chunk: string): number | undefined {
+    const text = this.tail + chunk;
+    const all = [...text.matchAll(/\((\d+(?:\.\d+)?)\/100%\)/g)];
+    const end = all.length ? all.at(-1)!.index! + all.at(-1)![0].length : 0;
+    // What may still become a reading: from the last "(" after the last whole one (bounded).
+    const open = text.lastIndexOf('(');
+    this.tail = open >= end ? text.slice(open, open + 32) : '';
+    if (!all.length) return undefined;
+    const pct = Math.min(100, Math.floor(Number(all.at(-1)![1])));
+    if (pct <= this.last) return undefined;
+    this.last = pct;
+    return pct;
   }
 }

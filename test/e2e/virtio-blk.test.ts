@@ -106,7 +106,8 @@ describe.skipIf(reason !== null)('virtio-blk disks from the wizard to the guest'
     expect(sha(ro)).toBe(roBefore);
   }, 240_000);
 
-  it.skipIf(spawnSync('qemu-img', ['--version']).error !== undefined)('a qcow2 picked as a disk is converted in the app (progress shown), and the VM uses the raw copy', async () => {
+  // CI installs qemu-utils (.ci/run): there the conversion runs, never skipped for want of qemu-img.
+  it.skipIf(spawnSync('qemu-img', ['--version']).error !== undefined && !process.env.CI)('a qcow2 picked as a disk is converted in the app (progress shown), and the VM uses the raw copy', async () => {
     const { page } = app;
     const dir = join(app.home, 'convert');
     mkdirSync(dir);
