@@ -38,8 +38,8 @@ describe.skipIf(reason !== null)('the app in host mode', () => {
     await page.getByRole('radio', { name: /Probe/ }).check();
     await page.screenshot({ path: artifact('wizard-basics.png'), fullPage: true });
     const next = page.locator('button[data-action="next"]');
-    const shots: Record<string, string> = { resources: 'wizard-resources.png', features: 'wizard-features.png', 'halt-poll': 'wizard-halt-polling.png' };
-    for (let i = 0; i < 7; i++) {
+    const shots: Record<string, string> = { resources: 'wizard-resources.png', storage: 'wizard-storage-network.png', features: 'wizard-features.png', 'halt-poll': 'wizard-halt-polling.png' };
+    for (let i = 0; i < 8; i++) {
       await next.click();
       const step = await page.locator('form.step-panel').getAttribute('data-step');
       if (step && shots[step]) await page.screenshot({ path: artifact(shots[step]!), fullPage: true });

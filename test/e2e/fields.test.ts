@@ -126,7 +126,7 @@ describe.skipIf(reason !== null)('fields keep what is typed and say what is wron
     expect(await step(page)).toBe('basics');
     await page.screenshot({ path: artifact('ui-fields/kernel-refused.png'), fullPage: true });
     await page.getByRole('radio', { name: /Probe/ }).click();
-    await next(page, 4);
+    await next(page, 5);
 
     // cpu-pm=on: kvm-pv-unhalt shows what the guest gets (off), not its machine default.
     expect(await step(page)).toBe('overcommit');

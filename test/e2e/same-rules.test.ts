@@ -90,7 +90,7 @@ describe.skipIf(reason !== null)('the same bad configuration gets the same messa
       what: 'a pinned host CPU that does not exist',
       cli: ['--pin', '99'],
       api: { pin: [99] },
-      wizard: async (page) => { await next(page, 6); await typeInto(page, 'Or type a list', '99', LEAVE); },
+      wizard: async (page) => { await next(page, 7); await typeInto(page, 'Or type a list', '99', LEAVE); },
       message: /^pin: host CPU 99 does not exist or is not available to Unhalt \(available: [\d,-]+\)$/,
     },
     {
@@ -98,7 +98,7 @@ describe.skipIf(reason !== null)('the same bad configuration gets the same messa
       cli: ['--halt-poll-ns', '2000000000'],
       api: { haltPollNs: 2_000_000_000 },
       wizard: async (page) => {
-        await next(page, 5);
+        await next(page, 6);
         await page.getByRole('radio', { name: /This VM's own maximum/ }).click();
         await typeInto(page, 'Maximum poll time (ns)', '2000000000', LEAVE);
       },
@@ -109,7 +109,7 @@ describe.skipIf(reason !== null)('the same bad configuration gets the same messa
       cli: ['--cpu', 'host,kvm-pv-unhalt=on', '--overcommit', 'cpu-pm=on'],
       api: { cpuFeatures: { 'kvm-pv-unhalt': true }, cpuPm: true },
       wizard: async (page) => {
-        await next(page, 4);
+        await next(page, 5);
         await page.getByRole('switch', { name: /^cpu-pm/ }).click();
         await page.getByRole('button', { name: 'Back' }).click();
         // cpu-pm=on turned the default pv-unhalt off; switching it on is the contradiction.

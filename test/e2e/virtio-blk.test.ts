@@ -1,5 +1,5 @@
 // End to end, in headless Chromium against host mode: a user adds disks in the wizard's Storage
-// part (step 2) — types the path of an image that does not exist yet and creates it there with a
+// part (step 3, "Storage & network") — types the path of an image that does not exist yet and creates it there with a
 // size, adds a second, existing image and switches it to read-only, tries a qcow2 and is told the
 // qemu-img command — sees `--disk ... --disk ...,readonly=on` in the equivalent command line and
 // the disks in the summary, creates and starts the VM (the probe's virtio-blk scenario), and the
@@ -54,6 +54,8 @@ describe.skipIf(reason !== null)('virtio-blk disks from the wizard to the guest'
     await page.getByLabel('Scenario', { exact: true }).selectOption('virtio-blk');
     await next(page);
     expect(await step(page)).toBe('resources');
+    await next(page);
+    expect(await step(page)).toBe('storage');
 
     // Disk 1: a path where nothing is yet -> "no such file" at the field, and a way to create it.
     await page.getByRole('button', { name: 'Add a disk' }).click();
@@ -77,6 +79,8 @@ describe.skipIf(reason !== null)('virtio-blk disks from the wizard to the guest'
     await roSwitch.click();
     expect(await roSwitch.isChecked()).toBe(true);
     await waitFor('the qcow2 message gone', async () => (await page.getByText(/is a qcow2 image/).count()) === 0, 10_000);
+    // The step itself shows its equivalent command line as the disks are picked.
+    await waitFor('both disks in the step\'s command line', async () => ((await page.getByTestId('step-cmdline').textContent({ timeout: 1_000 }).catch(() => '')) ?? '').includes(`--disk ${created} --disk ${ro},readonly=on`), 15_000);
     await page.screenshot({ path: shot('wizard-storage'), fullPage: true });
 
     while ((await step(page)) !== 'summary') await next(page);
@@ -126,6 +130,8 @@ describe.skipIf(reason !== null)('virtio-blk disks from the wizard to the guest'
     await page.getByLabel('Scenario', { exact: true }).selectOption('virtio-blk');
     await typeInto(page, 'Parameters', 'sector=0 sectors=8 write=0');
     await next(page);
+    await next(page);
+    expect(await step(page)).toBe('storage');
     await page.getByRole('button', { name: 'Add a disk' }).click();
     const path = page.getByLabel('Disk 1 (vda): raw image file', { exact: true });
     await typeInto(page, path, qcow2, { leave: true });

@@ -1,5 +1,5 @@
 // End to end, in headless Chromium against host mode: a user turns virtio-rng on in the wizard
-// (step 2, "Devices"), picks the probe's virtio-rng scenario, sees `--rng on` in the equivalent
+// (step 3, "Storage & network": "Devices"), picks the probe's virtio-rng scenario, sees `--rng on` in the equivalent
 // command line and "virtio-rng" in the summary, creates and starts the VM, and its console shows
 // the guest's PCI scan finding 1af4:1044 and random bytes read from it; the VM page's
 // configuration says virtio-rng is on. Typed and clicked as a person does; screenshots in
@@ -34,7 +34,8 @@ describe.skipIf(reason !== null)('virtio-rng from the wizard to the guest', () =
     await page.getByRole('radio', { name: /Probe/ }).check();
     await page.getByLabel('Scenario', { exact: true }).selectOption('virtio-rng');
     await next(page);
-    expect(await step(page)).toBe('resources');
+    await next(page);
+    expect(await step(page)).toBe('storage');
     const rng = page.getByRole('switch', { name: /^virtio-rng/ });
     expect(await rng.isChecked()).toBe(false);
     await rng.click();

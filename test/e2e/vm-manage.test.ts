@@ -94,6 +94,8 @@ describe.skipIf(reason !== null)('managing VMs in the app', () => {
     await page.locator('form.step-panel[data-step="resources"]').waitFor();
     await typeInto(page, page.getByLabel('vCPUs', { exact: true }), '1');
     await page.locator('button[data-action="next"]').click();
+    await page.locator('form.step-panel[data-step="storage"]').waitFor();
+    await page.locator('button[data-action="next"]').click();
     await page.getByRole('radio', { name: /^unhalt-1\.0/ }).click();
     await page.locator('button[data-action="next"]').click();
     await page.getByRole('switch', { name: /^kvm-steal-time/ }).click();

@@ -1,5 +1,5 @@
 // End to end, in headless Chromium against host mode: a user chooses user networking in the
-// wizard's Network part (step 2), adds a host port forward and types it in — a malformed host port
+// wizard's Network part (step 3, "Storage & network"), adds a host port forward and types it in — a malformed host port
 // is refused at the field, when it is left, in the schema rule's own words, and holds Next back —
 // sees `--net user,hostfwd=...` in the equivalent command line, creates the VM (the probe's
 // net-listen scenario), is told in one line why Start fails while something else holds the host
@@ -66,7 +66,8 @@ describe.skipIf(reason !== null)('the network chosen in the wizard', () => {
     await page.getByLabel('Scenario', { exact: true }).selectOption('net-listen');
     await typeInto(page, 'Parameters', `port=${GUEST_PORT} wait_ms=60000`);
     await next(page);
-    expect(await step(page)).toBe('resources');
+    await next(page);
+    expect(await step(page)).toBe('storage');
 
     // Network: user networking, one forward; the host address comes filled in as 127.0.0.1.
     await page.getByRole('radio', { name: /User networking \(NAT\)/ }).click();
@@ -93,13 +94,15 @@ describe.skipIf(reason !== null)('the network chosen in the wizard', () => {
     // Next holds at this step, the focus on the first bad field.
     await page.locator('button[data-action="next"]').click();
     await new Promise((r) => setTimeout(r, 300));
-    expect(await step(page)).toBe('resources');
+    expect(await step(page)).toBe('storage');
     await waitFor('the focus on the bad host port', () => hostPortField.evaluate((e) => e === e.ownerDocument.activeElement), scaled(5_000));
 
     // Typed right: the messages go.
     await typeInto(page, hostPortField, String(hostPort), { leave: true });
     await typeInto(page, page.getByLabel('Forward 1 guest port', { exact: true }), String(GUEST_PORT), { leave: true });
     await waitFor('no port message left', async () => (await page.getByText(/port must be 1 to 65535/).count()) === 0, scaled(5_000));
+    // The step itself shows its equivalent command line, the forward in it.
+    await waitFor('the forward in the step\'s command line', async () => ((await page.getByTestId('step-cmdline').textContent({ timeout: 1_000 }).catch(() => '')) ?? '').includes(`--net ${net}`), scaled(15_000));
     await page.screenshot({ path: shot('wizard-network'), fullPage: true });
 
     while ((await step(page)) !== 'summary') await next(page);
@@ -153,6 +156,8 @@ describe.skipIf(reason !== null)('the network chosen in the wizard', () => {
     await page.locator('button[data-action="edit"]').click();
     await page.getByRole('heading', { name: `Edit ${name}`, level: 1 }).waitFor();
     await next(page);
+    await next(page);
+    expect(await step(page)).toBe('storage');
     expect(await page.getByRole('radio', { name: /User networking \(NAT\)/ }).isChecked()).toBe(true);
     expect(await page.getByLabel('Forward 1 host port', { exact: true }).inputValue()).toBe(String(hostPort));
     expect(await page.getByLabel('Forward 1 guest port', { exact: true }).inputValue()).toBe(String(GUEST_PORT));
@@ -181,6 +186,8 @@ describe.skipIf(reason !== null)('the network chosen in the wizard', () => {
     await page.getByRole('radio', { name: /Probe/ }).check();
     await page.getByLabel('Scenario', { exact: true }).selectOption('net-dhcp');
     await next(page);
+    await next(page);
+    expect(await step(page)).toBe('storage');
 
     // Forwards typed under user networking survive a switch to a tap and back.
     await page.getByRole('radio', { name: /User networking \(NAT\)/ }).click();

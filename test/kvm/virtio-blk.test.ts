@@ -7,7 +7,7 @@
 // on; every bad image given to `unhalt run` is one line, exit code 1, and nothing started.
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -278,6 +278,19 @@ describe.skipIf(!kvmAvailable)('bad disk images given to unhalt run: one line, e
     const ro = await runCli(['run', '--guest', 'probe', '--memory', '64', '--append', 'scenario=virtio-blk write=0', '--disk', `${immutable},readonly=on`], { env: { UNHALT_HOME: home } });
     expect(ro.code).toBe(0);
     expect(ro.stdout).toContain('virtio-blk 00:08.0 capacity 8 sectors, blk_size 512, read-only');
+  });
+  it('an image that may not be read (as a user without root\'s file-mode override): refused, read-write or read-only', async () => {
+    const unreadable = join(bad, 'unreadable.img');
+    writeFileSync(unreadable, Buffer.alloc(4096));
+    chmodSync(unreadable, 0o000);
+    // Root reads any file mode: the run drops that override (setpriv), as an ordinary user is.
+    const prefix = process.getuid?.() === 0 ? ['setpriv', '--inh-caps=-dac_override,-dac_read_search', '--bounding-set=-dac_override,-dac_read_search'] : undefined;
+    for (const disk of [unreadable, `${unreadable},readonly=on`]) {
+      const r = await runCli(['run', '--guest', 'probe', '--append', 'scenario=hello', '--disk', disk], { env: { UNHALT_HOME: home }, ...(prefix ? { prefix } : {}) });
+      expect(r.stderr).toBe(`unhalt: disk ${unreadable}: cannot be read (EACCES)\n`);
+      expect(r.code).toBe(1);
+      expect(r.stdout).toBe('');
+    }
   });
   it('a relative --disk path means the file in the working directory', async () => {
     image('relative.img');

@@ -10,6 +10,7 @@ import { parseArgs } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { ApiEvent } from '../../electron/service/api.ts';
 import { createService } from '../../electron/service/service.ts';
+import { LibraryStore } from '../../electron/service/library-store.ts';
 import { QemuImgProgress } from '../../electron/service/disk-conversion.ts';
 import { rejection } from '../support/api-errors.ts';
 import { removeTempHomes, tempHome } from '../support/temp-home.ts';
@@ -43,6 +44,21 @@ describe('disks in the configuration', () => {
     expect(parseConfigString(formatConfigString(c))).toEqual(c);
     expect(() => parseConfigString('cpus=2,readonly=on')).toThrow(/^config string: readonly= belongs right after a disk=FILE$/);
     expect(() => parseConfigString('disk=/a.img,cpus=2,readonly=on')).toThrow(/belongs right after a disk=FILE/);
+  });
+
+  it('the saved library keeps disks, in order and read-only where they were, across a reopen; a service started on it lists them', async () => {
+    const home = tempHome('library-disks');
+    const config = validateConfig({ name: 'with-disks', disks: DISKS });
+    const a = await LibraryStore.open(home);
+    await a.mutate((vms) => { vms.push({ id: 'id-disks', config, createdAt: 1, updatedAt: 1 }); });
+    const b = await LibraryStore.open(home);
+    expect(b.list()[0]!.config.disks).toEqual(DISKS);
+    const svc = await createService({ home });
+    try {
+      expect((await svc.listVms()).find((v) => v.id === 'id-disks')?.config.disks).toEqual(DISKS);
+    } finally {
+      await svc.close();
+    }
   });
 
   it('saved JSON round-trips; no disks means no field', () => {

@@ -1,4 +1,4 @@
-// The wizard's Network part (step 2, after Storage): the VM's virtio-net card and its back end —
+// The wizard's Network part (step 3, "Storage & network", after Storage): the VM's virtio-net card and its back end —
 // none, user networking (NAT through libslirp, with host port forwards as QEMU's hostfwd has
 // them) or a tap by name (attached, or created when the VMM may). Each field is judged as it is left by the schema's own field
 // rules (net-draft.ts -> net-config.ts). Whether a host port is free, libslirp installed or the tap

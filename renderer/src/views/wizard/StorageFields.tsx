@@ -1,4 +1,4 @@
-// The wizard's Storage part (step 2): virtio-blk disks as raw image files, in order (the first is
+// The wizard's Storage part (step 3, "Storage & network"): virtio-blk disks as raw image files, in order (the first is
 // the guest's vda). Each disk is a path, checked by the schema's disk rule as typed (validate.ts)
 // and by the service when the field is left (checkBootFiles: the allowed folders and the image
 // rules — a qcow2 comes back with its qemu-img convert command), a read-only switch, and, for a

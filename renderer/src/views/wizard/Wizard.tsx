@@ -11,7 +11,7 @@ import { initialDraft, draftToConfig } from './draft.ts';
 import { configToDraft } from './from-config.ts';
 import type { Draft } from './draft.ts';
 import { bootFilesOf, draftProblems, typedNumber, type FieldId, type FileVerdict } from './validate.ts';
-import { BasicsStep, ResourcesStep, MachineStep, FeaturesStep, OvercommitStep, HaltPollStep, PinStep, SummaryStep } from './steps.tsx';
+import { BasicsStep, ResourcesStep, StorageNetworkStep, MachineStep, FeaturesStep, OvercommitStep, HaltPollStep, PinStep, SummaryStep } from './steps.tsx';
 
 export interface StepProps {
   draft: Draft;
@@ -40,7 +40,8 @@ export interface DescribeResult {
 /** A step's fields: fixed ones, and (ownsPrefix) those made per row, such as a forward's `net.0.hostPort`. */
 const STEPS: { id: string; title: string; Component: (p: StepProps) => React.ReactElement; fields: FieldId[]; ownsPrefix?: string }[] = [
   { id: 'basics', title: 'Basics', Component: BasicsStep, fields: ['name', 'kernel', 'initrd'] },
-  { id: 'resources', title: 'CPUs, memory, storage & network', Component: ResourcesStep, fields: ['cpus', 'memoryMiB', 'disks'], ownsPrefix: 'net.' },
+  { id: 'resources', title: 'CPUs & memory', Component: ResourcesStep, fields: ['cpus', 'memoryMiB'] },
+  { id: 'storage', title: 'Storage & network', Component: StorageNetworkStep, fields: ['disks'], ownsPrefix: 'net.' },
   { id: 'machine', title: 'Machine type', Component: MachineStep, fields: [] },
   { id: 'features', title: 'Paravirt features', Component: FeaturesStep, fields: ['cpuFeatures'] },
   { id: 'overcommit', title: 'Overcommit', Component: OvercommitStep, fields: ['cpuPm'] },

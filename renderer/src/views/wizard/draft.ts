@@ -44,7 +44,7 @@ export const PROBE_SCENARIOS: { name: string; summary: string; args?: string }[]
   { name: 'timer', summary: 'LAPIC timer wake-up lateness from HLT; live=1 reports p50/p99 every second', args: 'live=1' },
   { name: 'spinlock', summary: 'all vCPUs contend one lock; with kvm-pv-unhalt waiters halt and are kicked (2+ vCPUs)', args: 'ms=60000' },
   { name: 'hello', summary: 'brings up every vCPU, prints the paravirt CPUID leaves, powers off' },
-  { name: 'virtio-rng', summary: 'scans the PCI bus and reads random bytes from the virtio-rng device (turn virtio-rng on in step 2), powers off', args: 'bytes=64 rounds=4' },
+  { name: 'virtio-rng', summary: 'scans the PCI bus and reads random bytes from the virtio-rng device (turn virtio-rng on in step 3, Storage & network), powers off', args: 'bytes=64 rounds=4' },
   { name: 'net-dhcp', summary: 'asks the network card for an address by DHCP (choose user networking under Network), prints the offer, powers off' },
   { name: 'net-listen', summary: 'gets an address by DHCP, then waits for a TCP connection to its port (forward a host port to it under Network), powers off', args: 'port=8080 wait_ms=60000' },
   { name: 'virtio-blk', summary: 'reads, writes, flushes and reads back sectors of the first disk (add one under Storage), powers off', args: 'sector=8 sectors=8' },

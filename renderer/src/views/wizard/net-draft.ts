@@ -1,4 +1,4 @@
-// The wizard's network as typed (step 2's Network part): none, user networking with its host
+// The wizard's network as typed (step 3's Network part): none, user networking with its host
 // port forwards, or a tap by name. Ports stay text, as typed; each field is judged by the
 // schema's own field rules (net-config.ts) and the forwards together by checkNet (a host port
 // forwarded twice). Whether a host port is free is the start's check, not the wizard's.

@@ -33,6 +33,29 @@ function CheckLine({ describe, anyProblem }: Pick<StepProps, 'describe' | 'anyPr
   );
 }
 
+/** The equivalent `unhalt run` command line as the service describes the draft, with a Copy button. */
+function CommandLine({ text, testId }: { text: string; testId: string }) {
+  return (
+    <>
+      <pre className="cmdline" data-testid={testId}><code>{text}</code></pre>
+      <button type="button" className="btn small" onClick={() => void navigator.clipboard?.writeText(text)}>Copy</button>
+    </>
+  );
+}
+
+/** A step's live view of the command line so far (the summary shows it again, with what the guest gets). */
+function CommandLinePreview({ describe, anyProblem }: Pick<StepProps, 'describe' | 'anyProblem'>) {
+  const r = describe.resolved;
+  return (
+    <section className="cmdline-preview" aria-label="Equivalent command line">
+      <h3>Equivalent command line</h3>
+      {r && !anyProblem
+        ? <CommandLine text={r.commandLine} testId="step-cmdline" />
+        : <p className="muted small">{anyProblem || describe.error ? 'Shown once the configuration is right (the message says what is not).' : 'Checking…'}</p>}
+    </section>
+  );
+}
+
 /** A field's problem, right under it (the input names it in aria-describedby). */
 function FieldError({ id, text }: { id: string; text: string | undefined }) {
   return text ? <p className="field-error" id={id} role="alert">{text}</p> : null;
@@ -199,6 +222,20 @@ export function ResourcesStep(props: StepProps) {
           {mem !== undefined && mem > maxMem / 2 && ' More than half of the host\'s memory.'}
         </Hint>
       </div>
+      <CheckLine describe={describe} anyProblem={anyProblem} />
+    </>
+  );
+}
+
+// ---- 3. storage & network ----
+/**
+ * The VM's devices: virtio-rng, its disks (StorageFields) and its network card (NetworkFields),
+ * with the equivalent command line under them, so what was picked is seen as `--disk` / `--net`.
+ */
+export function StorageNetworkStep(props: StepProps) {
+  const { draft, update, describe, anyProblem } = props;
+  return (
+    <>
       <fieldset className="field">
         <legend>Devices</legend>
         <label className="toggle">
@@ -214,12 +251,13 @@ export function ResourcesStep(props: StepProps) {
       </fieldset>
       <StorageFields {...props} />
       <NetworkFields {...props} />
+      <CommandLinePreview describe={describe} anyProblem={anyProblem} />
       <CheckLine describe={describe} anyProblem={anyProblem} />
     </>
   );
 }
 
-// ---- 3. machine type ----
+// ---- 4. machine type ----
 export function MachineStep({ draft, update, host, describe, anyProblem }: StepProps) {
   const types = host?.machineTypes ?? [];
   return (
@@ -254,7 +292,7 @@ export function MachineStep({ draft, update, host, describe, anyProblem }: StepP
   );
 }
 
-// ---- 4. paravirt features ----
+// ---- 5. paravirt features ----
 export function FeaturesStep({ draft, update, host, describe, problem, touch, anyProblem }: StepProps) {
   const id = useId();
   const features = host?.features ?? [];
@@ -318,7 +356,7 @@ export function FeaturesStep({ draft, update, host, describe, problem, touch, an
   );
 }
 
-// ---- 5. overcommit ----
+// ---- 6. overcommit ----
 export function OvercommitStep({ draft, update, host, describe, problem, touch, anyProblem }: StepProps) {
   const id = useId();
   const pm = available(host, 'cpu-pm');
@@ -356,7 +394,7 @@ export function OvercommitStep({ draft, update, host, describe, problem, touch, 
   );
 }
 
-// ---- 6. halt polling ----
+// ---- 7. halt polling ----
 const POLL_PRESETS = [0, 10_000, 50_000, 200_000, 1_000_000];
 
 export function HaltPollStep(props: StepProps) {
@@ -417,7 +455,7 @@ export function HaltPollStep(props: StepProps) {
   );
 }
 
-// ---- 7. pinning ----
+// ---- 8. pinning ----
 export function PinStep(props: StepProps) {
   const { draft, update, host, describe, problem, editing, touch, anyProblem } = props;
   const id = useId();
@@ -466,7 +504,7 @@ export function PinStep(props: StepProps) {
   );
 }
 
-// ---- 8. summary ----
+// ---- 9. summary ----
 export function SummaryStep({ draft, host, describe }: StepProps) {
   const r = describe.resolved;
   return (
@@ -488,8 +526,7 @@ export function SummaryStep({ draft, host, describe }: StepProps) {
       {describe.error && <p className="error" role="alert">{describe.error}</p>}
       {r && (
         <>
-          <pre className="cmdline" data-testid="cmdline"><code>{r.commandLine}</code></pre>
-          <button type="button" className="btn small" onClick={() => void navigator.clipboard?.writeText(r.commandLine)}>Copy</button>
+          <CommandLine text={r.commandLine} testId="cmdline" />
           {r.features.length > 0 && (
             <>
               <h3>What the guest gets</h3>
