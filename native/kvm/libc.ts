@@ -23,6 +23,8 @@ export const libc = {
   /** pread into a raw address (a preallocated ArrayBuffer's): no per-call buffer marshalling. */
   preadAddress: lib.func('pread', 'int64', ['int', 'uint64', 'size_t', 'int64']),
   clock_gettime: lib.func('int clock_gettime(int clock, _Out_ uint8_t *ts)'),
+  /** getrandom(2) into a raw address (guest RAM's): the kernel's CSPRNG, no copy. */
+  getrandomAddress: lib.func('getrandom', 'int64', ['uint64', 'size_t', 'unsigned int']),
   eventfd: lib.func('int eventfd(unsigned int initval, int flags)'),
   /** read/write of an eventfd's 8-byte counter. */
   read: lib.func('int64 read(int fd, _Out_ uint8_t *buf, size_t count)'),

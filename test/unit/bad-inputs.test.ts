@@ -53,6 +53,8 @@ function makeFixtures(): void {
     bz[0x1f1] = 30;
     bz.writeUInt16LE(0xaa55, 0x1fe);
     bz.writeUInt32LE(0x100000, 0x1f4);
+    bz.writeUInt16LE(1, 0x236); // xloadflags: XLF_KERNEL_64 (a 64-bit kernel, as the kit's is)
+    bz[0x211] = 1; // loadflags: LOADED_HIGH (a bzImage)
   }
   writeFileSync(F.truncatedBzImage, bz);
   let cpio: Buffer;

@@ -13,6 +13,7 @@
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
 import { attachBoard, createDeviceState, PCI_MMIO_WINDOW, type BoardConfig } from '../../electron/vmm/devices/board.ts';
+import { getrandomEntropy } from '../support/entropy.ts';
 
 const SCALE = Number(process.env.FUZZ_SCALE ?? 1) || 1;
 const SEED = process.env.FUZZ_SEED === undefined ? undefined : Number(process.env.FUZZ_SEED);
@@ -65,7 +66,7 @@ function runOps(ops: Op[]): void {
   const sent: [number, number][] = [];
   const nop = () => {};
   const b = attachBoard(createDeviceState(config), {
-    emitConsole: nop, emitAgent: nop, setIrq: nop, onPowerOff: nop, onReset: nop,
+    emitConsole: nop, emitAgent: nop, setIrq: nop, onPowerOff: nop, onReset: nop, entropy: getrandomEntropy,
     signalMsi: (a, d) => sent.push([a, d]), signalEventFd: nop, setIoeventfd: nop,
   }, config);
   const rng = b.pci.virtio[0]!.device;

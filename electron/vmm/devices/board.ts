@@ -14,7 +14,7 @@ import { Uart16550, UART_STATE_WORDS } from './uart16550.ts';
 import { PCI_CONFIG_WORDS } from './pci/pci-config.ts';
 import { HostBridge, PCI_CONFIG_ADDRESS_PORT, PCI_CONFIG_DATA_PORT, PCI_HOST_STATE_WORDS, PciHost, type PciFunction } from './pci/pci-host.ts';
 import { MSIX_BAR_SIZE, REGS_BAR_SIZE, VirtioPci, virtioStateWords, withDeviceConfig, type VirtioDeviceType } from './virtio/virtio-pci.ts';
-import { VIRTIO_RNG } from './virtio/virtio-rng.ts';
+import { VIRTIO_RNG_SHAPE, virtioRngType, type EntropyIo } from './virtio/virtio-rng.ts';
 import { VIRTIO_NET } from './virtio/virtio-net.ts';
 import type { NetConfig } from '../config/net-config.ts';
 import { BLK_STAT_SLOTS, VIRTIO_BLK_SHAPE, virtioBlkType, type BlkFileIo } from './virtio/virtio-blk.ts';
@@ -56,7 +56,7 @@ const parts: [number, number][] = [
   [DEVICE_LAYOUT.post, POST_STATE_WORDS],
   [DEVICE_LAYOUT.pciHost, PCI_HOST_STATE_WORDS],
   [DEVICE_LAYOUT.hostBridge, PCI_CONFIG_WORDS],
-  [DEVICE_LAYOUT.virtioRng, virtioStateWords(VIRTIO_RNG.queues)],
+  [DEVICE_LAYOUT.virtioRng, virtioStateWords(VIRTIO_RNG_SHAPE.queues)],
   [DEVICE_LAYOUT.virtioNet, virtioStateWords(VIRTIO_NET.queues)],
   [DEVICE_LAYOUT.virtioBlk, MAX_DISKS * DISK_WORDS],
 ];
@@ -88,7 +88,7 @@ const SLOT_BLOCK = 0x10000;
 
 /** The virtio devices a board can carry: type, where its state lives, its PCI slot. */
 export const VIRTIO_DEVICES = Object.freeze({
-  rng: { type: VIRTIO_RNG, stateWord: DEVICE_LAYOUT.virtioRng, slot: 1 },
+  rng: { type: virtioRngType(), stateWord: DEVICE_LAYOUT.virtioRng, slot: 1 },
   net: { type: VIRTIO_NET, stateWord: DEVICE_LAYOUT.virtioNet, slot: 3 },
 } satisfies Record<string, { type: VirtioDeviceType; stateWord: number; slot: number }>);
 export type VirtioDeviceName = keyof typeof VIRTIO_DEVICES;
@@ -97,13 +97,15 @@ export type DiskDeviceName = `blk${number}`;
 export type PciDeviceName = VirtioDeviceName | DiskDeviceName;
 
 /** Where a board entry's device sits: its type, state words and slot. */
-function placement(entry: BoardConfig['virtio'][number], stateSab: SharedArrayBuffer, blkIo: BlkFileIo | undefined): { type: VirtioDeviceType; stateWord: number; slot: number } {
+function placement(entry: BoardConfig['virtio'][number], stateSab: SharedArrayBuffer, io: PciIo): { type: VirtioDeviceType; stateWord: number; slot: number } {
+  // The thread that serves a queue passes the host calls its type makes (getrandom, file I/O).
+  if (entry.name === 'rng') return { ...VIRTIO_DEVICES.rng, type: virtioRngType(io.entropy) };
   if (!entry.disk) return VIRTIO_DEVICES[entry.name as VirtioDeviceName];
   const i = Number(entry.name.slice(3));
   if (!(i >= 0 && i < MAX_DISKS)) throw new RangeError(`no disk slot for ${entry.name}`);
   const stateWord = DEVICE_LAYOUT.virtioBlk + i * DISK_WORDS;
   const stats = new Float64Array(stateSab, (stateWord + virtioStateWords(VIRTIO_BLK_SHAPE.queues)) * 4, BLK_STAT_SLOTS);
-  return { type: virtioBlkType(entry.disk, stats, blkIo), stateWord, slot: DISK_SLOT_BASE + i };
+  return { type: virtioBlkType(entry.disk, stats, io.blkFileIo), stateWord, slot: DISK_SLOT_BASE + i };
 }
 
 /**
@@ -142,6 +144,8 @@ export interface PciIo {
   setIoeventfd(address: number, length: number, fd: number, assign: boolean): void;
   /** The disks' file calls: only the I/O thread, which serves their queues, passes them. */
   blkFileIo?: BlkFileIo;
+  /** virtio-rng's getrandom: likewise. */
+  entropy?: EntropyIo;
 }
 
 /** Where slot `slot`'s BARs sit at power-on. */
@@ -177,7 +181,7 @@ export function attachPci(stateSab: SharedArrayBuffer, board: BoardConfig, io: P
   const slots: (PciFunction | undefined)[] = [bridge];
   const virtio = board.virtio.map((entry) => {
     const { name, eventFd, deviceConfig } = entry;
-    const d = placement(entry, stateSab, io.blkFileIo);
+    const d = placement(entry, stateSab, io);
     if (slots[d.slot]) throw new Error(`PCI slot ${d.slot} given twice (${name})`);
     const length = board.ioeventfdLength;
     const type = deviceConfig ? withDeviceConfig(d.type, deviceConfig) : d.type;

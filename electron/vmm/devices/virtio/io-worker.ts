@@ -56,6 +56,10 @@ const pci = attachPci(data.deviceSab, data.board, {
     punchHole: (fd, offset, length) => libc.fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset, length),
     ramAddress: (r) => addressOf(r.bytes),
   },
+  entropy: {
+    getrandomAddress: (address, length) => Number(libc.getrandomAddress(address, length, 0)),
+    ramAddress: (r) => addressOf(r.bytes),
+  },
 });
 /** The bus lock as this thread holds it: what its devices raise under it is sent after the unlock. */
 const bus = new DeferringBusLock(pci.lock, (a, d) => { msi.signal(a, d); });
