@@ -30,6 +30,30 @@ export function median(xs: readonly number[]): number {
   return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
 }
 
+/**
+ * The distribution-free confidence interval of a median: the order statistics [x(k), x(n+1-k)]
+ * with k the largest for which P(Binomial(n, 1/2) < k) <= (1 - confidence) / 2, so the interval
+ * holds the population median with at least `confidence`. null when n is too small for any k
+ * (fewer than 6 samples at 95 %).
+ */
+export function medianInterval(xs: readonly number[], confidence = 0.95): [number, number] | null {
+  const n = xs.length;
+  const tail = (1 - confidence) / 2;
+  // P(Bin(n, 1/2) <= j), summed term by term (n stays small: a few dozen samples).
+  let k = 0;
+  let cdf = 0;
+  let term = 0.5 ** n; // P(Bin = 0)
+  for (let j = 0; j < n; j++) {
+    cdf += term; // now P(Bin <= j)
+    if (cdf > tail) break;
+    k = j + 1;
+    term = (term * (n - j)) / (j + 1);
+  }
+  if (k < 1) return null;
+  const s = [...xs].sort((a, b) => a - b);
+  return [s[k - 1]!, s[n - k]!];
+}
+
 /** A small seeded PRNG (mulberry32): uniform in [0, 1). */
 export function seededRandom(seed: number): () => number {
   let a = seed >>> 0;

@@ -13,12 +13,11 @@ import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { AgentEvent } from '../../electron/vmm/agent/line-protocol.ts';
 import { nextCalibrationSize } from '../../electron/experiments/pacing.ts';
-import { median } from '../../electron/experiments/stats.ts';
+import { median, medianInterval } from '../../electron/experiments/stats.ts';
 import { resolveMachine } from '../../electron/vmm/config/resolve.ts';
 import { validateConfig, type VmConfig } from '../../electron/vmm/config/vm-config.ts';
 import { LINUX_BZIMAGE, LINUX_INITRD, LINUX_KIT_DIR, LINUX_WORKLOADS_DISK, linuxKitBuilt } from '../../electron/vmm/guests-linux.ts';
 import { probeHost } from '../../electron/vmm/machine/host-caps.ts';
-import { hostVirtualization } from '../../electron/vmm/host.ts';
 import { VirtualMachine } from '../../electron/vmm/vm.ts';
 import { runCli } from '../support/cli.ts';
 import { hardwareKvm, NEEDS_HARDWARE } from '../support/kvm-semantics.ts';
@@ -136,33 +135,35 @@ describe.skipIf(!hw)('the workloads disk in a stock Linux on hardware-semantics 
         n = next;
       }
     };
+    // Under emulation (the nested lane's L1, QEMU TCG, sharing the host with the other L1) single
+    // pairs scatter widely (a run of 2026-12-03 read messaging pairs 0.83-1.41, pipe 0.49-1.87,
+    // medians 1.08 and 0.98): so pairs are added, two at a time to keep the order balanced, while
+    // the median's 95 % interval (stats.ts medianInterval, distribution-free) still straddles a
+    // bound of the 20 %, up to MAX_PAIRS; then the median must lie within 20 %, on any CPU.
+    const MAX_PAIRS = 24;
+    const BOUNDS = [0.8, 1.2] as const;
+    const straddles = (ci: [number, number] | null) => !ci || BOUNDS.some((b) => ci[0] < b && b < ci[1]);
     const ratio = { pipe: 0, messaging: 0 };
     const shown: string[] = [];
     for (const w of ['pipe', 'messaging'] as const) {
       const cost = { ours: await costOf('ours', w), perf: await costOf('perf', w) };
       const n = Math.min(MAX_LOOPS[w], Math.ceil(Math.max(...tools.map((t) => Math.max(TARGET_NS[w], 8 * cost[t].fixed) / cost[t].perLoop))));
       const pairs: number[] = [];
-      for (let i = 0; i < PAIRS; i++) {
+      const pair = async () => {
         const t = { ours: 0, perf: 0 };
-        for (const tool of i % 2 ? [...tools].reverse() : tools) t[tool] = await time(tool, w, n);
+        for (const tool of pairs.length % 2 ? [...tools].reverse() : tools) t[tool] = await time(tool, w, n);
         pairs.push((t.ours - cost.ours.fixed) / (t.perf - cost.perf.fixed));
-      }
+      };
+      while (pairs.length < PAIRS || (pairs.length < MAX_PAIRS && straddles(medianInterval(pairs)))) await pair();
       ratio[w] = median(pairs);
+      const ci = medianInterval(pairs)!;
       const c = (t: Tool) => `${t} ${(cost[t].fixed / 1e6).toFixed(1)} ms + ${(cost[t].perLoop / 1e3).toFixed(1)} us/loop`;
-      shown.push(`${w} ${ratio[w].toFixed(3)} at loops=${n} (pairs ${pairs.map((r) => r.toFixed(2)).join(' ')}; ${c('ours')}, ${c('perf')})`);
+      shown.push(`${w} ${ratio[w].toFixed(3)} (95 % interval ${ci[0].toFixed(2)}-${ci[1].toFixed(2)}) of ${pairs.length} pairs at loops=${n} (pairs ${pairs.map((r) => r.toFixed(2)).join(' ')}; ${c('ours')}, ${c('perf')})`);
     }
-    console.log(`linux-workloads: agent/perf, median of ${PAIRS} pairs: ${shown.join('; ')}`);
-    // Agreement is a matter of speed, which an emulated CPU does not have: in the nested lane
-    // (QEMU TCG) the same comparison read 0.67-1.77 across runs of 2026-12-02 (messaging 1.77 in
-    // one run with nothing else on the host, 0.92-0.98 in others). There both workloads must run
-    // and report (above); on a CPU that runs the guest natively they must agree within 20 %.
-    const emulated = hostVirtualization().platform === 'emulated';
+    console.log(`linux-workloads: agent/perf, medians of pairs: ${shown.join('; ')}`);
     for (const w of ['pipe', 'messaging'] as const) {
-      expect(ratio[w], `${w}: the loops' time of agent and perf: ${shown.join('; ')}`).toBeGreaterThan(0);
-      if (!emulated) {
-        expect(ratio[w], shown.join('; ')).toBeGreaterThan(0.8);
-        expect(ratio[w], shown.join('; ')).toBeLessThan(1.2);
-      }
+      expect(ratio[w], `${w}: the loops' time of agent and perf: ${shown.join('; ')}`).toBeGreaterThan(BOUNDS[0]);
+      expect(ratio[w], `${w}: the loops' time of agent and perf: ${shown.join('; ')}`).toBeLessThan(BOUNDS[1]);
     }
     const cyc = await a.run('cyclictest loops=200 interval_us=1000', 'cyclictest');
     expect(cyc.fields.samples).toBeGreaterThanOrEqual(200);

@@ -2,7 +2,7 @@
 // worked out by hand or from published tables, and the spec's one validation (spec.ts).
 import { describe, expect, it } from 'vitest';
 import {
-  betterOf, bootstrapRatioOfMedians, compareRows, compareSamples, mannWhitney, median, seededRandom,
+  betterOf, bootstrapRatioOfMedians, compareRows, compareSamples, mannWhitney, median, medianInterval, seededRandom,
 } from '../../electron/experiments/stats.ts';
 import { ExperimentError, MAX_RUNS, fewRunsWarning, totalRuns, validateSpec } from '../../electron/experiments/spec.ts';
 
@@ -34,6 +34,32 @@ describe('Mann-Whitney U', () => {
     expect(r.p).toBeGreaterThan(0.001);
     expect(r.p).toBeLessThan(0.02);
     expect(mannWhitney([7, 7, 7], [7, 7, 7]).p).toBe(1);
+  });
+});
+
+describe('the distribution-free interval of a median', () => {
+  it('is the order statistics the binomial table gives, and none for too few samples', () => {
+    const xs = (n: number) => Array.from({ length: n }, (_, i) => n - i); // unsorted on purpose
+    expect(medianInterval(xs(5))).toBeNull(); // 2 / 2^5 > 5 %: no interval at 95 %
+    expect(medianInterval(xs(6))).toEqual([1, 6]);
+    expect(medianInterval(xs(8))).toEqual([1, 8]);
+    expect(medianInterval(xs(9))).toEqual([2, 8]);
+    expect(medianInterval(xs(16))).toEqual([4, 13]);
+    expect(medianInterval(xs(24))).toEqual([7, 18]);
+  });
+
+  it('holds the median at least 95 % of the time (skewed samples, seeded)', () => {
+    const rand = seededRandom(7);
+    let held = 0;
+    let trials = 0;
+    for (; trials < 4000; trials++) {
+      // Exponential samples, median ln 2.
+      const xs = Array.from({ length: 12 + (trials % 13) }, () => -Math.log(1 - rand()));
+      const ci = medianInterval(xs)!;
+      if (ci[0] <= Math.LN2 && Math.LN2 <= ci[1]) held++;
+    }
+    expect(held / trials).toBeGreaterThanOrEqual(0.95);
+    expect(held / trials).toBeLessThan(0.995); // not a trivially wide interval
   });
 });
 
