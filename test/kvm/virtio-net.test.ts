@@ -321,9 +321,12 @@ describe.skipIf(!canNetns)('virtio-net over a TAP in a network namespace of the 
         // A tap this process may not create (root without CAP_NET_ADMIN: TUNSETIFF refused): the one line says how
         // to make one it may attach. Nothing is created.
         const noNetAdmin = [...prefix, 'setpriv', '--inh-caps=-net_admin', '--bounding-set=-net_admin'];
+        // Another user's tap (uid nobody owns it), asked for by root without CAP_NET_ADMIN: whose it is, what to do.
+        inNs('tuntap', 'add', 'dev', 'utap0', 'mode', 'tap', 'user', '65534');
         for (const [tap, why, who] of [
           ['tap9', howToCreate('tap9'), noNetAdmin],
           ['lo', /^unhalt: lo is a network interface but not a tap/, prefix],
+          ['utap0', /^unhalt: tap utap0 cannot be opened: EPERM: Operation not permitted \(it belongs to another user or group: ip tuntap add \.\.\. user YOU, or run with CAP_NET_ADMIN\)$/, noNetAdmin],
         ] as const) {
           const bad = await runCli(['run', '--guest', 'probe', '--net', `tap=${tap}`, '--append', 'scenario=net-dhcp'], { prefix: [...who] });
           expect(bad.code).toBe(1);
