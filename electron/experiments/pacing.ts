@@ -91,7 +91,7 @@ export function commandDeadline(perUnitMs: number, size: number, param: string):
 
 /**
  * The next calibration size after a command of `size` took `wallMs`, or undefined when this one
- * was long enough (`minMs`, MIN_CALIBRATION_MS unless the caller needs longer) or already at
+ * was long enough (`minMs`: MIN_CALIBRATION_MS unless the caller names its own) or already at
  * `cap`: about twice the minimum time, in steps of 2x to 10x.
  */
 export function nextCalibrationSize(size: number, wallMs: number, cap: number, minMs = MIN_CALIBRATION_MS): number | undefined {

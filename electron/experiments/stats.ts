@@ -38,6 +38,8 @@ export function median(xs: readonly number[]): number {
  */
 export function medianInterval(xs: readonly number[], confidence = 0.95): [number, number] | null {
   const n = xs.length;
+  // 0.5 ** n underflows past ~1074 samples: the table below is for the few dozen a check takes.
+  if (n > 1000) throw new RangeError(`medianInterval takes at most 1000 samples, got ${n}`);
   const tail = (1 - confidence) / 2;
   // P(Bin(n, 1/2) <= j), summed term by term (n stays small: a few dozen samples).
   let k = 0;

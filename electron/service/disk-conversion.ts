@@ -93,16 +93,19 @@ export class DiskConversions {
  * newest percent when it is higher than any before (progress never goes back), else undefined.
  */
 export class QemuImgProgress {
-  private tail = '';
+  /** The unfinished reading the last chunk ended in (at most 12 characters), for the next. */
+  tail = '';
   private last = -1;
 
   feed(chunk: string): number | undefined {
     const text = this.tail + chunk;
     const all = [...text.matchAll(/\((\d+(?:\.\d+)?)\/100%\)/g)];
     const end = all.length ? all.at(-1)!.index! + all.at(-1)![0].length : 0;
-    // What may still become a reading: from the last "(" after the last whole one (bounded).
+    // What may still become a reading: a "(" after the last whole one, followed by nothing but the
+    // start of "12.34/100%)" (at most 12 characters); anything else is no reading and is dropped.
     const open = text.lastIndexOf('(');
-    this.tail = open >= end ? text.slice(open, open + 32) : '';
+    const rest = open >= end ? text.slice(open) : '';
+    this.tail = /^\(\d{0,3}(\.\d{0,2})?(\/(1(0(0%?)?)?)?)?$/.test(rest) ? rest : '';
     if (!all.length) return undefined;
     const pct = Math.min(100, Math.floor(Number(all.at(-1)![1])));
     if (pct <= this.last) return undefined;

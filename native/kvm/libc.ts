@@ -119,6 +119,15 @@ export function addressOf(buffer: ArrayBufferLike | ArrayBufferView): number {
   return Number(koffi.address(view));
 }
 
+/**
+ * virtio-rng's host calls (electron/vmm/devices/virtio/virtio-rng.ts EntropyIo): getrandom(2)
+ * straight into guest RAM. The one binding, for the I/O thread and for tests that serve the queue.
+ */
+export const getrandomIo = Object.freeze({
+  getrandomAddress: (address: number, length: number): number => Number(libc.getrandomAddress(address, length, 0)),
+  ramAddress: (ram: { bytes: Uint8Array }): number => addressOf(ram.bytes),
+});
+
 export class OsError extends Error {
   readonly errno: number;
   readonly call: string;

@@ -46,6 +46,7 @@ describe('the distribution-free interval of a median', () => {
     expect(medianInterval(xs(9))).toEqual([2, 8]);
     expect(medianInterval(xs(16))).toEqual([4, 13]);
     expect(medianInterval(xs(24))).toEqual([7, 18]);
+    expect(() => medianInterval(xs(1001))).toThrow(RangeError); // past the exact table's range, never an inverted interval
   });
 
   it('holds the median at least 95 % of the time (skewed samples, seeded)', () => {

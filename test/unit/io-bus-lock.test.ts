@@ -10,7 +10,7 @@ import { SharedLock } from '../../electron/vmm/devices/shared-lock.ts';
 import { DeferringBusLock } from '../../electron/vmm/devices/virtio/io-bus-lock.ts';
 import { GuestRam } from '../../electron/vmm/devices/virtio/guest-ram.ts';
 import { STATUS } from '../../electron/vmm/devices/virtio/virtio-pci.ts';
-import { getrandomEntropy } from '../support/entropy.ts';
+import { getrandomIo } from '../../native/kvm/libc.ts';
 
 const MSI_ADDRESS = 0xfee00000;
 const QUEUE_VECTOR_DATA = 0x41;
@@ -20,7 +20,7 @@ function rngWithPostedBuffer(signalMsi: (address: number, data: number) => void)
   const config: BoardConfig = { virtio: [{ name: 'rng', eventFd: 9 }] };
   const sab = createDeviceState(config);
   const nop = () => {};
-  const b = attachBoard(sab, { emitConsole: nop, emitAgent: nop, setIrq: nop, onPowerOff: nop, onReset: nop, signalMsi, signalEventFd: nop, setIoeventfd: nop, entropy: getrandomEntropy }, config);
+  const b = attachBoard(sab, { emitConsole: nop, emitAgent: nop, setIrq: nop, onPowerOff: nop, onReset: nop, signalMsi, signalEventFd: nop, setIoeventfd: nop, entropy: getrandomIo }, config);
   const { regs, msix } = slotBars(1);
   const data = new Uint8Array(8);
   const w = (addr: number, size: number, v: number) => { for (let i = 0; i < size; i++) data[i] = (v >>> (8 * i)) & 0xff; b.mmio.write(addr, data, size); };

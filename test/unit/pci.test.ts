@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { attachBoard, createDeviceState, slotBars, type BoardConfig } from '../../electron/vmm/devices/board.ts';
 import { GuestRam } from '../../electron/vmm/devices/virtio/guest-ram.ts';
 import { STATUS, VIRTIO_MSI_NO_VECTOR } from '../../electron/vmm/devices/virtio/virtio-pci.ts';
-import { getrandomEntropy } from '../support/entropy.ts';
+import { getrandomIo } from '../../native/kvm/libc.ts';
 
 const EVENT_FD = 77;
 
@@ -15,7 +15,7 @@ function board(config: BoardConfig = { virtio: [{ name: 'rng', eventFd: EVENT_FD
   const log = { msi: [] as [number, number][], eventFd: [] as number[], ioeventfd: [] as [number, number, number, boolean][] };
   const nop = () => {};
   const b = attachBoard(sab, {
-    emitConsole: nop, emitAgent: nop, setIrq: nop, onPowerOff: nop, onReset: nop, entropy: getrandomEntropy,
+    emitConsole: nop, emitAgent: nop, setIrq: nop, onPowerOff: nop, onReset: nop, entropy: getrandomIo,
     signalMsi: (a, d) => log.msi.push([a, d]),
     signalEventFd: (fd) => log.eventFd.push(fd),
     setIoeventfd: (address, length, fd, assign) => log.ioeventfd.push([address, length, fd, assign]),

@@ -1,12 +1,13 @@
 // virtio-rng's request side: each device-writable buffer filled by getrandom(2) straight into
 // guest RAM (the real call, through the same binding the I/O thread uses), at most
-// MAX_BYTES_PER_REQUEST per chain; a getrandom that fails or comes up short ends the chain with
-// what was written (the used length), never an exception; read-only buffers are left alone.
+// MAX_BYTES_PER_REQUEST per chain; a getrandom that comes up short is called again for the rest,
+// one that fails ends the chain with what was written (the used length), never an exception;
+// read-only buffers are left alone.
 import { describe, expect, it } from 'vitest';
 import { GuestRam } from '../../electron/vmm/devices/virtio/guest-ram.ts';
 import { Chain } from '../../electron/vmm/devices/virtio/virtqueue.ts';
 import { MAX_BYTES_PER_REQUEST, virtioRngType, type EntropyIo } from '../../electron/vmm/devices/virtio/virtio-rng.ts';
-import { getrandomEntropy } from '../support/entropy.ts';
+import { getrandomIo } from '../../native/kvm/libc.ts';
 
 const RAM_BYTES = 1 << 20;
 
@@ -29,7 +30,7 @@ describe('virtio-rng serves from getrandom', () => {
     add(0x1000, 16, false); // a driver's read-only header: not the device's to write
     add(0x2000, 4096, true);
     add(0x4000, 100, true);
-    const written = virtioRngType(getrandomEntropy).serve(0, chain, ram);
+    const written = virtioRngType(getrandomIo).serve(0, chain, ram);
     expect(written).toBe(4196);
     expect(bytes.subarray(0x1000, 0x1010).every((b) => b === 0)).toBe(true);
     expect(new Set(bytes.subarray(0x2000, 0x3000)).size).toBeGreaterThan(200); // 4 KiB of random bytes hold nearly every value
@@ -37,7 +38,7 @@ describe('virtio-rng serves from getrandom', () => {
     expect(bytes.subarray(0x4064, 0x5000).every((b) => b === 0)).toBe(true); // nothing past the buffer
     // Two requests never see the same bytes.
     const first = bytes.slice(0x2000, 0x3000);
-    virtioRngType(getrandomEntropy).serve(0, chain, ram);
+    virtioRngType(getrandomIo).serve(0, chain, ram);
     expect(Buffer.from(bytes.subarray(0x2000, 0x3000)).equals(Buffer.from(first))).toBe(false);
   });
 
@@ -45,7 +46,7 @@ describe('virtio-rng serves from getrandom', () => {
     const { bytes, ram, chain, add } = rig();
     add(0, 48 * 1024, true);
     add(0x20000, 48 * 1024, true);
-    expect(virtioRngType(getrandomEntropy).serve(0, chain, ram)).toBe(MAX_BYTES_PER_REQUEST);
+    expect(virtioRngType(getrandomIo).serve(0, chain, ram)).toBe(MAX_BYTES_PER_REQUEST);
     const past = 0x20000 + (MAX_BYTES_PER_REQUEST - 48 * 1024);
     expect(bytes.subarray(past, 0x20000 + 48 * 1024).every((b) => b === 0)).toBe(true);
   });
@@ -58,13 +59,13 @@ describe('virtio-rng serves from getrandom', () => {
     let budget = 1300;
     // At most 300 bytes a call (as a signal may cut a large request short), then -1 once 1300 are out.
     const stingy: EntropyIo = {
-      ramAddress: getrandomEntropy.ramAddress,
+      ramAddress: getrandomIo.ramAddress,
       getrandomAddress: (address, length) => {
         calls.push(length);
         if (budget <= 0) return -1;
         const n = Math.min(length, 300, budget);
         budget -= n;
-        return getrandomEntropy.getrandomAddress(address, n);
+        return getrandomIo.getrandomAddress(address, n);
       },
     };
     expect(virtioRngType(stingy).serve(0, chain, ram)).toBe(1300);

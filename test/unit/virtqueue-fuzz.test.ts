@@ -48,7 +48,7 @@ import { FuzzDriver } from '../support/virtio-fuzz-driver.ts';
 import { MAX_CHAINS_PER_PASS, STATUS, type VirtioPci } from '../../electron/vmm/devices/virtio/virtio-pci.ts';
 import { MAX_BYTES_PER_REQUEST } from '../../electron/vmm/devices/virtio/virtio-rng.ts';
 import { QUEUE_ERROR, QUEUE_ERROR_NAMES } from '../../electron/vmm/devices/virtio/virtqueue.ts';
-import { getrandomEntropy } from '../support/entropy.ts';
+import { getrandomIo } from '../../native/kvm/libc.ts';
 
 const SCALE = Number(process.env.FUZZ_SCALE ?? 1) || 1;
 const SEED = process.env.FUZZ_SEED === undefined ? undefined : Number(process.env.FUZZ_SEED);
@@ -139,7 +139,7 @@ class Session extends FuzzDriver {
     const config: BoardConfig = { virtio: [{ name: 'rng', eventFd: 9 }] };
     const nop = () => {};
     this.b = attachBoard(createDeviceState(config), {
-      emitConsole: nop, emitAgent: nop, setIrq: nop, onPowerOff: nop, onReset: nop, entropy: getrandomEntropy,
+      emitConsole: nop, emitAgent: nop, setIrq: nop, onPowerOff: nop, onReset: nop, entropy: getrandomIo,
       signalMsi: (_a, d) => {
         if (d !== VECTOR_DATA && d !== VECTOR_DATA + 1) throw new Error(`an MSI with data ${d}: no vector was programmed so`);
         this.msis[d - VECTOR_DATA]!++;

@@ -42,7 +42,7 @@ function qemuOptions(plan: ExportPlan): Option[] {
   if (plan.boot.initrdPath) opts.push(['-initrd', plan.boot.initrdPath]);
   if (plan.boot.cmdline) opts.push(['-append', plan.boot.cmdline]);
   opts.push(['-serial', 'mon:stdio'], ['-serial', `file:${plan.agentLog ?? `${plan.slug}.ttyS1.log`}`]);
-  // rng=on: virtio-rng on PCI, fed from the host's getrandom (QEMU's default rng-random backend reads /dev/urandom).
+  // rng=on: virtio-rng on PCI, fed from the host's getrandom (QEMU's default rng-builtin backend, as Unhalt's device).
   if (c.rng) opts.push(['-device', 'virtio-rng-pci']);
   // disks: raw images on virtio-blk-pci, in order (the first is vda); QEMU locks them as Unhalt does.
   (c.disks ?? []).forEach((d, i) => {

@@ -127,6 +127,7 @@ export class BlkServer {
   private readonly segment = new Uint8Array(DISCARD_SEGMENT_BYTES * MAX_DISCARD_SEGMENTS);
   private readonly segmentView = new DataView(this.segment.buffer);
   private ramBase = -1;
+  private ramOf: GuestRam | undefined;
 
   constructor(disk: DiskBackend, stats: Float64Array, io: BlkFileIo) {
     this.disk = disk;
@@ -144,7 +145,11 @@ export class BlkServer {
     }
     // Without a header or a status byte nothing can be answered: the driver is broken.
     if (readable < HEADER_BYTES || writable < 1) return SERVE_NEEDS_RESET;
-    if (this.ramBase < 0) this.ramBase = this.io.ramAddress(ram);
+    if (ram !== this.ramOf) {
+      // Looked up once per RAM: the I/O thread serves one; a server given another asks again.
+      this.ramOf = ram;
+      this.ramBase = this.io.ramAddress(ram);
+    }
     gather(chain, ram, false, 0, this.header, HEADER_BYTES);
     const type = this.headerView.getUint32(0, true);
     const sector = Number(this.headerView.getBigUint64(8, true));

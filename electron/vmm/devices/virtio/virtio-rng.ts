@@ -3,7 +3,8 @@
 // default rng-builtin backend does — straight into guest RAM (the call writes at the guest-RAM
 // SharedArrayBuffer's own addresses: no copy, no view). No features, no configuration. At most
 // MAX_BYTES_PER_REQUEST are written per chain (the used length says how many), so a guest that
-// posts gigabytes cannot hold the I/O thread. A getrandom that fails or comes up short ends the
+// posts gigabytes cannot hold the I/O thread. A getrandom that returns fewer bytes than asked
+// (a signal may cut a large request short) is called again for the rest; one that fails ends the
 // chain with what was written: the used length tells the driver, which asks again.
 import type { GuestRam } from './guest-ram.ts';
 import type { Chain } from './virtqueue.ts';
@@ -25,6 +26,8 @@ export const VIRTIO_RNG_SHAPE = Object.freeze({ type: VIRTIO_ID_RNG, queues: 1, 
 
 /** The entropy device type; `io` only where its queue is served (the I/O thread). */
 export function virtioRngType(io?: EntropyIo): VirtioDeviceType {
+  // Guest RAM's address, looked up once per RAM (the I/O thread serves one; a type given another asks again).
+  let ramOf: GuestRam | undefined;
   let ramBase = -1;
   return Object.freeze({
     ...VIRTIO_RNG_SHAPE,
@@ -34,7 +37,10 @@ export function virtioRngType(io?: EntropyIo): VirtioDeviceType {
     configBytes: 0,
     serve(_queue: number, chain: Chain, ram: GuestRam): number {
       if (!io) throw new Error('virtio-rng is served on the I/O thread only');
-      if (ramBase < 0) ramBase = io.ramAddress(ram);
+      if (ram !== ramOf) {
+        ramOf = ram;
+        ramBase = io.ramAddress(ram);
+      }
       let written = 0;
       for (let i = 0; i < chain.count && written < MAX_BYTES_PER_REQUEST; i++) {
         if (!chain.writable[i]) continue;

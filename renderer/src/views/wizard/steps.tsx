@@ -34,10 +34,11 @@ function CheckLine({ describe, anyProblem }: Pick<StepProps, 'describe' | 'anyPr
 }
 
 /** The equivalent `unhalt run` command line as the service describes the draft, with a Copy button. */
-function CommandLine({ text, testId }: { text: string; testId: string }) {
+function CommandLine({ text, testId, stale = false }: { text: string; testId: string; stale?: boolean }) {
   return (
     <>
-      <pre className="cmdline" data-testid={testId}><code>{text}</code></pre>
+      {/* stale: the draft changed and the service has not answered yet; the old line is dimmed, not passed off as current. */}
+      <pre className={`cmdline${stale ? ' stale' : ''}`} data-testid={testId} aria-busy={stale || undefined}><code>{text}</code></pre>
       <button type="button" className="btn small" onClick={() => void navigator.clipboard?.writeText(text)}>Copy</button>
     </>
   );
@@ -50,8 +51,8 @@ function CommandLinePreview({ describe, anyProblem }: Pick<StepProps, 'describe'
     <section className="cmdline-preview" aria-label="Equivalent command line">
       <h3>Equivalent command line</h3>
       {r && !anyProblem
-        ? <CommandLine text={r.commandLine} testId="step-cmdline" />
-        : <p className="muted small">{anyProblem || describe.error ? 'Shown once the configuration is right (the message says what is not).' : 'Checking…'}</p>}
+        ? <CommandLine text={r.commandLine} testId="step-cmdline" stale={describe.pending} />
+        : <p className="muted small">{anyProblem || describe.error ? 'Shown once the configuration is right.' : 'Checking…'}</p>}
     </section>
   );
 }
