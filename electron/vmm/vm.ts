@@ -571,7 +571,8 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
    * KVM_RUN (VmControl.waitWhilePaused) and the I/O thread between two passes over its queues
    * (VmControl.acknowledgeIoPause), so from then on the guest makes no progress: no exits, no
    * console bytes, no virtio request served, no ring written, no interrupt sent, no received
-   * frame written into the guest, and the guest's kvm-clock stands still (freezeGuestClock).
+   * frame written into the guest, and the guest's kvm-clock stands still (freezeGuestClock); every
+   * console and agent byte the guest wrote before it stopped has been delivered (flushRings).
    * It also resolves if resume() or the VM's end comes first.
    */
   pause(): Promise<void> {
@@ -599,7 +600,12 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
       // long disk request, which it finishes first).
       if (this.control.command === COMMAND.pause && !this.control.allWorkersPaused) this.kickAll();
     }
-    if (this.control.command === COMMAND.pause && this.pauseComplete) this.freezeGuestClock();
+    if (this.control.command === COMMAND.pause && this.pauseComplete) {
+      this.freezeGuestClock();
+      // What the guest wrote before it stopped is delivered before pause() resolves: a caller
+      // that counts output at the pause sees all of it, and nothing more comes until resume.
+      this.flushRings();
+    }
   }
 
   /**
