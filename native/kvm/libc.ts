@@ -125,8 +125,13 @@ export function addressOf(buffer: ArrayBufferLike | ArrayBufferView): number {
  */
 export const getrandomIo = Object.freeze({
   getrandomAddress: (address: number, length: number): number => Number(libc.getrandomAddress(address, length, 0)),
-  ramAddress: (ram: { bytes: Uint8Array }): number => addressOf(ram.bytes),
+  ramAddress: guestRamAddress,
 });
+
+/** Address of guest RAM's first byte (a GuestRam's bytes): what host calls into guest RAM are given. */
+export function guestRamAddress(ram: { bytes: Uint8Array }): number {
+  return addressOf(ram.bytes);
+}
 
 export class OsError extends Error {
   readonly errno: number;

@@ -103,10 +103,13 @@ function runOps(ops: Op[]): void {
   const msixOn = () => (cfg[1]![MSIX_CTRL_HI]! & 0x80) !== 0;
   const functionMasked = () => (cfg[1]![MSIX_CTRL_HI]! & 0x40) !== 0;
   const entryMasked = (v: number) => (table[16 * v + 12]! & 1) !== 0;
+  /** Vector v's message as the table holds it. */
+  const entryAddress = (v: number) => le32(table, 16 * v) + le32(table, 16 * v + 4) * 2 ** 32;
+  const entryData = (v: number) => le32(table, 16 * v + 8);
   const popcount = (x: number) => { let n = 0; for (; x; x &= x - 1) n++; return n; };
   /** What is wrong with an MSI sent now (undefined: nothing): it must be an unmasked entry's message while MSI-X is on and the function unmasked. */
   function judge(address: number, value: number): string | undefined {
-    const from = [0, 1].find((v) => !entryMasked(v) && address === le32(table, 16 * v) + le32(table, 16 * v + 4) * 2 ** 32 && value === le32(table, 16 * v + 8));
+    const from = [0, 1].find((v) => !entryMasked(v) && address === entryAddress(v) && value === entryData(v));
     if (from !== undefined && msixOn() && !functionMasked()) return undefined;
     return `${address.toString(16)}/${value.toString(16)} with table ${Buffer.from(table).toString('hex')}, control 0x${cfg[1]![MSIX_CTRL_HI]!.toString(16)}`;
   }
@@ -164,12 +167,11 @@ function runOps(ops: Op[]): void {
           }
           if (sent.length > before) {
             inv('an MSI goes out only for a vector the table has', op.vector < 2);
-            const e = 16 * op.vector;
-            inv('an MSI goes out only for an unmasked entry', (table[e + 12]! & 1) === 0);
+            inv('an MSI goes out only for an unmasked entry', !entryMasked(op.vector));
             const [address, value] = sent.at(-1)!;
-            inv('an MSI carries its entry\'s address and data', address === le32(table, e) + le32(table, e + 4) * 2 ** 32 && value === le32(table, e + 8),
+            inv('an MSI carries its entry\'s address and data', address === entryAddress(op.vector) && value === entryData(op.vector),
               () => `${address.toString(16)}/${value.toString(16)}`);
-            inv('an MSI goes out only while MSI-X is enabled and the function unmasked', (cfg[1]![MSIX_CTRL_HI]! & 0xc0) === 0x80);
+            inv('an MSI goes out only while MSI-X is enabled and the function unmasked', msixOn() && !functionMasked());
           }
           break;
         }
@@ -187,7 +189,7 @@ function runOps(ops: Op[]): void {
     if (onlyDelivers) {
       // Exactly the messages of the bits it cleared, lowest vector first, each from its own entry.
       const cleared = [0, 1].filter((v) => (pendingBefore & ~pendingAfter & (1 << v)) !== 0);
-      const expected = cleared.map((v) => `${(le32(table, 16 * v) + le32(table, 16 * v + 4) * 2 ** 32).toString(16)}/${le32(table, 16 * v + 8).toString(16)}`);
+      const expected = cleared.map((v) => `${entryAddress(v).toString(16)}/${entryData(v).toString(16)}`);
       const got = sent.slice(before).map(([a, d]) => `${a.toString(16)}/${d.toString(16)}`);
       inv('a configuration or MSI-X BAR write sends its cleared pending bits\' own messages, one each, and sets none',
         got.join() === expected.join() && popcount(pendingBefore & ~pendingAfter) === cleared.length && (pendingAfter & ~pendingBefore) === 0,

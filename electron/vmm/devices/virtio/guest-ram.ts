@@ -45,3 +45,20 @@ export class GuestRam {
     return -1;
   }
 }
+
+/**
+ * `lookup` (a host call: the address of guest RAM's first byte) asked once per GuestRam, for a
+ * device type that hands host calls raw guest-RAM addresses on every request (virtio-blk's
+ * pread/pwrite, virtio-rng's getrandom): the I/O thread serves one RAM; given another, it asks again.
+ */
+export function ramAddressOnce(lookup: (ram: GuestRam) => number): (ram: GuestRam) => number {
+  let last: GuestRam | undefined;
+  let address = -1;
+  return (ram) => {
+    if (ram !== last) {
+      last = ram;
+      address = lookup(ram);
+    }
+    return address;
+  };
+}

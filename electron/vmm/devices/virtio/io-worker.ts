@@ -18,7 +18,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { EventFdWriter, takeEventFd } from '../../../../native/kvm/eventfd.ts';
 import { MsiSignal, setIoEventFd } from '../../../../native/kvm/kvm.ts';
 import { PollSet } from '../../../../native/kvm/poll-set.ts';
-import { FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, addressOf, getrandomIo, libc } from '../../../../native/kvm/libc.ts';
+import { FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, getrandomIo, guestRamAddress, libc } from '../../../../native/kvm/libc.ts';
 import { COMMAND, VmControl } from '../../vcpu/control.ts';
 import { attachPci, type BoardConfig } from '../board.ts';
 import { createBackEnd } from './back-ends.ts';
@@ -54,7 +54,7 @@ const pci = attachPci(data.deviceSab, data.board, {
     pwriteAddress: (fd, address, length, offset) => Number(libc.pwriteAddress(fd, address, length, offset)),
     fdatasync: (fd) => libc.fdatasync(fd),
     punchHole: (fd, offset, length) => libc.fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset, length),
-    ramAddress: (r) => addressOf(r.bytes),
+    ramAddress: guestRamAddress,
   },
   entropy: getrandomIo,
 });

@@ -20,7 +20,7 @@
 //   VIRTIO_BLK_S_UNSUPP.
 import type { DiskBackend } from './disk-image.ts';
 import { DISK_ID_BYTES, SECTOR_BYTES } from './disk-image.ts';
-import type { GuestRam } from './guest-ram.ts';
+import { ramAddressOnce, type GuestRam } from './guest-ram.ts';
 import type { Chain } from './virtqueue.ts';
 import { SERVE_NEEDS_RESET, type VirtioDeviceType } from './virtio-pci.ts';
 
@@ -126,13 +126,15 @@ export class BlkServer {
   private readonly headerView = new DataView(this.header.buffer);
   private readonly segment = new Uint8Array(DISCARD_SEGMENT_BYTES * MAX_DISCARD_SEGMENTS);
   private readonly segmentView = new DataView(this.segment.buffer);
+  /** Guest RAM's address for the request being served (io_ hands the file calls raw addresses). */
   private ramBase = -1;
-  private ramOf: GuestRam | undefined;
+  private readonly ramAddress: (ram: GuestRam) => number;
 
   constructor(disk: DiskBackend, stats: Float64Array, io: BlkFileIo) {
     this.disk = disk;
     this.stats = stats;
     this.io = io;
+    this.ramAddress = ramAddressOnce((ram) => io.ramAddress(ram));
   }
 
   /** Serves one chain; the used length (data written + the status byte), or SERVE_NEEDS_RESET. */
@@ -145,11 +147,7 @@ export class BlkServer {
     }
     // Without a header or a status byte nothing can be answered: the driver is broken.
     if (readable < HEADER_BYTES || writable < 1) return SERVE_NEEDS_RESET;
-    if (ram !== this.ramOf) {
-      // Looked up once per RAM: the I/O thread serves one; a server given another asks again.
-      this.ramOf = ram;
-      this.ramBase = this.io.ramAddress(ram);
-    }
+    this.ramBase = this.ramAddress(ram);
     gather(chain, ram, false, 0, this.header, HEADER_BYTES);
     const type = this.headerView.getUint32(0, true);
     const sector = Number(this.headerView.getBigUint64(8, true));

@@ -6,7 +6,7 @@
 // posts gigabytes cannot hold the I/O thread. A getrandom that returns fewer bytes than asked
 // (a signal may cut a large request short) is called again for the rest; one that fails ends the
 // chain with what was written: the used length tells the driver, which asks again.
-import type { GuestRam } from './guest-ram.ts';
+import { ramAddressOnce, type GuestRam } from './guest-ram.ts';
 import type { Chain } from './virtqueue.ts';
 import type { VirtioDeviceType } from './virtio-pci.ts';
 
@@ -26,9 +26,7 @@ export const VIRTIO_RNG_SHAPE = Object.freeze({ type: VIRTIO_ID_RNG, queues: 1, 
 
 /** The entropy device type; `io` only where its queue is served (the I/O thread). */
 export function virtioRngType(io?: EntropyIo): VirtioDeviceType {
-  // Guest RAM's address, looked up once per RAM (the I/O thread serves one; a type given another asks again).
-  let ramOf: GuestRam | undefined;
-  let ramBase = -1;
+  const ramAddress = io ? ramAddressOnce((ram) => io.ramAddress(ram)) : undefined;
   return Object.freeze({
     ...VIRTIO_RNG_SHAPE,
     name: 'virtio-rng',
@@ -36,11 +34,8 @@ export function virtioRngType(io?: EntropyIo): VirtioDeviceType {
     classCode: 0x00ff00, // class 00 (unclassified), subclass ff: what QEMU's virtio-rng-pci says
     configBytes: 0,
     serve(_queue: number, chain: Chain, ram: GuestRam): number {
-      if (!io) throw new Error('virtio-rng is served on the I/O thread only');
-      if (ram !== ramOf) {
-        ramOf = ram;
-        ramBase = io.ramAddress(ram);
-      }
+      if (!io || !ramAddress) throw new Error('virtio-rng is served on the I/O thread only');
+      const ramBase = ramAddress(ram);
       let written = 0;
       for (let i = 0; i < chain.count && written < MAX_BYTES_PER_REQUEST; i++) {
         if (!chain.writable[i]) continue;
