@@ -56,11 +56,11 @@ export interface HostMode {
 }
 
 /** `unhalt serve --port PORT --no-open` with UNHALT_HOME=home (port 0: any free one); resolves with the printed URL. */
-export function startHostMode(home: string, timeoutMs = 30_000, port = 0): Promise<HostMode> {
+export function startHostMode(home: string, timeoutMs = 30_000, port = 0, env: Record<string, string> = {}): Promise<HostMode> {
   return new Promise((resolve, reject) => {
     const proc = spawn(process.execPath, [UNHALT_BIN, 'serve', '--port', String(port), '--no-open'], {
       cwd: ROOT,
-      env: { ...process.env, UNHALT_HOME: home, DISPLAY: '', WAYLAND_DISPLAY: '' },
+      env: { ...process.env, UNHALT_HOME: home, DISPLAY: '', WAYLAND_DISPLAY: '', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let out = '';
@@ -165,6 +165,8 @@ export interface AppOptions {
   colorScheme?: 'light' | 'dark';
   /** Runs on the fresh UNHALT_HOME before the server starts: a library or files it should find there. */
   prepare?: (home: string) => void | Promise<void>;
+  /** Extra environment for the server, e.g. UNHALT_KVM_DEVICE=/nonexistent for a host without KVM on every host. */
+  env?: Record<string, string>;
 }
 
 /**
@@ -176,11 +178,13 @@ export class AppSession {
   readonly home: string;
   readonly browser: Browser;
   private current: HostMode | undefined;
+  private readonly env: Record<string, string>;
 
-  private constructor(home: string, browser: Browser, host: HostMode) {
+  private constructor(home: string, browser: Browser, host: HostMode, env: Record<string, string>) {
     this.home = home;
     this.browser = browser;
     this.current = host;
+    this.env = env;
   }
 
   static async open(opts: AppOptions = {}): Promise<AppSession> {
@@ -189,9 +193,9 @@ export class AppSession {
     let host: HostMode | undefined;
     try {
       await opts.prepare?.(home);
-      host = await startHostMode(home);
+      host = await startHostMode(home, 30_000, 0, opts.env);
       const browser = await launchBrowser({ width: opts.width, height: opts.height, colorScheme: opts.colorScheme });
-      return new AppSession(home, browser, host);
+      return new AppSession(home, browser, host, opts.env ?? {});
     } catch (e) {
       await host?.stop().catch(() => {});
       rmSync(home, { recursive: true, force: true });
@@ -217,7 +221,7 @@ export class AppSession {
   /** Starts host mode again on the same home (on `port`, 0: any), after the test stopped it; stops one still running first. */
   async startHost(port = 0): Promise<HostMode> {
     await this.current?.stop();
-    this.current = await startHostMode(this.home, 30_000, port);
+    this.current = await startHostMode(this.home, 30_000, port, this.env);
     return this.current;
   }
 
