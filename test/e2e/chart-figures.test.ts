@@ -29,13 +29,13 @@ describe.skipIf(reason !== null)('live chart figures', () => {
     await page.locator(`li.vm-card[data-vm-id="${id}"]`).getByRole('button', { name: 'figures', exact: true }).click();
     await page.locator('section.vm-view').waitFor();
     await page.locator('button[data-action="start"]').click();
-    await waitFor('the VM to run', async () => (await page.getByTestId('vm-state').first().textContent()) === 'running', scaled(30_000));
+    await waitFor('the VM to run', async () => (await page.getByTestId('vm-state').first().textContent()) === 'running', 30_000);
 
     const wait = page.locator('figure[data-chart="halt-wait"]');
     const exits = page.locator('figure[data-chart="halt-exits"]');
     const latency = page.locator('figure[data-chart="latency"]');
     // Several bursts: each ends a ~1 s halt of vCPU 0 and 1.
-    await waitFor('latency points', async () => Number(await latency.getAttribute('data-points') ?? 0) >= 4, scaled(60_000), 250);
+    await waitFor('latency points', async () => Number(await latency.getAttribute('data-points') ?? 0) >= 4, 60_000, 250);
     let highest = 0;
     for (let i = 0; i < 12; i++) {
       const max = Number(await wait.getAttribute('data-window-max') || 0);
@@ -70,5 +70,5 @@ describe.skipIf(reason !== null)('live chart figures', () => {
     const spark = page.locator(`li.vm-card[data-vm-id="${id}"] .spark-value`);
     await waitFor('the sparkline readout', async () => /^mean [\d.]+( k)?\/s$/.test(await spark.textContent() ?? ''), 10_000);
     expect(app.errors.filter((e) => !/favicon|WebSocket/.test(e))).toEqual([]);
-  }, 180_000);
+  }, scaled(180_000));
 });

@@ -60,11 +60,11 @@ describe.skipIf(reason !== null)('the compare view', () => {
     expect(await page.locator('.qemu-hint').textContent()).toMatch(/QEMU has no per-VM halt polling/);
     await page.getByRole('button', { name: 'Run experiment' }).click();
     const panel = page.locator('section.experiment');
-    await waitFor('the progress to count every run', async () => /of 20\b/.test(await panel.textContent() ?? '') || (await panel.getAttribute('data-state')) !== 'running', scaled(30_000));
+    await waitFor('the progress to count every run', async () => /of 20\b/.test(await panel.textContent() ?? '') || (await panel.getAttribute('data-state')) !== 'running', 30_000);
     const state = await waitFor('the experiment to finish', async () => {
       const s = await panel.getAttribute('data-state');
       return s === 'running' ? '' : s;
-    }, scaled(300_000), 500);
+    }, 300_000, 500);
     expect(state, await panel.textContent() ?? '').toBe('done');
     const table = page.getByTestId('results-table');
     await table.waitFor();
@@ -112,8 +112,8 @@ describe.skipIf(reason !== null)('the compare view', () => {
     const id = (await panel.getAttribute('data-experiment-id'))!;
     // Past the first Unhalt run, into the first QEMU run, and its QEMU process (the progress
     // says "run 1/5" before the server has spawned it: wait for the process, not a fixed time).
-    await waitFor('the first QEMU run', async () => /1 of 20 — cpu-pm off \(qemu\) run 1\/5/.test(await panel.textContent() ?? ''), scaled(60_000), 200);
-    await waitFor('its QEMU process', () => childrenOf(app.host.proc.pid!, 'qemu-system').length > 0, scaled(20_000), 100);
+    await waitFor('the first QEMU run', async () => /1 of 20 — cpu-pm off \(qemu\) run 1\/5/.test(await panel.textContent() ?? ''), 60_000, 200);
+    await waitFor('its QEMU process', () => childrenOf(app.host.proc.pid!, 'qemu-system').length > 0, 20_000, 100);
     expect(childrenOf(app.host.proc.pid!, 'qemu-system')).toHaveLength(1);
     await page.screenshot({ path: artifact('compare-running.png'), fullPage: true });
     const t0 = Date.now();

@@ -63,9 +63,9 @@ describe.skipIf(reason !== null)('the Devices panel', () => {
     await panel.getByRole('heading', { name: 'Devices' }).waitFor();
 
     // The disk's rates reach the charts while the guest reads.
-    await waitFor('non-zero device requests', async () => (await nonZero(page, 'device-requests')) >= 2, scaled(60_000), 250);
-    await waitFor('non-zero device bytes', async () => (await nonZero(page, 'device-bytes')) >= 2, scaled(30_000), 250);
-    await waitFor('non-zero notifications', async () => (await nonZero(page, 'device-notify')) >= 2, scaled(30_000), 250);
+    await waitFor('non-zero device requests', async () => (await nonZero(page, 'device-requests')) >= 2, 60_000, 250);
+    await waitFor('non-zero device bytes', async () => (await nonZero(page, 'device-bytes')) >= 2, 30_000, 250);
+    await waitFor('non-zero notifications', async () => (await nonZero(page, 'device-notify')) >= 2, 30_000, 250);
     // Rows are only ever added: read the non-zero count first, then the rows (a first row may
     // already be non-zero, so there can be as few rows as non-zero points, never fewer).
     const requestPoints = await nonZero(page, 'device-requests');
@@ -80,19 +80,19 @@ describe.skipIf(reason !== null)('the Devices panel', () => {
     await panel.scrollIntoViewIfNeeded();
     await page.screenshot({ path: shot('disk-running'), fullPage: true });
 
-    await waitFor('the VM to power off', async () => (await page.getByTestId('vm-state').first().textContent()) === 'stopped', scaled(120_000), 250);
+    await waitFor('the VM to power off', async () => (await page.getByTestId('vm-state').first().textContent()) === 'stopped', 120_000, 250);
     // 3000 random reads + 256 sequential ones, all counted.
     await waitFor('the final totals', async () => (await page.getByTestId('device-totals').textContent() ?? '').includes('blk0 (vda): 3.26 k requests'), 10_000);
     expect(await page.getByTestId('device-totals').textContent()).toContain('rng: 0 requests, 0 B, 0 drops, 0 errors');
     await page.screenshot({ path: shot('disk-done'), fullPage: true });
     expect(app.errors.filter((e) => !/favicon|WebSocket/.test(e))).toEqual([]);
-  }, 240_000);
+  }, scaled(240_000));
 
   it('the rng device\'s requests show; its notify latency stays off the Guest latency chart', async () => {
     const { page } = app;
     const id = await createVm(page, { name: 'rng-io', guest: 'probe', cpus: 1, memoryMiB: 64, rng: true, append: 'scenario=virtio-rng bytes=64 rounds=400' });
     await openAndStart(page, id, 'rng-io');
-    await waitFor('the VM to power off', async () => (await page.getByTestId('vm-state').first().textContent()) === 'stopped', scaled(120_000), 250);
+    await waitFor('the VM to power off', async () => (await page.getByTestId('vm-state').first().textContent()) === 'stopped', 120_000, 250);
     await waitFor('the rng totals', async () => (await page.getByTestId('device-totals').textContent() ?? '').includes('rng: 400 requests, 25.6 kB'), 10_000);
     expect(await nonZero(page, 'device-requests')).toBeGreaterThan(0);
     const t = await telemetry(page, id);
@@ -104,5 +104,5 @@ describe.skipIf(reason !== null)('the Devices panel', () => {
     expect(await latency.locator('.chart-empty').isVisible()).toBe(true);
     await page.getByTestId('devices-panel').scrollIntoViewIfNeeded();
     await page.screenshot({ path: shot('rng'), fullPage: true });
-  }, 180_000);
+  }, scaled(180_000));
 });

@@ -11,6 +11,7 @@ import { validateConfig } from '../../electron/vmm/config/vm-config.ts';
 import { runCli } from '../support/cli.ts';
 import { parseYamlSubset } from '../support/yaml-subset.ts';
 import { artifact, skipReason, useApp } from './support.ts';
+import { scaled } from '../support/time-scale.ts';
 
 const reason = skipReason();
 if (reason) console.warn(`[e2e] skipped: ${reason}`);
@@ -29,7 +30,7 @@ describe.skipIf(reason !== null)('exporting a VM from its page', () => {
 
   beforeAll(async () => {
     await app.browser.ctx.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: new URL(app.url).origin });
-  }, 60_000);
+  }, scaled(60_000));
 
   /** What the command line writes for the same VM (it reads the library host mode owns, without changing it). */
   async function cliExport(format: string): Promise<string> {

@@ -9,8 +9,8 @@
 import { describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
 import type { Page } from 'playwright-core';
-import { scaled } from '../support/time-scale.ts';
 import { artifact, skipReason, typeInto, useApp, waitFor } from './support.ts';
+import { scaled } from '../support/time-scale.ts';
 
 /** Type, then Tab out of the field, so its blur-time check runs. */
 const LEAVE = { leave: true, delay: 25 };
@@ -109,7 +109,7 @@ describe.skipIf(reason !== null)('fields keep what is typed and say what is wron
     await card.waitFor();
     expect(await card.locator('[data-knob="vCPUs"] dd').textContent()).toBe('4');
     expect(await card.locator('[data-knob="memory"] dd').textContent()).toBe('512 MiB');
-  }, 90_000);
+  }, scaled(90_000));
 
   it('bad values are refused at the field, in the API\'s words', async () => {
     const { page } = app;
@@ -169,7 +169,7 @@ describe.skipIf(reason !== null)('fields keep what is typed and say what is wron
     expect(await card.locator('[data-knob="pv-unhalt"] dd').textContent()).toBe('off');
     expect(await card.locator('[data-knob="halt-poll"] dd').textContent()).toBe('1.5 µs');
     await card.screenshot({ path: artifact('ui-fields/library-card-cpu-pm.png') });
-  }, 90_000);
+  }, scaled(90_000));
 
   it('a live knob change shows on the VM page and in the library as "this run only", until it is saved', async () => {
     const { page } = app;
@@ -177,7 +177,7 @@ describe.skipIf(reason !== null)('fields keep what is typed and say what is wron
     await card.getByRole('button', { name: 'Open' }).click();
     await page.locator('section.vm-view').waitFor();
     await page.locator('button[data-action="start"]').click();
-    await waitFor('the VM to run', async () => (await page.getByTestId('vm-state').first().textContent()) === 'running', scaled(30_000));
+    await waitFor('the VM to run', async () => (await page.getByTestId('vm-state').first().textContent()) === 'running', 30_000);
     const knob = (scope: string) => page.locator(`${scope} [data-knob="halt-poll"] dd`);
     const before = (await knob('section.vm-view').textContent())!;
 
@@ -210,7 +210,7 @@ describe.skipIf(reason !== null)('fields keep what is typed and say what is wron
     await page.locator(`li.vm-card[data-vm-id="${typedVm}"]`).getByRole('button', { name: 'Open' }).click();
     await page.locator('button[data-action="force-stop"]').click();
     await page.locator('button[data-action="confirm-force-stop"]').click();
-    await waitFor('the VM to stop', async () => (await page.getByTestId('vm-state').first().textContent()) === 'stopped', scaled(30_000));
+    await waitFor('the VM to stop', async () => (await page.getByTestId('vm-state').first().textContent()) === 'stopped', 30_000);
     expect(app.errors.filter((e) => !/favicon|WebSocket/.test(e))).toEqual([]);
-  }, 120_000);
+  }, scaled(120_000));
 });

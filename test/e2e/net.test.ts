@@ -9,6 +9,7 @@ import { LibraryStore } from '../../electron/service/library-store.ts';
 import { parseNetOption } from '../../electron/vmm/config/net-config.ts';
 import { validateConfig } from '../../electron/vmm/config/vm-config.ts';
 import { artifact, hook, skipReason, typeInto, useApp, waitFor } from './support.ts';
+import { scaled } from '../support/time-scale.ts';
 
 const reason = skipReason();
 if (reason) console.warn(`[e2e] skipped: ${reason}`);
@@ -62,5 +63,5 @@ describe.skipIf(reason !== null)('a VM with a network in the app', () => {
     expect(text).toMatch(/virtio-net 00:03\.0 mac [0-9a-f:]{17} link up/);
     await waitFor('the VM to power off', async () => (await page.getByTestId('vm-state').first().textContent()) === 'stopped', 30_000);
     await page.screenshot({ path: shot('console'), fullPage: true });
-  }, 180_000);
+  }, scaled(180_000));
 });

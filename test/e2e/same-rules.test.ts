@@ -10,6 +10,7 @@ import type { Page } from 'playwright-core';
 import { runCli } from '../support/cli.ts';
 import { apiClient, type ApiClient } from '../support/serve-child.ts';
 import { ROOT, artifact, skipReason, typeInto, useApp, waitFor } from './support.ts';
+import { scaled } from '../support/time-scale.ts';
 
 /** Type, then Tab out of the field, so its blur-time check runs. */
 const LEAVE = { leave: true, delay: 20 };
@@ -51,7 +52,7 @@ describe.skipIf(reason !== null)('the same bad configuration gets the same messa
 
   beforeAll(async () => {
     api = await apiClient(new URL(app.url));
-  }, 60_000);
+  }, scaled(60_000));
 
   afterAll(() => {
     api?.close();
@@ -180,5 +181,5 @@ describe.skipIf(reason !== null)('the same bad configuration gets the same messa
     await field.waitFor({ timeout: 10_000 });
     expect((await field.textContent())!.trim()).toBe(apiMessage);
     expect(app.errors.filter((e) => !/favicon|WebSocket/.test(e))).toEqual([]);
-  }, 60_000);
+  }, scaled(60_000));
 });

@@ -4,6 +4,7 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium, type BrowserContext, type Locator, type Page } from 'playwright-core';
@@ -13,13 +14,25 @@ import { scaled } from '../support/time-scale.ts';
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 export const UNHALT_BIN = join(ROOT, 'bin/unhalt.mjs');
 export const CHROMIUM = process.env.UNHALT_CHROMIUM ?? '/usr/bin/chromium';
+/** Chromium's flags for the tests, here and in the nested lane's browser server. */
+export const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+  '--disable-component-update', '--disable-sync'];
 export const ARTIFACTS = join(ROOT, 'test/artifacts');
 const RENDERER_DIST = join(ROOT, 'renderer/dist/index.html');
 
-/** Why the UI tests cannot run here, or null. */
+/**
+ * Inside the nested lane's L1 (test/support/e2e-files.ts) the browser is a Playwright browser
+ * server on the outer host (a WebSocket URL), and host mode's ports come from the range that L1's
+ * QEMU forwards from the outer host's loopback ("BASE:COUNT"): the browser there opens the same
+ * http://127.0.0.1:PORT the server here printed, and its Host and Origin checks hold as they are.
+ */
+const REMOTE_BROWSER = process.env.UNHALT_E2E_BROWSER;
+const FORWARDED_PORTS = process.env.UNHALT_E2E_PORTS;
+
+/** Why the UI tests that start VMs cannot run here, or null. On a host without KVM they run in the nested lane. */
 export function skipReason(): string | null {
-  if (!existsSync('/dev/kvm')) return '/dev/kvm is missing (the UI tests start real VMs)';
-  if (!existsSync(CHROMIUM)) return `${CHROMIUM} is missing (apt-get install chromium)`;
+  if (!existsSync(process.env.UNHALT_KVM_DEVICE ?? '/dev/kvm')) return '/dev/kvm is missing (these UI tests start real VMs: the nested lane runs them, npm test -- nested)';
+  if (!REMOTE_BROWSER && !existsSync(CHROMIUM)) return `${CHROMIUM} is missing (apt-get install chromium)`;
   if (!existsSync(join(ROOT, 'electron/cli/serve.ts'))) return '`unhalt serve` is not part of this build';
   return null;
 }
@@ -35,6 +48,8 @@ function newestMtime(dir: string): number {
 
 /** Builds renderer/dist when it is missing or older than the renderer's sources. */
 export function ensureRendererBuilt(): void {
+  // L1's image carries the build the outer host made (test/nested/l1/build.mjs): no vite under TCG.
+  if (REMOTE_BROWSER && existsSync(RENDERER_DIST)) return;
   const sources = Math.max(newestMtime(join(ROOT, 'renderer/src')), statSync(join(ROOT, 'renderer/index.html')).mtimeMs,
     statSync(join(ROOT, 'electron/service/api.ts')).mtimeMs,
     // The pure rule modules the renderer shares with the VMM (the wizard's field checks).
@@ -56,7 +71,27 @@ export interface HostMode {
 }
 
 /** `unhalt serve --port PORT --no-open` with UNHALT_HOME=home (port 0: any free one); resolves with the printed URL. */
-export function startHostMode(home: string, timeoutMs = 30_000, port = 0, env: Record<string, string> = {}): Promise<HostMode> {
+export async function startHostMode(home: string, timeoutMs = 30_000, port = 0, env: Record<string, string> = {}): Promise<HostMode> {
+  return spawnHostMode(home, scaled(timeoutMs), port || (await forwardedPort()), env);
+}
+
+/** Port 0 (any free one) where the browser is local; in L1 a free one of the forwarded range. */
+async function forwardedPort(): Promise<number> {
+  if (!FORWARDED_PORTS) return 0;
+  const [base, count] = FORWARDED_PORTS.split(':').map(Number) as [number, number];
+  for (let p = base; p < base + count; p++) if (await canBind(p)) return p;
+  throw new Error(`no free port left in the forwarded range ${base}-${base + count - 1} (UNHALT_E2E_PORTS)`);
+}
+
+function canBind(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = createServer();
+    s.once('error', () => resolve(false));
+    s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
+  });
+}
+
+function spawnHostMode(home: string, timeoutMs: number, port: number, env: Record<string, string>): Promise<HostMode> {
   return new Promise((resolve, reject) => {
     const proc = spawn(process.execPath, [UNHALT_BIN, 'serve', '--port', String(port), '--no-open'], {
       cwd: ROOT,
@@ -128,20 +163,51 @@ function pidsWithArg(needle: string): number[] {
 }
 
 export async function launchBrowser(opts: { colorScheme?: 'light' | 'dark'; width?: number; height?: number } = {}): Promise<Browser> {
+  return REMOTE_BROWSER ? connectBrowser(REMOTE_BROWSER, opts) : launchLocalBrowser(opts);
+}
+
+/** A context of its own in the outer host's browser server (the nested lane): the same page API, downloads streamed over. */
+async function connectBrowser(url: string, opts: { colorScheme?: 'light' | 'dark'; width?: number; height?: number }): Promise<Browser> {
+  const browser = await chromium.connect(url, { timeout: scaled(60_000) });
+  const ctx = await browser.newContext({
+    viewport: { width: opts.width ?? 1440, height: opts.height ?? 960 },
+    colorScheme: opts.colorScheme ?? 'light',
+    acceptDownloads: true,
+  });
+  ctx.setDefaultTimeout(scaled(30_000));
+  const page = await ctx.newPage();
+  const errors = watchErrors(page);
+  return {
+    ctx,
+    page,
+    errors,
+    close: async () => {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([ctx.close().then(() => browser.close()).catch(() => {}), new Promise((r) => { timer = setTimeout(r, 20_000); })]);
+      clearTimeout(timer);
+    },
+  };
+}
+
+function watchErrors(page: Page): string[] {
+  const errors: string[] = [];
+  page.on('pageerror', (e) => errors.push(`pageerror: ${e.message}`));
+  page.on('console', (m) => { if (m.type() === 'error') errors.push(`console: ${m.text()}`); });
+  return errors;
+}
+
+async function launchLocalBrowser(opts: { colorScheme?: 'light' | 'dark'; width?: number; height?: number }): Promise<Browser> {
   const userDataDir = mkdtempSync(join(tmpdir(), 'unhalt-chromium-'));
   const ctx = await chromium.launchPersistentContext(userDataDir, {
     executablePath: CHROMIUM,
     headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync'],
+    args: CHROMIUM_ARGS,
     viewport: { width: opts.width ?? 1440, height: opts.height ?? 960 },
     colorScheme: opts.colorScheme ?? 'light',
     acceptDownloads: true,
   });
   const page = ctx.pages()[0] ?? (await ctx.newPage());
-  const errors: string[] = [];
-  page.on('pageerror', (e) => errors.push(`pageerror: ${e.message}`));
-  page.on('console', (m) => { if (m.type() === 'error') errors.push(`console: ${m.text()}`); });
+  const errors = watchErrors(page);
   return {
     ctx,
     page,
@@ -276,6 +342,7 @@ export function tempHome(): string {
 
 /** Polls `f` until it returns a truthy value (returned) or the time is up (throws with `what`). */
 export async function waitFor<T>(what: string, f: () => Promise<T> | T, timeoutMs = 20_000, everyMs = 100): Promise<NonNullable<T>> {
+  timeoutMs = scaled(timeoutMs); // a liveness deadline as written for an ordinary machine, grown with this one's slowness
   const end = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {

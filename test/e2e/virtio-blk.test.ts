@@ -14,6 +14,7 @@ import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Page } from 'playwright-core';
 import { artifact, hook, skipReason, typeInto, useApp, waitFor } from './support.ts';
+import { scaled } from '../support/time-scale.ts';
 import { missingTool } from '../support/tools.ts';
 
 const reason = skipReason();
@@ -109,7 +110,7 @@ describe.skipIf(reason !== null)('virtio-blk disks from the wizard to the guest'
     expect(img.subarray(8 * 512, 16 * 512).equals(pattern(8 * 512))).toBe(true);
     expect(img.subarray(0, 8 * 512).every((b) => b === 0)).toBe(true);
     expect(sha(ro)).toBe(roBefore);
-  }, 240_000);
+  }, scaled(240_000));
 
   it.skipIf(missingTool('qemu-img', 'qemu-utils') !== undefined)('a qcow2 picked as a disk is converted in the app (progress shown), and the VM uses the raw copy', async () => {
     const { page } = app;
@@ -157,5 +158,5 @@ describe.skipIf(reason !== null)('virtio-blk disks from the wizard to the guest'
     }, 60_000);
     expect(text).toMatch(/virtio-blk 00:08\.0 capacity 16384 sectors/);
     await waitFor('the VM to power off', async () => (await page.getByTestId('vm-state').first().textContent()) === 'stopped', 30_000);
-  }, 240_000);
+  }, scaled(240_000));
 });

@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
 import type { Page } from 'playwright-core';
 import { artifact, hook, skipReason, typeInto, useApp, waitFor } from './support.ts';
+import { scaled } from '../support/time-scale.ts';
 
 const reason = skipReason();
 if (reason) console.warn(`[e2e] skipped: ${reason}`);
@@ -65,5 +66,5 @@ describe.skipIf(reason !== null)('virtio-rng from the wizard to the guest', () =
     expect(distinct).toBeGreaterThan(40);
     await waitFor('the VM to power off', async () => (await page.getByTestId('vm-state').first().textContent()) === 'stopped', 30_000);
     await page.screenshot({ path: shot('console'), fullPage: true });
-  }, 180_000);
+  }, scaled(180_000));
 });

@@ -10,6 +10,7 @@ import { existsSync } from 'node:fs';
 import type { Page } from 'playwright-core';
 import { runCli } from '../support/cli.ts';
 import { artifact, hook, launchBrowser, skipReason, typeInto, useApp, waitFor } from './support.ts';
+import { scaled } from '../support/time-scale.ts';
 
 const reason = skipReason();
 if (reason) console.warn(`[e2e] skipped: ${reason}`);
@@ -55,7 +56,7 @@ describe.skipIf(reason !== null)('managing VMs in the app', () => {
 
   beforeAll(async () => {
     port = Number(new URL(app.url).port);
-  }, 60_000);
+  }, scaled(60_000));
 
   it('shows a VM\'s whole configuration and a command line that boots the same guest', async () => {
     const { page } = app;

@@ -28,7 +28,7 @@ const GUEST_PORT = 8123;
 async function next(page: Page): Promise<void> {
   const before = await step(page);
   await page.locator('button[data-action="next"]').click();
-  await waitFor(`the step after ${before}`, async () => (await step(page)) !== before, scaled(10_000));
+  await waitFor(`the step after ${before}`, async () => (await step(page)) !== before, 10_000);
 }
 
 function listenOn(port: number): Promise<Server> {
@@ -82,7 +82,7 @@ describe.skipIf(reason !== null)('the network chosen in the wizard', () => {
     // A malformed host port, typed where the focus went (the one field left to fill): nothing said
     // while typing, the rule's words when the field is left.
     const hostPortField = page.getByLabel('Forward 1 host port', { exact: true });
-    await waitFor('the focus on the new forward\'s host port', () => hostPortField.evaluate((e) => e === e.ownerDocument.activeElement), scaled(5_000));
+    await waitFor('the focus on the new forward\'s host port', () => hostPortField.evaluate((e) => e === e.ownerDocument.activeElement), 5_000);
     await page.keyboard.type(`${hostPort}x`, { delay: 10 });
     expect(await page.getByText(portRule(`${hostPort}x`, 'host', 1)).count()).toBe(0);
     await page.keyboard.press('Tab');
@@ -95,20 +95,20 @@ describe.skipIf(reason !== null)('the network chosen in the wizard', () => {
     await page.locator('button[data-action="next"]').click();
     await new Promise((r) => setTimeout(r, 300));
     expect(await step(page)).toBe('storage');
-    await waitFor('the focus on the bad host port', () => hostPortField.evaluate((e) => e === e.ownerDocument.activeElement), scaled(5_000));
+    await waitFor('the focus on the bad host port', () => hostPortField.evaluate((e) => e === e.ownerDocument.activeElement), 5_000);
 
     // Typed right: the messages go.
     await typeInto(page, hostPortField, String(hostPort), { leave: true });
     await typeInto(page, page.getByLabel('Forward 1 guest port', { exact: true }), String(GUEST_PORT), { leave: true });
-    await waitFor('no port message left', async () => (await page.getByText(/port must be 1 to 65535/).count()) === 0, scaled(5_000));
+    await waitFor('no port message left', async () => (await page.getByText(/port must be 1 to 65535/).count()) === 0, 5_000);
     // The step itself shows its equivalent command line, the forward in it.
-    await waitFor('the forward in the step\'s command line', async () => ((await page.getByTestId('step-cmdline').textContent({ timeout: 1_000 }).catch(() => '')) ?? '').includes(`--net ${net}`), scaled(15_000));
+    await waitFor('the forward in the step\'s command line', async () => ((await page.getByTestId('step-cmdline').textContent({ timeout: 1_000 }).catch(() => '')) ?? '').includes(`--net ${net}`), 15_000);
     await page.screenshot({ path: shot('wizard-network'), fullPage: true });
 
     while ((await step(page)) !== 'summary') await next(page);
     const cmd = page.getByTestId('cmdline');
     await cmd.waitFor({ timeout: scaled(15_000) });
-    await waitFor('the forward in the command line', async () => ((await cmd.textContent()) ?? '').includes(`--net ${net}`), scaled(15_000));
+    await waitFor('the forward in the command line', async () => ((await cmd.textContent()) ?? '').includes(`--net ${net}`), 15_000);
     expect(await page.locator('dl.summary').textContent()).toContain(`Network${net}`);
     await page.screenshot({ path: shot('wizard-summary'), fullPage: true });
     await page.locator('button[data-action="create"]').click();
@@ -135,21 +135,21 @@ describe.skipIf(reason !== null)('the network chosen in the wizard', () => {
 
     // Free again: the guest listens, and a connection to the host port reaches it as a SYN.
     await page.locator('button[data-action="start"]').click();
-    await waitFor('the guest to listen', async () => (await hook<string>(page, 'consoleText', vmId)).includes(`listening on ${GUEST_PORT}`), scaled(60_000));
+    await waitFor('the guest to listen', async () => (await hook<string>(page, 'consoleText', vmId)).includes(`listening on ${GUEST_PORT}`), 60_000);
     const sock = connect(hostPort, '127.0.0.1');
     sock.on('error', () => {});
     try {
       const text = await waitFor('the guest to see the SYN', async () => {
         const t = await hook<string>(page, 'consoleText', vmId);
         return t.includes(`tcp SYN on ${GUEST_PORT}: yes`) ? t : undefined;
-      }, scaled(30_000));
+      }, 30_000);
       expect(text).toContain('dhcp offer 10.0.2.15');
       // The card the guest found has the MAC the wizard showed.
       expect(text).toMatch(new RegExp(`virtio-net 00:03\\.0 mac ${mac} link up`));
     } finally {
       sock.destroy();
     }
-    await waitFor('the VM to power off', async () => (await page.getByTestId('vm-state').first().textContent()) === 'stopped', scaled(30_000));
+    await waitFor('the VM to power off', async () => (await page.getByTestId('vm-state').first().textContent()) === 'stopped', 30_000);
     await page.screenshot({ path: shot('console'), fullPage: true });
 
     // Edit: the network is in the fields as saved, and a save keeps it.
@@ -165,7 +165,7 @@ describe.skipIf(reason !== null)('the network chosen in the wizard', () => {
     expect(await page.getByLabel('Forward 1 guest address', { exact: true }).inputValue()).toBe('');
     await page.screenshot({ path: shot('edit-network'), fullPage: true });
     while ((await step(page)) !== 'summary') await next(page);
-    await waitFor('the forward in the edit\'s command line', async () => ((await page.getByTestId('cmdline').textContent()) ?? '').includes(`--net ${net}`), scaled(15_000));
+    await waitFor('the forward in the edit\'s command line', async () => ((await page.getByTestId('cmdline').textContent()) ?? '').includes(`--net ${net}`), 15_000);
     await page.locator('button[data-action="save"]').click();
     await page.getByRole('heading', { name, level: 1 }).waitFor();
     const saved = await hook<{ vms: { id: string; config: Record<string, unknown> }[] }>(page, 'state');
@@ -209,14 +209,14 @@ describe.skipIf(reason !== null)('the network chosen in the wizard', () => {
     await page.getByText('tap "tap/0" is not an interface name (at most 15 letters, digits, dot, dash or underscore)', { exact: true }).waitFor();
     await page.screenshot({ path: shot('wizard-tap-bad-name'), fullPage: true });
     await typeInto(page, tapField, tap, { leave: true });
-    await waitFor('the tap message gone', async () => (await page.getByText(/is not an interface name/).count()) === 0, scaled(5_000));
+    await waitFor('the tap message gone', async () => (await page.getByText(/is not an interface name/).count()) === 0, 5_000);
 
     while ((await step(page)) !== 'summary') await next(page);
     const cmd = page.getByTestId('cmdline');
     await waitFor('the tap in the command line', async () => {
       const t = (await cmd.textContent()) ?? '';
       return t.includes(`--net tap=${tap}`) && !t.includes('hostfwd') ? t : undefined;
-    }, scaled(15_000));
+    }, 15_000);
     expect(await page.locator('dl.summary').textContent()).toContain(`Networktap=${tap}`);
     await page.locator('button[data-action="create"]').click();
     await page.locator('section.vm-view').waitFor();

@@ -1,4 +1,5 @@
 // What the nested lane runs inside L1, and how it reads the results that come back out.
+import { E2E_VM_FILES, hostHasKvm } from '../support/e2e-files.ts';
 
 /**
  * The checks whose outcome depends on KVM's semantics, run inside L1 (docs/nested.md says why
@@ -31,7 +32,7 @@ export const NESTED_LINUX_FILES = [
   'test/linux/linux-net.test.ts',
   'test/linux/linux-workloads.test.ts',
 ];
-/** Everything the lane knows how to run in L1. */
+/** Everything the lane knows how to run in L1 by default (the e2e files join where the host has no KVM). */
 export const NESTED_FILES = [...NESTED_PROBE_FILES, ...NESTED_LINUX_FILES];
 
 /**
@@ -86,8 +87,9 @@ export function l1Append(files: string[], tests?: string): string {
   return `unhalt.lanes=${lanes.join(',')} unhalt.filter=${files.join(',')}${tests ? ` unhalt.tests=${tests}` : ''}`;
 }
 
-/** The lanes (kvm, linux) a list of files belongs to, in first-seen order. */
-export const lanesOf = (files: string[]): string[] => [...new Set(files.map((f) => (f.startsWith('test/linux/') ? 'linux' : 'kvm')))];
+/** The lanes (kvm, linux, e2e) a list of files belongs to, in first-seen order. */
+export const lanesOf = (files: string[]): string[] => [...new Set(files.map(laneOf))];
+const laneOf = (f: string): string => (f.startsWith('test/linux/') ? 'linux' : f.startsWith('test/e2e/') ? 'e2e' : 'kvm');
 
 /**
  * What L1 runs: the files, their lanes, and `UNHALT_NESTED_TESTS`, a vitest `-t` pattern (no
@@ -96,8 +98,11 @@ export const lanesOf = (files: string[]): string[] => [...new Set(files.map((f) 
  */
 export function innerSelection(env = process.env): { files: string[]; lanes: string[]; tests?: string; append: string } {
   // UNHALT_NESTED_FILES (space-separated paths) replaces the list, e.g. to run one file in L1.
+  // Where this host has no KVM, the UI files that start VMs run in L1 (their browser stays here);
+  // UNHALT_NESTED_E2E=0 leaves them out, =1 takes them on any host.
+  const e2e = env.UNHALT_NESTED_E2E === undefined || env.UNHALT_NESTED_E2E === '' ? !hostHasKvm(env) : env.UNHALT_NESTED_E2E !== '0';
   const files = env.UNHALT_NESTED_FILES?.split(/\s+/).filter(Boolean)
-    ?? (env.UNHALT_NESTED_LINUX === '0' ? NESTED_PROBE_FILES : NESTED_FILES);
+    ?? [...(env.UNHALT_NESTED_LINUX === '0' ? NESTED_PROBE_FILES : NESTED_FILES), ...(e2e ? E2E_VM_FILES : [])];
   const tests = env.UNHALT_NESTED_TESTS?.trim() || undefined;
   // It travels on L1's kernel command line, which kept only "agree" of "agree|pause" (run M):
   // letters, digits and . - _ arrive as they are.

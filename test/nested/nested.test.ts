@@ -15,6 +15,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { filesWithoutResults, innerSelection, type InnerReport, l1Append, lanesOf, splitFiles, summarizeInner, type VitestJson } from './inner-report.ts';
 // @ts-expect-error plain ESM build script without types
 import { outerQemu } from './outer-qemu.mjs';
+import { chromium, type BrowserServer } from 'playwright-core';
+import { createServer } from 'node:net';
+import { CHROMIUM, CHROMIUM_ARGS, ensureRendererBuilt } from '../e2e/support.ts';
 
 const root = new URL('../../', import.meta.url).pathname;
 const NESTED = join(root, 'assets', 'nested');
@@ -56,6 +59,39 @@ const DEADLINE = { build: minutes(10), boot: minutes(4), checks: minutes(Number(
 
 interface Phase { name: string; fields: Record<string, string>; atMs: number }
 
+/**
+ * The e2e files in L1 (where this host has no KVM): their browser is a Playwright browser server
+ * here, and each L1 gets QEMU's user network with a range of this host's loopback ports
+ * forwarded to the same ports in L1 (test/nested/l1/run-checks relays them to L1's loopback).
+ */
+const E2E_PORTS_PER_L1 = 16;
+const canBind = (port: number): Promise<boolean> => new Promise((resolve) => {
+  const s = createServer();
+  s.once('error', () => resolve(false));
+  s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
+});
+/** A run of `count` ports free on 127.0.0.1 now, none of them in `taken`. */
+async function freePortRun(count: number, taken: Set<number>): Promise<number> {
+  for (let tries = 0; tries < 200; tries++) {
+    const base = 20_000 + Math.floor(Math.random() * 30_000);
+    let ok = true;
+    for (let p = base; ok && p < base + count; p++) ok = !taken.has(p) && await canBind(p);
+    if (ok) {
+      for (let p = base; p < base + count; p++) taken.add(p);
+      return base;
+    }
+  }
+  throw new Error(`no run of ${count} free ports on 127.0.0.1 for the e2e files' servers in L1`);
+}
+/** QEMU arguments for an L1's network, and the kernel word that tells its init about it. */
+function e2eNetwork(browserPort: number, base: number): { args: string[]; append: string } {
+  const forwards = Array.from({ length: E2E_PORTS_PER_L1 }, (_, i) => `hostfwd=tcp:127.0.0.1:${base + i}-:${base + i}`);
+  return {
+    args: ['-netdev', `user,id=e2e,${forwards.join(',')}`, '-device', 'virtio-net-pci,netdev=e2e'],
+    append: `unhalt.e2e=${browserPort}:${base}:${E2E_PORTS_PER_L1}`,
+  };
+}
+
 class L1 {
   readonly phases: Phase[] = [];
   private proc?: ChildProcess;
@@ -69,7 +105,7 @@ class L1 {
   /** Names it in errors and prefixes its progress lines ("L1.2"). */
   readonly label: string;
 
-  constructor(qemu: OuterQemu, dir: string, label: string, append: string) {
+  constructor(qemu: OuterQemu, dir: string, label: string, append: string, extraArgs: string[] = []) {
     this.dir = dir;
     this.label = label;
     mkdirSync(dir, { recursive: true });
@@ -91,6 +127,7 @@ class L1 {
       // snapshot=on: L1 writes to its root go to a throw-away overlay, the image stays cached.
       '-drive', `file=${join(NESTED, 'root.ext4')},if=virtio,format=raw,snapshot=on`,
       '-drive', `file=${resultsImage},if=virtio,format=raw`,
+      ...extraArgs,
     ];
     // stdin: QEMU's serial mux (mon:stdio above), through which a quiet L1 is asked what it is doing.
     this.proc = spawn(qemu.binary, args, { stdio: ['pipe', 'pipe', 'pipe'] });
@@ -213,13 +250,15 @@ describe('nested lane: hardware-semantics KVM inside QEMU TCG (L1)', () => {
   const parts = splitFiles(selection.files, L1_COUNT).filter((p) => p.length > 0);
   /** Each L1's checks' results, as they came out of it (brought out one by one: see below). */
   const reports: VitestJson[][] = [];
+  let browserServer: BrowserServer | undefined;
   beforeAll(() => {
     if (parts.length === 0) throw new Error('no files selected for L1 (UNHALT_NESTED_FILES is empty)');
     rmSync(ARTIFACTS, { recursive: true, force: true }); // never read an earlier run's consoles or checks
     mkdirSync(ARTIFACTS, { recursive: true });
   });
-  afterAll(() => {
+  afterAll(async () => {
     for (const l1 of l1s) l1.kill();
+    await browserServer?.close().catch(() => {});
     // The one place the summary is written: whatever did come out, also when some L1 failed.
     if (!reports.length) return;
     const r = report ?? summarizeInner(reports.flat());
@@ -247,6 +286,8 @@ describe('nested lane: hardware-semantics KVM inside QEMU TCG (L1)', () => {
   }, DEADLINE.build + 10_000);
 
   it('builds the L1 kernel, initramfs and root image (cached by content)', () => {
+    // The e2e files' servers in L1 serve the app built here (it goes into L1's image).
+    if (selection.lanes.includes('e2e')) ensureRendererBuilt();
     const r = spawnSync(process.execPath, [join(root, 'test/nested/l1/build.mjs')], { stdio: 'inherit', timeout: DEADLINE.build });
     expect(r.error?.message, 'the L1 build ran within its deadline').toBeUndefined();
     expect(r.status).toBe(0);
@@ -256,7 +297,18 @@ describe('nested lane: hardware-semantics KVM inside QEMU TCG (L1)', () => {
   it('boots each L1 and finds AMD SVM with nested paging and a /dev/kvm', async () => {
     expect(outer, 'the outer QEMU was resolved').toBeDefined();
     console.log(`nested: ${parts.length} L1(s) of ${L1_CPUS} CPU(s):\n${parts.map((p, i) => `  L1.${i + 1}: ${p.join(' ')}`).join('\n')}`);
-    parts.forEach((files, i) => l1s.push(new L1(outer!, join(ARTIFACTS, `l1.${i + 1}`), `L1.${i + 1}`, l1Append(files, selection.tests))));
+    const ports = new Set<number>();
+    if (selection.lanes.includes('e2e')) {
+      const browserPort = await freePortRun(1, ports);
+      browserServer = await chromium.launchServer({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS, host: '127.0.0.1', port: browserPort, wsPath: '/unhalt-e2e' });
+      console.log(`nested: the e2e files' browser for L1 is ${browserServer.wsEndpoint()}`);
+    }
+    for (const [i, files] of parts.entries()) {
+      const net = files.some((f) => f.startsWith('test/e2e/'))
+        ? e2eNetwork(Number(new URL(browserServer!.wsEndpoint()).port), await freePortRun(E2E_PORTS_PER_L1, ports))
+        : { args: [], append: '' };
+      l1s.push(new L1(outer!, join(ARTIFACTS, `l1.${i + 1}`), `L1.${i + 1}`, `${l1Append(files, selection.tests)} ${net.append}`.trim(), net.args));
+    }
     await eachL1(l1s, async (l1) => {
       const up = await l1.waitPhase('l1-up', DEADLINE.boot);
       const cpu = await l1.waitPhase('cpu', minutes(1));

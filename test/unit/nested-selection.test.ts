@@ -1,24 +1,38 @@
 // What the nested lane sends into L1 (files, lanes, a test-name pattern) and the module load order
 // both the Linux kit and L1's initramfs use (dependencies first, from each module's depends=).
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { E2E_VM_FILES } from '../support/e2e-files.ts';
 import { EXPECTED_MINUTES, filesWithoutResults, innerSelection, l1Append, NESTED_FILES, NESTED_PROBE_FILES, splitFiles } from '../nested/inner-report.ts';
 // @ts-expect-error plain ESM build script without types
 import { moduleLoadOrder } from '../../native/guest/linux/kernel-modules.mjs';
 
+const ROOT = new URL('../../', import.meta.url).pathname;
+
 describe('innerSelection', () => {
-  it('defaults to every nested file, the kvm and linux lanes, with no test pattern', () => {
-    const s = innerSelection({});
+  it('defaults to every nested file, the kvm and linux lanes, with no test pattern, where the host has KVM', () => {
+    const s = innerSelection({ UNHALT_KVM_DEVICE: '/dev/null' });
     expect(s.files).toEqual(NESTED_FILES);
     expect(s.lanes).toEqual(['kvm', 'linux']);
     expect(s.tests).toBeUndefined();
     expect(s.append).not.toMatch(/unhalt\.tests=/);
   });
 
+  it('adds the UI files that start VMs, as the e2e lane, where the host has no KVM (the e2e lane then leaves them out)', () => {
+    const s = innerSelection({ UNHALT_KVM_DEVICE: '/nonexistent/kvm' });
+    expect(s.files).toEqual([...NESTED_FILES, ...E2E_VM_FILES]);
+    expect(s.lanes).toEqual(['kvm', 'linux', 'e2e']);
+    expect(s.append).toContain(`unhalt.lanes=kvm,linux,e2e unhalt.filter=${[...NESTED_FILES, ...E2E_VM_FILES].join(',')}`);
+    expect(innerSelection({ UNHALT_KVM_DEVICE: '/nonexistent/kvm', UNHALT_NESTED_E2E: '0' }).files).toEqual(NESTED_FILES);
+    expect(innerSelection({ UNHALT_KVM_DEVICE: '/dev/null', UNHALT_NESTED_E2E: '1' }).lanes).toEqual(['kvm', 'linux', 'e2e']);
+    // Every e2e file is either run here everywhere or listed as one that starts VMs, and the list names real files.
+    for (const f of E2E_VM_FILES) expect(existsSync(join(ROOT, f)), f).toBe(true);
+  });
+
   it('leaves the Linux files out on request', () => {
-    const s = innerSelection({ UNHALT_NESTED_LINUX: '0' });
+    const s = innerSelection({ UNHALT_NESTED_LINUX: '0', UNHALT_KVM_DEVICE: '/dev/null' });
     expect(s.files).toEqual(NESTED_PROBE_FILES);
     expect(s.lanes).toEqual(['kvm']);
   });

@@ -34,17 +34,18 @@ export const NESTED_DIR = join(root, 'assets', 'nested');
 const quiet = process.argv.includes('--quiet');
 const t0 = performance.now();
 
-// The modules L1 needs: KVM on AMD SVM (TCG's -cpu max is an AMD CPU), virtio-blk on PCI and TUN/TAP
-// (the Linux network checks give L2 a tap in a network namespace of their own). Their
+// The modules L1 needs: KVM on AMD SVM (TCG's -cpu max is an AMD CPU), virtio-blk on PCI, TUN/TAP
+// (the Linux network checks give L2 a tap in a network namespace of their own) and virtio-net (the
+// e2e files' servers, reached from the outer host's browser through QEMU's user network). Their
 // dependencies and load order come from each module's own depends= field (the package ships no
 // modules.dep).
-export const L1_MODULE_ROOTS = ['kvm_amd', 'virtio_pci', 'virtio_blk', 'tun'];
+export const L1_MODULE_ROOTS = ['kvm_amd', 'virtio_pci', 'virtio_blk', 'tun', 'virtio_net'];
 // Host programs the kvm and linux lanes run inside L1, copied with every library they link
 // (e2fsprogs: the Linux disk checks make an ext4 image and read the guest's files back from it;
 // iproute2's ip: busybox's has no netns or tuntap, which the network checks need; util-linux's
 // unshare: the DNS checks give `unhalt run` a resolv.conf of their own in a mount namespace).
-// chattr: virtio-blk's refusal of an image root may not write (chattr +i; L1's /tmp is a tmpfs, which takes it).
-const HOST_PROGRAMS = ['qemu-system-x86_64', 'setpriv', 'prlimit', 'mke2fs', 'debugfs', 'e2fsck', 'ip', 'unshare', 'chattr'];
+// qemu-img: the app's qcow2 conversion (an e2e file). chattr: virtio-blk's refusal of an image root may not write (chattr +i; L1's /tmp is a tmpfs, which takes it).
+const HOST_PROGRAMS = ['qemu-system-x86_64', 'qemu-img', 'setpriv', 'prlimit', 'mke2fs', 'debugfs', 'e2fsck', 'ip', 'unshare', 'chattr'];
 // /usr/lib/ipxe/qemu: Debian's QEMU looks there for a NIC's option ROM (efi-virtio.rom), and without
 // it `-device virtio-net-pci` refuses to start (the virtio-net bench's QEMU side in L1 did).
 const HOST_DATA_DIRS = ['/usr/share/qemu', '/usr/share/seabios', '/usr/lib/ipxe/qemu', '/etc/mke2fs.conf'];
@@ -187,7 +188,8 @@ for (const [name, text] of Object.entries({
 // The checkout: what git knows (tracked and untracked, not ignored) plus what the lanes need built.
 const gitFiles = run('git', ['-C', root, 'ls-files', '-z', '--cached', '--others', '--exclude-standard']).split('\0').filter(Boolean);
 for (const f of gitFiles) if (existsSync(join(root, f))) addHostFile(join(root, f), join('/project', f));
-for (const d of ['node_modules', 'assets/guests']) addHostFile(join(root, d), join('/project', d));
+// renderer/dist: the e2e files' servers serve the app the outer host built (vite under TCG takes minutes).
+for (const d of ['node_modules', 'assets/guests', 'renderer/dist']) if (existsSync(join(root, d))) addHostFile(join(root, d), join('/project', d));
 // Native addons (koffi, rolldown's binding) link libraries Node itself does not.
 for (const e of [...entries.values()]) if (e.file?.endsWith('.node')) addLibraries(e.file);
 

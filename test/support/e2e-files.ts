@@ -1,0 +1,23 @@
+// Which end-to-end UI files start VMs, and where they run. One list for vitest's e2e lane and the
+// nested lane: on a host with a /dev/kvm the e2e lane runs them here; on a host without one they
+// run inside the nested lane's L1 (hardware-semantics KVM under QEMU TCG), driving a Chromium on
+// this host over the DevTools protocol (test/e2e/support.ts), so the e2e lane skips nothing.
+import { existsSync } from 'node:fs';
+
+/** The e2e files whose checks start a VM (a guest, an experiment, a tune): they need a KVM. */
+export const E2E_VM_FILES = [
+  'test/e2e/app.test.ts',
+  'test/e2e/chart-figures.test.ts',
+  'test/e2e/compare.test.ts',
+  'test/e2e/device-telemetry.test.ts',
+  'test/e2e/fields.test.ts',
+  'test/e2e/net.test.ts',
+  'test/e2e/tune.test.ts',
+  'test/e2e/virtio-blk.test.ts',
+  'test/e2e/virtio-rng.test.ts',
+  'test/e2e/vm-manage.test.ts',
+  'test/e2e/wizard-net.test.ts',
+];
+
+/** True where this host has a KVM device to start VMs on (UNHALT_KVM_DEVICE overrides /dev/kvm). */
+export const hostHasKvm = (env: NodeJS.ProcessEnv = process.env): boolean => existsSync(env.UNHALT_KVM_DEVICE ?? '/dev/kvm');
