@@ -75,12 +75,12 @@ export async function serveCommand(argv: string[]): Promise<number> {
   return EXIT_CODES.ok;
 }
 
-/** `--demo`: a 2-vCPU probe VM (its echo shell) in the library, started, so the app opens on a live guest. */
+/** `--demo`: a 2-vCPU probe VM (its echo shell, the probe's default memory) in the library, started, so the app opens on a live guest. */
 async function startDemo(service: UnhaltService): Promise<void> {
   const name = 'probe-demo';
   try {
     const existing = (await service.listVms()).find((v) => v.config.name === name);
-    const vm = existing ?? await service.createVm({ name, guest: 'probe', cpus: 2, memoryMiB: 64, append: 'scenario=echo' });
+    const vm = existing ?? await service.createVm({ name, guest: 'probe', cpus: 2, append: 'scenario=echo' });
     if (vm.status.state === 'stopped') await service.startVm(vm.id);
     say(`demo: VM "${name}" is running (the probe guest's echo shell; type help in its console)`);
   } catch (e) {

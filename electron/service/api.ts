@@ -51,6 +51,12 @@ export interface ResolvedDto {
   notes: string[];
   warnings: string[];
   commandLine: string;
+  /**
+   * Where KVM cannot be opened (describeConfig only): what this host lacks and what waits for a
+   * start, in one line (the wizard's summary shows it as a warning). Nothing else was judged
+   * against a host then: features are as asked, disableExits empty.
+   */
+  judgedAtStart?: string;
 }
 
 /** A VM's boot files as a form holds them (checkBootFiles); memoryMiB for the "does it fit" rule. */
@@ -89,7 +95,14 @@ export interface HostInfo {
   cpuModel: string;
   hostCpus: number[];
   memoryMiB: number;
+  /** KVM_CAP_MAX_VCPUS; 0 where KVM cannot be asked (kvmProblem): rules.ts vcpuLimit says what applies then. */
   maxVcpus: number;
+  /**
+   * Why KVM cannot be opened here (the cause and its fix), absent where it can. VMs can still be
+   * created, edited, cloned and exported; a start is refused with these words, and what only KVM
+   * tells (its vCPU limit, features, cpu-pm, halt polling) is judged at that start.
+   */
+  kvmProblem?: string;
   haltPollParams: Record<string, number>;
   machineTypes: { name: string; summary: string; changes: string; defaults: Record<string, boolean>; newest: boolean }[];
   features: { name: string; summary: string; hostOffers: boolean; usesHypercalls: boolean }[];

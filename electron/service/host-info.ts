@@ -2,6 +2,7 @@
 // overcommit knobs and guests it can run — each option with a reason when it cannot (or a
 // warning worth showing when it can) — and the doctor's checks.
 import { readFileSync } from 'node:fs';
+import { allowedHostCpus } from '../../native/kvm/affinity.ts';
 import type { HostInfo, OptionAvailability } from './api.ts';
 import { runDoctor } from '../vmm/doctor.ts';
 import { probeBuilt } from '../vmm/guests.ts';
@@ -12,6 +13,7 @@ import { PV_FEATURES, hostOffers, type PvFeature } from '../vmm/machine/features
 import { DISABLE_EXITS, probeHost, type HostCapabilities } from '../vmm/machine/host-caps.ts';
 import { MACHINE_TYPES, NEWEST_MACHINE } from '../vmm/machine/machine-types.ts';
 import { cpuPmUnavailable, featureUnavailable, haltPollUnavailable, machineUnavailable } from '../vmm/config/host-rules.ts';
+import { kvmProblem } from './kvm-problem.ts';
 
 export interface ExtraCheck {
   name: string;
@@ -26,11 +28,11 @@ export type HostFacts = Omit<HostInfo, 'library'>;
 
 export function buildHostInfo(extraChecks: ExtraCheck[] = [], probe: () => HostCapabilities = probeHost): HostFacts {
   let host: HostCapabilities | undefined;
-  let probeError = '';
+  let problem: string | undefined;
   try {
     host = probe();
   } catch (e) {
-    probeError = (e as Error).message;
+    problem = kvmProblem(e);
   }
   const kind = host?.kind ?? hostKind();
   const doctor = runDoctor();
@@ -40,7 +42,8 @@ export function buildHostInfo(extraChecks: ExtraCheck[] = [], probe: () => HostC
   const info: HostFacts = {
     kind,
     cpuModel: hostCpuModel(),
-    hostCpus: host?.hostCpus ?? [],
+    // What the OS tells (CPUs, memory) is known without KVM; what only KVM tells is not.
+    hostCpus: host?.hostCpus ?? allowedHostCpus(),
     memoryMiB: Math.floor((host?.memoryBytes ?? hostMemoryBytes()) / 1048576),
     maxVcpus: host?.maxVcpus ?? 0,
     haltPollParams: definedOnly(host?.haltPollParams ?? doctor.haltPoll),
@@ -50,7 +53,7 @@ export function buildHostInfo(extraChecks: ExtraCheck[] = [], probe: () => HostC
     features: PV_FEATURES.map((f) => ({
       name: f.name, summary: f.summary, hostOffers: host ? hostOffers(f, offered) : false, usesHypercalls: f.usesHypercalls ?? false,
     })),
-    options: host ? hostOptions(host, linuxBuilt) : allOptionNames().map((option) => ({ option, available: false, reason: `KVM is not usable: ${probeError}` })),
+    options: hostOptions(host, kind, linuxBuilt),
     guests: [
       {
         kind: 'probe', built: probeBuilt(), label: 'Probe (diagnostic guest)',
@@ -65,27 +68,50 @@ export function buildHostInfo(extraChecks: ExtraCheck[] = [], probe: () => HostC
     defaultGuest: defaultGuest(kind, linuxBuilt),
     telemetry: host?.binaryStats
       ? { binaryStats: true }
-      : { binaryStats: false, note: host ? 'this host\'s KVM has no binary stats (KVM_CAP_BINARY_STATS_FD, Linux 5.14+): charts show the VMM\'s own exit counters only' : `KVM is not usable: ${probeError}` },
+      : host ? { binaryStats: false, note: 'this host\'s KVM has no binary stats (KVM_CAP_BINARY_STATS_FD, Linux 5.14+): charts show the VMM\'s own exit counters only' } : { binaryStats: false },
     doctor: [...doctor.checks, ...extraChecks].map((c) => ({ name: c.name, ok: c.ok, detail: c.detail, ...(c.fix ? { fix: c.fix } : {}) })),
   };
+  if (problem) info.kvmProblem = problem;
   return info;
 }
 
-function allOptionNames(): string[] {
-  return [...MACHINE_TYPES.map((m) => `machine:${m.name}`), ...PV_FEATURES.map((f) => `feature:${f.name}`),
-    'cpu-pm', 'mem-lock', 'halt-poll-ns', 'pin', 'guest:probe', 'guest:linux'];
-}
-
-function hostOptions(host: HostCapabilities, linuxBuilt: boolean): OptionAvailability[] {
+/**
+ * Each option with whether this host can give it. Without KVM (`host` undefined) nothing that only
+ * KVM can tell is judged here: such options stay open, unremarked (HostInfo.kvmProblem says why
+ * once, and a start judges them); what Unhalt never offers, and what the OS tells, still count.
+ */
+function hostOptions(host: HostCapabilities | undefined, kind: HostCapabilities['kind'], linuxBuilt: boolean): OptionAvailability[] {
   const out: OptionAvailability[] = [];
   for (const m of MACHINE_TYPES) {
-    const missing = machineUnavailable(m, host);
+    const missing = host && machineUnavailable(m, host);
     out.push(missing
       ? { option: `machine:${m.name}`, available: false, reason: `turns ${missing.feature} on by default, but ${missing.reason}` }
       : { option: `machine:${m.name}`, available: true });
   }
-  for (const f of PV_FEATURES) out.push(featureOption(f, host));
+  for (const f of PV_FEATURES) {
+    out.push(host ? featureOption(f, host) : f.unavailable ? { option: `feature:${f.name}`, available: false, reason: f.unavailable } : { option: `feature:${f.name}`, available: true });
+  }
+  const hostCpus = host?.hostCpus ?? allowedHostCpus();
+  if (!host) {
+    out.push({ option: 'cpu-pm', available: true }, { option: 'mem-lock', available: true, ...memLockNote() }, { option: 'halt-poll-ns', available: true });
+  } else {
+    out.push(...kvmKnobOptions(host));
+  }
+  out.push({ option: 'pin', available: hostCpus.length > 0, reason: `host CPUs available: ${hostCpus.join(',')}` });
+  out.push(probeBuilt()
+    ? { option: 'guest:probe', available: true }
+    : { option: 'guest:probe', available: false, reason: 'the probe guest is not built: run "npm run build:guests" (needs gcc)' });
+  out.push(!linuxBuilt
+    ? { option: 'guest:linux', available: false, reason: `the Linux guest kit is not built: ${LINUX_KIT_BUILD_HINT}` }
+    : kind === 'pvm'
+      ? { option: 'guest:linux', available: true, reason: 'a stock Linux kernel does not finish booting on this PVM host (guest kernel mode is emulated at ~1 µs per instruction)' }
+      : { option: 'guest:linux', available: true });
+  return out;
+}
 
+/** cpu-pm, mem-lock and halt polling as this host's KVM gives them. */
+function kvmKnobOptions(host: HostCapabilities): OptionAvailability[] {
+  const out: OptionAvailability[] = [];
   const noCpuPm = cpuPmUnavailable(host);
   const noHaltPoll = haltPollUnavailable(host);
   out.push(noCpuPm
@@ -97,15 +123,6 @@ function hostOptions(host: HostCapabilities, linuxBuilt: boolean): OptionAvailab
   out.push(noHaltPoll
     ? { option: 'halt-poll-ns', available: false, reason: noHaltPoll }
     : { option: 'halt-poll-ns', available: true, reason: `host default halt_poll_ns=${host.haltPollParams.halt_poll_ns ?? 'unknown'}` });
-  out.push({ option: 'pin', available: host.hostCpus.length > 0, reason: `host CPUs available: ${host.hostCpus.join(',')}` });
-  out.push(probeBuilt()
-    ? { option: 'guest:probe', available: true }
-    : { option: 'guest:probe', available: false, reason: 'the probe guest is not built: run "npm run build:guests" (needs gcc)' });
-  out.push(!linuxBuilt
-    ? { option: 'guest:linux', available: false, reason: `the Linux guest kit is not built: ${LINUX_KIT_BUILD_HINT}` }
-    : host.kind === 'pvm'
-      ? { option: 'guest:linux', available: true, reason: 'a stock Linux kernel does not finish booting on this PVM host (guest kernel mode is emulated at ~1 µs per instruction)' }
-      : { option: 'guest:linux', available: true });
   return out;
 }
 

@@ -7,9 +7,9 @@ import type {
   AllowedFolder, ApiCallHandlers, ApiEvent, DiskConversionDto, ExperimentDetail, ExportedConfigDto, ExperimentSummary, HostInfo, ResolvedDto, Subscription, VmRecord, VmStatus,
 } from './api.ts';
 import { commandLine } from '../vmm/config/cli-args.ts';
-import { resolveBoot, resolveMachine, type ResolvedMachine } from '../vmm/config/resolve.ts';
+import { resolveBoot, resolveMachine, resolveWithoutKvm, type ResolvedMachine } from '../vmm/config/resolve.ts';
 import { checkNameFree, checkPinFit } from '../vmm/config/rules.ts';
-import { haltPollUnavailable } from '../vmm/config/host-rules.ts';
+import { haltPollUnavailable, judgedAtStart } from '../vmm/config/host-rules.ts';
 import { EXPORT_FORMATS, exportConfig, isExportFormat } from '../vmm/export/export.ts';
 import { MAX_HALT_POLL_NS, MAX_HOST_CPU, MAX_NAME_LENGTH, MAX_PIN_ENTRIES, checkDisk, normalizeVmName, sameVmName, validateConfig, type VmConfig } from '../vmm/config/vm-config.ts';
 import { hostKind } from '../vmm/host.ts';
@@ -20,6 +20,7 @@ import { createRawImage } from '../vmm/devices/virtio/disk-image.ts';
 import { checkBootFiles, checkHostLimits } from './config-checks.ts';
 import { ConsoleLogFile, consoleLogPath } from './console-log.ts';
 import { ApiError, toApiError } from './errors.ts';
+import { kvmProblem } from './kvm-problem.ts';
 import { Experiments } from './experiments.ts';
 import { applyDelta } from '../experiments/advisor.ts';
 import { formatConfigString } from '../vmm/config/config-string.ts';
@@ -149,7 +150,7 @@ export class ServiceCore implements ApiCallHandlers {
     try {
       return probeHost();
     } catch (e) {
-      throw new ApiError('host', `KVM is not usable on this host: ${(e as Error).message}`);
+      throw new ApiError('host', kvmProblem(e));
     }
   }
 
@@ -378,7 +379,17 @@ export class ServiceCore implements ApiCallHandlers {
 
   async describeConfig(raw: unknown): Promise<ResolvedDto> {
     const c = await this.config(raw);
-    return toResolvedDto(this.resolve(c), commandLine(c));
+    let host: HostCapabilities | undefined;
+    try { host = probeHost(); } catch { /* no KVM: the command line needs none; a start judges the rest */ }
+    if (host) return toResolvedDto(this.resolve(c), commandLine(c));
+    try {
+      resolveBoot(c, hostKind());
+      const resolution = resolveWithoutKvm(c);
+      const on = resolution.features.filter((f) => f.value).map((f) => f.name);
+      return { ...toResolvedDto({ resolution }, commandLine(c)), judgedAtStart: judgedAtStart(c, on) };
+    } catch (e) {
+      throw toApiError(e);
+    }
   }
 
   async checkBootFiles(raw: unknown): Promise<void> {

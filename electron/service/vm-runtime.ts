@@ -440,7 +440,7 @@ export class VmRuntime {
   }
 }
 
-export function toResolvedDto(r: ResolvedMachine, commandLine: string): ResolvedDto {
+export function toResolvedDto(r: Pick<ResolvedMachine, 'resolution'>, commandLine: string): ResolvedDto {
   const res = r.resolution;
   return {
     machine: res.machine,

@@ -133,8 +133,8 @@ export class Kvm {
 
 function kvmOpenHint(err: number, path: string): string {
   if (path !== DEFAULT_KVM_DEVICE && process.env.UNHALT_KVM_DEVICE === path) {
-    if (err === 2) return `UNHALT_KVM_DEVICE names a path that does not exist`;
-    if (err === 21) return `UNHALT_KVM_DEVICE names a directory, not a KVM device`;
+    if (err === 2) return 'UNHALT_KVM_DEVICE names a path that does not exist: point it at a KVM device, or unset it to use /dev/kvm';
+    if (err === 21) return 'UNHALT_KVM_DEVICE names a directory, not a KVM device: point it at a KVM device, or unset it to use /dev/kvm';
   }
   if (err === 21) return 'a directory, not a KVM device';
   if (err === 2) return 'no KVM device: load the kvm_intel or kvm_amd module, or enable virtualization in firmware';

@@ -6,6 +6,7 @@ import { Wizard } from './views/wizard/Wizard.tsx';
 import { VmView } from './views/vm/VmView.tsx';
 import { EditVm } from './views/vm/EditVm.tsx';
 import { CompareView } from './views/compare/CompareView.tsx';
+import { KvmNotice } from './views/KvmNotice.tsx';
 import { useConsoleTheme } from './console/useConsoleTheme.ts';
 
 export function App() {
@@ -27,6 +28,7 @@ export function App() {
       <a className="skip" href="#main" onClick={(e) => { e.preventDefault(); mainRef.current?.focus(); }}>Skip to content</a>
       <Header />
       <ConnectionBanner />
+      <KvmNotice />
       <main id="main" ref={mainRef} tabIndex={-1}>
         {route.view === 'library' && <Library />}
         {route.view === 'new' && <Wizard guest={route.guest} />}
@@ -43,6 +45,7 @@ function Header() {
   const route = useApp((s) => s.route);
   const theme = useApp((s) => s.theme);
   const hostKind = useApp((s) => s.host?.kind);
+  const noKvm = useApp((s) => !!s.host?.kvmProblem);
   const nav: { label: string; view: 'library' | 'new' | 'compare' }[] = [
     { label: 'Library', view: 'library' },
     { label: 'New VM', view: 'new' },
@@ -67,7 +70,10 @@ function Header() {
         ))}
       </nav>
       <div className="topbar-end">
-        {hostKind && (
+        {hostKind && noKvm && (
+          <span className="host-kind host-none" title="KVM cannot be opened on this host: see the notice under this bar">No KVM</span>
+        )}
+        {hostKind && !noKvm && (
           <span className={`host-kind host-${hostKind}`} title={hostKind === 'pvm'
             ? 'This host runs KVM as PVM (a software nested hypervisor): ring 0 is emulated; compare ratios, not absolute times'
             : 'Hardware-backed KVM (VMX/SVM)'}>

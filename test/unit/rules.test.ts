@@ -7,8 +7,9 @@ import { builtinModules } from 'node:module';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { resolveKnobs } from '../../electron/vmm/config/resolve.ts';
-import { CPU_PM_PV_UNHALT_CONFLICT, checkHostFit, checkKnobConflicts, checkNameFree, effectiveFeatures } from '../../electron/vmm/config/rules.ts';
-import { checkBootPath, validateConfig, type VmConfig } from '../../electron/vmm/config/vm-config.ts';
+import { CPU_PM_PV_UNHALT_CONFLICT, checkCpusFit, checkHostFit, checkKnobConflicts, checkNameFree, effectiveFeatures, vcpuLimit } from '../../electron/vmm/config/rules.ts';
+import { DEFAULT_MEMORY_MIB, MAX_CPUS, checkBootPath, checkCpus, validateConfig, type VmConfig } from '../../electron/vmm/config/vm-config.ts';
+import { initialDraft } from '../../renderer/src/views/wizard/draft.ts';
 import { MACHINE_TYPES } from '../../electron/vmm/machine/machine-types.ts';
 import type { HostInfo } from '../../electron/service/api.ts';
 import { buildHostInfo } from '../../electron/service/host-info.ts';
@@ -85,6 +86,28 @@ describe('host fit, names and paths', () => {
   it('passes what fits, and skips the vCPU limit when KVM could not be asked', () => {
     expect(() => checkHostFit({ cpus: 8, memoryMiB: 4096, pin: [1] }, limits)).not.toThrow();
     expect(() => checkHostFit({ cpus: 200, memoryMiB: 128 }, { ...limits, maxVcpus: undefined })).not.toThrow();
+  });
+
+  it('the vCPU limit is one number: the one vcpuLimit names is the one the checks refuse above', () => {
+    const refusal = (cpus: number, maxVcpus: number | undefined) => {
+      try { checkCpusFit(checkCpus(cpus), maxVcpus); return ''; } catch (e) { return (e as Error).message; }
+    };
+    // [KVM's limit, the limit that applies]: a host below the machine's, above it, none to ask.
+    for (const [maxVcpus, max] of [[64, 64], [710, MAX_CPUS], [undefined, MAX_CPUS]] as const) {
+      const limit = vcpuLimit(maxVcpus);
+      expect(limit.max).toBe(max);
+      expect(limit.why).toContain(`up to ${max} vCPUs`);
+      expect(refusal(max, maxVcpus)).toBe('');
+      expect(refusal(max + 1, maxVcpus)).toContain(String(max));
+    }
+    expect(vcpuLimit(undefined).why).toMatch(/KVM cannot be asked here, so its own limit is checked at start$/);
+  });
+
+  it('a new VM\'s memory is one number per guest: the schema\'s default and the wizard\'s', () => {
+    for (const guest of ['probe', 'linux'] as const) {
+      expect(validateConfig({ guest }).memoryMiB).toBe(DEFAULT_MEMORY_MIB[guest]);
+      expect(initialDraft(null, guest, new Set()).memoryMiB).toBe(String(DEFAULT_MEMORY_MIB[guest]));
+    }
   });
 
   it('a name is taken whatever its case or spacing', () => {

@@ -1,7 +1,8 @@
 // The runnability check with simulated hosts that lack something: the real resolution code,
 // one specific error each, naming the feature, the reason and the way out.
 import { describe, expect, it } from 'vitest';
-import { RunnabilityError, resolveKnobs } from '../../electron/vmm/config/resolve.ts';
+import { RunnabilityError, resolveKnobs, resolveWithoutKvm } from '../../electron/vmm/config/resolve.ts';
+import { judgedAtStart } from '../../electron/vmm/config/host-rules.ts';
 import { ConfigError, validateConfig } from '../../electron/vmm/config/vm-config.ts';
 import { simulatedHost, SIM_KVM_FEATURES } from '../support/simulated-host.ts';
 
@@ -49,5 +50,19 @@ describe('runnability', () => {
     expect(r.warnings.join('\n')).toMatch(/kvm-pv-ipi, kvm-pv-sched-yield are on: the guest side uses KVM hypercalls, which hang a vCPU/);
     const probe = resolveKnobs(validateConfig({}), pvm);
     expect(probe.warnings.join()).not.toMatch(/hypercalls/);
+  });
+
+  it('without KVM nothing is judged against a host: the features are as asked, and what waits for a start is named', () => {
+    const c = validateConfig({ machine: 'unhalt-1.1', cpus: 4, cpuPm: true, haltPollNs: 0, cpuFeatures: { 'kvm-pv-ipi': false } });
+    const r = resolveWithoutKvm(c);
+    expect(r.features.find((f) => f.name === 'kvm-pv-unhalt')).toMatchObject({ value: false, source: 'cpu-pm' });
+    expect(r.features.find((f) => f.name === 'kvm-pv-ipi')).toMatchObject({ value: false, source: 'explicit' });
+    expect(r.kvmFeatures & 0x80).toBe(0);
+    expect(r.warnings).toEqual([]);
+    const on = r.features.filter((f) => f.value).map((f) => f.name);
+    expect(judgedAtStart(c, on)).toBe('this host lacks a usable KVM: the VM can be saved and exported, but not started here; what only KVM can tell is checked '
+      + `when it starts: 4 vCPUs against KVM's vCPU limit, the paravirt features on (${on.join(', ')}), cpu-pm=on (KVM_CAP_X86_DISABLE_EXITS), halt-poll-ns (KVM_CAP_HALT_POLL)`);
+    // A contradiction is the configuration's own, KVM or not.
+    expect(() => resolveWithoutKvm(validateConfig({ cpuPm: true, cpuFeatures: { 'kvm-pv-unhalt': true } }))).toThrow(/contradicts cpu-pm=on/);
   });
 });

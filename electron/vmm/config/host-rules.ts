@@ -5,6 +5,7 @@
 import { DISABLE_EXITS, disableExitNames, type HostCapabilities } from '../machine/host-caps.ts';
 import { PV_FEATURES, hostOffers, type PvFeature } from '../machine/features.ts';
 import type { MachineType } from '../machine/machine-types.ts';
+import type { VmConfig } from './vm-config.ts';
 
 type Host = Pick<HostCapabilities, 'disableExits' | 'haltPoll' | 'kvmFeatures' | 'kvmHints'>;
 
@@ -38,4 +39,16 @@ export function featureOnButUnavailable(f: PvFeature, reason: string, explicit: 
   return explicit
     ? `${f.name}=on was asked for, but ${reason}; turn it off`
     : `machine type ${machine} turns ${f.name} on by default, but ${reason}; use an older machine type or --cpu host,${f.name}=off`;
+}
+
+/**
+ * Where KVM cannot be opened: a configuration is still kept, and what only KVM can tell is judged
+ * when the VM starts. The summary's warning names what this host lacks and what waits for it.
+ */
+export function judgedAtStart(c: Pick<VmConfig, 'cpus' | 'cpuPm' | 'haltPollNs'>, featuresOn: readonly string[]): string {
+  const waits = [`${c.cpus} vCPU${c.cpus === 1 ? '' : 's'} against KVM's vCPU limit`];
+  if (featuresOn.length) waits.push(`the paravirt features on (${featuresOn.join(', ')})`);
+  if (c.cpuPm) waits.push('cpu-pm=on (KVM_CAP_X86_DISABLE_EXITS)');
+  if (c.haltPollNs !== undefined) waits.push('halt-poll-ns (KVM_CAP_HALT_POLL)');
+  return `this host lacks a usable KVM: the VM can be saved and exported, but not started here; what only KVM can tell is checked when it starts: ${waits.join(', ')}`;
 }

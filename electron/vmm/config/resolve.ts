@@ -99,6 +99,18 @@ export function resolveKnobs(c: VmConfig, host: HostCapabilities): Resolution {
   };
 }
 
+/**
+ * What a configuration gives its guest where KVM cannot be opened: the machine type's features and
+ * the rules' notes, nothing judged against a host (a start does that; host-rules.ts judgedAtStart
+ * says what waits). CPUID bits are those asked for. Throws ConfigError on a contradiction.
+ */
+export function resolveWithoutKvm(c: VmConfig): Resolution {
+  const { machine, features, notes } = machineFeatures(c);
+  const values = Object.fromEntries(features.map((f) => [f.name, f.value]));
+  const { eax, edx } = encodeFeatures(values, { features: 0xffffffff, hints: 0xffffffff });
+  return { machine, features, kvmFeatures: eax, kvmHints: edx, disableExits: 0, mwait: false, notes, warnings: [] };
+}
+
 /** The same file rule as every other surface (the schema made the path absolute already). */
 function checkFile(path: string, what: 'kernel' | 'initrd'): string {
   statBootFile(path, what);

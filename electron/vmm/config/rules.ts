@@ -5,7 +5,7 @@
 // Pure on purpose — no Node, no KVM: the renderer imports this file. Callers pass what they know
 // about the host (HostCapabilities in the VMM, HostInfo in the renderer, both fit HostLimits).
 import { FEATURE_NAMES } from '../machine/features.ts';
-import { ConfigError, sameVmName, type VmConfig } from './vm-config.ts';
+import { ConfigError, MAX_CPUS, sameVmName, type VmConfig } from './vm-config.ts';
 
 /** The host cannot run what the configuration asks for (the input itself is well-formed). */
 export class RunnabilityError extends ConfigError {
@@ -22,6 +22,19 @@ export interface HostLimits {
 
 export function formatCpus(cpus: readonly number[]): string {
   return cpus.length > 16 ? `${cpus[0]}-${cpus[cpus.length - 1]}` : cpus.join(',');
+}
+
+/**
+ * The most vCPUs a VM may have here, and why that number: the host KVM's limit when it is known
+ * and lower than the machine's, else the machine's own (MAX_CPUS). Where KVM cannot be asked, the
+ * machine's limit applies and the host's is checked at start. The wizard's hint shows `why`; the
+ * schema (checkCpus) and checkCpusFit refuse above `max`, in words naming the same number.
+ */
+export function vcpuLimit(maxVcpus: number | undefined): { max: number; why: string } {
+  if (maxVcpus !== undefined && maxVcpus < MAX_CPUS) return { max: maxVcpus, why: `this host's KVM allows up to ${maxVcpus} vCPUs` };
+  return maxVcpus !== undefined
+    ? { max: MAX_CPUS, why: `a VM has up to ${MAX_CPUS} vCPUs (the machine's limit; this host's KVM allows ${maxVcpus})` }
+    : { max: MAX_CPUS, why: `a VM has up to ${MAX_CPUS} vCPUs (the machine's limit); KVM cannot be asked here, so its own limit is checked at start` };
 }
 
 export function checkCpusFit(cpus: number, maxVcpus: number | undefined): void {

@@ -49,7 +49,12 @@ export interface DiskConfig {
   readonly?: true;
 }
 
-export const DEFAULTS = { cpus: 1, memoryMiB: 128, name: 'vm' } as const;
+export const DEFAULTS = { cpus: 1, name: 'vm' } as const;
+/**
+ * Guest memory when none is given, per guest: the schema, the wizard (its default and its hint)
+ * and `unhalt serve --demo` all take it from here. The probe needs little; Linux wants room.
+ */
+export const DEFAULT_MEMORY_MIB: Readonly<Record<GuestKind, number>> = { probe: 128, linux: 512, custom: 128 };
 /** APIC IDs of xAPIC MADT entries stop at 254; the I/O APIC takes the next ID. */
 export const MAX_CPUS = 254;
 export const MAX_MEMORY_MIB = 1024 * 1024;
@@ -241,7 +246,7 @@ export function validateConfig(raw: unknown): VmConfig {
     name,
     guest: guest as GuestKind,
     cpus: r.cpus === undefined ? DEFAULTS.cpus : checkCpus(r.cpus),
-    memoryMiB: r.memoryMiB === undefined ? (guest === 'linux' ? 512 : DEFAULTS.memoryMiB) : checkMemoryMiB(r.memoryMiB),
+    memoryMiB: r.memoryMiB === undefined ? DEFAULT_MEMORY_MIB[guest as GuestKind] : checkMemoryMiB(r.memoryMiB),
     machine,
     cpuFeatures,
     cpuPm: r.cpuPm === undefined ? false : bool(r.cpuPm, 'cpu-pm'),

@@ -6,6 +6,7 @@ import { Sparkline } from '../charts/Sparkline.tsx';
 import { AllowedFolders } from './AllowedFolders.tsx';
 import { StateBadge } from './StateBadge.tsx';
 import { LibraryTable } from './LibraryTable.tsx';
+import { StartButton } from './StartButton.tsx';
 
 type Layout = 'cards' | 'table';
 const LAYOUT_KEY = 'unhalt.library.layout';
@@ -98,7 +99,7 @@ function VmCard({ vm, host }: { vm: VmRecord; host: HostInfo | null }) {
       </p>
       <div className="card-actions">
         {state === 'stopped'
-          ? <button type="button" className="btn primary" disabled={!!busy} onClick={() => void vmAction(vm.id, 'start')}>Start</button>
+          ? <StartButton vmId={vm.id} host={host} busy={!!busy} className="btn primary" />
           : <button type="button" className="btn" disabled={!!busy || state === 'stopping'} onClick={() => void vmAction(vm.id, 'stop')}>Stop</button>}
         <button type="button" className="btn" onClick={() => navigate({ view: 'vm', id: vm.id })}>Open</button>
       </div>

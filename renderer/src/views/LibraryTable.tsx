@@ -6,6 +6,7 @@ import { useApp, navigate, vmAction } from '../state/app.ts';
 import { guestLabel, haltPollNow } from '../lib/config.ts';
 import { ago, mib } from '../lib/format.ts';
 import { StateBadge } from './StateBadge.tsx';
+import { StartButton } from './StartButton.tsx';
 
 type SortKey = 'name' | 'state' | 'guest' | 'cpus' | 'memory' | 'machine' | 'haltPoll' | 'lastRun';
 interface Sort { key: SortKey; dir: 1 | -1 }
@@ -88,7 +89,7 @@ export function LibraryTable({ vms, host }: { vms: readonly VmRecord[]; host: Ho
               <td className="num" title={lastRun ? new Date(lastRun).toLocaleString() : undefined}>{lastRun ? ago(lastRun) : 'never'}</td>
               <td className="row-actions">
                 {state === 'stopped'
-                  ? <button type="button" className="btn small primary" disabled={!!busy[vm.id]} onClick={() => void vmAction(vm.id, 'start')}>Start</button>
+                  ? <StartButton vmId={vm.id} host={host} busy={!!busy[vm.id]} className="btn small primary" />
                   : <button type="button" className="btn small" disabled={!!busy[vm.id] || state === 'stopping'} onClick={() => void vmAction(vm.id, 'stop')}>Stop</button>}
               </td>
             </tr>

@@ -13,6 +13,7 @@ import { RenameControl } from './RenameControl.tsx';
 import { ConfirmAction } from '../ConfirmAction.tsx';
 import { ExportPanel } from './ExportPanel.tsx';
 import { TunePanel } from './TunePanel.tsx';
+import { KVM_NOTICE_ID, startBlocked } from '../KvmNotice.tsx';
 
 export function VmView({ id }: { id: string }) {
   const vm = useApp((s) => s.vms.find((v) => v.id === id));
@@ -51,6 +52,7 @@ function VmHeader({ vm }: { vm: VmRecord }) {
   const { state, lastExit } = vm.status;
   const [confirmDelete, setConfirmDelete] = useState(false);
   const act = (a: Parameters<typeof vmAction>[1]) => () => void vmAction(vm.id, a);
+  const blocked = startBlocked(host);
   const clone = async () => {
     const rec = await attempt('clone', () => api.cloneVm(vm.id));
     if (rec) navigate({ view: 'vm', id: rec.id });
@@ -80,7 +82,8 @@ function VmHeader({ vm }: { vm: VmRecord }) {
         ))}
       </dl>
       <div className="toolbar" role="toolbar" aria-label="VM actions">
-        <button type="button" className="btn primary" data-action="start" disabled={state !== 'stopped' || !!busy} onClick={act('start')}>Start</button>
+        <button type="button" className="btn primary" data-action="start" disabled={state !== 'stopped' || !!busy || !!blocked}
+          title={blocked} aria-describedby={blocked ? KVM_NOTICE_ID : undefined} onClick={act('start')}>Start</button>
         <button type="button" className="btn" data-action="stop" disabled={state === 'stopped' || state === 'stopping' || !!busy}
           onClick={act('stop')} title="ACPI power button; forced after a grace period">Stop</button>
         <ConfirmAction label="Force stop…" action="force-stop" danger disabled={state === 'stopped'} confirmLabel="Force stop"
@@ -113,6 +116,7 @@ function VmHeader({ vm }: { vm: VmRecord }) {
         {state === 'running' && vm.status.startedAt && lastExit ? ' · ' : null}
         {lastExit ? <span>Last exit: <strong>{lastExit.kind}</strong>{lastExit.message ? ` — ${lastExit.message}` : ''} <span className="muted">({new Date(lastExit.at).toLocaleTimeString()})</span></span>
           : state === 'stopped' ? <span className="muted">{vm.lastStartedAt ? `Not started in this session; last started ${new Date(vm.lastStartedAt).toLocaleString()}.` : 'Never started.'}</span> : null}
+        {state === 'stopped' && blocked ? <span className="warn-text" data-testid="start-blocked"> It cannot start here: this host lacks KVM (the notice above says why and what to do).</span> : null}
         {vm.status.droppedConsoleBytes ? <span className="warn-text"> {vm.status.droppedConsoleBytes} console bytes dropped (the guest printed faster than the host could keep).</span> : null}
       </p>
       {vm.status.resolved?.warnings.length ? <ul className="warnings">{vm.status.resolved.warnings.map((w, i) => <li key={i}>⚠ {w}</li>)}</ul> : null}

@@ -1,5 +1,6 @@
 // The wizard's working copy of a VM configuration and its conversion to the API's config.
 import type { HostInfo } from '../../../../electron/service/api.ts';
+import { DEFAULT_MEMORY_MIB } from '../../../../electron/vmm/config/vm-config.ts';
 import { NO_NET, draftNetToConfig, type DraftNet } from './net-draft.ts';
 import { typedPin } from './validate.ts';
 
@@ -69,7 +70,7 @@ export function initialDraft(host: HostInfo | null, guest: 'probe' | 'linux' | u
     append: '',
     pvmProfile: true,
     cpus: String(Math.min(2, host?.maxVcpus || 2)),
-    memoryMiB: String(g === 'linux' ? 512 : 128),
+    memoryMiB: String(DEFAULT_MEMORY_MIB[g]),
     machine: newest,
     cpuFeatures: {},
     cpuPm: false,

@@ -1,11 +1,11 @@
 // The wizard's steps. Options the host cannot run are disabled with the reason the host
 // capability check gives (HostInfo.options).
 import { useId } from 'react';
-import { cpuPmTurnedOffNote, effectiveFeatures } from '../../../../electron/vmm/config/rules.ts';
-import { checkCpus, checkHaltPollNs, checkMemoryMiB } from '../../../../electron/vmm/config/vm-config.ts';
+import { cpuPmTurnedOffNote, effectiveFeatures, vcpuLimit } from '../../../../electron/vmm/config/rules.ts';
+import { DEFAULT_MEMORY_MIB, checkCpus, checkHaltPollNs, checkMemoryMiB } from '../../../../electron/vmm/config/vm-config.ts';
 import type { StepProps } from './Wizard.tsx';
 import { PROBE_SCENARIOS } from './draft.ts';
-import { typedNumber, typedPin, type FieldId } from './validate.ts';
+import { hostLimits, typedNumber, typedPin, type FieldId } from './validate.ts';
 import { available, machineDefaults, fmtNs } from '../../lib/config.ts';
 import { StorageFields } from './StorageFields.tsx';
 import { NetworkFields } from './NetworkFields.tsx';
@@ -104,7 +104,7 @@ export function BasicsStep(props: StepProps) {
             return (
               <label key={g.kind} className={`choice ${disabled ? 'disabled' : ''}`}>
                 <input type="radio" name="guest" value={g.kind} checked={draft.guest === g.kind} disabled={disabled}
-                  onChange={() => update({ guest: g.kind, memoryMiB: g.kind === 'linux' ? String(Math.max(typedNumber(draft.memoryMiB, checkMemoryMiB) ?? 0, 512)) : draft.memoryMiB })} />
+                  onChange={() => update({ guest: g.kind, memoryMiB: g.kind === 'linux' ? String(Math.max(typedNumber(draft.memoryMiB, checkMemoryMiB) ?? 0, DEFAULT_MEMORY_MIB.linux)) : draft.memoryMiB })} />
                 <span>
                   <strong>{g.label}</strong>
                   <span className="choice-help">{help}</span>
@@ -186,7 +186,9 @@ export function ResourcesStep(props: StepProps) {
   const { draft, update, host, describe, problem, editing, anyProblem } = props;
   const id = useId();
   const hostCpus = host?.hostCpus.length ?? 1;
-  const maxCpus = Math.max(1, Math.min(host?.maxVcpus || 64, 254));
+  // The same limit the field's check applies (validate.ts: the schema, then the host's KVM when known).
+  const limit = vcpuLimit(hostLimits(host)?.maxVcpus);
+  const maxCpus = limit.max;
   const maxMem = Math.max(16, host?.memoryMiB ?? 4096);
   // The sliders follow the text while it is a valid number and stay put while it is not.
   const cpus = typedNumber(draft.cpus, checkCpus);
@@ -204,7 +206,7 @@ export function ResourcesStep(props: StepProps) {
         </div>
         <FieldError id={`${id}-cpus-error`} text={problem('cpus')} />
         <Hint id={`${id}-cpus-hint`}>
-          This host has {hostCpus} CPU{hostCpus === 1 ? '' : 's'}; KVM allows up to {maxCpus} vCPUs.
+          This host has {hostCpus} CPU{hostCpus === 1 ? '' : 's'}{host ? `; ${limit.why}` : ''}.
           {cpus !== undefined && cpus > hostCpus && ` More vCPUs than host CPUs: the vCPUs are overcommitted — the case where PV spinlocks (pv-unhalt) and halt polling matter most.`}
         </Hint>
       </div>
@@ -219,7 +221,7 @@ export function ResourcesStep(props: StepProps) {
         </div>
         <FieldError id={`${id}-mem-error`} text={problem('memoryMiB')} />
         <Hint id={`${id}-mem-hint`}>
-          Host memory: {maxMem >= 2048 ? `${(maxMem / 1024).toFixed(1)} GiB` : `${maxMem} MiB`}. The probe guest is happy with 32 MiB; Linux wants 256 MiB or more.
+          Host memory: {maxMem >= 2048 ? `${(maxMem / 1024).toFixed(1)} GiB` : `${maxMem} MiB`}. Defaults: the probe guest {DEFAULT_MEMORY_MIB.probe} MiB, Linux {DEFAULT_MEMORY_MIB.linux} MiB.
           {mem !== undefined && mem > maxMem / 2 && ' More than half of the host\'s memory.'}
         </Hint>
       </div>
@@ -318,8 +320,9 @@ export function FeaturesStep({ draft, update, host, describe, problem, touch, an
       </Hint>
       <ul className="toggle-list">
         {features.map((f) => {
+          // The option says whether the host offers it (and, where KVM cannot be asked, leaves it open).
           const opt = available(host, `feature:${f.name}`);
-          const offered = f.hostOffers && opt.ok;
+          const offered = opt.ok;
           const state = effective.get(f.name);
           const on = state?.value ?? false;
           const explicit = draft.cpuFeatures[f.name] !== undefined;
@@ -528,6 +531,7 @@ export function SummaryStep({ draft, host, describe }: StepProps) {
       {r && (
         <>
           <CommandLine text={r.commandLine} testId="cmdline" />
+          {r.judgedAtStart && <p className="warn-text" data-testid="judged-at-start">⚠ {capitalize(r.judgedAtStart)}.</p>}
           {r.features.length > 0 && (
             <>
               <h3>What the guest gets</h3>

@@ -1,0 +1,22 @@
+// Where KVM cannot be opened, the app says so once, on every view, with the service's own cause
+// and fix (HostInfo.kvmProblem); Start buttons point here instead of repeating it.
+import type { HostInfo } from '../../../electron/service/api.ts';
+import { useApp } from '../state/app.ts';
+
+export const KVM_NOTICE_ID = 'kvm-notice';
+
+/** Why a start cannot work here (for a disabled Start's title), or undefined where it can. */
+export function startBlocked(host: HostInfo | null): string | undefined {
+  return host?.kvmProblem ? 'Starting a VM needs KVM, which this host lacks: see the notice at the top' : undefined;
+}
+
+export function KvmNotice() {
+  const problem = useApp((s) => s.host?.kvmProblem);
+  if (!problem) return null;
+  return (
+    <div className="banner kvm-notice" role="note" id={KVM_NOTICE_ID} data-testid="kvm-notice">
+      <strong>No KVM here.</strong> {problem.replace(/\.$/, '')}. VMs can still be created, edited, cloned and exported, and
+      comparisons planned; starting one needs KVM.
+    </div>
+  );
+}
