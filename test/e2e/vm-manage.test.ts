@@ -66,10 +66,13 @@ describe.skipIf(reason !== null)('managing VMs in the app', () => {
     vmId = (await page.locator('section.vm-view').getAttribute('data-vm-id'))!;
     const panel = page.getByTestId('config-panel');
     await panel.waitFor();
-    const text = await panel.textContent();
+    // The features come with the service's resolution of the saved configuration (describeConfig).
+    const text = await waitFor('the resolved features', async () => {
+      const t = (await panel.textContent()) ?? '';
+      return /on: .*kvm-pv-unhalt/.test(t) ? t : undefined;
+    }, 15_000);
     for (const label of ['Name', 'Guest', 'Kernel command line', 'vCPUs', 'Memory', 'Machine type', 'Paravirt features', 'cpu-pm', 'mem-lock',
       'Halt polling', 'Pinning', 'Created', 'Last started']) expect(text).toContain(label);
-    expect(text).toMatch(/on: .*kvm-pv-unhalt/);
     const cmd = await waitFor('the command line', async () => (await page.getByTestId('vm-cmdline').textContent()) ?? '', 15_000);
     expect(cmd).toMatch(/^unhalt run --guest probe .*--cpus 2/);
     await panel.scrollIntoViewIfNeeded();

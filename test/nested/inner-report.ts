@@ -60,6 +60,18 @@ export const EXPECTED_MINUTES: Record<string, number> = {
   'test/linux/linux-disk.test.ts': 3,
   'test/linux/linux-net.test.ts': 3.5,
   'test/linux/linux-workloads.test.ts': 8,
+  // The UI files, where the host has no KVM (2026-12-03, from each file's start in L1's console).
+  'test/e2e/app.test.ts': 2.7,
+  'test/e2e/chart-figures.test.ts': 1.5,
+  'test/e2e/compare.test.ts': 3,
+  'test/e2e/device-telemetry.test.ts': 2,
+  'test/e2e/fields.test.ts': 2.7,
+  'test/e2e/net.test.ts': 0.8,
+  'test/e2e/tune.test.ts': 2.6,
+  'test/e2e/virtio-blk.test.ts': 2.1,
+  'test/e2e/virtio-rng.test.ts': 1.2,
+  'test/e2e/vm-manage.test.ts': 3,
+  'test/e2e/wizard-net.test.ts': 1.7,
 };
 
 /**

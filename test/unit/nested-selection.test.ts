@@ -1,6 +1,6 @@
 // What the nested lane sends into L1 (files, lanes, a test-name pattern) and the module load order
 // both the Linux kit and L1's initramfs use (dependencies first, from each module's depends=).
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -27,8 +27,13 @@ describe('innerSelection', () => {
     expect(s.append).toContain(`unhalt.lanes=kvm,linux,e2e unhalt.filter=${[...NESTED_FILES, ...E2E_VM_FILES].join(',')}`);
     expect(innerSelection({ UNHALT_KVM_DEVICE: '/nonexistent/kvm', UNHALT_NESTED_E2E: '0' }).files).toEqual(NESTED_FILES);
     expect(innerSelection({ UNHALT_KVM_DEVICE: '/dev/null', UNHALT_NESTED_E2E: '1' }).lanes).toEqual(['kvm', 'linux', 'e2e']);
-    // Every e2e file is either run here everywhere or listed as one that starts VMs, and the list names real files.
     for (const f of E2E_VM_FILES) expect(existsSync(join(ROOT, f)), f).toBe(true);
+  });
+
+  it('an e2e file that may skip for want of KVM is on the list of files that start VMs (which run in L1 there); the others never skip', () => {
+    const files = readdirSync(join(ROOT, 'test/e2e')).filter((f) => f.endsWith('.test.ts')).map((f) => `test/e2e/${f}`);
+    const mayskip = files.filter((f) => /skipReason\(\)/.test(readFileSync(join(ROOT, f), 'utf8')));
+    expect(mayskip.sort()).toEqual([...E2E_VM_FILES].sort());
   });
 
   it('leaves the Linux files out on request', () => {

@@ -2,7 +2,7 @@
 // configuration, and its field checks are the schema's and the host rules' own.
 import { describe, expect, it } from 'vitest';
 import { validateConfig } from '../../electron/vmm/config/vm-config.ts';
-import { draftToConfig } from '../../renderer/src/views/wizard/draft.ts';
+import { draftToConfig, initialDraft, withLateHost } from '../../renderer/src/views/wizard/draft.ts';
 import { configToDraft } from '../../renderer/src/views/wizard/from-config.ts';
 import { draftProblems } from '../../renderer/src/views/wizard/validate.ts';
 import { configToDraftNet, draftNetToConfig, netSummary, newForward, type DraftNet } from '../../renderer/src/views/wizard/net-draft.ts';
@@ -36,6 +36,23 @@ describe('the wizard draft', () => {
     expect(draftProblems({ ...d, pin: 'abc' }, host, [], null)).toEqual({ pin: 'pin: "abc" is not a host CPU number or range (e.g. 0,1 or 0-3)' });
     expect(draftProblems({ ...d, name: 'X' }, host, ['x'], null)).toEqual({ name: 'a VM named "x" already exists; choose another name' });
     expect(draftProblems({ ...d, cpus: '4', memoryMiB: '512' }, host, [], null)).toEqual({});
+  });
+});
+
+describe('host info that arrives after the wizard opened (a slow host)', () => {
+  const late = { ...host, maxVcpus: 1, machineTypes: [{ name: 'unhalt-9.9', newest: true }], defaultGuest: { kind: 'linux' }, guests: [{ kind: 'linux', built: true }] } as unknown as HostInfo;
+  const opened = initialDraft(null, undefined, new Set());
+
+  it('untouched, the whole draft follows the host (its default guest, machine type and vCPU limit)', () => {
+    expect(withLateHost(opened, late, undefined, new Set(), new Set())).toEqual(initialDraft(late, undefined, new Set()));
+    expect(initialDraft(late, undefined, new Set())).toMatchObject({ guest: 'linux', machine: 'unhalt-9.9', cpus: '1' });
+  });
+
+  it('keeps every typed field and the guest on screen; the host\'s defaults fill the rest for that guest', () => {
+    const typed = { ...opened, name: 'net-1a2b', probeScenario: 'net-listen', probeArgs: 'port=7 wait_ms=60000' };
+    const d = withLateHost(typed, late, undefined, new Set(), new Set(['name', 'probeScenario', 'probeArgs']));
+    expect(d).toEqual({ ...initialDraft(late, 'probe', new Set()), name: 'net-1a2b', probeScenario: 'net-listen', probeArgs: 'port=7 wait_ms=60000' });
+    expect(d).toMatchObject({ guest: 'probe', machine: 'unhalt-9.9', cpus: '1' });
   });
 });
 

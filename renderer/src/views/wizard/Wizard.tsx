@@ -7,7 +7,7 @@ import { useEffect, useMemo, useRef, useState } from 'react';
 import type { HostInfo, ResolvedDto, VmRecord } from '../../../../electron/service/api.ts';
 import { checkMemoryMiB } from '../../../../electron/vmm/config/vm-config.ts';
 import { api, useApp, navigate, createVm, updateVm, errorMessage } from '../../state/app.ts';
-import { initialDraft, draftToConfig } from './draft.ts';
+import { initialDraft, draftToConfig, withLateHost } from './draft.ts';
 import { configToDraft } from './from-config.ts';
 import type { Draft } from './draft.ts';
 import { bootFilesOf, draftProblems, typedNumber, type FieldId, type FileVerdict } from './validate.ts';
@@ -121,12 +121,14 @@ export function Wizard({ guest, edit }: { guest?: 'probe' | 'linux'; edit?: VmRe
     for (const f of fields) if (on) next.add(f); else next.delete(f);
     return next;
   });
+  // Fields the user has set (through update): host info arriving late leaves them as they are.
+  const touched = useRef(new Set<keyof Draft>());
   // Host info may arrive after the wizard opened: take its newest machine type then.
   const hostSeen = useRef(!!host || !!edit);
   useEffect(() => {
     if (host && !hostSeen.current) {
       hostSeen.current = true;
-      setDraft(initialDraft(host, guest, names));
+      setDraft((d) => withLateHost(d, host, guest, names, touched.current));
     }
   }, [host, guest, names]);
   const config = useMemo(() => draftToConfig(draft), [draft]);
@@ -134,7 +136,10 @@ export function Wizard({ guest, edit }: { guest?: 'probe' | 'linux'; edit?: VmRe
   const describe = useDescribe(config, describeNonce);
   const files = useFileVerdict(bootFilesOf(draft), typedNumber(draft.memoryMiB, checkMemoryMiB));
   const problems = draftProblems(draft, host, names, files.verdict);
-  const update = (patch: Partial<Draft>) => setDraft((d) => ({ ...d, ...patch }));
+  const update = (patch: Partial<Draft>) => {
+    for (const k of Object.keys(patch) as (keyof Draft)[]) touched.current.add(k);
+    setDraft((d) => ({ ...d, ...patch }));
+  };
   const current = STEPS[step]!;
   /** Step i's fields that have a problem in `p`, in the order the step shows them. */
   const faults = (i: number, p = problems): FieldId[] => {

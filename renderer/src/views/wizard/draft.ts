@@ -90,6 +90,20 @@ function numberOrText(text: string): number | string {
 }
 
 /** The configuration the service validates (and createVm stores). */
+/**
+ * The draft once host info arrives after the wizard opened (the newest machine type, the vCPUs it
+ * allows, the default guest): on a slow host that happens while the user types, so the host's
+ * defaults go only to fields the user has not touched, and once anything is touched the guest on
+ * screen is theirs (its fields are being filled in) and the defaults follow it.
+ */
+export function withLateHost(draft: Draft, host: HostInfo, guest: 'probe' | 'linux' | undefined, names: Set<string>, touched: ReadonlySet<keyof Draft>): Draft {
+  const shown = touched.size > 0 && (draft.guest === 'probe' || draft.guest === 'linux') ? draft.guest : guest;
+  const defaults = initialDraft(host, shown, names);
+  const next = { ...draft };
+  for (const k of Object.keys(defaults) as (keyof Draft)[]) if (!touched.has(k)) (next as Record<string, unknown>)[k] = defaults[k];
+  return next;
+}
+
 export function draftToConfig(d: Draft): Record<string, unknown> & { version: 1 } {
   const c: Record<string, unknown> & { version: 1 } = {
     version: 1,
