@@ -3,7 +3,9 @@ import { existsSync, rmSync } from 'node:fs';
 import { resolve as resolvePath } from 'node:path';
 import { checkBootFiles } from '../vmm/boot/boot-file-checks.ts';
 import { VM_OPTIONS, configFromOptions } from '../vmm/config/cli-args.ts';
-import { resolveMachine, type ResolvedMachine } from '../vmm/config/resolve.ts';
+import { resolveMachine, resolveMachineWithoutKvm, type ResolvedMachine } from '../vmm/config/resolve.ts';
+import { checkFitsThisHost } from '../vmm/config/host-fit.ts';
+import { judgedAtStart } from '../vmm/config/host-rules.ts';
 import { ConfigError, decimal, integer, type VmConfig } from '../vmm/config/vm-config.ts';
 import { probeHost, type HostCapabilities } from '../vmm/machine/host-caps.ts';
 import { defaultGuest } from '../vmm/guests-select.ts';
@@ -65,7 +67,8 @@ export async function runCommand(argv: string[]): Promise<number> {
     }
     if (values.disk) values.disk = values.disk.map((d) => (d.trim() !== '' && !d.startsWith(',') ? resolvePath(d) : d));
     const config = configFromOptions(values);
-    const resolved = resolveMachine(config, await hostFor(config));
+    const host = await hostFor(config, values['dry-run'] === true);
+    const resolved = host ? resolveMachine(config, host) : resolveMachineWithoutKvm(config);
     // vCPU 0 starts on this thread while its worker is not needed yet (VirtualMachine's
     // firstVcpuOnMainThread): a guest that ends at once never waits for, nor pays for, a worker.
     // With --stats every vCPU has its own thread from the start, so each thread's CPU is its
@@ -78,6 +81,7 @@ export async function runCommand(argv: string[]): Promise<number> {
     await checkBootFiles(config);
     if (values['dry-run']) {
       process.stdout.write(describeResolution(config, resolved));
+      if (!host) say(`note: ${judgedAtStart(config, resolved.resolution.features.filter((f) => f.value).map((f) => f.name))}`);
       return EXIT_CODES.ok;
     }
     if (values['stats-interval'] !== undefined) statsIntervalMs = integer(values['stats-interval'], '--stats-interval (ms)', 10, 60_000);
@@ -200,15 +204,19 @@ function attachInput(vm: VirtualMachine): () => void {
 }
 
 /**
- * The host's KVM for the runnability check. Where it cannot be had, the user's own files are
- * checked first, so that a mistake in them is what is said (a missing kernel is a missing kernel
- * on any host); where it can, they are checked later, while the vCPU workers start.
+ * The host's KVM for the runnability check. Where it cannot be had, the configuration is judged
+ * against what the OS tells and the user's own files are checked first, so that a mistake in them
+ * is what is said, in the words the service and the wizard use (a missing kernel is a missing
+ * kernel on any host); a dry run then goes on without KVM (undefined), a start says why it cannot.
+ * Where KVM can be had, the files are checked later, while the vCPU workers start.
  */
-async function hostFor(config: VmConfig): Promise<HostCapabilities> {
+async function hostFor(config: VmConfig, dryRun: boolean): Promise<HostCapabilities | undefined> {
   try {
     return probeHost();
   } catch (e) {
+    checkFitsThisHost(config);
     await checkBootFiles(config);
+    if (dryRun) return undefined;
     throw e;
   }
 }

@@ -3,12 +3,10 @@
 // (vmm/config/rules.ts), and that a custom kernel and initrd are real files of the right kind
 // (vmm/boot/boot-file-checks.ts) — which here must also lie inside the allowed folders
 // (allowed-folders.ts). Files are only inspected; their content never goes back through the API.
-import { allowedHostCpus } from '../../native/kvm/affinity.ts';
 import type { AllowedFolder } from './api.ts';
 import { checkBootFiles as checkFiles } from '../vmm/boot/boot-file-checks.ts';
-import { checkHostFit, checkKnobConflicts } from '../vmm/config/rules.ts';
+import { checkFitsThisHost } from '../vmm/config/host-fit.ts';
 import { ConfigError, type VmConfig } from '../vmm/config/vm-config.ts';
-import { hostMemoryBytes } from '../vmm/host.ts';
 import { confineToAllowedFolders } from './allowed-folders.ts';
 import { ApiError, toApiError } from './errors.ts';
 
@@ -23,8 +21,7 @@ export async function checkBootFiles(c: VmConfig, folders: readonly AllowedFolde
 /** Refuses what this host could never run (more memory than it has, CPUs it lacks) and contradictions. */
 export function checkHostLimits(c: VmConfig, maxVcpus: number | undefined): void {
   try {
-    checkKnobConflicts(c);
-    checkHostFit(c, { maxVcpus, memoryMiB: Math.floor(hostMemoryBytes() / 1048576), hostCpus: allowedHostCpus() });
+    checkFitsThisHost(c, maxVcpus);
   } catch (e) {
     // Even the host's limits ('host' when a start meets them) are the user's input here: 'invalid'.
     throw e instanceof ConfigError ? new ApiError('invalid', e.message) : toApiError(e);

@@ -7,7 +7,7 @@ import type {
   AllowedFolder, ApiCallHandlers, ApiEvent, DiskConversionDto, ExperimentDetail, ExportedConfigDto, ExperimentSummary, HostInfo, ResolvedDto, Subscription, VmRecord, VmStatus,
 } from './api.ts';
 import { commandLine } from '../vmm/config/cli-args.ts';
-import { resolveBoot, resolveMachine, resolveWithoutKvm, type ResolvedMachine } from '../vmm/config/resolve.ts';
+import { resolveBoot, resolveMachine, resolveMachineWithoutKvm, type ResolvedMachine } from '../vmm/config/resolve.ts';
 import { checkNameFree, checkPinFit } from '../vmm/config/rules.ts';
 import { haltPollUnavailable, judgedAtStart } from '../vmm/config/host-rules.ts';
 import { EXPORT_FORMATS, exportConfig, isExportFormat } from '../vmm/export/export.ts';
@@ -383,8 +383,7 @@ export class ServiceCore implements ApiCallHandlers {
     try { host = probeHost(); } catch { /* no KVM: the command line needs none; a start judges the rest */ }
     if (host) return toResolvedDto(this.resolve(c), commandLine(c));
     try {
-      resolveBoot(c, hostKind());
-      const resolution = resolveWithoutKvm(c);
+      const { resolution } = resolveMachineWithoutKvm(c);
       const on = resolution.features.filter((f) => f.value).map((f) => f.name);
       return { ...toResolvedDto({ resolution }, commandLine(c)), judgedAtStart: judgedAtStart(c, on) };
     } catch (e) {

@@ -11,6 +11,7 @@ import { encodeFeatures, feature } from '../machine/features.ts';
 import { cpuPmUnavailable, featureOnButUnavailable, featureUnavailable, haltPollUnavailable } from './host-rules.ts';
 import { machineType } from '../machine/machine-types.ts';
 import type { MachineSpec } from '../vm.ts';
+import { hostKind } from '../host.ts';
 import { RunnabilityError, checkHostFit, checkKnobConflicts, cpuPmTurnedOffNote, effectiveFeatures, type EffectiveFeature } from './rules.ts';
 import { macForVm } from './net-config.ts';
 import { ConfigError, type VmConfig } from './vm-config.ts';
@@ -160,8 +161,19 @@ export function resolveBoot(c: VmConfig, hostKind: HostCapabilities['kind']): Bo
 
 /** Everything a start needs, checked: files, knobs, host. Throws ConfigError / RunnabilityError. */
 export function resolveMachine(c: VmConfig, host: HostCapabilities): ResolvedMachine {
-  const resolution = resolveKnobs(c, host);
-  const { kernelPath, initrdPath, cmdline } = resolveBoot(c, host.kind);
+  return machineOf(c, resolveKnobs(c, host), host.kind);
+}
+
+/**
+ * The same where KVM cannot be opened (`unhalt run --dry-run` there): the knobs as resolveWithoutKvm
+ * gives them, the boot files for this kind of host; what only KVM tells waits for a start.
+ */
+export function resolveMachineWithoutKvm(c: VmConfig): ResolvedMachine {
+  return machineOf(c, resolveWithoutKvm(c), hostKind());
+}
+
+function machineOf(c: VmConfig, resolution: Resolution, kind: HostCapabilities['kind']): ResolvedMachine {
+  const { kernelPath, initrdPath, cmdline } = resolveBoot(c, kind);
   const spec: MachineSpec = {
     name: c.name, cpus: c.cpus, memoryMiB: c.memoryMiB, kernelPath, cmdline,
     kvmFeatures: resolution.kvmFeatures, kvmHints: resolution.kvmHints,
