@@ -6,6 +6,7 @@ import { CONFIG_STRING_KEYS, parseConfigString } from '../../../../electron/vmm/
 import { api, useApp, navigate, errorMessage } from '../../state/app.ts';
 import { ago } from '../../lib/format.ts';
 import { ResultsView } from './ResultsView.tsx';
+import { ConfirmAction } from '../ConfirmAction.tsx';
 import { TuneResult } from './TuneResult.tsx';
 
 interface ConfigRow {
@@ -259,23 +260,15 @@ function PastExperiments({ experiments, selected }: { experiments: ExperimentSum
   );
 }
 
-/** Delete, with a confirmation in place (a second click), as the record goes from disk too. */
+/** Delete, after a confirmation (ConfirmAction's dialog), as the record goes from disk too. */
 function DeleteExperiment({ summary }: { summary: ExperimentSummary }) {
-  const [confirm, setConfirm] = useState(false);
   const [error, setError] = useState<string | null>(null);
   const label = `${summary.spec.workload}: ${summary.spec.configs.map((c) => c.name).join(' vs ')}`;
   return (
     <span className="exp-delete">
-      {confirm ? (
-        <>
-          <button type="button" className="btn small danger" onClick={() => {
-            api.deleteExperiment(summary.id).then(() => navigate({ view: 'compare' }), (e) => setError(errorMessage(e)));
-          }}>Delete for good</button>
-          <button type="button" className="btn small" onClick={() => setConfirm(false)}>Keep</button>
-        </>
-      ) : (
-        <button type="button" className="btn small" aria-label={`Delete experiment ${label}`} onClick={() => setConfirm(true)}>Delete</button>
-      )}
+      <ConfirmAction label="Delete" small action="delete-experiment" ariaLabel={`Delete experiment ${label}`} danger
+        confirmLabel="Delete for good" cancelLabel="Keep" question={`Delete the experiment ${label}? Its record leaves the disk for good.`}
+        onConfirm={() => { api.deleteExperiment(summary.id).then(() => navigate({ view: 'compare' }), (e) => setError(errorMessage(e))); }} />
       {error && <span className="error small" role="alert">{error}</span>}
     </span>
   );
