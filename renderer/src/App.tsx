@@ -7,9 +7,12 @@ import { VmView } from './views/vm/VmView.tsx';
 import { EditVm } from './views/vm/EditVm.tsx';
 import { CompareView } from './views/compare/CompareView.tsx';
 import { useConsoleTheme } from './console/useConsoleTheme.ts';
+import { pageTitle } from './lib/page-title.ts';
 
 export function App() {
   const route = useApp((s) => s.route);
+  const title = useApp((s) => pageTitle(s.route, s.vms, s.vmsLoaded));
+  useEffect(() => { document.title = title; }, [title]);
   useConsoleTheme();
   const mainRef = useRef<HTMLElement>(null);
   const firstRoute = useRef(true);
