@@ -1,11 +1,13 @@
 // The window's (or tab's) title for each view: what is on the page first (its heading), then the app, so
 // several tabs or windows (a VM each) can be told apart in a tab strip or a window list.
-import type { VmRecord } from '../../../electron/service/api.ts';
-import type { Route } from '../state/app.ts';
+// Pure, and typed by shape only (a Route and VmRecords fit), so it is tested without the app's state.
+
+/** The parts of a route (state/app.ts Route) a title depends on. */
+export type TitledRoute = { view: 'library' | 'new' | 'compare'; guest?: string; experimentId?: string } | { view: 'vm' | 'edit'; id: string };
 
 export const APP_NAME = 'Unhalt';
 
-export function pageTitle(route: Route, vms: readonly Pick<VmRecord, 'id' | 'config'>[], loaded = true): string {
+export function pageTitle(route: TitledRoute, vms: readonly { id: string; config: { name: string } }[], loaded = true): string {
   const vmName = (id: string) => vms.find((v) => v.id === id)?.config.name ?? (loaded ? 'VM not found' : 'Loading…');
   const what = route.view === 'library' ? 'Virtual machines'
     : route.view === 'new' ? 'New virtual machine'
