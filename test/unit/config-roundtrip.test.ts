@@ -70,6 +70,7 @@ describe('bad knob inputs', () => {
     ['unknown config string key', () => parseConfigString('cpus=2,speed=fast'), /unknown key "speed"/],
     ['every unknown config string key at once', () => parseConfigString('cpus=2,speed=fast,turbo=on,speed=slow,cpu=4'),
       new RegExp(`^config string: unknown keys "speed", "turbo", "cpu"; valid: ${CONFIG_STRING_KEYS.join(', ')}$`)],
+    ['many unknown config string keys', () => parseConfigString('a=1,b=1,c=1,d=1,e=1,f=1,g=1'), /^config string: unknown keys "a", "b", "c", "d", "e" and 2 more; valid: cpus, /],
     ['an object property name as a config string key', () => parseConfigString('toString=1'), /^config string: unknown key "toString"; valid: /],
     ['config string without =', () => parseConfigString('cpus'), /is not key=value/],
     ['unknown JSON field', () => validateConfig({ cpuz: 2 }), /unknown configuration field "cpuz"/],

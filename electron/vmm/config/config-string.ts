@@ -29,14 +29,19 @@ export function unknownConfigKeys(spec: string): string[] {
   return unknown;
 }
 
+/** `unknown key "a"`, `unknown keys "a", "b", "c"`; past five, the rest are counted (a message never echoes a whole input back). */
+function unknownKeysText(unknown: string[]): string {
+  const named = unknown.slice(0, 5).map((k) => `"${k.length > 40 ? `${k.slice(0, 40)}…` : k}"`).join(', ');
+  const more = unknown.length > 5 ? ` and ${unknown.length - 5} more` : '';
+  return `unknown key${unknown.length > 1 ? 's' : ''} ${named}${more}`;
+}
+
 /** Parses a config string on top of `base` (raw fields, e.g. the guest), validating the result. */
 export function parseConfigString(spec: string, base: Record<string, unknown> = {}): VmConfig {
   if (spec.length > 4096) throw new ConfigError('config string is too long');
   // Every unknown key at once (a typo rarely comes alone), before any value is judged.
   const unknown = unknownConfigKeys(spec);
-  if (unknown.length) {
-    throw new ConfigError(`config string: unknown key${unknown.length > 1 ? 's' : ''} ${unknown.map((k) => `"${k.slice(0, 40)}"`).join(', ')}; valid: ${CONFIG_STRING_KEYS.join(', ')}`);
-  }
+  if (unknown.length) throw new ConfigError(`config string: ${unknownKeysText(unknown)}; valid: ${CONFIG_STRING_KEYS.join(', ')}`);
   const raw: Record<string, unknown> = { ...base };
   const features: Record<string, unknown> = { ...(base.cpuFeatures as Record<string, unknown> | undefined) };
   // `net=user,hostfwd=...,hostfwd=...`: the same text as `--net`, its parts being keys here too.
