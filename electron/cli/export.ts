@@ -7,8 +7,8 @@ import { OutputError, writeOutputFile } from '../service/output-file.ts';
 import { parseConfigString } from '../vmm/config/config-string.ts';
 import { resolveBoot } from '../vmm/config/resolve.ts';
 import { ConfigError, GUESTS } from '../vmm/config/vm-config.ts';
-import { EXPORT_FORMATS, exportConfig, isExportFormat } from '../vmm/export/export.ts';
-import { hostKind, type HostKind } from '../vmm/host.ts';
+import { EXPORT_FORMATS, exportConfig, exportHostProblem, isExportFormat, isExportHost } from '../vmm/export/export.ts';
+import { hostKind } from '../vmm/host.ts';
 import { EXIT_CODES, UsageError, parse, say } from './args.ts';
 import { flushStdout, stdoutProblem } from './stdout.ts';
 import { libraryVm } from './library-vm.ts';
@@ -20,8 +20,6 @@ export const EXPORT_OPTIONS = {
   guest: { type: 'string' },
   'for-host': { type: 'string' },
 } as const;
-
-const HOST_KINDS: readonly HostKind[] = ['pvm', 'hardware'];
 
 export async function exportCommand(argv: string[]): Promise<number> {
   try {
@@ -35,12 +33,12 @@ export async function exportCommand(argv: string[]): Promise<number> {
     }
     if (values.guest !== undefined && values.config === undefined) throw new UsageError('--guest goes with --config (a library VM has its guest)');
     const kind = values['for-host'] ?? hostKind();
-    if (!HOST_KINDS.includes(kind as HostKind)) throw new UsageError(`--for-host must be pvm or hardware, got "${kind.slice(0, 40)}"`);
+    if (!isExportHost(kind)) throw new UsageError(exportHostProblem(kind, '--for-host'));
     if (values.guest !== undefined && !GUESTS.includes(values.guest as never)) {
       throw new UsageError(`--guest must be one of ${GUESTS.join(', ')}, got "${values.guest.slice(0, 40)}"`);
     }
     const config = named !== undefined ? libraryVm(named) : parseConfigString(values.config!, values.guest ? { guest: values.guest } : {});
-    const { text } = exportConfig(values.format, { config, boot: resolveBoot(config, kind as HostKind), hostKind: kind as HostKind });
+    const { text } = exportConfig(values.format, { config, boot: resolveBoot(config, kind), hostKind: kind });
     if (values.output !== undefined) {
       writeOutputFile(values.output, text, 'the export');
       return EXIT_CODES.ok;

@@ -10,7 +10,7 @@
 // the renderer still loads nothing from electron/.
 import type { VmConfig } from '../vmm/config/vm-config.ts';
 import type { Comparison, ExperimentResultRow, ExperimentSpec } from '../experiments/types.ts';
-import type { ExportedText, ExportFormat } from '../vmm/export/types.ts';
+import type { ExportedText, ExportFormat, ExportHost } from '../vmm/export/types.ts';
 import type { Advice } from '../experiments/advisor.ts';
 import type { TuneSpec } from '../experiments/tune-limits.ts';
 
@@ -71,6 +71,9 @@ export interface BootFilesToCheck {
 /** An export to where fleets run (docs/export.md): the text, a file name to save it as, its media type. */
 export type ExportedConfigDto = ExportedText;
 export type ExportFormatDto = ExportFormat;
+export type ExportHostDto = ExportHost;
+/** The kinds of host an export can be for, and their names (plain data from the export's own types). */
+export { EXPORT_HOSTS, EXPORT_HOST_LABELS } from '../vmm/export/types.ts';
 
 export interface VmRecord {
   id: string;
@@ -282,9 +285,10 @@ export interface UnhaltApi {
   convertDiskImage(source: string): Promise<DiskConversionDto>;
   /**
    * A (possibly unsaved or recommended) configuration as a QEMU command line, a libvirt domain
-   * or a KubeVirt VirtualMachine, for this host's kind; format is 'qemu' | 'libvirt' | 'kubevirt'.
+   * or a KubeVirt VirtualMachine; format is 'qemu' | 'libvirt' | 'kubevirt'. forHost is the kind
+   * of host it is for, 'pvm' | 'hardware' (as `unhalt export --for-host`); default: this host's.
    */
-  exportConfig(config: unknown, format: ExportFormatDto): Promise<ExportedConfigDto>;
+  exportConfig(config: unknown, format: ExportFormatDto, forHost?: ExportHostDto): Promise<ExportedConfigDto>;
 
   startVm(id: string): Promise<VmStatus>;
   /** ACPI power button, then a forced stop after `graceMs` (default 3000). */
@@ -357,7 +361,7 @@ export const API_METHODS = {
   deleteVm: { kind: 'call', params: 1 },
   describeConfig: { kind: 'call', params: 1 },
   checkBootFiles: { kind: 'call', params: 1 },
-  exportConfig: { kind: 'call', params: 2 },
+  exportConfig: { kind: 'call', params: 3 },
   startVm: { kind: 'call', params: 1 },
   stopVm: { kind: 'call', params: 2 },
   forceStopVm: { kind: 'call', params: 1 },

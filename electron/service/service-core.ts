@@ -10,7 +10,7 @@ import { commandLine } from '../vmm/config/cli-args.ts';
 import { resolveBoot, resolveMachine, resolveMachineWithoutKvm, type ResolvedMachine } from '../vmm/config/resolve.ts';
 import { checkNameFree, checkPinFit } from '../vmm/config/rules.ts';
 import { haltPollUnavailable, judgedAtStart } from '../vmm/config/host-rules.ts';
-import { EXPORT_FORMATS, exportConfig, isExportFormat } from '../vmm/export/export.ts';
+import { EXPORT_FORMATS, exportConfig, exportHostProblem, isExportFormat, isExportHost } from '../vmm/export/export.ts';
 import { MAX_HALT_POLL_NS, MAX_HOST_CPU, MAX_NAME_LENGTH, MAX_PIN_ENTRIES, checkDisk, normalizeVmName, sameVmName, validateConfig, type VmConfig } from '../vmm/config/vm-config.ts';
 import { hostKind } from '../vmm/host.ts';
 import { probeHost, type HostCapabilities } from '../vmm/machine/host-caps.ts';
@@ -428,13 +428,14 @@ export class ServiceCore implements ApiCallHandlers {
     }
   }
 
-  async exportConfig(raw: unknown, rawFormat: unknown): Promise<ExportedConfigDto> {
+  async exportConfig(raw: unknown, rawFormat: unknown, rawForHost?: unknown): Promise<ExportedConfigDto> {
     if (!isExportFormat(rawFormat)) {
       throw new ApiError('invalid', `export format must be one of ${EXPORT_FORMATS.join(', ')}, got ${JSON.stringify(rawFormat)?.slice(0, 40)}`);
     }
+    // For the kind of host asked for, else this host's (PVM needs two adjustments); nothing else about this host matters.
+    const kind = rawForHost === undefined ? hostKind() : rawForHost;
+    if (!isExportHost(kind)) throw new ApiError('invalid', exportHostProblem(kind, 'the export\'s host (forHost)'));
     const c = await this.config(raw);
-    // For this host's kind (PVM needs two adjustments); nothing else about this host matters.
-    const kind = hostKind();
     try {
       return exportConfig(rawFormat, { config: c, boot: resolveBoot(c, kind), hostKind: kind });
     } catch (e) {

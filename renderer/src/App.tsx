@@ -8,9 +8,12 @@ import { EditVm } from './views/vm/EditVm.tsx';
 import { CompareView } from './views/compare/CompareView.tsx';
 import { KvmNotice } from './views/KvmNotice.tsx';
 import { useConsoleTheme } from './console/useConsoleTheme.ts';
+import { pageTitle } from './lib/page-title.ts';
 
 export function App() {
   const route = useApp((s) => s.route);
+  const title = useApp((s) => pageTitle(s.route, s.vms, s.vmsLoaded));
+  useEffect(() => { document.title = title; }, [title]);
   useConsoleTheme();
   const mainRef = useRef<HTMLElement>(null);
   const firstRoute = useRef(true);

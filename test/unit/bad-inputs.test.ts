@@ -193,6 +193,7 @@ const CASES: Case[] = [
   { area: 'cli', what: 'UNHALT_KVM_DEVICE is /dev/null', argv: ['run', '--agent-log', 'agent.log'], env: { UNHALT_KVM_DEVICE: '/dev/null' }, message: /^unhalt: .*KVM_GET_API_VERSION failed: ENOTTY: .*\(\/dev\/null is not a KVM device\)$/m },
   { area: 'cli', what: 'UNHALT_KVM_DEVICE is missing', argv: ['run'], env: { UNHALT_KVM_DEVICE: F.missing }, message: /^unhalt: .*open .*does\/not\/exist failed: ENOENT: No such file or directory \(UNHALT_KVM_DEVICE names a path that does not exist: point it at a KVM device, or unset it to use \/dev\/kvm\)$/m },
   { area: 'cli', what: 'export without a format', argv: ['export', '--config', 'cpus=2'], message: /^unhalt: --format is required: qemu, libvirt, kubevirt$/m },
+  { area: 'cli', what: 'export for an unknown kind of host', argv: ['export', '--config', 'cpus=2', '--format', 'qemu', '--for-host', 'vmx'], message: /^unhalt: --for-host must be pvm or hardware \(the kind of host the export is for\), got "vmx"$/m },
   { area: 'cli', what: 'export of a self-contradicting config', argv: ['export', '--config', 'cpu-pm=on,kvm-pv-unhalt=on', '--format', 'qemu'], message: /^unhalt: kvm-pv-unhalt=on contradicts cpu-pm=on: /m },
   { area: 'cli', what: 'bench config string with a bad value', argv: ['bench', '--workload', 'pio', '--config', 'A=cpus=abc', '--config', 'B=cpus=1'], message: /cpus must be a whole number, got "abc"/m },
   // The service API (temporary UNHALT_HOME)
@@ -213,6 +214,7 @@ const CASES: Case[] = [
   { area: 'service', what: 'exportConfig to an unknown format', call: (s) => s.exportConfig({ cpus: 2 }, 'vmware' as never), message: /^export format must be one of qemu, libvirt, kubevirt, got "vmware"$/ },
   { area: 'service', what: 'exportConfig of a self-contradicting config', call: (s) => s.exportConfig({ cpuPm: true, cpuFeatures: { 'kvm-pv-unhalt': true } }, 'libvirt'), message: /^kvm-pv-unhalt=on contradicts cpu-pm=on: / },
   { area: 'service', what: 'exportConfig with a string', call: (s) => s.exportConfig('cpus=2', 'qemu'), message: /^a VM configuration must be an object$/ },
+  { area: 'service', what: 'exportConfig for an unknown kind of host', call: (s) => s.exportConfig({ cpus: 2 }, 'qemu', 'arm' as never), message: /^the export's host \(forHost\) must be pvm or hardware \(the kind of host the export is for\), got "arm"$/ },
   { area: 'service', what: 'getExperiment with a traversal id', call: (s) => s.getExperiment('../../x'), message: /^there is no experiment with the id "\.\.\/\.\.\/x"$/ },
   { area: 'service', what: 'startExperiment with nothing', call: (s) => s.startExperiment({} as never), message: /^experiment guest must be probe or linux, got undefined$/ },
 ];

@@ -2,7 +2,7 @@
 import { parseArgs } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { VM_OPTIONS, commandLine, configFromOptions, optionsFromConfig } from '../../electron/vmm/config/cli-args.ts';
-import { formatConfigString, parseConfigString } from '../../electron/vmm/config/config-string.ts';
+import { CONFIG_STRING_KEYS, formatConfigString, parseConfigString } from '../../electron/vmm/config/config-string.ts';
 import { ConfigError, validateConfig, type VmConfig } from '../../electron/vmm/config/vm-config.ts';
 
 const samples: Record<string, unknown>[] = [
@@ -68,6 +68,10 @@ describe('bad knob inputs', () => {
     ['negative halt-poll-ns', () => configFromOptions({ 'halt-poll-ns': '-5' }), /halt-poll-ns must be between 0/],
     ['bad pin list', () => configFromOptions({ pin: '0,x' }), /"x" is not a host CPU number/],
     ['unknown config string key', () => parseConfigString('cpus=2,speed=fast'), /unknown key "speed"/],
+    ['every unknown config string key at once', () => parseConfigString('cpus=2,speed=fast,turbo=on,speed=slow,cpu=4'),
+      new RegExp(`^config string: unknown keys "speed", "turbo", "cpu"; valid: ${CONFIG_STRING_KEYS.join(', ')}$`)],
+    ['many unknown config string keys', () => parseConfigString('a=1,b=1,c=1,d=1,e=1,f=1,g=1'), /^config string: unknown keys "a", "b", "c", "d", "e" and 2 more; valid: cpus, /],
+    ['an object property name as a config string key', () => parseConfigString('toString=1'), /^config string: unknown key "toString"; valid: /],
     ['config string without =', () => parseConfigString('cpus'), /is not key=value/],
     ['unknown JSON field', () => validateConfig({ cpuz: 2 }), /unknown configuration field "cpuz"/],
     ['future schema version', () => validateConfig({ version: 9 }), /configuration version 9 is not supported/],
@@ -78,4 +82,19 @@ describe('bad knob inputs', () => {
       expect(fn).toThrow(message);
     });
   }
+});
+
+describe('config string keys', () => {
+  // The list the forms show as their hint and the parser's message names is exactly what it accepts.
+  it('accepts every key it lists, and no other', () => {
+    for (const key of CONFIG_STRING_KEYS) {
+      const value = key === 'readonly' ? 'disk=/srv/a.img,readonly=on' : `${key}=0`;
+      let message = '';
+      try { parseConfigString(value); } catch (e) { message = (e as Error).message; }
+      expect(message, key).not.toMatch(/unknown key/);
+    }
+    for (const key of ['cpu', 'memoryMiB', 'cpuPm', 'kvm-turbo', 'constructor', 'hostfwds']) {
+      expect(() => parseConfigString(`${key}=0`), key).toThrow(`config string: unknown key "${key}"; valid: `);
+    }
+  });
 });

@@ -41,10 +41,10 @@ describe('QEMU command line', () => {
       const args = qemuArgs(exportPlan({ config, boot, hostKind: 'hardware' }));
       const cpu = args[args.indexOf('-cpu') + 1]!.split(',');
       expect(cpu[0]).toBe('host');
-      for (const f of machineFeatures(config).features) {
-        if (f.name === 'kvm-msi-ext-dest-id') continue; // never offered; QEMU's own default is off
-        expect(cpu).toContain(`${f.name}=${f.value ? 'on' : 'off'}`);
-      }
+      // Every feature, kvm-msi-ext-dest-id too (never offered, and written =off so "every feature" holds).
+      for (const f of machineFeatures(config).features) expect(cpu).toContain(`${f.name}=${f.value ? 'on' : 'off'}`);
+      expect(cpu).toContain('kvm-msi-ext-dest-id=off');
+      expect(cpu).toHaveLength(1 + FEATURE_NAMES.length);
       expect(args[args.indexOf('-smp') + 1]).toBe(String(config.cpus));
       expect(args[args.indexOf('-m') + 1]).toBe(String(config.memoryMiB));
     }
@@ -74,6 +74,17 @@ describe('QEMU command line', () => {
     }
   });
 
+  it('says in its header which kind of host it was made for, in every format', () => {
+    for (const format of ['qemu', 'libvirt', 'kubevirt'] as const) {
+      const pvm = exp(format, CONFIGS.plain!, 'pvm');
+      const hw = exp(format, CONFIGS.plain!, 'hardware');
+      expect(pvm, format).toContain('Made for a PVM host: arch-capabilities is off, or -cpu host aborts there (harmless elsewhere).');
+      expect(hw, format).toContain('Made for a hardware-backed KVM host (VMX/SVM): on a PVM host -cpu host aborts (MSR 0x10a); export for a PVM host to run it there.');
+      expect(pvm, format).not.toContain('hardware-backed');
+      expect(hw, format).not.toContain('Made for a PVM host');
+    }
+  });
+
   it('refuses a configuration that contradicts itself, as a start would', () => {
     expect(() => exp('qemu', { cpuPm: true, cpuFeatures: { 'kvm-pv-unhalt': true } })).toThrow(ConfigError);
     expect(() => exp('qemu', { cpuPm: true, cpuFeatures: { 'kvm-pv-unhalt': true } })).toThrow(/contradicts cpu-pm=on/);
@@ -96,6 +107,9 @@ describe('libvirt domain', () => {
     const plain = exp('libvirt', CONFIGS.plain!);
     expect(plain).toContain("<pvspinlock state='on'/>");
     expect(plain).not.toContain('qemu:commandline');
+    // kvm-msi-ext-dest-id needs no -global: host-passthrough leaves it off, and the header says so.
+    expect(plain).toContain('<!--   Off as host-passthrough leaves them (with the in-kernel irqchip): kvm-msi-ext-dest-id=off. -->');
+    expect(plain).not.toContain('host-x86_64-cpu.kvm-msi-ext-dest-id');
     expect(plain).not.toContain('<cputune>');
   });
 
@@ -144,6 +158,8 @@ describe('KubeVirt VirtualMachine', () => {
     expect(feat.features.apic.endOfInterrupt).toBe(false);
     expect(feat.clock.timer.kvm.present).toBe(false);
     expect(featText).toMatch(/# {3}kvm-steal-time=off, kvm-hint-dedicated=on: KubeVirt has no field for these/);
+    expect(featText).toMatch(/; off as host-passthrough leaves them: kvm-msi-ext-dest-id\.\n/);
+    expect(exp('kubevirt', CONFIGS.plain!)).toMatch(/; off as host-passthrough leaves them: kvm-msi-ext-dest-id, kvm-hint-dedicated\.\n/);
     const plain = kubevirtDoc(exp('kubevirt', CONFIGS.plain!, 'pvm')).spec.template.spec.domain;
     expect(plain.features.pvspinlock.enabled).toBe(true);
     expect(plain.cpu.dedicatedCpuPlacement).toBeUndefined();

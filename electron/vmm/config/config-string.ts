@@ -11,9 +11,37 @@ const SIMPLE: Record<string, string> = {
   'halt-poll-ns': 'haltPollNs', guest: 'guest', name: 'name', 'pvm-profile': 'pvmProfile', rng: 'rng',
 };
 
+/**
+ * Every key a config string accepts: the one list the parser checks against, its message names
+ * and the forms show as their hint (readonly= only right after a disk=FILE).
+ */
+export const CONFIG_STRING_KEYS: readonly string[] = [...Object.keys(SIMPLE), 'pin', 'net', 'hostfwd', 'disk', 'readonly', ...FEATURE_NAMES];
+
+/** The keys of a config string that are none of CONFIG_STRING_KEYS, each once, in the order written. */
+export function unknownConfigKeys(spec: string): string[] {
+  const unknown: string[] = [];
+  for (const part of spec.split(',')) {
+    const eq = part.indexOf('=');
+    if (eq <= 0) continue;
+    const key = part.slice(0, eq).trim();
+    if (!CONFIG_STRING_KEYS.includes(key) && !unknown.includes(key)) unknown.push(key);
+  }
+  return unknown;
+}
+
+/** `unknown key "a"`, `unknown keys "a", "b", "c"`; past five, the rest are counted (a message never echoes a whole input back). */
+function unknownKeysText(unknown: string[]): string {
+  const named = unknown.slice(0, 5).map((k) => `"${k.length > 40 ? `${k.slice(0, 40)}…` : k}"`).join(', ');
+  const more = unknown.length > 5 ? ` and ${unknown.length - 5} more` : '';
+  return `unknown key${unknown.length > 1 ? 's' : ''} ${named}${more}`;
+}
+
 /** Parses a config string on top of `base` (raw fields, e.g. the guest), validating the result. */
 export function parseConfigString(spec: string, base: Record<string, unknown> = {}): VmConfig {
   if (spec.length > 4096) throw new ConfigError('config string is too long');
+  // Every unknown key at once (a typo rarely comes alone), before any value is judged.
+  const unknown = unknownConfigKeys(spec);
+  if (unknown.length) throw new ConfigError(`config string: ${unknownKeysText(unknown)}; valid: ${CONFIG_STRING_KEYS.join(', ')}`);
   const raw: Record<string, unknown> = { ...base };
   const features: Record<string, unknown> = { ...(base.cpuFeatures as Record<string, unknown> | undefined) };
   // `net=user,hostfwd=...,hostfwd=...`: the same text as `--net`, its parts being keys here too.
@@ -40,7 +68,7 @@ export function parseConfigString(spec: string, base: Record<string, unknown> = 
       lastKey = '';
     } else if (key in SIMPLE) raw[SIMPLE[key]!] = value;
     else if (FEATURE_NAMES.includes(key)) features[key] = value;
-    else throw new ConfigError(`config string: unknown key "${key.slice(0, 40)}"; valid: ${[...Object.keys(SIMPLE), 'pin', 'net', 'hostfwd', 'disk', ...FEATURE_NAMES].join(', ')}`);
+    else throw new ConfigError(`config string: unknown key "${key.slice(0, 40)}"`); // unknownConfigKeys has refused it
   }
   if (Object.keys(features).length) raw.cpuFeatures = features;
   if (hostfwd.length && net !== 'user') throw new ConfigError('config string: hostfwd= needs net=user before it');

@@ -6,9 +6,9 @@ import { kubevirtYaml } from './kubevirt.ts';
 import { libvirtXml } from './libvirt.ts';
 import { type ExportInput, exportPlan } from './plan.ts';
 import { qemuScript } from './qemu.ts';
-import { EXPORT_FORMATS, type ExportedText, type ExportFormat } from './types.ts';
+import { EXPORT_FORMATS, EXPORT_HOSTS, type ExportedText, type ExportFormat, type ExportHost } from './types.ts';
 
-export { EXPORT_FORMATS, type ExportedText, type ExportFormat, type ExportInput };
+export { EXPORT_FORMATS, EXPORT_HOSTS, type ExportedText, type ExportFormat, type ExportHost, type ExportInput };
 
 const WRITERS = {
   qemu: { write: qemuScript, extension: 'qemu.sh', mediaType: 'text/x-shellscript' },
@@ -18,6 +18,16 @@ const WRITERS = {
 
 export function isExportFormat(value: unknown): value is ExportFormat {
   return typeof value === 'string' && (EXPORT_FORMATS as readonly string[]).includes(value);
+}
+
+export function isExportHost(value: unknown): value is ExportHost {
+  return typeof value === 'string' && (EXPORT_HOSTS as readonly string[]).includes(value);
+}
+
+/** The message for a host kind that is not one (isExportHost false), naming the option it came in (`--for-host`, forHost). */
+export function exportHostProblem(value: unknown, option: string): string {
+  const got = typeof value === 'string' ? `"${value.slice(0, 40)}"` : JSON.stringify(value)?.slice(0, 40) ?? String(value);
+  return `${option} must be ${EXPORT_HOSTS.join(' or ')} (the kind of host the export is for), got ${got}`;
 }
 
 /** Throws ConfigError for a configuration that contradicts itself. */

@@ -5,7 +5,7 @@
 // CPUs, turning off a feature KubeVirt has no field for) is listed in the header with what to do
 // instead. The kernel must come from a container image (firmware.kernelBoot.container).
 import {
-  describePins, type ExportPlan, featureValue, haltPollAdvice, machineTypeNote, NEVER_EXPORTED, passthroughDefault,
+  describePins, type ExportPlan, featureValue, haltPollAdvice, machineTypeNote, madeForLine, passthroughDefault,
 } from './plan.ts';
 import { toYaml, type YamlValue } from './yaml.ts';
 import { macForVm } from '../config/net-config.ts';
@@ -20,9 +20,10 @@ export function kubevirtYaml(plan: ExportPlan): string {
   const kernelFile = baseName(plan.boot.kernelPath);
   const initrdFile = plan.boot.initrdPath ? baseName(plan.boot.initrdPath) : undefined;
   const image = `registry.example/${plan.slug}-kernel:latest`;
-  const withoutField = plan.features.filter((f) => !KUBEVIRT_FIELD.has(f.name) && !NEVER_EXPORTED.has(f.name));
-  // What host-passthrough gives already, and what KubeVirt cannot set.
+  const withoutField = plan.features.filter((f) => !KUBEVIRT_FIELD.has(f.name));
+  // What host-passthrough gives already (on, or left off as this VM has it), and what KubeVirt cannot set.
   const passedThrough = withoutField.filter((f) => f.value && passthroughDefault(f.name));
+  const leftOff = withoutField.filter((f) => !f.value && !passthroughDefault(f.name));
   const unreachable = withoutField.filter((f) => f.value !== passthroughDefault(f.name));
 
   const gaps: string[] = [];
@@ -63,10 +64,10 @@ export function kubevirtYaml(plan: ExportPlan): string {
     `VM "${c.name}" exported by Unhalt for KubeVirt: kubectl apply -f FILE, then virtctl start ${plan.slug}.`,
     ...machineTypeNote(plan, 'q35, KubeVirt\'s default x86 machine (name a versioned pc-q35-X.Y your nodes have to freeze the board too)'),
     ...plan.notes.map((n) => `Note: ${n}.`),
-    `Paravirt features set by field: kvmclock, kvm-pv-eoi, kvm-pv-unhalt; on through host-passthrough: ${passedThrough.map((f) => f.name).join(', ') || 'none'}.`,
+    `Paravirt features set by field: kvmclock, kvm-pv-eoi, kvm-pv-unhalt; on through host-passthrough: ${passedThrough.map((f) => f.name).join(', ') || 'none'}${leftOff.length ? `; off as host-passthrough leaves them: ${leftOff.map((f) => f.name).join(', ')}` : ''}.`,
     `The kernel boots from a container image: build ${image} holding ${IMAGE_DIR}/${kernelFile}${initrdFile ? ` and ${IMAGE_DIR}/${initrdFile}` : ''}`,
     `  (FROM scratch, COPY the files from ${plan.boot.kernelPath}${plan.boot.initrdPath ? ` and ${plan.boot.initrdPath}` : ''}), push it, and put its name below.`,
-    ...(plan.hostKind === 'pvm' ? ['Made for a PVM host: arch-capabilities is disabled, or -cpu host aborts there (harmless elsewhere).'] : []),
+    madeForLine(plan),
     'ttyS0 is the serial console (virtctl console); KubeVirt gives a VM one serial port, so ttyS1 (the agent channel) has no equivalent.',
     ...(gaps.length ? ['', 'Knobs KubeVirt has no field for, and what to do instead:', ...gaps.map((g) => `  ${g}`)] : ['Every knob of this VM has a KubeVirt field.']),
   ];

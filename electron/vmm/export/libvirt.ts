@@ -6,7 +6,7 @@
 // (<qemu:commandline>, which libvirt reports as "tainted: custom-argv"), and what no QEMU option
 // covers either (halt polling) is said in the header comment.
 import {
-  describePins, type ExportPlan, featureValue, haltPollAdvice, machineTypeNote, NEVER_EXPORTED, passthroughDefault, shellQuote,
+  describePins, type ExportPlan, featureValue, haltPollAdvice, machineTypeNote, madeForLine, passthroughDefault, shellQuote,
 } from './plan.ts';
 import { macForVm, type NetConfig } from '../config/net-config.ts';
 
@@ -28,7 +28,9 @@ export function libvirtXml(plan: ExportPlan): string {
   const on = (name: string) => (featureValue(plan, name) ? 'on' : 'off');
   // A feature with no libvirt element follows host-passthrough; where this VM wants it otherwise,
   // QEMU's -global on the CPU type sets it.
-  const globals = plan.features.filter((f) => !(f.name in LIBVIRT_ELEMENT) && !NEVER_EXPORTED.has(f.name) && f.value !== passthroughDefault(f.name));
+  const globals = plan.features.filter((f) => !(f.name in LIBVIRT_ELEMENT) && f.value !== passthroughDefault(f.name));
+  // Off in this VM and left off by host-passthrough (kvm-msi-ext-dest-id): nothing to write, said in the header.
+  const leftOff = plan.features.filter((f) => !(f.name in LIBVIRT_ELEMENT) && !f.value && !passthroughDefault(f.name));
   const qemuArgs: string[] = [];
   if (c.cpuPm) qemuArgs.push('-overcommit', 'cpu-pm=on');
   for (const f of globals) qemuArgs.push('-global', `${HOST_CPU_TYPE}.${f.name}=${f.value ? 'on' : 'off'}`);
@@ -39,6 +41,7 @@ export function libvirtXml(plan: ExportPlan): string {
     ...plan.notes.map((n) => `Note: ${n}.`),
     `Paravirt features: ${Object.keys(LIBVIRT_ELEMENT).map((n) => `${n} as ${LIBVIRT_ELEMENT[n]}`).join(', ')};`,
     '  the others through host-passthrough (on where the host offers them).',
+    ...(leftOff.length ? [`  Off as host-passthrough leaves them (with the in-kernel irqchip): ${leftOff.map((f) => `${f.name}=off`).join(', ')}.`] : []),
     ...(globals.length ? [`  Without a libvirt element and not as host-passthrough sets them, so through <qemu:commandline> -global: ${globals.map((f) => `${f.name}=${f.value ? 'on' : 'off'}`).join(', ')}.`] : []),
     ...(c.cpuPm ? ['cpu-pm=on: libvirt has no element for -overcommit cpu-pm=on; it is passed in <qemu:commandline> (libvirt then reports the domain as tainted: custom-argv).'] : []),
     ...(c.memLock ? ['mem-lock=on: <memoryBacking><locked/>; give the domain a <memtune><hard_limit> so libvirt can size RLIMIT_MEMLOCK (it needs the right to raise it).'] : []),
@@ -49,7 +52,7 @@ export function libvirtXml(plan: ExportPlan): string {
       '  used below; with passt the guest gets the host\'s own address by DHCP instead of 10.0.2.15.',
     ] : []),
     ...(c.net?.mode === 'tap' ? [`tap=${c.net.tap}: an ethernet interface on the existing tap (managed='no': libvirt neither creates nor removes it).`] : []),
-    ...(plan.hostKind === 'pvm' ? ['Made for a PVM host: arch-capabilities is disabled, or -cpu host aborts there (harmless elsewhere).'] : []),
+    madeForLine(plan),
     `ttyS0 is a pty (virsh console ${shellQuote(c.name)}); ttyS1, the guest's agent channel, goes to a file.`,
   ];
 

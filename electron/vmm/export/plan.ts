@@ -7,6 +7,7 @@ import { type BootFiles, machineFeatures, type ResolvedFeature, vcpuPins } from 
 import type { VmConfig } from '../config/vm-config.ts';
 import type { HostKind } from '../host.ts';
 import { feature } from '../machine/features.ts';
+import { EXPORT_HOST_LABELS } from './types.ts';
 
 export interface ExportInput {
   config: VmConfig;
@@ -94,14 +95,24 @@ export function machineTypeNote(plan: ExportPlan, board: string): string[] {
 
 /**
  * How `-cpu host` (libvirt's and KubeVirt's host-passthrough) sets a feature nobody names: on
- * where the host offers it, except the hints, which QEMU leaves off (features.ts, vmmHint).
+ * where the host offers it, except the hints, which QEMU leaves off (features.ts, vmmHint), and
+ * what needs a board Unhalt does not have (features.ts, unavailable: kvm-msi-ext-dest-id, which
+ * QEMU leaves off with the in-kernel irqchip every export uses).
  */
 export function passthroughDefault(name: string): boolean {
-  return !feature(name)?.vmmHint;
+  const f = feature(name);
+  return !f?.vmmHint && !f?.unavailable;
 }
 
-/** Unhalt never offers it (features.ts) and QEMU's -cpu host leaves it off on an in-kernel irqchip: nothing to write. */
-export const NEVER_EXPORTED = new Set(['kvm-msi-ext-dest-id']);
+/**
+ * The header line that says which kind of host the export was made for (chosen: `--for-host`,
+ * the API's forHost, the Export panel), and what that changed.
+ */
+export function madeForLine(plan: Pick<ExportPlan, 'hostKind'>): string {
+  return plan.hostKind === 'pvm'
+    ? `Made for a ${EXPORT_HOST_LABELS.pvm}: arch-capabilities is off, or -cpu host aborts there (harmless elsewhere).`
+    : `Made for a ${EXPORT_HOST_LABELS.hardware}: on a PVM host -cpu host aborts (MSR 0x10a); export for a PVM host to run it there.`;
+}
 
 /** One shell word: as is when it is plain, else in single quotes. */
 export function shellQuote(s: string): string {

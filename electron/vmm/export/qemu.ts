@@ -5,7 +5,7 @@
 import type { VmConfig } from '../config/vm-config.ts';
 import { formatHostForward, macForVm, type NetConfig } from '../config/net-config.ts';
 import type { HostKind } from '../host.ts';
-import { describePins, type ExportPlan, haltPollAdvice, machineTypeNote, NEVER_EXPORTED, shellQuote } from './plan.ts';
+import { describePins, type ExportPlan, haltPollAdvice, machineTypeNote, madeForLine, shellQuote } from './plan.ts';
 
 export const QEMU_BINARY = 'qemu-system-x86_64';
 
@@ -13,12 +13,13 @@ type Option = [flag: string, value?: string];
 
 /**
  * `-cpu host,...` with every paravirt feature at its value (the one mapping of features to QEMU;
- * the bench's side-by-side QEMU runs use it too). On PVM, arch-capabilities goes off: QEMU 7.2's
- * -cpu host aborts there setting MSR 0x10a.
+ * the bench's side-by-side QEMU runs use it too), kvm-msi-ext-dest-id=off included (QEMU would
+ * leave it off with the in-kernel irqchip anyway: written out, the header's "every feature" is
+ * true). On PVM, arch-capabilities goes off: QEMU 7.2's -cpu host aborts there setting MSR 0x10a.
  */
 export function qemuCpu(features: readonly { name: string; value: boolean }[], hostKind: HostKind): string {
   return ['host', ...(hostKind === 'pvm' ? ['arch-capabilities=off'] : []),
-    ...features.filter((f) => !NEVER_EXPORTED.has(f.name)).map((f) => `${f.name}=${f.value ? 'on' : 'off'}`)].join(',');
+    ...features.map((f) => `${f.name}=${f.value ? 'on' : 'off'}`)].join(',');
 }
 
 /** `-overcommit` for cpu-pm and mem-lock, or undefined when both are off (QEMU's defaults). */
@@ -82,7 +83,7 @@ export function qemuScript(plan: ExportPlan): string {
     `# VM "${c.name}" exported by Unhalt for QEMU with KVM: ${c.cpus} vCPU${c.cpus > 1 ? 's' : ''}, ${c.memoryMiB} MiB, guest ${c.guest}.`,
     ...machineTypeNote(plan, 'q35 with -nodefaults (QEMU\'s "q35" is an alias of its newest pc-q35-X.Y; name the version your fleet runs, from qemu-system-x86_64 -machine help, to freeze the board as well)'),
     ...plan.notes.map((n) => `Note: ${n}.`),
-    ...(plan.hostKind === 'pvm' ? ['Made for a PVM host: arch-capabilities=off keeps -cpu host from aborting there (harmless elsewhere).'] : []),
+    madeForLine(plan),
     ...(gaps.length ? ['Knobs QEMU has no option for:', ...gaps.map((g) => `  ${g}`)] : ['Every knob of this VM has a QEMU option.']),
     'ttyS0 is this terminal (Ctrl-A x quits, Ctrl-A c switches to the monitor); ttyS1, the guest\'s agent channel, goes to a file.',
   ].map((l) => (l.startsWith('#') ? l : `# ${l}`));

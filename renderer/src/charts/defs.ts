@@ -5,7 +5,7 @@ import { latencyLabel } from './labels.ts';
 import { deviceByteSeries, deviceNotifySeries, deviceRequestSeries } from './device-series.ts';
 
 function perVcpu(field: string): (t: VmTelemetry) => SeriesDef[] {
-  return (t) => Array.from({ length: Math.max(1, t.vcpus) }, (_, v) => ({ key: `${field}#${v}`, label: `vCPU ${v}` }));
+  return (t) => Array.from({ length: t.vcpuSeries() }, (_, v) => ({ key: `${field}#${v}`, label: `vCPU ${v}` }));
 }
 
 export const HALT_CHART: ChartDef = {

@@ -38,7 +38,10 @@ export class VmTelemetry {
   /** Each device's newest totals (requests, bytes, drops, errors). */
   deviceTotals: Record<string, Partial<Record<(typeof DEVICE_TOTALS)[number], number>>> = {};
   markers: Marker[] = [];
+  /** vCPUs seen in the samples so far (0 before the first). */
   vcpus = 0;
+  /** vCPUs in the VM's configuration: the charts have a series (and a legend entry) for each before any sample arrives. */
+  configuredVcpus = 0;
   /** Latency series seen so far ("ipi p50_ns"), in order of appearance. */
   latencyKeys: string[] = [];
   /** Measurements behind each latency point, per event ("ipi" -> 50), from its rounds / count field. */
@@ -90,6 +93,19 @@ export class VmTelemetry {
 
   private breakLines(): void {
     if (this.samples.length) this.samples.push(this.lastX + 5e-4);
+  }
+
+  /** The VM's configured vCPU count (kept across reset(): it is the configuration's, not the history's). */
+  setConfiguredVcpus(n: number): void {
+    if (n === this.configuredVcpus) return;
+    this.configuredVcpus = n;
+    this.shape++;
+    this.changed();
+  }
+
+  /** How many per-vCPU series the charts draw: the configuration's count, or more when the samples have more. */
+  vcpuSeries(): number {
+    return Math.max(1, this.vcpus, this.configuredVcpus);
   }
 
   /** Replaces everything with a subscription's backfill. */

@@ -58,6 +58,9 @@ export function LibraryTable({ vms, host }: { vms: readonly VmRecord[]; host: Ho
   };
   const rows = sortVms(vms, host, sort);
   return (
+    // Names, guests and halt polling wrap, so nine columns fit a 1024 px window; the wrapper
+    // scrolls the table, not the page, in a window narrower than that.
+    <div className="table-wrap">
     <table className="vm-table" data-testid="vm-table" aria-label="VM library">
       <thead>
         <tr>
@@ -79,13 +82,13 @@ export function LibraryTable({ vms, host }: { vms: readonly VmRecord[]; host: Ho
           const lastRun = vm.status.startedAt ?? vm.lastStartedAt;
           return (
             <tr key={vm.id} data-vm-id={vm.id} data-state={state}>
-              <th scope="row"><button type="button" className="link-btn" onClick={() => navigate({ view: 'vm', id: vm.id })}>{c.name}</button></th>
+              <th scope="row" className="wrap"><button type="button" className="link-btn" onClick={() => navigate({ view: 'vm', id: vm.id })}>{c.name}</button></th>
               <td><StateBadge state={state} busy={busy[vm.id]} /></td>
-              <td>{guestLabel(host, c)}</td>
+              <td className="wrap">{guestLabel(host, c)}</td>
               <td className="num">{c.cpus}</td>
               <td className="num">{mib(c.memoryMiB)}</td>
               <td>{c.machine}</td>
-              <td className="num">{haltPollNow(c, vm.status, host)}</td>
+              <td className="num wrap">{haltPollNow(c, vm.status, host)}</td>
               <td className="num" title={lastRun ? new Date(lastRun).toLocaleString() : undefined}>{lastRun ? ago(lastRun) : 'never'}</td>
               <td className="row-actions">
                 {state === 'stopped'
@@ -97,5 +100,6 @@ export function LibraryTable({ vms, host }: { vms: readonly VmRecord[]; host: Ho
         })}
       </tbody>
     </table>
+    </div>
   );
 }

@@ -1,10 +1,12 @@
 // A/B experiments: pick a workload and two or more configurations, run, and read the result as
 // a before/after table with ratios (to the first configuration and to QEMU / bare metal).
-import { useEffect, useId, useState } from 'react';
+import { Fragment, useEffect, useId, useState } from 'react';
 import { CONFIG_NAME, FEW_RUNS, MAX_RUNS, type ExperimentDetail, type ExperimentSpec, type ExperimentSummary } from '../../../../electron/service/api.ts';
+import { CONFIG_STRING_KEYS, parseConfigString } from '../../../../electron/vmm/config/config-string.ts';
 import { api, useApp, navigate, errorMessage } from '../../state/app.ts';
 import { ago } from '../../lib/format.ts';
 import { ResultsView } from './ResultsView.tsx';
+import { ConfirmAction } from '../ConfirmAction.tsx';
 import { TuneResult } from './TuneResult.tsx';
 
 interface ConfigRow {
@@ -51,6 +53,16 @@ export const WORKLOADS: Record<'probe' | 'linux', { name: string; summary: strin
   ],
 };
 
+/** What the service would say about a configuration string (experiments/spec.ts checks it with the same parser), or undefined. */
+function configStringProblem(text: string, guest: 'probe' | 'linux'): string | undefined {
+  try {
+    parseConfigString(text.trim(), { guest });
+    return undefined;
+  } catch (e) {
+    return errorMessage(e);
+  }
+}
+
 export function CompareView({ experimentId }: { experimentId?: string }) {
   const experiments = useApp((s) => s.experiments);
   const selected = experimentId ?? experiments[0]?.id;
@@ -89,6 +101,8 @@ function ExperimentForm() {
   const [error, setError] = useState<string | null>(null);
   const [starting, setStarting] = useState(false);
   const setRow = (i: number, patch: Partial<ConfigRow>) => setConfigs((c) => c.map((r, j) => (j === i ? { ...r, ...patch } : r)));
+  // Each config string checked as it is typed, by the parser the service checks a spec with.
+  const configProblems = configs.map((c) => configStringProblem(c.config, guest));
   const runs = /^\s*\d+\s*$/.test(runsText) ? Number(runsText) : NaN;
   const checkRuns = (): boolean => {
     const bad = !(Number.isSafeInteger(runs) && runs >= 1 && runs <= MAX_RUNS);
@@ -102,6 +116,8 @@ function ExperimentForm() {
     const bad = configs.find((c) => !CONFIG_NAME.test(c.name.trim()));
     if (bad) return setError(`Configuration name "${bad.name}": use up to 40 letters, digits, spaces and . _ + - (starting with a letter or digit).`);
     if (new Set(configs.map((c) => c.name.trim())).size !== configs.length) return setError('Two configurations have the same name.');
+    const badConfig = configProblems.findIndex((p) => p !== undefined);
+    if (badConfig >= 0) return setError(`Configuration "${configs[badConfig]!.name.trim()}": ${configProblems[badConfig]}`);
     const spec: ExperimentSpec = {
       guest, workload: workload.trim(), configs: configs.map((c) => ({ name: c.name.trim(), config: c.config.trim() })), runs,
     };
@@ -166,20 +182,29 @@ function ExperimentForm() {
           <thead><tr><th scope="col">Name</th><th scope="col">Config string</th><th scope="col"><span className="sr-only">Remove</span></th></tr></thead>
           <tbody>
             {configs.map((c, i) => (
-              <tr key={i}>
-                <td><input aria-label={`Configuration ${i + 1} name`} value={c.name} onChange={(e) => setRow(i, { name: e.target.value })} /></td>
-                <td><input aria-label={`Configuration ${i + 1} config string`} className="mono" value={c.config} spellCheck={false}
-                  placeholder="cpus=2,cpu-pm=on,halt-poll-ns=0" onChange={(e) => setRow(i, { config: e.target.value })} /></td>
-                <td><button type="button" className="icon-btn" aria-label={`Remove configuration ${i + 1}`} disabled={configs.length <= 1}
-                  onClick={() => setConfigs((cs) => cs.filter((_, j) => j !== i))}>×</button></td>
-              </tr>
+              <Fragment key={i}>
+                <tr>
+                  <td><input aria-label={`Configuration ${i + 1} name`} value={c.name} onChange={(e) => setRow(i, { name: e.target.value })} /></td>
+                  <td><input aria-label={`Configuration ${i + 1} config string`} className="mono" value={c.config} spellCheck={false}
+                    aria-invalid={configProblems[i] ? true : undefined} aria-describedby={configProblems[i] ? `${id}-cfg${i}-msg` : undefined}
+                    placeholder="cpus=2,cpu-pm=on,halt-poll-ns=0" onChange={(e) => setRow(i, { config: e.target.value })} /></td>
+                  <td><button type="button" className="icon-btn" aria-label={`Remove configuration ${i + 1}`} disabled={configs.length <= 1}
+                    onClick={() => setConfigs((cs) => cs.filter((_, j) => j !== i))}>×</button></td>
+                </tr>
+                {configProblems[i] && (
+                  <tr className="config-msg-row">
+                    <td />
+                    <td colSpan={2}><p id={`${id}-cfg${i}-msg`} className="error field-msg" data-testid="config-problem">{configProblems[i]}</p></td>
+                  </tr>
+                )}
+              </Fragment>
             ))}
           </tbody>
         </table>
         <button type="button" className="btn small" onClick={() => setConfigs((c) => [...c, { name: `config ${c.length + 1}`, config: c.at(-1)?.config ?? '' }])}>
           Add configuration
         </button>
-        <p className="hint">Keys: cpus, memory, machine, cpu-pm, mem-lock, halt-poll-ns, pin (0+1), and paravirt features (kvm-pv-unhalt=on…).</p>
+        <p className="hint" data-testid="config-keys">Keys: <span className="mono">{CONFIG_STRING_KEYS.join(', ')}</span>. Lists join with + (pin=0+1); paravirt features take on or off (kvm-pv-unhalt=on).</p>
       </fieldset>
       <div className="field-row">
         <div className="field">
@@ -235,23 +260,15 @@ function PastExperiments({ experiments, selected }: { experiments: ExperimentSum
   );
 }
 
-/** Delete, with a confirmation in place (a second click), as the record goes from disk too. */
+/** Delete, after a confirmation (ConfirmAction's dialog), as the record goes from disk too. */
 function DeleteExperiment({ summary }: { summary: ExperimentSummary }) {
-  const [confirm, setConfirm] = useState(false);
   const [error, setError] = useState<string | null>(null);
   const label = `${summary.spec.workload}: ${summary.spec.configs.map((c) => c.name).join(' vs ')}`;
   return (
     <span className="exp-delete">
-      {confirm ? (
-        <>
-          <button type="button" className="btn small danger" onClick={() => {
-            api.deleteExperiment(summary.id).then(() => navigate({ view: 'compare' }), (e) => setError(errorMessage(e)));
-          }}>Delete for good</button>
-          <button type="button" className="btn small" onClick={() => setConfirm(false)}>Keep</button>
-        </>
-      ) : (
-        <button type="button" className="btn small" aria-label={`Delete experiment ${label}`} onClick={() => setConfirm(true)}>Delete</button>
-      )}
+      <ConfirmAction label="Delete" small action="delete-experiment" ariaLabel={`Delete experiment ${label}`} danger
+        confirmLabel="Delete for good" cancelLabel="Keep" question={`Delete the experiment ${label}? Its record leaves the disk for good.`}
+        onConfirm={() => { api.deleteExperiment(summary.id).then(() => navigate({ view: 'compare' }), (e) => setError(errorMessage(e))); }} />
       {error && <span className="error small" role="alert">{error}</span>}
     </span>
   );

@@ -1,9 +1,10 @@
 // The live charts of one VM, with the history window and the cpu-pm note.
-import { useState } from 'react';
+import { useEffect, useState } from 'react';
 import type { VmRecord } from '../../../../electron/service/api.ts';
 import { useApp } from '../../state/app.ts';
 import { CHARTS } from '../../charts/defs.ts';
 import { LiveChart } from '../../charts/LiveChart.tsx';
+import { telemetryFor } from '../../charts/telemetry-store.ts';
 import { DevicesPanel, hasDevices } from './DevicesPanel.tsx';
 
 const WINDOWS = [
@@ -15,6 +16,8 @@ const WINDOWS = [
 export function ChartsPanel({ vm }: { vm: VmRecord }) {
   const hostKind = useApp((s) => s.host?.kind);
   const [windowSec, setWindowSec] = useState(60);
+  // A series and a legend entry per configured vCPU, also before the first sample (a stopped VM).
+  useEffect(() => { telemetryFor(vm.id).setConfiguredVcpus(vm.config.cpus); }, [vm.id, vm.config.cpus]);
   const cpuPm = vm.config.cpuPm || !!vm.status.resolved?.disableExits.some((e) => /hlt/i.test(e));
   const note = cpuPm ? (
     <p className="chart-note" role="note">

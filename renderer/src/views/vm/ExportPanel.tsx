@@ -1,9 +1,10 @@
 // Export to where fleets run: the VM's configuration as a QEMU command line, a libvirt domain or
-// a KubeVirt VirtualMachine (exportConfig; docs/export.md), to copy or save. Knobs a target has
-// no option for are listed in the text's own header, so what is copied says it too.
+// a KubeVirt VirtualMachine (exportConfig; docs/export.md), for a PVM or a hardware-backed KVM
+// host (this host's kind until another is picked), to copy or save. Knobs a target has no option
+// for are listed in the text's own header, and so is the kind of host: what is copied says it too.
 import { useEffect, useId, useState } from 'react';
-import type { ExportedConfigDto, ExportFormatDto, VmRecord } from '../../../../electron/service/api.ts';
-import { api, errorMessage } from '../../state/app.ts';
+import { EXPORT_HOSTS, EXPORT_HOST_LABELS, type ExportedConfigDto, type ExportFormatDto, type ExportHostDto, type VmRecord } from '../../../../electron/service/api.ts';
+import { api, errorMessage, useApp } from '../../state/app.ts';
 import { downloadText } from '../../lib/export.ts';
 
 const FORMATS: { format: ExportFormatDto; label: string; hint: string }[] = [
@@ -16,21 +17,25 @@ export function ExportPanel({ vm }: { vm: VmRecord }) {
   const id = useId();
   const [open, setOpen] = useState(false);
   const [format, setFormat] = useState<ExportFormatDto>('qemu');
+  const thisHost = useApp((s) => s.host?.kind);
+  // The kind of host the export is for: this host's until the user picks one (as `--for-host`).
+  const [picked, setPicked] = useState<ExportHostDto | null>(null);
+  const forHost = picked ?? thisHost;
   const [result, setResult] = useState<{ ok: true; value: ExportedConfigDto } | { ok: false; error: string } | null>(null);
   const [status, setStatus] = useState<string | null>(null);
   // The configuration as saved: re-exported whenever it (or the format) changes.
   const configKey = JSON.stringify(vm.config);
   useEffect(() => {
-    if (!open) return;
+    if (!open || !forHost) return;
     let current = true;
     setResult(null);
     setStatus(null);
-    api.exportConfig(vm.config, format).then(
+    api.exportConfig(vm.config, format, forHost).then(
       (value) => { if (current) setResult({ ok: true, value }); },
       (e: unknown) => { if (current) setResult({ ok: false, error: errorMessage(e) }); },
     );
     return () => { current = false; };
-  }, [open, format, configKey]);
+  }, [open, format, forHost, configKey]);
 
   const copy = async (text: string) => {
     try {
@@ -73,6 +78,15 @@ export function ExportPanel({ vm }: { vm: VmRecord }) {
           <label key={f.format} className="radio">
             <input type="radio" name={`${id}-format`} value={f.format} checked={format === f.format} onChange={() => setFormat(f.format)} />
             {f.label} <span className="muted small">({f.hint})</span>
+          </label>
+        ))}
+      </fieldset>
+      <fieldset className="export-formats export-hosts">
+        <legend className="muted small">For</legend>
+        {EXPORT_HOSTS.map((h) => (
+          <label key={h} className="radio">
+            <input type="radio" name={`${id}-host`} value={h} checked={forHost === h} onChange={() => setPicked(h)} />
+            {`A ${EXPORT_HOST_LABELS[h]}`}{h === thisHost ? <span className="muted small"> (this host)</span> : null}
           </label>
         ))}
       </fieldset>

@@ -1,5 +1,7 @@
 // The tuning advisor on the VM page: pick a workload, a goal and a budget (each field checked as
-// you leave it, by the rule the service applies), Start, watch the progress, Cancel; then the
+// you leave it, by the rule the service applies, and from then on as you type: a message never
+// appears or goes at the moment the pointer presses Start, and each field's message line keeps
+// its place whether it says something or not), Start, watch the progress, Cancel; then the
 // result (TuneResult: the curve, the table, why, the confidence) and Apply, which stores the
 // recommendation in the VM's saved configuration (a stopped VM; a running one is refused, and
 // the reason shown). The run is an experiment like the others: it is also in the Compare list.
@@ -35,12 +37,22 @@ export function TunePanel({ vm }: { vm: VmRecord }) {
   const checkBudget = (v: string) => { try { parseBudget(v); return undefined; } catch (e) { return (e as Error).message; } };
   const checkBound = (v: string) => (goal !== 'host-cpu' ? undefined : /^[0-9]{1,12}(\.[0-9]{1,6})?$/.test(v.trim()) && Number(v) > 0 ? undefined
     : 'the latency bound must be a number above 0, in the workload\'s unit');
-  const leave = (field: 'workload' | 'budget' | 'bound', problem: string | undefined) => setFieldErrors((e) => ({ ...e, [field]: problem }));
+  // Fields left once: checked on every change from then on (so a fixed value loses its message
+  // while it is typed, not on the blur that a click on Start causes).
+  const [left, setLeft] = useState<Partial<Record<'workload' | 'budget' | 'bound', true>>>({});
+  const leave = (field: 'workload' | 'budget' | 'bound', problem: string | undefined) => {
+    setLeft((l) => (l[field] ? l : { ...l, [field]: true }));
+    setFieldErrors((e) => (e[field] === problem ? e : { ...e, [field]: problem }));
+  };
+  const typed = (field: 'workload' | 'budget' | 'bound', problem: string | undefined) => {
+    if (left[field] || fieldErrors[field]) setFieldErrors((e) => (e[field] === problem ? e : { ...e, [field]: problem }));
+  };
 
   const start = async (ev: React.FormEvent) => {
     ev.preventDefault();
     const problems = { workload: checkWorkload(workload), budget: checkBudget(budget), bound: checkBound(bound) };
     setFieldErrors(problems);
+    setLeft({ workload: true, budget: true, bound: true });
     if (problems.workload || problems.budget || problems.bound) return;
     const request: TuneRequest = { workload: workload.trim(), goal, budgetS: parseBudget(budget) };
     if (goal === 'host-cpu') request.latencyBound = Number(bound);
@@ -69,8 +81,10 @@ export function TunePanel({ vm }: { vm: VmRecord }) {
     );
   }
   const running = latest?.state === 'running' ? latest : undefined;
+  // A line of its own under each field, there whether it holds a message or not: nothing below moves when one comes or goes.
   const fieldError = (field: 'workload' | 'budget' | 'bound') => fieldErrors[field]
-    ? <p className="error small" role="alert" id={`${id}-${field}-err`}>{fieldErrors[field]}</p> : null;
+    ? <p className="error field-msg" role="alert" id={`${id}-${field}-err`}>{fieldErrors[field]}</p>
+    : <p className="field-msg" aria-hidden="true">{'\u00a0'}</p>;
   return (
     <section className="panel tune-panel" aria-labelledby={`${id}-title`}>
       <div className="panel-head">
@@ -84,7 +98,7 @@ export function TunePanel({ vm }: { vm: VmRecord }) {
           <label htmlFor={`${id}-wl`}>Workload</label>
           <input id={`${id}-wl`} list={`${id}-wls`} value={workload} autoComplete="off" spellCheck={false}
             aria-invalid={!!fieldErrors.workload} aria-describedby={fieldErrors.workload ? `${id}-workload-err` : undefined}
-            onChange={(e) => setWorkload(e.target.value)} onBlur={() => leave('workload', checkWorkload(workload))} />
+            onChange={(e) => { setWorkload(e.target.value); typed('workload', checkWorkload(e.target.value)); }} onBlur={() => leave('workload', checkWorkload(workload))} />
           <datalist id={`${id}-wls`}>{WORKLOADS[guest].map((w) => <option key={w.name} value={w.name}>{w.summary}</option>)}</datalist>
           {fieldError('workload')}
         </div>
@@ -98,7 +112,7 @@ export function TunePanel({ vm }: { vm: VmRecord }) {
           <div className="field">
             <label htmlFor={`${id}-bound`}>Latency bound</label>
             <input id={`${id}-bound`} value={bound} inputMode="decimal" autoComplete="off" aria-invalid={!!fieldErrors.bound}
-              onChange={(e) => setBound(e.target.value)} onBlur={() => leave('bound', checkBound(bound))} />
+              onChange={(e) => { setBound(e.target.value); typed('bound', checkBound(e.target.value)); }} onBlur={() => leave('bound', checkBound(bound))} />
             <span className="muted small">the workload&apos;s figure every recommendation must meet, in its unit (ns for ipi and timer; at least, for rates)</span>
             {fieldError('bound')}
           </div>
@@ -107,7 +121,7 @@ export function TunePanel({ vm }: { vm: VmRecord }) {
           <label htmlFor={`${id}-budget`}>Budget</label>
           <input id={`${id}-budget`} value={budget} autoComplete="off" spellCheck={false} aria-invalid={!!fieldErrors.budget}
             aria-describedby={fieldErrors.budget ? `${id}-budget-err` : undefined}
-            onChange={(e) => setBudget(e.target.value)} onBlur={() => leave('budget', checkBudget(budget))} />
+            onChange={(e) => { setBudget(e.target.value); typed('budget', checkBudget(e.target.value)); }} onBlur={() => leave('budget', checkBudget(budget))} />
           <span className="muted small">such as 90s, 5m or 1h: the search never starts a round it cannot finish in time</span>
           {fieldError('budget')}
         </div>

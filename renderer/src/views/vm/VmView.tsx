@@ -50,7 +50,6 @@ function VmHeader({ vm }: { vm: VmRecord }) {
   const host = useApp((s) => s.host);
   const busy = useApp((s) => s.busy[vm.id]);
   const { state, lastExit } = vm.status;
-  const [confirmDelete, setConfirmDelete] = useState(false);
   const act = (a: Parameters<typeof vmAction>[1]) => () => void vmAction(vm.id, a);
   const blocked = startBlocked(host);
   const clone = async () => {
@@ -100,16 +99,10 @@ function VmHeader({ vm }: { vm: VmRecord }) {
         <button type="button" className="btn" data-action="edit" onClick={() => navigate({ view: 'edit', id: vm.id })}
           title={state === 'stopped' ? 'Change any setting' : 'Stop the VM to edit its settings; halt polling and pinning change live below'}>Edit…</button>
         <button type="button" className="btn" onClick={() => void clone()}>Clone</button>
-        {confirmDelete ? (
-          <span className="confirm">
-            <span>Delete {vm.config.name}?</span>
-            <button type="button" className="btn danger" onClick={() => void remove()}>Delete</button>
-            <button type="button" className="btn" onClick={() => setConfirmDelete(false)}>Keep</button>
-          </span>
-        ) : (
-          <button type="button" className="btn" disabled={state !== 'stopped'} title={state !== 'stopped' ? 'Stop the VM first' : undefined}
-            onClick={() => setConfirmDelete(true)}>Delete…</button>
-        )}
+        <ConfirmAction label="Delete…" action="delete" danger disabled={state !== 'stopped'} confirmLabel="Delete" cancelLabel="Keep"
+          title={state !== 'stopped' ? 'Stop the VM first' : undefined}
+          question={`Delete ${vm.config.name}? Its configuration and console log leave the library for good (disk images stay where they are).`}
+          onConfirm={() => void remove()} />
       </div>
       <p className="status-line" data-testid="status-line">
         {state === 'running' && vm.status.startedAt ? <Uptime since={vm.status.startedAt} /> : null}
