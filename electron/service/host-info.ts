@@ -7,7 +7,9 @@ import { runDoctor } from '../vmm/doctor.ts';
 import { probeBuilt } from '../vmm/guests.ts';
 import { linuxKitBuilt, LINUX_KIT_BUILD_HINT } from '../vmm/guests-linux.ts';
 import { defaultGuest } from '../vmm/guests-select.ts';
-import { hostCpuModel, hostKind, hostMemoryBytes } from '../vmm/host.ts';
+import { hostCpuList, hostCpuModel, hostKind, hostMemoryBytes } from '../vmm/host.ts';
+import { kvmDevicePath } from '../../native/kvm/kvm.ts';
+import { kvmAccess, KvmUnavailableError, type KvmAccess } from '../vmm/kvm-access.ts';
 import { PV_FEATURES, hostOffers, type PvFeature } from '../vmm/machine/features.ts';
 import { DISABLE_EXITS, probeHost, type HostCapabilities } from '../vmm/machine/host-caps.ts';
 import { MACHINE_TYPES, NEWEST_MACHINE } from '../vmm/machine/machine-types.ts';
@@ -27,11 +29,17 @@ export type HostFacts = Omit<HostInfo, 'library'>;
 export function buildHostInfo(extraChecks: ExtraCheck[] = [], probe: () => HostCapabilities = probeHost): HostFacts {
   let host: HostCapabilities | undefined;
   let probeError = '';
+  let access: KvmAccess | undefined;
   try {
     host = probe();
   } catch (e) {
     probeError = (e as Error).message;
+    if (e instanceof KvmUnavailableError) access = e.access;
   }
+  // Opened: fine. Not opened: the cause (from the probe's own verdict, or asked for now).
+  access ??= host ? { ok: true, cause: 'ok', device: kvmDevicePath(), problem: '', fix: '', evidence: [] } : kvmAccess();
+  // The device opens but KVM answered wrong (not a KVM device, an old API): that is the cause.
+  if (!host && access.ok) access = { ...access, ok: false, cause: 'other', problem: probeError, fix: 'run `unhalt doctor` for the details' };
   const kind = host?.kind ?? hostKind();
   const doctor = runDoctor();
   const offered = { features: host?.kvmFeatures ?? 0, hints: host?.kvmHints ?? 0 };
@@ -39,8 +47,9 @@ export function buildHostInfo(extraChecks: ExtraCheck[] = [], probe: () => HostC
 
   const info: HostFacts = {
     kind,
+    kvm: access,
     cpuModel: hostCpuModel(),
-    hostCpus: host?.hostCpus ?? [],
+    hostCpus: host?.hostCpus ?? hostCpuList(),
     memoryMiB: Math.floor((host?.memoryBytes ?? hostMemoryBytes()) / 1048576),
     maxVcpus: host?.maxVcpus ?? 0,
     haltPollParams: definedOnly(host?.haltPollParams ?? doctor.haltPoll),
