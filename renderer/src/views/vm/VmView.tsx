@@ -50,6 +50,8 @@ function VmHeader({ vm }: { vm: VmRecord }) {
   const busy = useApp((s) => s.busy[vm.id]);
   const { state, lastExit } = vm.status;
   const [confirmDelete, setConfirmDelete] = useState(false);
+  // The last failed start, while the VM is stopped and nothing newer ran (the service drops older ones).
+  const failure = state === 'stopped' && vm.lastStartFailure && vm.lastStartFailure.at >= (lastExit?.at ?? 0) ? vm.lastStartFailure : undefined;
   const act = (a: Parameters<typeof vmAction>[1]) => () => void vmAction(vm.id, a);
   const clone = async () => {
     const rec = await attempt('clone', () => api.cloneVm(vm.id));
@@ -108,11 +110,16 @@ function VmHeader({ vm }: { vm: VmRecord }) {
             onClick={() => setConfirmDelete(true)}>Delete…</button>
         )}
       </div>
+      {failure && (
+        <p className="start-failure" role="status" data-testid="start-failure">
+          <strong>Start failed</strong> <span className="muted">({new Date(failure.at).toLocaleString()})</span>: {failure.reason}
+        </p>
+      )}
       <p className="status-line" data-testid="status-line">
         {state === 'running' && vm.status.startedAt ? <Uptime since={vm.status.startedAt} /> : null}
         {state === 'running' && vm.status.startedAt && lastExit ? ' · ' : null}
-        {lastExit ? <span>Last exit: <strong>{lastExit.kind}</strong>{lastExit.message ? ` — ${lastExit.message}` : ''} <span className="muted">({new Date(lastExit.at).toLocaleTimeString()})</span></span>
-          : state === 'stopped' ? <span className="muted">{vm.lastStartedAt ? `Not started in this session; last started ${new Date(vm.lastStartedAt).toLocaleString()}.` : 'Never started.'}</span> : null}
+        {lastExit && !failure ? <span>Last exit: <strong>{lastExit.kind}</strong>{lastExit.message ? ` — ${lastExit.message}` : ''} <span className="muted">({new Date(lastExit.at).toLocaleTimeString()})</span></span>
+          : state === 'stopped' ? <span className="muted">{vm.lastStartedAt ? `Not started in this session; last started ${new Date(vm.lastStartedAt).toLocaleString()}.` : failure ? 'It has never started.' : 'Never started.'}</span> : null}
         {vm.status.droppedConsoleBytes ? <span className="warn-text"> {vm.status.droppedConsoleBytes} console bytes dropped (the guest printed faster than the host could keep).</span> : null}
       </p>
       {vm.status.resolved?.warnings.length ? <ul className="warnings">{vm.status.resolved.warnings.map((w, i) => <li key={i}>⚠ {w}</li>)}</ul> : null}
