@@ -59,7 +59,9 @@ export function buildHostInfo(extraChecks: ExtraCheck[] = [], probe: () => HostC
     features: PV_FEATURES.map((f) => ({
       name: f.name, summary: f.summary, hostOffers: host ? hostOffers(f, offered) : false, usesHypercalls: f.usesHypercalls ?? false,
     })),
-    options: host ? hostOptions(host, linuxBuilt) : allOptionNames().map((option) => ({ option, available: false, reason: `KVM is not usable: ${probeError}` })),
+    // Pinning needs only the host's CPUs, which the OS tells also where KVM cannot be opened.
+    options: host ? hostOptions(host, linuxBuilt)
+      : allOptionNames().map((option) => option === 'pin' ? pinOption(hostCpuList()) : { option, available: false, reason: `KVM is not usable: ${probeError}` }),
     guests: [
       {
         kind: 'probe', built: probeBuilt(), label: 'Probe (diagnostic guest)',
@@ -106,7 +108,7 @@ function hostOptions(host: HostCapabilities, linuxBuilt: boolean): OptionAvailab
   out.push(noHaltPoll
     ? { option: 'halt-poll-ns', available: false, reason: noHaltPoll }
     : { option: 'halt-poll-ns', available: true, reason: `host default halt_poll_ns=${host.haltPollParams.halt_poll_ns ?? 'unknown'}` });
-  out.push({ option: 'pin', available: host.hostCpus.length > 0, reason: `host CPUs available: ${host.hostCpus.join(',')}` });
+  out.push(pinOption(host.hostCpus));
   out.push(probeBuilt()
     ? { option: 'guest:probe', available: true }
     : { option: 'guest:probe', available: false, reason: 'the probe guest is not built: run "npm run build:guests" (needs gcc)' });
@@ -116,6 +118,10 @@ function hostOptions(host: HostCapabilities, linuxBuilt: boolean): OptionAvailab
       ? { option: 'guest:linux', available: true, reason: 'a stock Linux kernel does not finish booting on this PVM host (guest kernel mode is emulated at ~1 µs per instruction)' }
       : { option: 'guest:linux', available: true });
   return out;
+}
+
+function pinOption(hostCpus: number[]): OptionAvailability {
+  return { option: 'pin', available: hostCpus.length > 0, reason: `host CPUs available: ${hostCpus.join(',')}` };
 }
 
 function featureOption(f: PvFeature, host: HostCapabilities): OptionAvailability {

@@ -27,6 +27,7 @@ export function App() {
       <a className="skip" href="#main" onClick={(e) => { e.preventDefault(); mainRef.current?.focus(); }}>Skip to content</a>
       <Header />
       <ConnectionBanner />
+      <KvmBanner />
       <main id="main" ref={mainRef} tabIndex={-1}>
         {route.view === 'library' && <Library />}
         {route.view === 'new' && <Wizard guest={route.guest} />}
@@ -43,6 +44,7 @@ function Header() {
   const route = useApp((s) => s.route);
   const theme = useApp((s) => s.theme);
   const hostKind = useApp((s) => s.host?.kind);
+  const kvm = useApp((s) => s.host?.kvm);
   const nav: { label: string; view: 'library' | 'new' | 'compare' }[] = [
     { label: 'Library', view: 'library' },
     { label: 'New VM', view: 'new' },
@@ -67,7 +69,9 @@ function Header() {
         ))}
       </nav>
       <div className="topbar-end">
-        {hostKind && (
+        {kvm && !kvm.ok ? (
+          <span className="host-kind host-none" title={kvm.problem}>No KVM</span>
+        ) : hostKind && (
           <span className={`host-kind host-${hostKind}`} title={hostKind === 'pvm'
             ? 'This host runs KVM as PVM (a software nested hypervisor): ring 0 is emulated; compare ratios, not absolute times'
             : 'Hardware-backed KVM (VMX/SVM)'}>
@@ -93,11 +97,24 @@ function ConnectionBanner() {
   const reconnecting = useApp((s) => s.reconnecting);
   if (state === 'open') return null;
   return (
-    <div className={`banner ${state === 'closed' ? 'banner-error' : ''}`} role="status" data-testid="connection-banner"
+    <div className={`banner ${state === 'closed' || state === 'refused' ? 'banner-error' : ''}`} role="status" data-testid="connection-banner"
       data-state={reconnecting ? 'reconnecting' : state}>
-      {reconnecting
+      {state === 'refused' ? <><strong>Wrong key.</strong> {error}</>
+        : reconnecting
         ? `Connection to Unhalt lost; reconnecting…${error ? ` (${error})` : ''} The page stays as it is and picks up where the server is when it answers again.`
         : state === 'connecting' ? 'Connecting to Unhalt…' : `Cannot reach Unhalt${error ? `: ${error}` : ''}; retrying…`}
+    </div>
+  );
+}
+
+/** Where KVM cannot be opened: the cause found and its fix (the same verdict as `unhalt doctor`). */
+function KvmBanner() {
+  const kvm = useApp((s) => s.host?.kvm);
+  if (!kvm || kvm.ok) return null;
+  return (
+    <div className="banner banner-error" role="status" data-testid="kvm-banner" data-cause={kvm.cause}>
+      <strong>KVM cannot be opened here, so no VM can start.</strong> Cause: {kvm.problem}. To fix: {kvm.fix}.
+      {' '}VMs can still be created and edited.
     </div>
   );
 }
