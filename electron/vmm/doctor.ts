@@ -1,5 +1,7 @@
 // What `unhalt doctor` checks, as data (the CLI prints it, the service API will serve it).
 import { execFileSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { nodeTooOld, tooOldAdvice } from '../../bin/node-check.mjs';
 import { CAP } from '../../native/kvm/abi.ts';
 import { REQUIRED_CAPS } from './machine/required-caps.ts';
 import { Kvm, kvmDevicePath } from '../../native/kvm/kvm.ts';
@@ -60,10 +62,10 @@ export function runDoctor(): DoctorReport {
     ok: true, hostKind: kind, hostVirtualization: hostVirtualization(), kvmDevice: kvmDevicePath(), kvm: kvmAccess(),
     capabilities: {}, haltPoll: hostHaltPollParams(), checks, summary: '',
   };
-  const [major, minor] = process.versions.node.split('.').map(Number) as [number, number];
+  const oldNode = nodeTooOld();
   checks.push({
-    name: 'node', ok: major > 22 || (major === 22 && minor >= 18), detail: `Node ${process.versions.node}`,
-    fix: 'install Node >= 22.18 (the README shows how)',
+    name: 'node', ok: !oldNode, detail: `Node ${process.versions.node} (${process.execPath})`,
+    ...(oldNode ? { fix: tooOldAdvice(fileURLToPath(new URL('../../', import.meta.url)).replace(/\/$/, ''), ['doctor']) } : {}),
   });
   let kvm: Kvm | undefined;
   if (!report.kvm.ok) {
