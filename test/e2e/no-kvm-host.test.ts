@@ -46,7 +46,7 @@ describe('a host whose KVM cannot be opened', () => {
     expect(await step(page)).toBe('resources');
     await typeInto(page, 'vCPUs', String(cpus.length), { leave: true, delay: 20 });
     const hint = (await page.locator('form.step-panel').textContent())!;
-    expect(hint).toContain(`This host has ${cpus.length} CPU${cpus.length === 1 ? '' : 's'};`);
+    expect(hint).toContain(`This host has ${cpus.length} CPU${cpus.length === 1 ? '' : 's'} (KVM cannot be opened here, so its vCPU limit is not known).`);
     expect(hint).not.toContain('This host has 0 CPUs');
     expect(hint).not.toContain('overcommitted');
     // One vCPU more than the host has: now it is overcommitted.

@@ -204,7 +204,7 @@ export function ResourcesStep(props: StepProps) {
         </div>
         <FieldError id={`${id}-cpus-error`} text={problem('cpus')} />
         <Hint id={`${id}-cpus-hint`}>
-          This host has {hostCpus} CPU{hostCpus === 1 ? '' : 's'}; KVM allows up to {maxCpus} vCPUs.
+          This host has {hostCpus} CPU{hostCpus === 1 ? '' : 's'}{host?.maxVcpus ? `; KVM allows up to ${maxCpus} vCPUs` : host?.kvm.ok === false ? ' (KVM cannot be opened here, so its vCPU limit is not known)' : ''}.
           {cpus !== undefined && cpus > hostCpus && ` More vCPUs than host CPUs: the vCPUs are overcommitted — the case where PV spinlocks (pv-unhalt) and halt polling matter most.`}
         </Hint>
       </div>
