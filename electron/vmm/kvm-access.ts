@@ -26,12 +26,13 @@ function read(path: string): string | undefined {
   try { return readFileSync(path, 'utf8'); } catch { return undefined; }
 }
 
-function groupName(gid: number, groupFile: string): string {
+/** A group's name and members (/etc/group), by gid. */
+function groupOf(gid: number, groupFile: string): { name: string; members: string[] } {
   for (const line of (read(groupFile) ?? '').split('\n')) {
-    const [name, , id] = line.split(':');
-    if (name && Number(id) === gid) return name;
+    const [name, , id, members] = line.split(':');
+    if (name && Number(id) === gid) return { name, members: (members ?? '').split(',').map((m) => m.trim()).filter(Boolean) };
   }
-  return String(gid);
+  return { name: String(gid), members: [] };
 }
 
 /** The kernel log, without waiting (/dev/kmsg, non-blocking; unreadable for most users: undefined). */
@@ -83,16 +84,20 @@ export function readKvmFacts(src: KvmFactsSources = {}): KvmFacts {
   let nodeKind: KvmFacts['nodeKind'] = 'missing';
   let nodeGroup: string | undefined;
   let nodeMode: number | undefined;
+  let groupNotActive = false;
+  let user = 'you';
+  try { user = userInfo().username; } catch { /* no passwd entry */ }
   try {
     const st = statSync(device);
     nodeKind = st.isCharacterDevice() ? 'char' : st.isDirectory() ? 'dir' : 'file';
-    nodeGroup = groupName(st.gid, src.groupFile ?? '/etc/group');
+    const group = groupOf(st.gid, src.groupFile ?? '/etc/group');
+    nodeGroup = group.name;
     nodeMode = st.mode & 0o7777;
+    groupNotActive = group.members.includes(user) && !(process.getgroups?.() ?? []).includes(st.gid) && process.getgid?.() !== st.gid;
   } catch { /* missing, or a parent not searchable */ }
-  let user = 'you';
-  try { user = userInfo().username; } catch { /* no passwd entry */ }
   const facts: KvmFacts = {
-    device, override, defaultDevice: DEFAULT_KVM_DEVICE, open, nodeKind, ...(nodeGroup !== undefined ? { nodeGroup, nodeMode } : {}),
+    device, override, defaultDevice: DEFAULT_KVM_DEVICE, open, nodeKind,
+    ...(nodeGroup !== undefined ? { nodeGroup, nodeMode, ...(groupNotActive ? { groupNotActive } : {}) } : {}),
     user, uid: process.getuid?.() ?? -1, modules: [], cpuFlags: { vmx: false, svm: false, hypervisor: false },
   };
   if (open === 'ok') return facts;

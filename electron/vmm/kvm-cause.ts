@@ -29,6 +29,8 @@ export interface KvmFacts {
   nodeKind: 'char' | 'dir' | 'file' | 'missing';
   /** The node's group name (or gid as text) and permission bits, when it exists. */
   nodeGroup?: string;
+  /** The user is listed in that group (/etc/group) but this process does not have it: added since logging in. */
+  groupNotActive?: boolean;
   nodeMode?: number;
   /** Who is asking: user name and uid. */
   user: string;
@@ -82,6 +84,10 @@ export function classifyKvmAccess(f: KvmFacts): KvmAccess {
     const groupCanOpen = f.nodeMode !== undefined && (f.nodeMode & 0o060) === 0o060;
     if (group !== undefined) evidence.push(`${dev} belongs to group "${group}", mode ${(f.nodeMode ?? 0).toString(8).padStart(4, '0')}`);
     const usable = group !== undefined && group !== 'root' && groupCanOpen;
+    if (usable && f.groupNotActive) {
+      return verdict('permission', `user "${f.user}" was added to the group "${group}" that may open ${dev}, but this session started before that`,
+        `log out and in again (or run: newgrp ${group}), then start Unhalt again`);
+    }
     return verdict('permission', `user "${f.user}" may not open ${dev}${usable ? ` (it is open to the group "${group}", which "${f.user}" is not in)` : ''}`,
       usable
         ? `join the group: sudo usermod -aG ${group} ${f.user}, then log out and in again (or run: newgrp ${group})`

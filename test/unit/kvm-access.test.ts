@@ -50,6 +50,9 @@ describe('the cause of a KVM that cannot be opened (from facts)', () => {
   it('no permission: the group to join, by name', () => {
     const a = classifyKvmAccess(facts({ open: 'EACCES', nodeKind: 'char', nodeGroup: 'kvm', nodeMode: 0o660 }));
     expect(a).toMatchObject({ cause: 'permission', problem: expect.stringMatching(/user "ada" may not open \/dev\/kvm .*group "kvm"/), fix: expect.stringMatching(/usermod -aG kvm ada/) });
+    // Added to the group, but this session is older than that.
+    expect(classifyKvmAccess(facts({ open: 'EACCES', nodeKind: 'char', nodeGroup: 'kvm', nodeMode: 0o660, groupNotActive: true })))
+      .toMatchObject({ cause: 'permission', problem: expect.stringMatching(/was added to the group "kvm" .* but this session started before that/), fix: expect.stringMatching(/^log out and in again \(or run: newgrp kvm\)/) });
     // A node only root may open: make it the kvm group's first.
     expect(classifyKvmAccess(facts({ open: 'EACCES', nodeKind: 'char', nodeGroup: 'root', nodeMode: 0o600 })).fix).toMatch(/chgrp kvm \/dev\/kvm && sudo chmod 660/);
   });
