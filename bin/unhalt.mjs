@@ -1,9 +1,11 @@
 #!/usr/bin/env node
 // The `unhalt` command. Unhalt's sources are TypeScript run directly by Node's type stripping,
 // which needs Node >= 22.18 (on by default there), or their bundle (dist-node/, see below).
-const [major, minor] = process.versions.node.split('.').map(Number);
-if (major < 22 || (major === 22 && minor < 18)) {
-  process.stderr.write(`unhalt: Node ${process.versions.node} is too old; Unhalt needs Node >= 22.18 (see README)\n`);
+// An older Node is told which Node to use instead (the one set-up fetched, if any).
+import { fileURLToPath } from 'node:url';
+import { nodeTooOld, tooOldAdvice } from './node-check.mjs';
+if (nodeTooOld()) {
+  process.stderr.write(`unhalt: ${tooOldAdvice(fileURLToPath(new URL('../', import.meta.url)).replace(/\/$/, ''), process.argv.slice(2))}\n`);
   process.exit(1);
 }
 // `unhalt serve` runs VMs for as long as it lives: it runs with the V8 flags of long-lived processes

@@ -20,5 +20,11 @@ fi
 npm run build:renderer
 if [ "${1:-}" = "--linux" ]; then npm run build:linux; fi
 node bin/unhalt.mjs doctor || true
+# Where the system's Node is too old, the one fetched into .node/bin is what runs Unhalt: say so,
+# since later commands in this shell (node bin/unhalt.mjs, npx unhalt, npm test) need it first on PATH.
+if [ "$(command -v node)" = "$(pwd)/.node/bin/node" ]; then
+  echo "setup: Unhalt runs on Node $(node --version), fetched into $(pwd)/.node/bin (the system's Node: $(PATH="${PATH#"$(pwd)/.node/bin:"}" node --version 2>/dev/null || echo none))."
+  echo "setup: for later commands (node bin/unhalt.mjs, npx unhalt), put it first on PATH: export PATH=\"$(pwd)/.node/bin:\$PATH\""
+fi
 echo "setup: starting host mode (Ctrl-C stops it); open the URL below in a browser on this machine"
 exec node bin/unhalt.mjs serve --demo

@@ -33,7 +33,8 @@ Exit codes as for bench: 0 ok, 1 bad input (nothing ran), 2 runs failed, 130/143
 `;
 
 export const DOCTOR_USAGE = `usage: unhalt doctor [--json]
-Checks this host: /dev/kvm, KVM capabilities, halt polling, PVM, built guests.
+Checks this host: /dev/kvm (if it cannot be opened: the cause found and its fix), KVM
+capabilities, halt polling, PVM, built guests. The last line sums up: ready, or what to fix first.
 `;
 
 export const SERVE_USAGE = `usage: unhalt serve [--port N] [--no-open] [--demo]

@@ -13,6 +13,7 @@ import type { Comparison, ExperimentResultRow, ExperimentSpec } from '../experim
 import type { ExportedText, ExportFormat, ExportHost } from '../vmm/export/types.ts';
 import type { Advice } from '../experiments/advisor.ts';
 import type { TuneSpec } from '../experiments/tune-limits.ts';
+import type { KvmAccess } from '../vmm/kvm-cause.ts';
 
 /** A VM configuration as stored and edited: the VMM's one schema (electron/vmm/config/vm-config.ts). */
 export type VmConfigDto = VmConfig;
@@ -82,7 +83,15 @@ export interface VmRecord {
   updatedAt: number;
   /** When it was last started (ms since the epoch); absent if never. Kept in the library. */
   lastStartedAt?: number;
+  /** The last start that failed, when it is newer than the last start: when and why. Kept in the library. */
+  lastStartFailure?: StartFailure;
   status: VmStatus;
+}
+
+export interface StartFailure {
+  /** ms since the epoch */
+  at: number;
+  reason: string;
 }
 
 export interface OptionAvailability {
@@ -95,7 +104,10 @@ export interface OptionAvailability {
 
 export interface HostInfo {
   kind: 'pvm' | 'hardware';
+  /** Whether KVM can be opened here; if not, the cause found and its fix (the same verdict as `unhalt doctor`). */
+  kvm: KvmAccess;
   cpuModel: string;
+  /** From the OS (the CPUs this process may use), also where KVM cannot be opened: never empty. */
   hostCpus: number[];
   memoryMiB: number;
   /** KVM_CAP_MAX_VCPUS; 0 where KVM cannot be asked (kvmProblem): rules.ts vcpuLimit says what applies then. */

@@ -2,13 +2,14 @@
 // overcommit knobs and guests it can run — each option with a reason when it cannot (or a
 // warning worth showing when it can) — and the doctor's checks.
 import { readFileSync } from 'node:fs';
-import { allowedHostCpus } from '../../native/kvm/affinity.ts';
 import type { HostInfo, OptionAvailability } from './api.ts';
 import { runDoctor } from '../vmm/doctor.ts';
 import { probeBuilt } from '../vmm/guests.ts';
 import { linuxKitBuilt, LINUX_KIT_BUILD_HINT } from '../vmm/guests-linux.ts';
 import { defaultGuest } from '../vmm/guests-select.ts';
-import { hostCpuModel, hostKind, hostMemoryBytes } from '../vmm/host.ts';
+import { hostCpuList, hostCpuModel, hostKind, hostMemoryBytes } from '../vmm/host.ts';
+import { kvmDevicePath } from '../../native/kvm/kvm.ts';
+import { kvmAccess, KvmUnavailableError, type KvmAccess } from '../vmm/kvm-access.ts';
 import { PV_FEATURES, hostOffers, type PvFeature } from '../vmm/machine/features.ts';
 import { DISABLE_EXITS, probeHost, type HostCapabilities } from '../vmm/machine/host-caps.ts';
 import { MACHINE_TYPES, NEWEST_MACHINE } from '../vmm/machine/machine-types.ts';
@@ -29,11 +30,19 @@ export type HostFacts = Omit<HostInfo, 'library'>;
 export function buildHostInfo(extraChecks: ExtraCheck[] = [], probe: () => HostCapabilities = probeHost): HostFacts {
   let host: HostCapabilities | undefined;
   let problem: string | undefined;
+  let probeError = '';
+  let access: KvmAccess | undefined;
   try {
     host = probe();
   } catch (e) {
     problem = kvmProblem(e);
+    probeError = (e as Error).message;
+    if (e instanceof KvmUnavailableError) access = e.access;
   }
+  // Opened: fine. Not opened: the cause (from the probe's own verdict, or asked for now).
+  access ??= host ? { ok: true, cause: 'ok', device: kvmDevicePath(), problem: '', fix: '', evidence: [] } : kvmAccess();
+  // The device opens but KVM answered wrong (not a KVM device, an old API): that is the cause.
+  if (!host && access.ok) access = { ...access, ok: false, cause: 'other', problem: probeError, fix: 'run `unhalt doctor` for the details' };
   const kind = host?.kind ?? hostKind();
   const doctor = runDoctor();
   const offered = { features: host?.kvmFeatures ?? 0, hints: host?.kvmHints ?? 0 };
@@ -41,9 +50,10 @@ export function buildHostInfo(extraChecks: ExtraCheck[] = [], probe: () => HostC
 
   const info: HostFacts = {
     kind,
+    kvm: access,
     cpuModel: hostCpuModel(),
     // What the OS tells (CPUs, memory) is known without KVM; what only KVM tells is not.
-    hostCpus: host?.hostCpus ?? allowedHostCpus(),
+    hostCpus: host?.hostCpus ?? hostCpuList(),
     memoryMiB: Math.floor((host?.memoryBytes ?? hostMemoryBytes()) / 1048576),
     maxVcpus: host?.maxVcpus ?? 0,
     haltPollParams: definedOnly(host?.haltPollParams ?? doctor.haltPoll),
@@ -91,13 +101,13 @@ function hostOptions(host: HostCapabilities | undefined, kind: HostCapabilities[
   for (const f of PV_FEATURES) {
     out.push(host ? featureOption(f, host) : f.unavailable ? { option: `feature:${f.name}`, available: false, reason: f.unavailable } : { option: `feature:${f.name}`, available: true });
   }
-  const hostCpus = host?.hostCpus ?? allowedHostCpus();
+  const hostCpus = host?.hostCpus ?? hostCpuList();
   if (!host) {
     out.push({ option: 'cpu-pm', available: true }, { option: 'mem-lock', available: true, ...memLockNote() }, { option: 'halt-poll-ns', available: true });
   } else {
     out.push(...kvmKnobOptions(host));
   }
-  out.push({ option: 'pin', available: hostCpus.length > 0, reason: `host CPUs available: ${hostCpus.join(',')}` });
+  out.push(pinOption(hostCpus));
   out.push(probeBuilt()
     ? { option: 'guest:probe', available: true }
     : { option: 'guest:probe', available: false, reason: 'the probe guest is not built: run "npm run build:guests" (needs gcc)' });
@@ -124,6 +134,10 @@ function kvmKnobOptions(host: HostCapabilities): OptionAvailability[] {
     ? { option: 'halt-poll-ns', available: false, reason: noHaltPoll }
     : { option: 'halt-poll-ns', available: true, reason: `host default halt_poll_ns=${host.haltPollParams.halt_poll_ns ?? 'unknown'}` });
   return out;
+}
+
+function pinOption(hostCpus: number[]): OptionAvailability {
+  return { option: 'pin', available: hostCpus.length > 0, reason: `host CPUs available: ${hostCpus.join(',')}` };
 }
 
 function featureOption(f: PvFeature, host: HostCapabilities): OptionAvailability {

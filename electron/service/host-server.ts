@@ -85,10 +85,29 @@ export async function startHostServer(options: HostServerOptions): Promise<HostS
     if (Number(req.headers['content-length'] ?? 0) > 0 || req.headers['transfer-encoding']) return plain(res, 413, 'request bodies are not accepted');
     const rawPath = (req.url ?? '/').split('?')[0]!;
     if (rawPath === '/api') return plain(res, 426, 'the API is a WebSocket');
+    // A browser cannot see why a WebSocket upgrade was refused: the page asks here whether its
+    // key is the one (204) or not (401), to tell "wrong key" from "server not there".
+    if (rawPath === '/api/key') {
+      res.setHeader('Cache-Control', 'no-store');
+      return tokenMatches(keyOf(req.url)) ? void res.writeHead(204, headers()).end() : plain(res, 401, 'wrong or missing key (token): open the URL `unhalt serve` printed');
+    }
     if (!rendererBuilt(root) && (rawPath === '/' || rawPath === '/index.html')) return send(res, 200, 'text/html; charset=utf-8', Buffer.from(NOT_BUILT_PAGE), req.method === 'HEAD');
     const found = resolveStatic(root, rawPath);
     if (found.status !== 200) return plain(res, found.status, found.status === 400 ? 'bad request' : 'not found');
     send(res, 200, found.type, readStatic(found.path), req.method === 'HEAD');
+  }
+
+  /** The one token check (constant time) of the WebSocket upgrade and of /api/key. */
+  function tokenMatches(given: string | null): boolean {
+    return given !== null && timingSafeEqual(digest(given), tokenDigest);
+  }
+
+  function keyOf(rawUrl: string | undefined): string | null {
+    try {
+      return new URL(rawUrl ?? '/', `http://${LOOPBACK}`).searchParams.get('token');
+    } catch {
+      return null;
+    }
   }
 
   function send(res: ServerResponse, status: number, type: string, body: Buffer, headOnly: boolean): void {
@@ -114,8 +133,7 @@ export async function startHostServer(options: HostServerOptions): Promise<HostS
     }
     if (url.pathname !== '/api') return refuse(404, 'Not Found');
     if (!allowedHosts().has(req.headers.host ?? '')) return refuse(403, 'Forbidden');
-    const given = url.searchParams.get('token');
-    if (given === null || !timingSafeEqual(digest(given), tokenDigest)) return refuse(401, 'Unauthorized');
+    if (!tokenMatches(url.searchParams.get('token'))) return refuse(401, 'Unauthorized');
     if (!allowedOrigins().has(req.headers.origin ?? '')) return refuse(403, 'Forbidden');
     if (wss.clients.size >= MAX_CLIENTS) return refuse(503, 'Service Unavailable');
     wss.handleUpgrade(req, socket, head, (ws) => connected(ws));

@@ -21,7 +21,12 @@ export interface LibraryRecord {
   updatedAt: number;
   /** When it was last started; absent if never (an optional field: older files and versions read it fine). */
   lastStartedAt?: number;
+  /** The last start that failed, and why (optional too); cleared by the next start that works. */
+  lastStartFailure?: { at: number; reason: string };
 }
+
+/** The longest start-failure reason kept (a reason is one line; longer ones are cut). */
+export const MAX_FAILURE_REASON = 2000;
 
 export interface LibraryFile {
   schema: typeof LIBRARY_SCHEMA;
@@ -116,6 +121,13 @@ function validateRecord(v: unknown, where: string, seen: ReadonlySet<string>): L
   }
   const rec: LibraryRecord = { id: r.id, config, createdAt: timestamp(r.createdAt, where), updatedAt: timestamp(r.updatedAt, where) };
   if (r.lastStartedAt !== undefined) rec.lastStartedAt = timestamp(r.lastStartedAt, where);
+  if (r.lastStartFailure !== undefined) {
+    const f = r.lastStartFailure as { at?: unknown; reason?: unknown } | null;
+    if (typeof f !== 'object' || f === null || typeof f.reason !== 'string' || f.reason.length > MAX_FAILURE_REASON) {
+      throw new LibraryFileError('corrupt', `${where} has an invalid lastStartFailure`);
+    }
+    rec.lastStartFailure = { at: timestamp(f.at, where), reason: f.reason };
+  }
   return rec;
 }
 

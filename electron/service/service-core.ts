@@ -26,7 +26,7 @@ import { applyDelta } from '../experiments/advisor.ts';
 import { formatConfigString } from '../vmm/config/config-string.ts';
 import { LockBusyError } from './file-lock.ts';
 import { buildHostInfo, type ExtraCheck } from './host-info.ts';
-import { MAX_VMS, type LibraryRecord } from './library-schema.ts';
+import { MAX_FAILURE_REASON, MAX_VMS, type LibraryRecord } from './library-schema.ts';
 import { noticeChecks } from './library-notices.ts';
 import { LibraryFullError, LibraryStore, type LibraryNotice } from './library-store.ts';
 import { MAX_ALLOWED_FOLDERS, readSettings, writeSettings } from './settings.ts';
@@ -143,6 +143,8 @@ export class ServiceCore implements ApiCallHandlers {
     const dto: VmRecord = { id: r.id, config: r.config, createdAt: r.createdAt, updatedAt: r.updatedAt, status };
     const lastStartedAt = this.startsToSave.get(r.id) ?? r.lastStartedAt;
     if (lastStartedAt !== undefined) dto.lastStartedAt = lastStartedAt;
+    // A failure older than the last start that worked is history.
+    if (r.lastStartFailure && r.lastStartFailure.at > (lastStartedAt ?? -1)) dto.lastStartFailure = { ...r.lastStartFailure };
     return dto;
   }
 
@@ -449,9 +451,28 @@ export class ServiceCore implements ApiCallHandlers {
     const first = this.record(rawId);
     const current = this.runtimes.get(first.id);
     if (current?.running) throw startRefusal(current.status().state);
-    await checkBootFiles(first.config, this.allowedFolders());
-    traceStep('service: boot files checked');
-    return this.claimAndStart(first.id);
+    try {
+      await checkBootFiles(first.config, this.allowedFolders());
+      traceStep('service: boot files checked');
+      return await this.claimAndStart(first.id);
+    } catch (e) {
+      // Unless another start won the race, this start failed: the VM page says when and why.
+      if (!this.runtimes.get(first.id)?.running) await this.noteStartFailed(first.id, e);
+      throw e;
+    }
+  }
+
+  /** Keeps the failed start in the library (shown on the VM page until a start works). */
+  private async noteStartFailed(id: string, e: unknown): Promise<void> {
+    const reason = (e instanceof Error ? e.message : String(e)).slice(0, MAX_FAILURE_REASON);
+    const at = Date.now();
+    try {
+      await this.store.mutate((vms) => {
+        const r = vms.find((v) => v.id === id);
+        if (r) r.lastStartFailure = { at, reason };
+      });
+      this.broadcastLibrary();
+    } catch { /* the error is still answered; only the VM page's note is lost */ }
   }
 
   /**
@@ -498,6 +519,7 @@ export class ServiceCore implements ApiCallHandlers {
         for (const r of vms) {
           const at = starts.get(r.id);
           if (at !== undefined) r.lastStartedAt = at;
+          if (at !== undefined && r.lastStartFailure && r.lastStartFailure.at <= at) delete r.lastStartFailure;
         }
       });
       for (const [id, at] of starts) if (this.startsToSave.get(id) === at) this.startsToSave.delete(id);

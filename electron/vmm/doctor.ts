@@ -1,8 +1,12 @@
 // What `unhalt doctor` checks, as data (the CLI prints it, the service API will serve it).
 import { execFileSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { nodeTooOld, tooOldAdvice } from '../../bin/node-check.mjs';
 import { CAP } from '../../native/kvm/abi.ts';
 import { REQUIRED_CAPS } from './machine/required-caps.ts';
 import { Kvm, kvmDevicePath } from '../../native/kvm/kvm.ts';
+import { kvmAccess, type KvmAccess } from './kvm-access.ts';
+import { hostCpuList, hostMemoryBytes } from './host.ts';
 import { PROBE_KERNEL, probeBuilt } from './guests.ts';
 import { hostHaltPollParams, hostKind, hostVirtualization, platformTimingNote, type HostVirtualization } from './host.ts';
 import { LINUX_KIT_BUILD_HINT, linuxKitInfo } from './guests-linux.ts';
@@ -21,11 +25,15 @@ export interface DoctorReport {
   /** What the host is underneath its KVM: bare metal, a virtual machine (nested KVM) or an emulated CPU. */
   hostVirtualization: HostVirtualization;
   kvmDevice: string;
+  /** Whether KVM can be opened, and if not the cause found and its fix (kvm-access.ts). */
+  kvm: KvmAccess;
   apiVersion?: number;
   maxVcpus?: number;
   capabilities: Record<string, number>;
   haltPoll: Record<string, number>;
   checks: DoctorCheck[];
+  /** One line: ready, or the first problem and its fix (doctorSummary). */
+  summary: string;
 }
 
 /** Capabilities the VMM uses: which are required to start at all. */
@@ -35,25 +43,42 @@ const CAPS: [keyof typeof CAP, boolean][] = [
   ['SIGNAL_MSI', false], ['IOEVENTFD', false], ['IOEVENTFD_ANY_LENGTH', false],
 ];
 
+/** The one-line verdict `unhalt doctor` ends with, from its checks (the CLI adds the library's first). */
+export function doctorSummary(checks: DoctorCheck[], kvm: KvmAccess, kind: 'pvm' | 'hardware'): string {
+  const failed = checks.filter((c) => !c.ok);
+  const cpus = hostCpuList().length;
+  const host = `${cpus} host CPU${cpus === 1 ? '' : 's'}, ${Math.round(hostMemoryBytes() / 1073741824 * 10) / 10} GiB`;
+  if (failed.length === 0) return `ready: Unhalt can run VMs here (${kind === 'pvm' ? 'PVM' : 'hardware-backed'} KVM, ${host})`;
+  const first = failed[0]!;
+  const more = failed.length > 1 ? ` (and ${failed.length - 1} more problem${failed.length > 2 ? 's' : ''} above)` : '';
+  if (!kvm.ok) return `not ready: no KVM: ${kvm.problem}; fix: ${kvm.fix}${more}`;
+  return `not ready: ${first.name}: ${first.detail}${first.fix ? `; fix: ${first.fix}` : ''}${more}`;
+}
+
 export function runDoctor(): DoctorReport {
   const checks: DoctorCheck[] = [];
   const kind = hostKind();
   const report: DoctorReport = {
-    ok: true, hostKind: kind, hostVirtualization: hostVirtualization(), kvmDevice: kvmDevicePath(), capabilities: {}, haltPoll: hostHaltPollParams(), checks,
+    ok: true, hostKind: kind, hostVirtualization: hostVirtualization(), kvmDevice: kvmDevicePath(), kvm: kvmAccess(),
+    capabilities: {}, haltPoll: hostHaltPollParams(), checks, summary: '',
   };
-  const [major, minor] = process.versions.node.split('.').map(Number) as [number, number];
+  const oldNode = nodeTooOld();
   checks.push({
-    name: 'node', ok: major > 22 || (major === 22 && minor >= 18), detail: `Node ${process.versions.node}`,
-    fix: 'install Node >= 22.18 (the README shows how)',
+    name: 'node', ok: !oldNode, detail: `Node ${process.versions.node} (${process.execPath})`,
+    ...(oldNode ? { fix: tooOldAdvice(fileURLToPath(new URL('../../', import.meta.url)).replace(/\/$/, ''), ['doctor']) } : {}),
   });
   let kvm: Kvm | undefined;
-  try {
-    kvm = Kvm.open();
-    report.apiVersion = kvm.apiVersion();
-    checks.push({ name: 'kvm-device', ok: true, detail: `${report.kvmDevice} opened, KVM API version ${report.apiVersion}` });
-  } catch (e) {
-    checks.push({ name: 'kvm-device', ok: false, detail: (e as Error).message,
-      fix: 'check that KVM is loaded (lsmod | grep kvm) and that you may open the device (the "kvm" group)' });
+  if (!report.kvm.ok) {
+    checks.push({ name: 'kvm-device', ok: false, detail: `${report.kvm.problem} [${report.kvm.evidence.join('; ')}]`, fix: report.kvm.fix });
+  } else {
+    try {
+      kvm = Kvm.open();
+      report.apiVersion = kvm.apiVersion();
+      checks.push({ name: 'kvm-device', ok: true, detail: `${report.kvmDevice} opened, KVM API version ${report.apiVersion}` });
+    } catch (e) {
+      checks.push({ name: 'kvm-device', ok: false, detail: (e as Error).message,
+        fix: `point UNHALT_KVM_DEVICE at the KVM device (${report.kvmDevice} is not one), or unset it` });
+    }
   }
   if (kvm) {
     const missing: string[] = [];
@@ -73,7 +98,7 @@ export function runDoctor(): DoctorReport {
     });
     kvm.close();
   }
-  checks.push({
+  checks.push(!kvm ? { name: 'host-kind', ok: true, detail: 'no KVM to tell (see kvm-device above)' } : {
     name: 'host-kind', ok: true,
     detail: kind === 'pvm'
       ? 'PVM (kvm_pvm): a software nested hypervisor. Guest user mode runs natively, but guest kernel mode and '
@@ -109,5 +134,6 @@ export function runDoctor(): DoctorReport {
     ...(kit ? {} : { fix: LINUX_KIT_BUILD_HINT }),
   });
   report.ok = checks.every((c) => c.ok);
+  report.summary = doctorSummary(checks, report.kvm, kind);
   return report;
 }

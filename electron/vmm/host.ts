@@ -1,6 +1,7 @@
 // Facts about the host that the VMM, `unhalt doctor` and the wizard all ask the same way.
 import { closeSync, existsSync, openSync, readFileSync, readSync } from 'node:fs';
-import { cpus, totalmem } from 'node:os';
+import { availableParallelism, cpus, totalmem } from 'node:os';
+import { allowedHostCpus } from '../../native/kvm/affinity.ts';
 
 const PVM_MODULE = '/sys/module/kvm_pvm';
 
@@ -173,4 +174,34 @@ export function hostCpuModel(): string {
 
 export function hostMemoryBytes(): number {
   return totalmem();
+}
+
+/** Parses a kernel CPU list such as "0-3,8,10-11" (/sys/devices/system/cpu/online). */
+export function parseCpuList(text: string): number[] {
+  const out: number[] = [];
+  for (const part of text.trim().split(',')) {
+    const m = /^(\d+)(?:-(\d+))?$/.exec(part.trim());
+    if (!m) continue;
+    const lo = Number(m[1]);
+    const hi = m[2] === undefined ? lo : Number(m[2]);
+    for (let c = lo; c <= hi && c - lo < 4096; c++) out.push(c);
+  }
+  return out;
+}
+
+/**
+ * The host CPUs this process may run its vCPU threads on, from the OS (never from KVM, so a host
+ * without KVM still has its CPUs): the affinity mask, else the online CPUs, else
+ * os.availableParallelism(). Never empty.
+ */
+export function hostCpuList(onlinePath = '/sys/devices/system/cpu/online'): number[] {
+  try {
+    const allowed = allowedHostCpus();
+    if (allowed.length) return allowed;
+  } catch { /* no sched_getaffinity: the next source */ }
+  try {
+    const online = parseCpuList(readFileSync(onlinePath, 'utf8'));
+    if (online.length) return online;
+  } catch { /* no sysfs */ }
+  return Array.from({ length: Math.max(1, availableParallelism()) }, (_, i) => i);
 }

@@ -137,8 +137,8 @@ function kvmOpenHint(err: number, path: string): string {
     if (err === 21) return 'UNHALT_KVM_DEVICE names a directory, not a KVM device: point it at a KVM device, or unset it to use /dev/kvm';
   }
   if (err === 21) return 'a directory, not a KVM device';
-  if (err === 2) return 'no KVM device: load the kvm_intel or kvm_amd module, or enable virtualization in firmware';
-  if (err === 13 || err === 1) return 'no permission: add your user to the "kvm" group (then log in again)';
+  if (err === 2) return 'no KVM device there (`unhalt doctor` says why and what to do)';
+  if (err === 13 || err === 1) return 'no permission (`unhalt doctor` names the group to join)';
   return 'cannot open the KVM device';
 }
 

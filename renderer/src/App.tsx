@@ -102,15 +102,17 @@ function ConnectionBanner() {
   const reconnecting = useApp((s) => s.reconnecting);
   if (state === 'open') return null;
   return (
-    <div className={`banner ${state === 'closed' ? 'banner-error' : ''}`} role="status" data-testid="connection-banner"
+    <div className={`banner ${state === 'closed' || state === 'refused' ? 'banner-error' : ''}`} role="status" data-testid="connection-banner"
       data-state={reconnecting ? 'reconnecting' : state}>
-      {reconnecting
+      {state === 'refused' ? <><strong>Wrong key.</strong> {error}</>
+        : reconnecting
         ? `Connection to Unhalt lost; reconnecting…${error ? ` (${error})` : ''} The page stays as it is and picks up where the server is when it answers again.`
         : state === 'connecting' ? 'Connecting to Unhalt…' : `Cannot reach Unhalt${error ? `: ${error}` : ''}; retrying…`}
     </div>
   );
 }
 
+/** Where KVM cannot be opened: the cause found and its fix (the same verdict as `unhalt doctor`). */
 function Notices() {
   const notices = useApp((s) => s.notices);
   return (

@@ -128,6 +128,9 @@ describe('unhalt doctor', () => {
   it('names the fix when the KVM device is unusable', async () => {
     const r = await runCli(['doctor'], { env: { UNHALT_KVM_DEVICE: '/nonexistent/kvm' } });
     expect(r.code).toBe(1);
-    expect(r.stdout).toMatch(/FAIL  kvm-device: .*ENOENT/);
+    expect(r.stdout).toMatch(/^FAIL  kvm-device: UNHALT_KVM_DEVICE names \/nonexistent\/kvm, a path that does not exist .*ENOENT/m);
+    expect(r.stdout).toMatch(/^      -> unset UNHALT_KVM_DEVICE to use \/dev\/kvm/m);
+    // The last line sums it up: the cause and its fix.
+    expect(r.stdout.trimEnd().split('\n').at(-1)).toMatch(/^not ready: no KVM: UNHALT_KVM_DEVICE names \/nonexistent\/kvm, .*; fix: unset UNHALT_KVM_DEVICE/);
   });
 });

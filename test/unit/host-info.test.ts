@@ -2,6 +2,10 @@
 import { describe, expect, it } from 'vitest';
 import { buildHostInfo } from '../../electron/service/host-info.ts';
 import { SIM_KVM_FEATURES, simulatedHost } from '../support/simulated-host.ts';
+import { availableParallelism, totalmem } from 'node:os';
+import { readFileSync } from 'node:fs';
+import { hostCpuList, parseCpuList } from '../../electron/vmm/host.ts';
+import { KvmUnavailableError, classifyKvmAccess } from '../../electron/vmm/kvm-access.ts';
 
 const option = (info: ReturnType<typeof buildHostInfo>, name: string) => info.options.find((o) => o.option === name);
 
@@ -60,5 +64,31 @@ describe('host info', () => {
     expect(info.hostCpus.length).toBeGreaterThan(0);
     expect(option(info, 'pin')?.available).toBe(true);
     expect(info.doctor.at(-1)).toEqual({ name: 'library', ok: true, detail: '0 VMs' });
+    // The host's CPUs and memory come from the OS, not from KVM: never 0.
+    expect(info.hostCpus).toEqual(hostCpuList());
+    expect(info.hostCpus.length).toBeGreaterThan(0);
+    expect(info.memoryMiB).toBe(Math.floor(totalmem() / 1048576));
+    expect(info.kvm.ok).toBe(false);
+  });
+
+  it('without KVM, the verdict of kvm-access (cause and fix) is what the notice and a refused start say', () => {
+    const access = classifyKvmAccess({
+      device: '/dev/kvm', override: false, defaultDevice: '/dev/kvm', open: 'ENOENT', nodeKind: 'missing', user: 'ada', uid: 1000,
+      modules: ['kvm', 'kvm_pvm'], cpuFlags: { vmx: false, svm: false, hypervisor: true },
+    });
+    const info = buildHostInfo([], () => { throw new KvmUnavailableError(access); });
+    expect(info.kvm).toEqual(access);
+    // Said once, in the words a start is refused with; the options leave what only KVM tells open.
+    expect(info.kvmProblem).toBe(`KVM is not usable on this host: ${access.problem}. To fix: ${access.fix}`);
+    expect(option(info, 'cpu-pm')).toEqual({ option: 'cpu-pm', available: true });
+    expect(info.hostCpus.length).toBeGreaterThan(0);
+  });
+
+  it('host CPUs: the affinity mask, else the online list, else availableParallelism', () => {
+    expect(parseCpuList('0-3,8,10-11\n')).toEqual([0, 1, 2, 3, 8, 10, 11]);
+    expect(parseCpuList('0\n')).toEqual([0]);
+    const online = parseCpuList(readFileSync('/sys/devices/system/cpu/online', 'utf8'));
+    expect(hostCpuList().every((c) => online.includes(c))).toBe(true);
+    expect(hostCpuList().length).toBeLessThanOrEqual(Math.max(availableParallelism(), online.length));
   });
 });

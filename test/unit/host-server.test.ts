@@ -134,6 +134,14 @@ describe('host mode server', () => {
     expect((await get(server.port, '/api')).status).toBe(426);
   });
 
+  it('tells a page whether its key is the one (/api/key: 204 or 401), with the same check as the upgrade', async () => {
+    expect((await get(server.port, `/api/key?token=${server.token}`)).status).toBe(204);
+    expect((await get(server.port, `/api/key?token=${server.token}x`)).status).toBe(401);
+    expect((await get(server.port, '/api/key?token=')).status).toBe(401);
+    expect((await get(server.port, '/api/key')).status).toBe(401);
+    expect((await get(server.port, `/api/key?token=${server.token}`, `evil.example:${server.port}`)).status).toBe(421);
+  });
+
   it('refuses a WebSocket without the right token (401) or Origin (403), before the upgrade', async () => {
     const origin = server.origin;
     await expect(openWs(`ws://127.0.0.1:${server.port}/api`, origin)).rejects.toThrow('HTTP 401');

@@ -1,10 +1,11 @@
 // One probe of what this host's KVM can give a VM. It feeds the runnability check before every
 // start, `unhalt doctor`, and the wizard's list of options (available or not, and why).
 import { CAP, type CpuidEntry } from '../../../native/kvm/abi.ts';
-import { allowedHostCpus } from '../../../native/kvm/affinity.ts';
 import { Kvm } from '../../../native/kvm/kvm.ts';
+import { OsError } from '../../../native/kvm/libc.ts';
+import { KvmUnavailableError, kvmAccess } from '../kvm-access.ts';
 import { hostKvmFeatures } from '../cpu/cpuid.ts';
-import { hostHaltPollParams, hostKind, hostMemoryBytes, type HostKind } from '../host.ts';
+import { hostCpuList, hostHaltPollParams, hostKind, hostMemoryBytes, type HostKind } from '../host.ts';
 
 /** KVM_X86_DISABLE_EXITS_* bits (KVM_CAP_X86_DISABLE_EXITS). */
 export const DISABLE_EXITS = { mwait: 1, hlt: 2, pause: 4, cstate: 8 } as const;
@@ -29,10 +30,21 @@ export interface HostCapabilities {
 
 let cached: HostCapabilities | undefined;
 
-/** Probes /dev/kvm (UNHALT_KVM_DEVICE) once per process; throws a clear error if it cannot be opened. */
+/**
+ * Probes /dev/kvm (UNHALT_KVM_DEVICE) once per process. Where it cannot be opened, throws a
+ * KvmUnavailableError naming the cause found and its fix (kvm-access.ts).
+ */
 export function probeHost(): HostCapabilities {
   if (cached && cached.kind === hostKind()) return cached;
-  const kvm = Kvm.open();
+  let kvm: Kvm;
+  try {
+    kvm = Kvm.open();
+  } catch (e) {
+    if (!(e instanceof OsError) || !e.call.startsWith('open ')) throw e;
+    const access = kvmAccess();
+    if (access.ok) throw e;
+    throw new KvmUnavailableError(access);
+  }
   try {
     const supportedCpuid = kvm.supportedCpuid();
     const { features, hints } = hostKvmFeatures(supportedCpuid);
@@ -45,7 +57,7 @@ export function probeHost(): HostCapabilities {
       tscDeadline: kvm.checkExtension(CAP.TSC_DEADLINE_TIMER) > 0,
       binaryStats: kvm.checkExtension(CAP.BINARY_STATS_FD) > 0,
       maxVcpus: kvm.maxVcpus(),
-      hostCpus: allowedHostCpus(),
+      hostCpus: hostCpuList(),
       memoryBytes: hostMemoryBytes(),
       haltPollParams: hostHaltPollParams(),
       supportedCpuid,

@@ -9,7 +9,8 @@ import type {
   ApiErrorCode, ApiErrorDto, ApiEvent, ApiMethod, ClientMessage, ServerMessage, UnhaltApi,
 } from '../../../electron/service/api.ts';
 
-export type ConnectionState = 'connecting' | 'open' | 'closed';
+/** 'refused': the server answers, but not to this page's key (the token in its URL is wrong or missing). */
+export type ConnectionState = 'connecting' | 'open' | 'closed' | 'refused';
 
 /** A rejected call: `code` from the service, or 'disconnected' when the transport dropped it. */
 export class ApiError extends Error {
@@ -94,6 +95,8 @@ class SocketTransport implements Transport {
   private closed = false;
   /** Connection attempts that failed since the socket was last open. */
   private failures = 0;
+  /** The server said this page's key is wrong: the banner says so until a connection opens. */
+  private refused = false;
 
   constructor(
     private readonly url: string,
@@ -104,7 +107,7 @@ class SocketTransport implements Transport {
   }
 
   private connect(): void {
-    this.onState('connecting');
+    if (!this.refused) this.onState('connecting');
     let ws: WebSocket;
     try {
       ws = new WebSocket(this.url);
@@ -114,7 +117,10 @@ class SocketTransport implements Transport {
       return;
     }
     this.ws = ws;
+    let opened = false;
     ws.onopen = () => {
+      opened = true;
+      this.refused = false;
       this.delay = RECONNECT_MIN_MS;
       this.failures = 0;
       const queued = this.queue;
@@ -134,10 +140,31 @@ class SocketTransport implements Transport {
       const reason = ev.code === 1008 || ev.code === 4401 || this.failures >= 3
         ? 'this tab keeps trying; if Unhalt was restarted on another port or with a new token, open the URL `unhalt serve` printed'
         : undefined;
-      this.onState('closed', reason);
+      if (!this.refused) this.onState('closed', reason);
+      // Refused before it opened: ask the server whether the key is what it refused.
+      if (!opened && !this.closed) void this.checkKey();
       if (!this.closed) this.scheduleReconnect();
     };
     ws.onerror = () => { /* onclose follows */ };
+  }
+
+  /** GET /api/key: 401 means the server is there and this key is not the one. */
+  private async checkKey(): Promise<void> {
+    let status = 0;
+    try {
+      const url = new URL(this.url);
+      url.protocol = url.protocol === 'wss:' ? 'https:' : 'http:';
+      url.pathname = '/api/key';
+      status = (await fetch(url, { cache: 'no-store' })).status;
+    } catch { /* the server is not there: 'closed' says so */ }
+    if (this.closed || this.ws?.readyState === WebSocket.OPEN) return;
+    if (status === 401) {
+      this.refused = true;
+      this.onState('refused', keyProblem(new URL(this.url).searchParams.get('token') ?? ''));
+    } else if (this.refused) {
+      this.refused = false;
+      this.onState('closed');
+    }
   }
 
   private scheduleReconnect(): void {
@@ -190,6 +217,15 @@ class SocketTransport implements Transport {
     for (const q of this.queue) q.pending.reject(new ApiError('disconnected', 'the client is closed'));
     this.queue = [];
   }
+}
+
+/** What is wrong with a refused key and how to get a good one (the banner's text). */
+export function keyProblem(token: string): string {
+  const where = 'Open the address `unhalt serve` printed when it started (it ends in /?token=…); the key is also in the file run/host-token '
+    + 'in Unhalt\'s home folder (UNHALT_HOME if set, else ~/.local/share/unhalt): `cat ~/.local/share/unhalt/run/host-token`, and open this page\'s address with ?token= and that key.';
+  return token
+    ? `This link's key is wrong: this Unhalt server does not accept the token in its address (it may be from another server, or cut short). ${where}`
+    : `This link has no key: Unhalt's address needs the ?token=… that \`unhalt serve\` prints. ${where}`;
 }
 
 /** The host-mode API URL for a page served by `unhalt serve` (same origin, the page's token). */

@@ -1,5 +1,5 @@
 // Where KVM cannot be opened, the app says so once, on every view, with the service's own cause
-// and fix (HostInfo.kvmProblem); Start buttons point here instead of repeating it.
+// and fix (HostInfo.kvmProblem, from kvm-cause.ts's verdict); Start buttons point here instead of repeating it.
 import type { HostInfo } from '../../../electron/service/api.ts';
 import { useApp } from '../state/app.ts';
 
@@ -12,9 +12,10 @@ export function startBlocked(host: HostInfo | null): string | undefined {
 
 export function KvmNotice() {
   const problem = useApp((s) => s.host?.kvmProblem);
+  const cause = useApp((s) => s.host?.kvm.cause);
   if (!problem) return null;
   return (
-    <div className="banner kvm-notice" role="note" id={KVM_NOTICE_ID} data-testid="kvm-notice">
+    <div className="banner kvm-notice" role="note" id={KVM_NOTICE_ID} data-testid="kvm-notice" data-cause={cause}>
       <strong>No KVM here.</strong> {problem.replace(/\.$/, '')}. VMs can still be created, edited, cloned and exported, and
       comparisons planned; starting one needs KVM.
     </div>
