@@ -2,7 +2,7 @@
 // nested lane: on a host with a /dev/kvm the e2e lane runs them here; on a host without one they
 // run inside the nested lane's L1 (hardware-semantics KVM under QEMU TCG), driving a Chromium on
 // this host over the DevTools protocol (test/e2e/support.ts), so the e2e lane skips nothing.
-import { existsSync } from 'node:fs';
+import { accessSync, constants } from 'node:fs';
 
 /** The e2e files whose checks start a VM (a guest, an experiment, a tune): they need a KVM. */
 export const E2E_VM_FILES = [
@@ -19,5 +19,12 @@ export const E2E_VM_FILES = [
   'test/e2e/wizard-net.test.ts',
 ];
 
-/** True where this host has a KVM device to start VMs on (UNHALT_KVM_DEVICE overrides /dev/kvm). */
-export const hostHasKvm = (env: NodeJS.ProcessEnv = process.env): boolean => existsSync(env.UNHALT_KVM_DEVICE ?? '/dev/kvm');
+/** True where this host has a KVM device this user may open to start VMs (UNHALT_KVM_DEVICE overrides /dev/kvm). */
+export function hostHasKvm(env: NodeJS.ProcessEnv = process.env): boolean {
+  try {
+    accessSync(env.UNHALT_KVM_DEVICE ?? '/dev/kvm', constants.R_OK | constants.W_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
