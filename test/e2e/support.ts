@@ -162,31 +162,33 @@ function pidsWithArg(needle: string): number[] {
   return pids;
 }
 
-export async function launchBrowser(opts: { colorScheme?: 'light' | 'dark'; width?: number; height?: number } = {}): Promise<Browser> {
+export async function launchBrowser(opts: BrowserOptions = {}): Promise<Browser> {
   return REMOTE_BROWSER ? connectBrowser(REMOTE_BROWSER, opts) : launchLocalBrowser(opts);
 }
 
 /** A context of its own in the outer host's browser server (the nested lane): the same page API, downloads streamed over. */
-async function connectBrowser(url: string, opts: { colorScheme?: 'light' | 'dark'; width?: number; height?: number }): Promise<Browser> {
+async function connectBrowser(url: string, opts: BrowserOptions): Promise<Browser> {
   const browser = await chromium.connect(url, { timeout: scaled(60_000) });
-  const ctx = await browser.newContext({
-    viewport: { width: opts.width ?? 1440, height: opts.height ?? 960 },
-    colorScheme: opts.colorScheme ?? 'light',
-    acceptDownloads: true,
-  });
+  const ctx = await browser.newContext(contextOptions(opts));
   ctx.setDefaultTimeout(scaled(30_000));
   const page = await ctx.newPage();
   const errors = watchErrors(page);
-  return {
-    ctx,
-    page,
-    errors,
-    close: async () => {
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([ctx.close().then(() => browser.close()).catch(() => {}), new Promise((r) => { timer = setTimeout(r, 20_000); })]);
-      clearTimeout(timer);
-    },
-  };
+  return { ctx, page, errors, close: () => settleWithin(ctx.close().then(() => browser.close())) };
+}
+
+type BrowserOptions = { colorScheme?: 'light' | 'dark'; width?: number; height?: number };
+
+const contextOptions = (opts: BrowserOptions) => ({
+  viewport: { width: opts.width ?? 1440, height: opts.height ?? 960 },
+  colorScheme: opts.colorScheme ?? 'light',
+  acceptDownloads: true,
+});
+
+/** Waits for a close at most 20 s and never throws: a browser that hangs must not hang the teardown. */
+async function settleWithin(closing: Promise<unknown>, ms = 20_000): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([closing.catch(() => {}), new Promise((r) => { timer = setTimeout(r, ms); })]);
+  clearTimeout(timer);
 }
 
 function watchErrors(page: Page): string[] {
@@ -196,15 +198,13 @@ function watchErrors(page: Page): string[] {
   return errors;
 }
 
-async function launchLocalBrowser(opts: { colorScheme?: 'light' | 'dark'; width?: number; height?: number }): Promise<Browser> {
+async function launchLocalBrowser(opts: BrowserOptions): Promise<Browser> {
   const userDataDir = mkdtempSync(join(tmpdir(), 'unhalt-chromium-'));
   const ctx = await chromium.launchPersistentContext(userDataDir, {
     executablePath: CHROMIUM,
     headless: true,
     args: CHROMIUM_ARGS,
-    viewport: { width: opts.width ?? 1440, height: opts.height ?? 960 },
-    colorScheme: opts.colorScheme ?? 'light',
-    acceptDownloads: true,
+    ...contextOptions(opts),
   });
   const page = ctx.pages()[0] ?? (await ctx.newPage());
   const errors = watchErrors(page);
@@ -213,9 +213,7 @@ async function launchLocalBrowser(opts: { colorScheme?: 'light' | 'dark'; width?
     page,
     errors,
     close: async () => {
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([ctx.close().catch(() => {}), new Promise((r) => { timer = setTimeout(r, 20_000); })]);
-      clearTimeout(timer);
+      await settleWithin(ctx.close());
       // Whatever of this browser is still there (a close that hung, a crashed page's leftovers).
       for (const pid of pidsWithArg(`--user-data-dir=${userDataDir}`)) {
         try { process.kill(pid, 'SIGKILL'); } catch { /* already gone */ }
