@@ -28,3 +28,6 @@ export const scaled = (ms: number): number => Math.round(ms * TIME_SCALE);
  * UNHALT_TIME_SCALE by vitest.config.ts.
  */
 export const GUEST_TIME_SCALE = Math.max(TIME_SCALE, Number(process.env.UNHALT_GUEST_TIME_SCALE) || TIME_SCALE);
+
+/** A liveness deadline for work a guest or KVM does (a VM's start or stop), grown with GUEST_TIME_SCALE. */
+export const guestScaled = (ms: number): number => Math.round(ms * GUEST_TIME_SCALE);
