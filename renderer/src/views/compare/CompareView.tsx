@@ -8,6 +8,7 @@ import { ago } from '../../lib/format.ts';
 import { ResultsView } from './ResultsView.tsx';
 import { ConfirmAction } from '../ConfirmAction.tsx';
 import { TuneResult } from './TuneResult.tsx';
+import { startBlocked, startButtonProps } from '../KvmNotice.tsx';
 
 interface ConfigRow {
   name: string;
@@ -111,6 +112,7 @@ function ExperimentForm() {
   };
   const start = async () => {
     setError(null);
+    if (startBlocked(host)) return; // the button says why (a press of Enter in a field submits too)
     if (!checkRuns()) return;
     if (configs.length < 2) return setError('Add at least two configurations.');
     const bad = configs.find((c) => !CONFIG_NAME.test(c.name.trim()));
@@ -231,7 +233,7 @@ function ExperimentForm() {
           halt polling, unpinned, and are marked so.</p>
       )}
       {error && <p className="error" role="alert">{error}</p>}
-      <button type="submit" className="btn primary" disabled={starting}>{starting ? 'Starting…' : 'Run experiment'}</button>
+      <button type="submit" className="btn primary" {...startButtonProps(host, starting)}>{starting ? 'Starting…' : 'Run experiment'}</button>
     </form>
   );
 }

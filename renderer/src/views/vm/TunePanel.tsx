@@ -9,10 +9,12 @@ import { useEffect, useId, useState } from 'react';
 import { GOAL_KINDS, GOAL_LABELS, parseBudget, type ExperimentDetail, type GoalKind, type TuneRequest, type VmRecord } from '../../../../electron/service/api.ts';
 import { api, errorMessage, navigate, useApp } from '../../state/app.ts';
 import { WORKLOADS } from '../compare/CompareView.tsx';
+import { startBlocked, startButtonProps } from '../KvmNotice.tsx';
 import { TuneResult } from '../compare/TuneResult.tsx';
 
 export function TunePanel({ vm }: { vm: VmRecord }) {
   const id = useId();
+  const host = useApp((s) => s.host);
   const [open, setOpen] = useState(false);
   const guest = vm.config.guest === 'linux' ? 'linux' : 'probe';
   const [workload, setWorkload] = useState(guest === 'linux' ? 'pipe' : 'timer');
@@ -50,6 +52,7 @@ export function TunePanel({ vm }: { vm: VmRecord }) {
 
   const start = async (ev: React.FormEvent) => {
     ev.preventDefault();
+    if (startBlocked(host)) return; // the button says why (a press of Enter in a field submits too)
     const problems = { workload: checkWorkload(workload), budget: checkBudget(budget), bound: checkBound(bound) };
     setFieldErrors(problems);
     setLeft({ workload: true, budget: true, bound: true });
@@ -125,7 +128,7 @@ export function TunePanel({ vm }: { vm: VmRecord }) {
           <span className="muted small">such as 90s, 5m or 1h: the search never starts a round it cannot finish in time</span>
           {fieldError('budget')}
         </div>
-        <button type="submit" className="btn primary" disabled={starting || !!running}>{starting ? 'Starting…' : 'Start tuning'}</button>
+        <button type="submit" className="btn primary" {...startButtonProps(host, starting || !!running)}>{starting ? 'Starting…' : 'Start tuning'}</button>
         {error && <p className="error" role="alert">{error}</p>}
       </form>
       {running && (
