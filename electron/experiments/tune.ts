@@ -16,7 +16,7 @@ import { GOAL_KINDS, MAX_BUDGET_S, MIN_BUDGET_S, type GoalKind, type TuneSpec } 
 
 export type { TuneSpec };
 import type { ExperimentProgress, ExperimentResultRow, ExperimentSpec, RunFailure, RunRecord } from './types.ts';
-import { workload, type Workload } from './workloads.ts';
+import { workload, workloadNames, type Workload } from './workloads.ts';
 
 export { AdvisorError, applyDelta };
 
@@ -49,7 +49,7 @@ export function validateTuneSpec(raw: unknown): TuneSpec {
   const r = raw as Record<string, unknown>;
   for (const k of Object.keys(r)) if (!FIELDS.has(k)) throw new ExperimentError(`unknown tune field "${String(k).slice(0, 40)}"`);
   if (r.guest !== 'probe' && r.guest !== 'linux') throw new ExperimentError('the guest must be probe or linux: the advisor runs the bench workloads, which need one of them');
-  if (typeof r.workload !== 'string' || !r.workload) throw new ExperimentError('a workload is required (probe: ipi, timer, spinlock, pio, idle; linux: pipe, messaging, ctx)');
+  if (typeof r.workload !== 'string' || !r.workload) throw new ExperimentError(`a workload is required (${workloadNames()})`);
   let w: Workload;
   try {
     w = workload(r.guest, r.workload);

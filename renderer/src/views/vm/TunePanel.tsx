@@ -8,7 +8,7 @@
 import { useEffect, useId, useState } from 'react';
 import { GOAL_KINDS, GOAL_LABELS, parseBudget, type ExperimentDetail, type GoalKind, type TuneRequest, type VmRecord } from '../../../../electron/service/api.ts';
 import { api, errorMessage, navigate, useApp } from '../../state/app.ts';
-import { WORKLOADS } from '../compare/CompareView.tsx';
+import { workloadChoices, workloadProblem } from '../../lib/workloads.ts';
 import { startBlocked, startButtonProps } from '../KvmNotice.tsx';
 import { TuneResult } from '../compare/TuneResult.tsx';
 
@@ -34,8 +34,7 @@ export function TunePanel({ vm }: { vm: VmRecord }) {
     return () => { live = false; };
   }, [latest?.id, latest?.state]);
 
-  const checkWorkload = (v: string) => (WORKLOADS[guest].some((w) => w.name === v.trim()) ? undefined
-    : `unknown ${guest} workload "${v.trim().slice(0, 40)}"; valid: ${WORKLOADS[guest].map((w) => w.name).join(', ')}`);
+  const checkWorkload = (v: string) => workloadProblem(guest, v);
   const checkBudget = (v: string) => { try { parseBudget(v); return undefined; } catch (e) { return (e as Error).message; } };
   const checkBound = (v: string) => (goal !== 'host-cpu' ? undefined : /^[0-9]{1,12}(\.[0-9]{1,6})?$/.test(v.trim()) && Number(v) > 0 ? undefined
     : 'the latency bound must be a number above 0, in the workload\'s unit');
@@ -102,7 +101,7 @@ export function TunePanel({ vm }: { vm: VmRecord }) {
           <input id={`${id}-wl`} list={`${id}-wls`} value={workload} autoComplete="off" spellCheck={false}
             aria-invalid={!!fieldErrors.workload} aria-describedby={fieldErrors.workload ? `${id}-workload-err` : undefined}
             onChange={(e) => { setWorkload(e.target.value); typed('workload', checkWorkload(e.target.value)); }} onBlur={() => leave('workload', checkWorkload(workload))} />
-          <datalist id={`${id}-wls`}>{WORKLOADS[guest].map((w) => <option key={w.name} value={w.name}>{w.summary}</option>)}</datalist>
+          <datalist id={`${id}-wls`}>{workloadChoices(guest).map((w) => <option key={w.name} value={w.name}>{w.summary}</option>)}</datalist>
           {fieldError('workload')}
         </div>
         <div className="field">
