@@ -61,13 +61,24 @@ export interface PreparedExperiment {
 }
 
 /**
+ * The host a spec is checked against: its capabilities, or how to get them (the service's probe,
+ * which refuses in the words the app shows where KVM cannot be opened); default probeHost().
+ */
+export type HostSource = HostCapabilities | (() => HostCapabilities);
+
+/** The host's kind without asking KVM for it (a PVM host is known from the OS). */
+export function hostKindOf(host?: HostSource): HostCapabilities['kind'] {
+  return (typeof host === 'object' ? host.kind : undefined) ?? hostKind();
+}
+
+/**
  * Checks a spec completely before anything runs: its shape and limits (spec.ts, the one place),
  * then what depends on this host (the workload, every config resolved against this KVM).
  * Returns the clean spec too: what the runner runs is what was checked.
  */
-export function prepareExperiment(raw: unknown, host?: HostCapabilities): PreparedExperiment {
+export function prepareExperiment(raw: unknown, host?: HostSource): PreparedExperiment {
   // First: nothing else matters when the guest cannot boot here.
-  if (typeof raw === 'object' && raw !== null && (raw as ExperimentSpec).guest === 'linux' && (host?.kind ?? hostKind()) === 'pvm') throw new ExperimentError(LINUX_ON_PVM);
+  if (typeof raw === 'object' && raw !== null && (raw as ExperimentSpec).guest === 'linux' && hostKindOf(host) === 'pvm') throw new ExperimentError(LINUX_ON_PVM);
   const spec = validateSpec(raw);
   let work: Workload;
   try {
@@ -108,8 +119,8 @@ export function prepareExperiment(raw: unknown, host?: HostCapabilities): Prepar
     return { name, config: c };
   });
   // The host only once the request itself is good: a bad one is refused in its own words on
-  // any host, one without a usable /dev/kvm included.
-  const caps = host ?? probeHost();
+  // any host, one without a usable /dev/kvm included (where a good one gets the probe's error).
+  const caps = typeof host === 'function' ? host() : host ?? probeHost();
   const prepared = configs.map((p) => {
     try {
       resolveMachine(p.config, caps); // the runnability check, before any run starts

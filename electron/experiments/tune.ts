@@ -7,17 +7,16 @@ import { parseConfigString, formatConfigString } from '../vmm/config/config-stri
 import { resolveMachine } from '../vmm/config/resolve.ts';
 import { ConfigError, type VmConfig } from '../vmm/config/vm-config.ts';
 import { probeHost, type HostCapabilities } from '../vmm/machine/host-caps.ts';
-import { hostKind } from '../vmm/host.ts';
 import { hostSpeed } from '../vmm/host-speed.ts';
 import { AdvisorError, ROUND_RUNS, applyDelta, deltaString, goalProblem, searchKnobs, type Advice, type Candidate, type KnobDelta, type Sample } from './advisor.ts';
 import { compareConfigs } from './compare.ts';
-import { ExperimentCancelled, ExperimentError, LINUX_ON_PVM, failuresOf, prepareExperiment, summarize } from './runner.ts';
+import { ExperimentCancelled, ExperimentError, LINUX_ON_PVM, failuresOf, hostKindOf, prepareExperiment, summarize, type HostSource } from './runner.ts';
 import { MAX_WORKLOAD_ARGS } from './limits.ts';
 import { GOAL_KINDS, MAX_BUDGET_S, MIN_BUDGET_S, type GoalKind, type TuneSpec } from './tune-limits.ts';
 
 export type { TuneSpec };
 import type { ExperimentProgress, ExperimentResultRow, ExperimentSpec, RunFailure, RunRecord } from './types.ts';
-import { workload, type Workload } from './workloads.ts';
+import { workload, workloadNames, type Workload } from './workloads.ts';
 
 export { AdvisorError, applyDelta };
 
@@ -50,7 +49,7 @@ export function validateTuneSpec(raw: unknown): TuneSpec {
   const r = raw as Record<string, unknown>;
   for (const k of Object.keys(r)) if (!FIELDS.has(k)) throw new ExperimentError(`unknown tune field "${String(k).slice(0, 40)}"`);
   if (r.guest !== 'probe' && r.guest !== 'linux') throw new ExperimentError('the guest must be probe or linux: the advisor runs the bench workloads, which need one of them');
-  if (typeof r.workload !== 'string' || !r.workload) throw new ExperimentError('a workload is required (probe: ipi, timer, spinlock, pio, idle; linux: pipe, messaging, ctx)');
+  if (typeof r.workload !== 'string' || !r.workload) throw new ExperimentError(`a workload is required (${workloadNames()})`);
   let w: Workload;
   try {
     w = workload(r.guest, r.workload);
@@ -108,8 +107,8 @@ export function rowName(label: string): string {
 }
 
 /** Checks a tune request against this host before anything runs (the baseline's runnability). */
-export function prepareTune(raw: unknown, host?: HostCapabilities): TuneSpec {
-  if (typeof raw === 'object' && raw !== null && (raw as TuneSpec).guest === 'linux' && (host?.kind ?? hostKind()) === 'pvm') throw new ExperimentError(LINUX_ON_PVM);
+export function prepareTune(raw: unknown, host?: HostSource): TuneSpec {
+  if (typeof raw === 'object' && raw !== null && (raw as TuneSpec).guest === 'linux' && hostKindOf(host) === 'pvm') throw new ExperimentError(LINUX_ON_PVM);
   const spec = validateTuneSpec(raw);
   const { baseline, candidate, ...rest } = pairSpec(spec, { label: 'check', delta: {}, stage: 'variant' }, 1);
   prepareExperiment({ ...rest, configs: [baseline, candidate] }, host);

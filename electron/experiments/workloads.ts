@@ -2,6 +2,8 @@
 // events. Probe-guest workloads are scenarios of our own guest (docs/guest-contract.md); Linux
 // workloads are commands of our agent (`run NAME key=value ...`, native/guest/linux/workloads/
 // workloads.h), the same C code the host build runs for the bare-metal reference.
+// Pure (no Node imports): the renderer offers and checks workloads with this very list
+// (renderer/src/lib/workloads.ts), so a field accepts exactly what a start accepts.
 import type { AgentEvent } from '../vmm/agent/line-protocol.ts';
 
 export interface WorkloadParam {
@@ -220,12 +222,15 @@ export function workloadNames(): string {
   return `probe workloads: ${names(WORKLOADS)}; linux workloads: ${names(LINUX_WORKLOADS)}`;
 }
 
+/** The workloads a guest runs, in the order they are offered. */
+export function workloadsOf(guest: string): Workload[] {
+  return [...WORKLOADS, ...LINUX_WORKLOADS].filter((x) => x.guest === guest);
+}
+
+/** The workload `name` of `guest`, or an error naming the valid ones (every surface's one check). */
 export function workload(guest: string, name: string): Workload {
-  const all = [...WORKLOADS, ...LINUX_WORKLOADS];
-  const w = all.find((x) => x.guest === guest && x.name === name);
-  if (!w) {
-    const valid = all.filter((x) => x.guest === guest).map((x) => x.name);
-    throw new Error(`unknown ${guest} workload "${name.slice(0, 40)}"; valid: ${valid.join(', ') || 'none yet'}`);
-  }
+  const valid = workloadsOf(guest);
+  const w = valid.find((x) => x.name === name);
+  if (!w) throw new Error(`unknown ${guest} workload "${name.slice(0, 40)}"; valid: ${valid.map((x) => x.name).join(', ') || 'none yet'}`);
   return w;
 }

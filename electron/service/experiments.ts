@@ -13,6 +13,7 @@ import { ApiError } from './errors.ts';
 import { textArg } from './validate.ts';
 import { makeDirs } from './make-dir.ts';
 import { entryUrl } from '../entry-url.ts';
+import type { HostCapabilities } from '../vmm/machine/host-caps.ts';
 
 /** Ids of saved experiments: ours ("exp-…") and `unhalt bench`'s (an ISO time and a uuid part). */
 export const EXPERIMENT_ID = /^[A-Za-z0-9][A-Za-z0-9_-]{0,79}$/;
@@ -24,8 +25,8 @@ type Progress = ExperimentSummary['progress'];
 /** What the service needs of electron/experiments/runner.ts (also shared with `unhalt bench`). */
 interface RunnerModule {
   runExperiment(spec: ExperimentSpec, onProgress: (p: Progress) => void, signal?: AbortSignal): Promise<RunnerResult>;
-  /** Checks a spec against the host before anything runs (throws with a readable message). */
-  prepareExperiment?(spec: ExperimentSpec): unknown;
+  /** Checks a spec, then against the host (from `host`), before anything runs (throws with a readable message). */
+  prepareExperiment?(spec: ExperimentSpec, host?: () => HostCapabilities): unknown;
 }
 
 interface RunnerResult {
@@ -46,8 +47,8 @@ const TUNE_URL = entryUrl(new URL('../experiments/tune.ts', import.meta.url));
 
 /** What the service needs of electron/experiments/tune.ts. */
 interface TuneModule {
-  /** The one check of a tune request, against this host (throws with a readable message). */
-  prepareTune(spec: unknown): TuneSpec;
+  /** The one check of a tune request, then against the host (from `host`) (throws with a readable message). */
+  prepareTune(spec: unknown, host?: () => HostCapabilities): TuneSpec;
   runTune(spec: TuneSpec, onProgress: (p: Progress) => void, signal?: AbortSignal): Promise<RunnerResult & { spec: ExperimentSpec; advice: AdviceDto; tune: TuneSpec; recommendedConfig?: string }>;
 }
 
@@ -59,6 +60,11 @@ export function validateExperimentSpec(raw: unknown): ExperimentSpec {
     if (e instanceof ExperimentError) throw new ApiError('invalid', e.message);
     throw e;
   }
+}
+
+/** A check before anything runs refused: the host's refusal as it is (no KVM), anything else as the request's fault. */
+function prepareRefusal(e: unknown): ApiError {
+  return e instanceof ApiError ? e : new ApiError('invalid', (e as Error).message);
 }
 
 /** What is stored: the detail, plus the runner's raw runs (CSV/JSON export). */
@@ -89,7 +95,11 @@ export class Experiments {
     this.loadTune = loadTune ?? (() => import(TUNE_URL.href) as Promise<TuneModule>);
   }
 
-  async start(raw: unknown): Promise<ExperimentSummary> {
+  /**
+   * `host` gives this host's KVM or throws the ApiError a start gets where there is none (the
+   * service's probe: the notice's sentence); asked only once the request itself is good.
+   */
+  async start(raw: unknown, host?: () => HostCapabilities): Promise<ExperimentSummary> {
     const spec = validateExperimentSpec(raw);
     this.assertIdle();
     let runner: RunnerModule;
@@ -101,9 +111,9 @@ export class Experiments {
     }
     this.assertIdle(); // again: another start may have got in while the runner loaded
     try {
-      runner.prepareExperiment?.(spec);
+      runner.prepareExperiment?.(spec, host);
     } catch (e) {
-      throw new ApiError('invalid', (e as Error).message);
+      throw prepareRefusal(e);
     }
     return this.launch(spec, totalRuns(spec), {}, (onProgress, signal) => runner.runExperiment(spec, onProgress, signal));
   }
@@ -112,7 +122,7 @@ export class Experiments {
    * Starts the tuning advisor (electron/experiments/tune.ts) as an experiment: one at a time with
    * the others, listed with them, cancelled the same way; progress is seconds of the budget.
    */
-  async startTune(raw: unknown): Promise<ExperimentSummary> {
+  async startTune(raw: unknown, host?: () => HostCapabilities): Promise<ExperimentSummary> {
     this.assertIdle();
     let tune: TuneModule;
     try {
@@ -124,9 +134,9 @@ export class Experiments {
     this.assertIdle();
     let spec: TuneSpec;
     try {
-      spec = tune.prepareTune(raw);
+      spec = tune.prepareTune(raw, host);
     } catch (e) {
-      throw new ApiError('invalid', (e as Error).message);
+      throw prepareRefusal(e);
     }
     const shown: ExperimentSpec = { guest: spec.guest, workload: spec.workload, ...(spec.workloadArgs ? { workloadArgs: spec.workloadArgs } : {}), configs: [{ name: 'current', config: spec.config }], runs: 5 }; // the advisor's rounds: 5 runs a side
     return this.launch(shown, spec.budgetS, { kind: 'tune', tune: spec }, (onProgress, signal) => tune.runTune(spec, onProgress, signal));

@@ -606,7 +606,7 @@ export class ServiceCore implements ApiCallHandlers {
 
   startExperiment(raw: unknown): Promise<ExperimentSummary> {
     this.open_();
-    return this.experiments.start(raw);
+    return this.experiments.start(raw, () => this.probe());
   }
 
   listExperiments(): ExperimentSummary[] {
@@ -641,7 +641,7 @@ export class ServiceCore implements ApiCallHandlers {
       guest: rec.config.guest, config: formatConfigString({ ...rec.config, disks: undefined }), vmId: rec.id, vmName: rec.config.name,
       workload, goal, budgetS,
       ...(workloadArgs !== undefined ? { workloadArgs } : {}), ...(latencyBound !== undefined ? { latencyBound } : {}),
-    });
+    }, () => this.probe());
   }
 
   /** A finished tune's recommendation into a stopped VM's saved configuration; recorded in the tune. */

@@ -8,6 +8,8 @@ import { ago } from '../../lib/format.ts';
 import { ResultsView } from './ResultsView.tsx';
 import { ConfirmAction } from '../ConfirmAction.tsx';
 import { TuneResult } from './TuneResult.tsx';
+import { startBlocked, startButtonProps } from '../KvmNotice.tsx';
+import { workloadChoices } from '../../lib/workloads.ts';
 
 interface ConfigRow {
   name: string;
@@ -36,22 +38,6 @@ export const PRESETS: { label: string; configs: ConfigRow[]; workload?: { probe:
     workload: { probe: 'timer', linux: 'ctx' },
   },
 ];
-
-/** The runner's workloads (electron/experiments/workloads.ts); free text is accepted too. */
-export const WORKLOADS: Record<'probe' | 'linux', { name: string; summary: string; args?: string }[]> = {
-  probe: [
-    { name: 'ipi', summary: 'IPI ping-pong between two vCPUs that wait in HLT: wake-up round-trip latency (p50); needs 2 vCPUs' },
-    { name: 'timer', summary: 'LAPIC timer wake-up lateness from HLT (p50)' },
-    { name: 'spinlock', summary: 'all vCPUs contend one lock; PV spinlocks halt and kick when kvm-pv-unhalt is on; needs 2 vCPUs' },
-    { name: 'pio', summary: 'port I/O exit round trip' },
-    { name: 'idle', summary: '1 ms LAPIC timer ticks with HLT in between (how many arrived)' },
-  ],
-  linux: [
-    { name: 'pipe', summary: 'like perf bench sched pipe: two processes ping-pong over two pipes; total time' },
-    { name: 'messaging', summary: 'like perf bench sched messaging: groups of senders and receivers over socketpairs; total time' },
-    { name: 'ctx', summary: 'like lmbench lat_ctx: a token ring of processes; time per context switch' },
-  ],
-};
 
 /** What the service would say about a configuration string (experiments/spec.ts checks it with the same parser), or undefined. */
 function configStringProblem(text: string, guest: 'probe' | 'linux'): string | undefined {
@@ -111,6 +97,7 @@ function ExperimentForm() {
   };
   const start = async () => {
     setError(null);
+    if (startBlocked(host)) return; // the button says why (a press of Enter in a field submits too)
     if (!checkRuns()) return;
     if (configs.length < 2) return setError('Add at least two configurations.');
     const bad = configs.find((c) => !CONFIG_NAME.test(c.name.trim()));
@@ -134,7 +121,8 @@ function ExperimentForm() {
       setStarting(false);
     }
   };
-  const wl = WORKLOADS[guest].find((w) => w.name === workload);
+  const workloads = workloadChoices(guest);
+  const wl = workloads.find((w) => w.name === workload.trim());
   return (
     <form className="panel experiment-form" aria-labelledby={`${id}-h`} onSubmit={(e) => { e.preventDefault(); void start(); }}>
       <h2 id={`${id}-h`}>New experiment</h2>
@@ -144,9 +132,8 @@ function ExperimentForm() {
           <select id={`${id}-guest`} value={guest} onChange={(e) => {
             const g = e.target.value as 'probe' | 'linux';
             setGuest(g);
-            const w = WORKLOADS[g][0];
-            setWorkload(w?.name ?? '');
-            setArgs(w?.args ?? '');
+            setWorkload(workloadChoices(g)[0]?.name ?? '');
+            setArgs('');
           }}>
             <option value="probe">probe (diagnostic guest)</option>
             <option value="linux" disabled={!linuxBuilt}>Linux{linuxBuilt ? '' : ' (kit not built)'}</option>
@@ -155,14 +142,14 @@ function ExperimentForm() {
         <div className="field grow">
           <label htmlFor={`${id}-wl`}>Workload</label>
           <input id={`${id}-wl`} list={`${id}-wls`} value={workload} autoComplete="off" spellCheck={false}
-            onChange={(e) => { setWorkload(e.target.value); const w = WORKLOADS[guest].find((x) => x.name === e.target.value); if (w) setArgs(w.args ?? ''); }} />
-          <datalist id={`${id}-wls`}>{WORKLOADS[guest].map((w) => <option key={w.name} value={w.name}>{w.summary}</option>)}</datalist>
+            onChange={(e) => { setWorkload(e.target.value); if (workloads.some((w) => w.name === e.target.value)) setArgs(''); }} />
+          <datalist id={`${id}-wls`}>{workloads.map((w) => <option key={w.name} value={w.name}>{w.summary}</option>)}</datalist>
         </div>
       </div>
       <p className="hint">{wl?.summary ?? '\u00a0'}</p>
       <div className="field">
         <label htmlFor={`${id}-args`}>Workload parameters</label>
-        <input id={`${id}-args`} value={args} placeholder="key=value …" autoComplete="off" spellCheck={false} onChange={(e) => setArgs(e.target.value)} />
+        <input id={`${id}-args`} value={args} placeholder={wl?.params ?? 'key=value …'} autoComplete="off" spellCheck={false} onChange={(e) => setArgs(e.target.value)} />
       </div>
       <fieldset className="field">
         <legend>Configurations</legend>
@@ -171,9 +158,8 @@ function ExperimentForm() {
             <button key={p.label} type="button" className="btn small" onClick={() => {
               setConfigs(p.configs);
               if (p.workload) {
-                const w = WORKLOADS[guest].find((x) => x.name === p.workload![guest]);
                 setWorkload(p.workload[guest]);
-                setArgs(w?.args ?? '');
+                setArgs('');
               }
             }}>{p.label}</button>
           ))}
@@ -231,7 +217,7 @@ function ExperimentForm() {
           halt polling, unpinned, and are marked so.</p>
       )}
       {error && <p className="error" role="alert">{error}</p>}
-      <button type="submit" className="btn primary" disabled={starting}>{starting ? 'Starting…' : 'Run experiment'}</button>
+      <button type="submit" className="btn primary" {...startButtonProps(host, starting)}>{starting ? 'Starting…' : 'Run experiment'}</button>
     </form>
   );
 }

@@ -8,11 +8,13 @@
 import { useEffect, useId, useState } from 'react';
 import { GOAL_KINDS, GOAL_LABELS, parseBudget, type ExperimentDetail, type GoalKind, type TuneRequest, type VmRecord } from '../../../../electron/service/api.ts';
 import { api, errorMessage, navigate, useApp } from '../../state/app.ts';
-import { WORKLOADS } from '../compare/CompareView.tsx';
+import { workloadChoices, workloadProblem } from '../../lib/workloads.ts';
+import { startBlocked, startButtonProps } from '../KvmNotice.tsx';
 import { TuneResult } from '../compare/TuneResult.tsx';
 
 export function TunePanel({ vm }: { vm: VmRecord }) {
   const id = useId();
+  const host = useApp((s) => s.host);
   const [open, setOpen] = useState(false);
   const guest = vm.config.guest === 'linux' ? 'linux' : 'probe';
   const [workload, setWorkload] = useState(guest === 'linux' ? 'pipe' : 'timer');
@@ -32,8 +34,7 @@ export function TunePanel({ vm }: { vm: VmRecord }) {
     return () => { live = false; };
   }, [latest?.id, latest?.state]);
 
-  const checkWorkload = (v: string) => (WORKLOADS[guest].some((w) => w.name === v.trim()) ? undefined
-    : `unknown ${guest} workload "${v.trim().slice(0, 40)}"; valid: ${WORKLOADS[guest].map((w) => w.name).join(', ')}`);
+  const checkWorkload = (v: string) => workloadProblem(guest, v);
   const checkBudget = (v: string) => { try { parseBudget(v); return undefined; } catch (e) { return (e as Error).message; } };
   const checkBound = (v: string) => (goal !== 'host-cpu' ? undefined : /^[0-9]{1,12}(\.[0-9]{1,6})?$/.test(v.trim()) && Number(v) > 0 ? undefined
     : 'the latency bound must be a number above 0, in the workload\'s unit');
@@ -50,6 +51,7 @@ export function TunePanel({ vm }: { vm: VmRecord }) {
 
   const start = async (ev: React.FormEvent) => {
     ev.preventDefault();
+    if (startBlocked(host)) return; // the button says why (a press of Enter in a field submits too)
     const problems = { workload: checkWorkload(workload), budget: checkBudget(budget), bound: checkBound(bound) };
     setFieldErrors(problems);
     setLeft({ workload: true, budget: true, bound: true });
@@ -99,7 +101,7 @@ export function TunePanel({ vm }: { vm: VmRecord }) {
           <input id={`${id}-wl`} list={`${id}-wls`} value={workload} autoComplete="off" spellCheck={false}
             aria-invalid={!!fieldErrors.workload} aria-describedby={fieldErrors.workload ? `${id}-workload-err` : undefined}
             onChange={(e) => { setWorkload(e.target.value); typed('workload', checkWorkload(e.target.value)); }} onBlur={() => leave('workload', checkWorkload(workload))} />
-          <datalist id={`${id}-wls`}>{WORKLOADS[guest].map((w) => <option key={w.name} value={w.name}>{w.summary}</option>)}</datalist>
+          <datalist id={`${id}-wls`}>{workloadChoices(guest).map((w) => <option key={w.name} value={w.name}>{w.summary}</option>)}</datalist>
           {fieldError('workload')}
         </div>
         <div className="field">
@@ -125,7 +127,7 @@ export function TunePanel({ vm }: { vm: VmRecord }) {
           <span className="muted small">such as 90s, 5m or 1h: the search never starts a round it cannot finish in time</span>
           {fieldError('budget')}
         </div>
-        <button type="submit" className="btn primary" disabled={starting || !!running}>{starting ? 'Starting…' : 'Start tuning'}</button>
+        <button type="submit" className="btn primary" {...startButtonProps(host, starting || !!running)}>{starting ? 'Starting…' : 'Start tuning'}</button>
         {error && <p className="error" role="alert">{error}</p>}
       </form>
       {running && (

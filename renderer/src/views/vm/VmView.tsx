@@ -13,7 +13,7 @@ import { RenameControl } from './RenameControl.tsx';
 import { ConfirmAction } from '../ConfirmAction.tsx';
 import { ExportPanel } from './ExportPanel.tsx';
 import { TunePanel } from './TunePanel.tsx';
-import { KVM_NOTICE_ID, startBlocked } from '../KvmNotice.tsx';
+import { startBlocked, startButtonProps } from '../KvmNotice.tsx';
 
 export function VmView({ id }: { id: string }) {
   const vm = useApp((s) => s.vms.find((v) => v.id === id));
@@ -83,8 +83,8 @@ function VmHeader({ vm }: { vm: VmRecord }) {
         ))}
       </dl>
       <div className="toolbar" role="toolbar" aria-label="VM actions">
-        <button type="button" className="btn primary" data-action="start" disabled={state !== 'stopped' || !!busy || !!blocked}
-          title={blocked} aria-describedby={blocked ? KVM_NOTICE_ID : undefined} onClick={act('start')}>Start</button>
+        <button type="button" className="btn primary" data-action="start" {...startButtonProps(host, state !== 'stopped' || !!busy)}
+          onClick={act('start')}>Start</button>
         <button type="button" className="btn" data-action="stop" disabled={state === 'stopped' || state === 'stopping' || !!busy}
           onClick={act('stop')} title="ACPI power button; forced after a grace period">Stop</button>
         <ConfirmAction label="Force stop…" action="force-stop" danger disabled={state === 'stopped'} confirmLabel="Force stop"
