@@ -1,4 +1,4 @@
-// `unhalt` command line: run, bench, tune, serve, doctor, machines, export. Exit codes (README, "The command line"): 0
+// `unhalt` command line: run, bench, tune, serve, doctor, machines, export. Exit codes (docs/cli.md, "Exit codes, help and options"): 0
 // the guest shut down, 1 bad input or configuration, 2 the VM failed, 124 --timeout expired,
 // 130/143 stopped by SIGINT/SIGTERM. stdout carries ttyS0 only; every message goes to stderr.
 // Commands are imported lazily: `unhalt run` should not pay for loading the service, host mode

@@ -1,5 +1,5 @@
 // `unhalt bench`: an A/B experiment from the command line; results kept under UNHALT_HOME.
-// Exit codes (README): 0 every run gave a result; 1 bad input, nothing ran (or the results could
+// Exit codes (docs/cli.md): 0 every run gave a result; 1 bad input, nothing ran (or the results could
 // not be written); 2 one or more runs failed (the VM or its guest did not deliver: "the VM
 // failed"), each named on stderr in one line and in the output, whose table marks them
 // (partial results are still printed).

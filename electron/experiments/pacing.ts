@@ -1,5 +1,5 @@
 // How long each phase of an experiment run may take, and how big a Linux workload is: derived
-// from this host's measured speed, never fixed. The rule (README, "unhalt bench"):
+// from this host's measured speed, never fixed. The rule (docs/cli.md, "unhalt bench"):
 //
 // - Every deadline is DEADLINE_MARGIN times what the phase is expected to take, and never below
 //   DEADLINE_FLOOR_MS. Expected times come from the best measurement at hand:

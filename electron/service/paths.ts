@@ -1,4 +1,4 @@
-// Where Unhalt keeps its data (README, "Paths"): UNHALT_HOME, else $XDG_DATA_HOME/unhalt, else
+// Where Unhalt keeps its data (docs/cli.md, "Paths"): UNHALT_HOME, else $XDG_DATA_HOME/unhalt, else
 // ~/.local/share/unhalt — the same folder for the Electron app and host mode.
 import { homedir } from 'node:os';
 import { isAbsolute, join } from 'node:path';

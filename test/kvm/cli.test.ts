@@ -1,4 +1,4 @@
-// The `unhalt` command line end to end: exit codes (README, "The command line"), stdout = ttyS0 only, one-line errors.
+// The `unhalt` command line end to end: exit codes (docs/cli.md), stdout = ttyS0 only, one-line errors.
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

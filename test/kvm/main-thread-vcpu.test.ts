@@ -1,6 +1,6 @@
 // vCPU 0 on the main thread at start (VirtualMachine.start's firstVcpuOnMainThread, what
 // `unhalt run` uses): the guest runs before any worker exists, the event loop keeps turning
-// (input, console output in order, SIGINT/SIGTERM with the README's exit codes), and the vCPU
+// (input, console output in order, SIGINT/SIGTERM with the exit codes of docs/cli.md), and the vCPU
 // moves to its worker between two KVM_RUNs once the guest has lived long enough — or never, if
 // the guest is gone first. Real KVM, real processes.
 import { spawn } from 'node:child_process';

@@ -108,7 +108,7 @@ const TOLERATED: Rule[] = [
     allows: (leaf, sub, reg, ours, qemu, c) => leaf === 0x1f && qemu === 0 && ours === get(c.ours, 0xb, sub)[reg],
   },
   {
-    why: 'leaf 0x40000001 EAX (paravirt features): the machine type chooses them (README, "Knobs"); QEMU -cpu host offers '
+    why: 'leaf 0x40000001 EAX (paravirt features): the machine type chooses them (docs/cli.md, "Knobs"); QEMU -cpu host offers '
       + 'its own default set',
     allows: (leaf, sub, reg) => leaf === 0x40000001 && sub === 0 && reg === 'eax',
   },
