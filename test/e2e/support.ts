@@ -4,12 +4,13 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium, type BrowserContext, type Locator, type Page } from 'playwright-core';
 import { afterAll, beforeAll } from 'vitest';
 import { scaled } from '../support/time-scale.ts';
+import { hostHasKvm } from '../support/e2e-files.ts';
+import { canBindTcp } from '../support/free-port.ts';
 
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 export const UNHALT_BIN = join(ROOT, 'bin/unhalt.mjs');
@@ -29,9 +30,17 @@ const RENDERER_DIST = join(ROOT, 'renderer/dist/index.html');
 const REMOTE_BROWSER = process.env.UNHALT_E2E_BROWSER;
 const FORWARDED_PORTS = process.env.UNHALT_E2E_PORTS;
 
+/**
+ * What a page logs while its server is not there (stopped, restarting). Where the browser reaches
+ * the server through QEMU's user-network forward (the nested lane), nothing is ever refused: the
+ * forward accepts on this side and closes when nobody listens behind it, so the same event shows
+ * as an empty response or a reset.
+ */
+export const SERVER_GONE = /ERR_CONNECTION_REFUSED|ERR_EMPTY_RESPONSE|ERR_CONNECTION_RESET/;
+
 /** Why the UI tests that start VMs cannot run here, or null. On a host without KVM they run in the nested lane. */
 export function skipReason(): string | null {
-  if (!existsSync(process.env.UNHALT_KVM_DEVICE ?? '/dev/kvm')) return '/dev/kvm is missing (these UI tests start real VMs: the nested lane runs them, npm test -- nested)';
+  if (!hostHasKvm()) return 'this host has no KVM this user may open (these UI tests start real VMs: the nested lane runs them, npm test -- nested)';
   if (!REMOTE_BROWSER && !existsSync(CHROMIUM)) return `${CHROMIUM} is missing (apt-get install chromium)`;
   if (!existsSync(join(ROOT, 'electron/cli/serve.ts'))) return '`unhalt serve` is not part of this build';
   return null;
@@ -75,20 +84,22 @@ export async function startHostMode(home: string, timeoutMs = 30_000, port = 0, 
   return spawnHostMode(home, scaled(timeoutMs), port || (await forwardedPort()), env);
 }
 
-/** Port 0 (any free one) where the browser is local; in L1 a free one of the forwarded range. */
+/**
+ * Port 0 (any free one) where the browser is local; in L1 the next free one of the forwarded range,
+ * going round it as the kernel's own picks would (a restart on port 0 gets another port, not the last one).
+ */
+let nextForwarded = 0;
 async function forwardedPort(): Promise<number> {
   if (!FORWARDED_PORTS) return 0;
   const [base, count] = FORWARDED_PORTS.split(':').map(Number) as [number, number];
-  for (let p = base; p < base + count; p++) if (await canBind(p)) return p;
+  for (let i = 0; i < count; i++) {
+    const port = base + ((nextForwarded + i) % count);
+    if (await canBindTcp(port)) {
+      nextForwarded = port - base + 1;
+      return port;
+    }
+  }
   throw new Error(`no free port left in the forwarded range ${base}-${base + count - 1} (UNHALT_E2E_PORTS)`);
-}
-
-function canBind(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const s = createServer();
-    s.once('error', () => resolve(false));
-    s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
-  });
 }
 
 function spawnHostMode(home: string, timeoutMs: number, port: number, env: Record<string, string>): Promise<HostMode> {
@@ -169,11 +180,17 @@ export async function launchBrowser(opts: BrowserOptions = {}): Promise<Browser>
 /** A context of its own in the outer host's browser server (the nested lane): the same page API, downloads streamed over. */
 async function connectBrowser(url: string, opts: BrowserOptions): Promise<Browser> {
   const browser = await chromium.connect(url, { timeout: scaled(60_000) });
-  const ctx = await browser.newContext(contextOptions(opts));
-  ctx.setDefaultTimeout(scaled(30_000));
-  const page = await ctx.newPage();
-  const errors = watchErrors(page);
-  return { ctx, page, errors, close: () => settleWithin(ctx.close().then(() => browser.close())) };
+  try {
+    const ctx = await browser.newContext(contextOptions(opts));
+    ctx.setDefaultTimeout(scaled(30_000));
+    const page = await ctx.newPage();
+    const errors = watchErrors(page);
+    // The connection is closed whatever the context's close does (it takes the context with it).
+    return { ctx, page, errors, close: () => settleWithin(ctx.close().finally(() => browser.close())) };
+  } catch (e) {
+    await settleWithin(browser.close());
+    throw e;
+  }
 }
 
 type BrowserOptions = { colorScheme?: 'light' | 'dark'; width?: number; height?: number };
@@ -206,6 +223,7 @@ async function launchLocalBrowser(opts: BrowserOptions): Promise<Browser> {
     args: CHROMIUM_ARGS,
     ...contextOptions(opts),
   });
+  ctx.setDefaultTimeout(scaled(30_000));
   const page = ctx.pages()[0] ?? (await ctx.newPage());
   const errors = watchErrors(page);
   return {

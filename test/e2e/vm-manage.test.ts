@@ -9,7 +9,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { existsSync } from 'node:fs';
 import type { Page } from 'playwright-core';
 import { runCli } from '../support/cli.ts';
-import { artifact, hook, launchBrowser, skipReason, typeInto, useApp, waitFor } from './support.ts';
+import { SERVER_GONE, artifact, hook, launchBrowser, skipReason, typeInto, useApp, waitFor } from './support.ts';
 import { scaled } from '../support/time-scale.ts';
 
 const reason = skipReason();
@@ -302,7 +302,7 @@ describe.skipIf(reason !== null)('managing VMs in the app', () => {
     await page.screenshot({ path: shot('reconnected'), fullPage: false });
     await row.getByRole('button', { name: 'Stop' }).click();
     await waitFor('the VM to stop', async () => (await row.getAttribute('data-state')) === 'stopped', 30_000);
-    expect(app.errors.filter((e) => !/favicon|WebSocket|ERR_CONNECTION_REFUSED/.test(e))).toEqual([]);
+    expect(app.errors.filter((e) => !/favicon|WebSocket/.test(e) && !SERVER_GONE.test(e))).toEqual([]);
   });
 
   it('renders the table and the VM page in the dark theme', async () => {

@@ -76,8 +76,8 @@ export const EXPECTED_MINUTES: Record<string, number> = {
 
 /**
  * The files split over `shards` L1s so that they end about together: longest first, each to the
- * L1 with the least work so far (the ~20 s each L1 pays per lane to start its vitest is left
- * out: every L1 gets both lanes' files as the lists stand). Every
+ * L1 with the least work so far (the ~50 s each L1 pays per lane to start its vitest is left out:
+ * every L1 gets files of every lane as the lists stand). Every
  * file goes to exactly one L1; an L1 may get none (more L1s than files); order within one is the
  * order of `files`.
  */

@@ -16,7 +16,7 @@ import { filesWithoutResults, innerSelection, type InnerReport, l1Append, lanesO
 // @ts-expect-error plain ESM build script without types
 import { outerQemu } from './outer-qemu.mjs';
 import { chromium, type BrowserServer } from 'playwright-core';
-import { createServer } from 'node:net';
+import { canBindTcp } from '../support/free-port.ts';
 import { CHROMIUM, CHROMIUM_ARGS, ensureRendererBuilt } from '../e2e/support.ts';
 
 const root = new URL('../../', import.meta.url).pathname;
@@ -65,17 +65,12 @@ interface Phase { name: string; fields: Record<string, string>; atMs: number }
  * forwarded to the same ports in L1 (test/nested/l1/run-checks relays them to L1's loopback).
  */
 const E2E_PORTS_PER_L1 = 16;
-const canBind = (port: number): Promise<boolean> => new Promise((resolve) => {
-  const s = createServer();
-  s.once('error', () => resolve(false));
-  s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
-});
-/** A run of `count` ports free on 127.0.0.1 now, none of them in `taken`. */
+/** A run of `count` ports free on 127.0.0.1 now, none of them in `taken`; below Linux's ephemeral range (32768-). */
 async function freePortRun(count: number, taken: Set<number>): Promise<number> {
   for (let tries = 0; tries < 200; tries++) {
-    const base = 20_000 + Math.floor(Math.random() * 30_000);
+    const base = 20_000 + Math.floor(Math.random() * (12_000 - count));
     let ok = true;
-    for (let p = base; ok && p < base + count; p++) ok = !taken.has(p) && await canBind(p);
+    for (let p = base; ok && p < base + count; p++) ok = !taken.has(p) && await canBindTcp(p);
     if (ok) {
       for (let p = base; p < base + count; p++) taken.add(p);
       return base;
@@ -83,12 +78,16 @@ async function freePortRun(count: number, taken: Set<number>): Promise<number> {
   }
   throw new Error(`no run of ${count} free ports on 127.0.0.1 for the e2e files' servers in L1`);
 }
-/** QEMU arguments for an L1's network, and the kernel word that tells its init about it. */
-function e2eNetwork(browserPort: number, base: number): { args: string[]; append: string } {
+/**
+ * QEMU arguments for an L1's network, and the kernel word that tells its init about it: the
+ * browser server's port and its path (Playwright's own random one: the path is its only key),
+ * and the forwarded range.
+ */
+function e2eNetwork(browser: URL, base: number): { args: string[]; append: string } {
   const forwards = Array.from({ length: E2E_PORTS_PER_L1 }, (_, i) => `hostfwd=tcp:127.0.0.1:${base + i}-:${base + i}`);
   return {
     args: ['-netdev', `user,id=e2e,${forwards.join(',')}`, '-device', 'virtio-net-pci,netdev=e2e'],
-    append: `unhalt.e2e=${browserPort}:${base}:${E2E_PORTS_PER_L1}`,
+    append: `unhalt.e2e=${browser.port}:${base}:${E2E_PORTS_PER_L1}:${browser.pathname}`,
   };
 }
 
@@ -298,14 +297,17 @@ describe('nested lane: hardware-semantics KVM inside QEMU TCG (L1)', () => {
     expect(outer, 'the outer QEMU was resolved').toBeDefined();
     console.log(`nested: ${parts.length} L1(s) of ${L1_CPUS} CPU(s):\n${parts.map((p, i) => `  L1.${i + 1}: ${p.join(' ')}`).join('\n')}`);
     const ports = new Set<number>();
+    let browser: URL | undefined;
     if (selection.lanes.includes('e2e')) {
-      const browserPort = await freePortRun(1, ports);
-      browserServer = await chromium.launchServer({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS, host: '127.0.0.1', port: browserPort, wsPath: '/unhalt-e2e' });
-      console.log(`nested: the e2e files' browser for L1 is ${browserServer.wsEndpoint()}`);
+      browserServer = await chromium.launchServer({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS, host: '127.0.0.1', port: await freePortRun(1, ports) });
+      browser = new URL(browserServer.wsEndpoint());
+      // Every e2e check in L1 fails once it is gone: say so where the lane's output is read.
+      browserServer.on('close', () => console.log('nested: the e2e files\' browser server closed'));
+      console.log(`nested: the e2e files' browser for L1 listens on 127.0.0.1:${browser.port}`);
     }
     for (const [i, files] of parts.entries()) {
-      const net = files.some((f) => f.startsWith('test/e2e/'))
-        ? e2eNetwork(Number(new URL(browserServer!.wsEndpoint()).port), await freePortRun(E2E_PORTS_PER_L1, ports))
+      const net = browser && lanesOf(files).includes('e2e')
+        ? e2eNetwork(browser, await freePortRun(E2E_PORTS_PER_L1, ports))
         : { args: [], append: '' };
       l1s.push(new L1(outer!, join(ARTIFACTS, `l1.${i + 1}`), `L1.${i + 1}`, `${l1Append(files, selection.tests)} ${net.append}`.trim(), net.args));
     }

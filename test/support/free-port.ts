@@ -41,3 +41,12 @@ function freeUdpPort(host: string): Promise<number> {
     });
   });
 }
+
+/** True if `port` can be bound on `host` right now (released at once; see freePort for the race). */
+export function canBindTcp(port: number, host = '127.0.0.1'): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = createServer();
+    s.once('error', () => resolve(false));
+    s.listen(port, host, () => s.close(() => resolve(true)));
+  });
+}

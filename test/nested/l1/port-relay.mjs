@@ -7,13 +7,22 @@
 import { connect, createServer } from 'node:net';
 
 const [from, to, base, count] = [process.argv[2], process.argv[3], Number(process.argv[4]), Number(process.argv[5])];
+let listening = 0;
 for (let port = base; port < base + count; port++) {
-  createServer((inbound) => {
-    const outbound = connect(port, to);
+  // allowHalfOpen: one side's end of its writing is passed on, not taken for the end of both.
+  const server = createServer({ allowHalfOpen: true }, (inbound) => {
+    const outbound = connect({ port, host: to, allowHalfOpen: true });
     inbound.pipe(outbound).pipe(inbound);
     // Either side gone (a server stopped, a page closed): end the other, never crash the relay.
     inbound.on('error', () => outbound.destroy());
     outbound.on('error', () => inbound.destroy());
-  }).listen(port, from);
+  });
+  // A port that cannot be taken is the relay's end: whoever waits for "ready" is told.
+  server.on('error', (e) => {
+    process.stdout.write(`port-relay: cannot listen on ${from}:${port}: ${e.message}\n`);
+    process.exit(1);
+  });
+  server.listen(port, from, () => {
+    if (++listening === count) process.stdout.write(`port-relay: ready ${from}:${base}-${base + count - 1} -> ${to}\n`);
+  });
 }
-process.stdout.write(`port-relay: ${from}:${base}-${base + count - 1} -> ${to}\n`);
