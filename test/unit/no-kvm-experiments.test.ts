@@ -5,18 +5,13 @@
 // on every host; the real runner and advisor are loaded, as the app loads them.
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createService } from '../../electron/service/service.ts';
 import { rejection } from '../support/api-errors.ts';
-import { removeTempHomes, tempHome } from '../support/temp-home.ts';
+import { tempHome } from '../support/temp-home.ts';
+import { withoutKvm } from '../support/no-kvm.ts';
 
-const saved = process.env.UNHALT_KVM_DEVICE;
-beforeAll(() => { process.env.UNHALT_KVM_DEVICE = '/nonexistent/kvm'; });
-afterAll(() => {
-  if (saved === undefined) delete process.env.UNHALT_KVM_DEVICE;
-  else process.env.UNHALT_KVM_DEVICE = saved;
-  removeTempHomes();
-});
+withoutKvm();
 
 const SENTENCE = /^KVM is not usable on this host: UNHALT_KVM_DEVICE names \/nonexistent\/kvm, a path that does not exist\. To fix: [^\n]+$/;
 

@@ -1,18 +1,13 @@
 // A start that fails is kept in the VM's record (when and why) across restarts of the service,
 // on every host: the service is pointed at a KVM device that does not exist.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { parseLibrary } from '../../electron/service/library-schema.ts';
 import { createService } from '../../electron/service/service.ts';
 import { rejection } from '../support/api-errors.ts';
-import { removeTempHomes, tempHome } from '../support/temp-home.ts';
+import { tempHome } from '../support/temp-home.ts';
+import { withoutKvm } from '../support/no-kvm.ts';
 
-const saved = process.env.UNHALT_KVM_DEVICE;
-beforeAll(() => { process.env.UNHALT_KVM_DEVICE = '/nonexistent/kvm'; });
-afterAll(() => {
-  if (saved === undefined) delete process.env.UNHALT_KVM_DEVICE;
-  else process.env.UNHALT_KVM_DEVICE = saved;
-  removeTempHomes();
-});
+withoutKvm();
 
 describe('a failed start', () => {
   it('is kept with its reason and time, across a restart of the service', async () => {
