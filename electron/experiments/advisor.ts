@@ -218,6 +218,12 @@ interface Measured {
   capped?: boolean;
 }
 
+/** What the first round costs at `priorRunMs` a run: the current configuration and one candidate, with a margin. */
+export const firstRoundMs = (priorRunMs: number): number => ROUND_RUNS * 2 * priorRunMs * ROUND_COST_MARGIN;
+
+/** The smallest budget a search accepts at `priorRunMs` a run, in whole tens of seconds. */
+export const minBudgetS = (priorRunMs: number): number => Math.ceil(firstRoundMs(priorRunMs) / 10_000) * 10;
+
 /** Runs the search; rejects with AdvisorError when the budget cannot fit one round. */
 export async function searchKnobs(input: SearchInput): Promise<Advice> {
   const { goal, signal } = input;
@@ -225,10 +231,10 @@ export async function searchKnobs(input: SearchInput): Promise<Advice> {
   const metric = (s: Sample): number | undefined => goal.kind === 'latency-p99' ? s.tail : goal.kind === 'host-cpu' ? s.hostCpuNs : s.value;
   const t0 = input.now();
   const elapsed = () => input.now() - t0;
-  const first = ROUND_RUNS * 2 * input.priorRunMs * ROUND_COST_MARGIN;
+  const first = firstRoundMs(input.priorRunMs);
   if (first > input.budgetMs) {
     throw new AdvisorError(`a budget of ${seconds(input.budgetMs)} is too small: the current configuration and one candidate need ${ROUND_RUNS} runs each, `
-      + `about ${seconds(input.priorRunMs)} per run here (${seconds(first)} in all); give at least ${seconds(Math.ceil(first / 10_000) * 10_000)}, and minutes for a search worth having`);
+      + `about ${seconds(input.priorRunMs)} per run here (${seconds(first)} in all); give at least ${seconds(minBudgetS(input.priorRunMs) * 1000)}, and minutes for a search worth having`);
   }
 
   const measured = new Map<string, Measured>();
