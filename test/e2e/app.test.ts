@@ -95,6 +95,8 @@ describe.skipIf(reason !== null)('the app in host mode', () => {
   it('draws non-zero halt exits on the live chart', async () => {
     const { page } = app;
     const chart = page.locator('figure[data-chart="halt-exits"]');
+    // Looked at, as a person does: a chart out of view does not draw (nor count its points).
+    await chart.scrollIntoViewIfNeeded();
     // The echo shell halts between keystrokes: typing wakes it, and each wake-up is a halt exit.
     const nonZero = await waitFor('non-zero halt exits on the chart', async () => {
       const n = Number(await chart.getAttribute('data-nonzero-points') ?? 0);

@@ -67,7 +67,6 @@ export const EXPECTED_MINUTES: Record<string, number> = {
   'test/e2e/device-telemetry.test.ts': 2,
   'test/e2e/fields.test.ts': 2.7,
   'test/e2e/net.test.ts': 0.8,
-  'test/e2e/tune.test.ts': 7, // its tune's budget: the advisor's minimum in L1 (270 s)
   'test/e2e/virtio-blk.test.ts': 2.1,
   'test/e2e/virtio-rng.test.ts': 1.2,
   'test/e2e/vm-manage.test.ts': 3,

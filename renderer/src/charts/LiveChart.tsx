@@ -19,7 +19,6 @@ export function LiveChart({ vmId, vmName, def, windowSec, note }: {
   const plot = useRef<HTMLDivElement>(null);
   const readout = useRef<HTMLSpanElement>(null);
   const empty = useRef<HTMLDivElement>(null);
-  const exportBtn = useRef<HTMLButtonElement>(null);
   const chart = useRef<StreamChart | null>(null);
   const windowRef = useRef(windowSec);
   windowRef.current = windowSec;
@@ -71,12 +70,6 @@ export function LiveChart({ vmId, vmName, def, windowSec, note }: {
         }
         const isEmpty = !hasData;
         if (empty.current && empty.current.hidden === isEmpty) empty.current.hidden = !isEmpty;
-        // An empty chart has nothing to export: its PNG button waits for data.
-        const btn = exportBtn.current;
-        if (btn && btn.disabled !== isEmpty) {
-          btn.disabled = isEmpty;
-          btn.title = isEmpty ? `Export PNG: nothing to export yet (${def.empty})` : 'Export PNG';
-        }
       },
     });
     chart.current = c;
@@ -105,7 +98,7 @@ export function LiveChart({ vmId, vmName, def, windowSec, note }: {
 
   const exportPng = () => {
     const c = chart.current;
-    if (!c || exportBtn.current?.disabled) return;
+    if (!c) return;
     const url = chartPng(c, `${vmName}: ${def.title}`);
     if (url) downloadUrl(`${safeName(vmName)}-${def.id}.png`, url);
   };
@@ -115,8 +108,7 @@ export function LiveChart({ vmId, vmName, def, windowSec, note }: {
       <figcaption className="chart-head">
         <span className="chart-title" id={`${vmId}-${def.id}-t`}>{def.title}</span>
         <span className="chart-readout" ref={readout} />
-        <button type="button" className="icon-btn" ref={exportBtn} onClick={exportPng} aria-label={`Export ${def.title} as PNG`}
-          disabled title={`Export PNG: nothing to export yet (${def.empty})`}>⤓</button>
+        <button type="button" className="icon-btn" onClick={exportPng} aria-label={`Export ${def.title} as PNG`} title="Export PNG">⤓</button>
       </figcaption>
       <p className="chart-help">{def.help}</p>
       {note}
