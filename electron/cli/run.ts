@@ -81,7 +81,7 @@ export async function runCommand(argv: string[]): Promise<number> {
     await checkBootFiles(config);
     if (values['dry-run']) {
       process.stdout.write(describeResolution(config, resolved));
-      if (!host) say(`note: ${judgedAtStart(config, resolved.resolution.features.filter((f) => f.value).map((f) => f.name))}`);
+      if (!host) say(`note: ${judgedAtStart(config, resolved.resolution.features)}`);
       return EXIT_CODES.ok;
     }
     if (values['stats-interval'] !== undefined) statsIntervalMs = integer(values['stats-interval'], '--stats-interval (ms)', 10, 60_000);

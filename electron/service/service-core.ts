@@ -386,8 +386,7 @@ export class ServiceCore implements ApiCallHandlers {
     if (host) return toResolvedDto(this.resolve(c), commandLine(c));
     try {
       const { resolution } = resolveMachineWithoutKvm(c);
-      const on = resolution.features.filter((f) => f.value).map((f) => f.name);
-      return { ...toResolvedDto({ resolution }, commandLine(c)), judgedAtStart: judgedAtStart(c, on) };
+      return { ...toResolvedDto({ resolution }, commandLine(c)), judgedAtStart: judgedAtStart(c, resolution.features) };
     } catch (e) {
       throw toApiError(e);
     }

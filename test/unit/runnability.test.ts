@@ -60,7 +60,7 @@ describe('runnability', () => {
     expect(r.kvmFeatures & 0x80).toBe(0);
     expect(r.warnings).toEqual([]);
     const on = r.features.filter((f) => f.value).map((f) => f.name);
-    expect(judgedAtStart(c, on)).toBe('this host lacks a usable KVM: the VM can be saved and exported, but not started here; what only KVM can tell is checked '
+    expect(judgedAtStart(c, r.features)).toBe('this host lacks a usable KVM: the VM can be saved and exported, but not started here; what only KVM can tell is checked '
       + `when it starts: 4 vCPUs against KVM's vCPU limit, the paravirt features on (${on.join(', ')}), cpu-pm=on (KVM_CAP_X86_DISABLE_EXITS), halt-poll-ns (KVM_CAP_HALT_POLL)`);
     // A contradiction is the configuration's own, KVM or not.
     expect(() => resolveWithoutKvm(validateConfig({ cpuPm: true, cpuFeatures: { 'kvm-pv-unhalt': true } }))).toThrow(/contradicts cpu-pm=on/);

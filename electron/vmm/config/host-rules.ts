@@ -45,7 +45,8 @@ export function featureOnButUnavailable(f: PvFeature, reason: string, explicit: 
  * Where KVM cannot be opened: a configuration is still kept, and what only KVM can tell is judged
  * when the VM starts. The summary's warning names what this host lacks and what waits for it.
  */
-export function judgedAtStart(c: Pick<VmConfig, 'cpus' | 'cpuPm' | 'haltPollNs'>, featuresOn: readonly string[]): string {
+export function judgedAtStart(c: Pick<VmConfig, 'cpus' | 'cpuPm' | 'haltPollNs'>, features: readonly { name: string; value: boolean }[]): string {
+  const featuresOn = features.filter((f) => f.value).map((f) => f.name);
   const waits = [`${c.cpus} vCPU${c.cpus === 1 ? '' : 's'} against KVM's vCPU limit`];
   if (featuresOn.length) waits.push(`the paravirt features on (${featuresOn.join(', ')})`);
   if (c.cpuPm) waits.push('cpu-pm=on (KVM_CAP_X86_DISABLE_EXITS)');
