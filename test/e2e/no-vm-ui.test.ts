@@ -11,7 +11,8 @@
 //   exactly the keys the server accepts (as the server's own refusal lists them);
 // - Delete asks in a dialog that takes the focus, keeps it (Tab and Shift+Tab), is dismissed by
 //   Escape, and gives the focus back to the button that opened it;
-// - a stopped 2-vCPU VM's charts have a legend entry per vCPU;
+// - a stopped 2-vCPU VM's charts have a legend entry per vCPU, and an empty chart gives no PNG
+//   (its Export says why);
 // - Export lets the host it is for be chosen (the header says which), and its QEMU command line
 //   writes kvm-msi-ext-dest-id=off;
 // - each page has its own title; at 1024 px the library's table does not overflow.
@@ -252,6 +253,26 @@ describe('the UI without a VM running', () => {
       }, 10_000);
     }
     await page.locator('section.charts-panel').screenshot({ path: shot('charts-stopped-two-vcpus') });
+    expect(app.errors.filter((e) => !/favicon/.test(e))).toEqual([]);
+  });
+
+  it('an empty chart gives no PNG: its Export says there is no data, and nothing downloads', async () => {
+    const { page } = app;
+    await openVm(page, app, 'vm-ui-two', 'two cpus');
+    // The last chart, scrolled into view only by the click (never drawn before it).
+    const chart = page.locator('figure[data-chart="runqueue-wait"]');
+    let downloads = 0;
+    const counted = () => { downloads++; };
+    page.on('download', counted);
+    await chart.getByRole('button', { name: /^Export .* as PNG$/ }).click();
+    await chart.getByRole('status').filter({ hasText: /^Nothing to export: no data in the last / }).waitFor();
+    const halt = page.locator('figure[data-chart="halt-exits"]');
+    await halt.getByRole('button', { name: 'Export Halt exits per second as PNG' }).click();
+    await halt.getByRole('status').filter({ hasText: /^Nothing to export: no data in the last / }).waitFor();
+    await page.waitForTimeout(500); // a download would have started by now
+    page.off('download', counted);
+    expect(downloads).toBe(0);
+    await halt.screenshot({ path: shot('chart-export-empty') });
     expect(app.errors.filter((e) => !/favicon/.test(e))).toEqual([]);
   });
 

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium, type BrowserContext, type Locator, type Page } from 'playwright-core';
-import { afterAll, beforeAll } from 'vitest';
+import { afterAll, afterEach, beforeAll } from 'vitest';
 import { scaled } from '../support/time-scale.ts';
 import { hostHasKvm } from '../support/e2e-files.ts';
 import { canBindTcp } from '../support/free-port.ts';
@@ -326,6 +326,14 @@ export class AppSession {
 export function useApp(opts: AppOptions = {}): AppSession {
   let session: AppSession | undefined;
   beforeAll(async () => { session = await AppSession.open(opts); }, scaled(180_000));
+  // A failed check leaves a picture of the page and its alerts: where it ran in L1 there is no other way to see it.
+  afterEach(async ({ task }) => {
+    if (task.result?.state !== 'fail' || !session) return;
+    const name = `failed/${task.name.replace(/[^\w.-]+/g, '-').slice(0, 80)}.png`;
+    await session.page.screenshot({ path: artifact(name), fullPage: true, timeout: 30_000 }).catch(() => {});
+    const alerts = await session.page.getByRole('alert').allTextContents().catch(() => []);
+    console.warn(`[e2e] failed: ${task.name}; screenshot ${name}; alerts on the page: ${JSON.stringify(alerts)}`);
+  }, scaled(60_000));
   afterAll(async () => {
     await session?.close();
     session = undefined;

@@ -19,6 +19,7 @@ export function LiveChart({ vmId, vmName, def, windowSec, note }: {
   const plot = useRef<HTMLDivElement>(null);
   const readout = useRef<HTMLSpanElement>(null);
   const empty = useRef<HTMLDivElement>(null);
+  const exportNote = useRef<HTMLSpanElement>(null);
   const chart = useRef<StreamChart | null>(null);
   const windowRef = useRef(windowSec);
   windowRef.current = windowSec;
@@ -69,6 +70,7 @@ export function LiveChart({ vmId, vmName, def, windowSec, note }: {
           if (readoutText.nodeValue !== text) readoutText.nodeValue = text;
         }
         const isEmpty = !hasData;
+        if (hasData && exportNote.current?.textContent) exportNote.current.textContent = '';
         if (empty.current && empty.current.hidden === isEmpty) empty.current.hidden = !isEmpty;
       },
     });
@@ -96,9 +98,17 @@ export function LiveChart({ vmId, vmName, def, windowSec, note }: {
     chart.current?.refresh();
   }, [windowSec]);
 
+  // Judged at the click from the data itself, not from the last draw: a chart off screen does not
+  // draw, so a flag set by drawing would be stale. An empty chart gives no picture, and says why.
   const exportPng = () => {
     const c = chart.current;
-    if (!c) return;
+    const note = exportNote.current;
+    if (!c || !note) return;
+    if (c.windowStats().total.max === null) {
+      note.textContent = `Nothing to export: no data in the last ${windowText(windowRef.current)}${def.empty ? ` (${def.empty})` : ''}.`;
+      return;
+    }
+    note.textContent = '';
     const url = chartPng(c, `${vmName}: ${def.title}`);
     if (url) downloadUrl(`${safeName(vmName)}-${def.id}.png`, url);
   };
@@ -111,6 +121,7 @@ export function LiveChart({ vmId, vmName, def, windowSec, note }: {
         <button type="button" className="icon-btn" onClick={exportPng} aria-label={`Export ${def.title} as PNG`} title="Export PNG">⤓</button>
       </figcaption>
       <p className="chart-help">{def.help}</p>
+      <span className="chart-export-note" role="status" ref={exportNote} />
       {note}
       <div className="chart-plot" ref={plot} style={{ minHeight: PLOT_HEIGHT + 46 }}>
         <div className="chart-empty" ref={empty}>{def.empty}</div>
