@@ -77,7 +77,6 @@ export function describeGuestFault(f: Record<string, number>): string {
   return `the guest reported an unhandled ${name}${rip}${code}${cpu}`;
 }
 
-export { MIN_MEMORY_MIB } from './vm-limits.ts';
 const WORKER_EXIT_DEADLINE_MS = 5000;
 const IO_WORKER_URL = entryUrl(new URL('./devices/virtio/io-worker.ts', import.meta.url));
 /** How long a release waits for workers still loading their modules (seconds under emulation). */
