@@ -46,12 +46,12 @@ export interface VmExit {
 
 const END_KIND: Record<EndCode, ExitKind> = {
   [END.none]: 'stopped',
-  [END.powerOff]: 'poweroff',
+  [END.poweroff]: 'poweroff',
   [END.reset]: 'reset',
   [END.tripleFault]: 'triple-fault',
   [END.internalError]: 'internal-error',
   [END.failEntry]: 'fail-entry',
-  [END.workerError]: 'crash',
+  [END.crash]: 'crash',
   [END.stopped]: 'stopped',
 };
 
@@ -283,7 +283,7 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
       driver = createVcpuDriver(this.threadData(vcpu), (_code, message) => { this.endMessage ??= message; }, vcpu);
     } catch (e) {
       timer?.close();
-      if (control.end(END.workerError, 0)) this.endMessage = `vCPU 0 could not start on the main thread: ${(e as Error).message}`;
+      if (control.end(END.crash, 0)) this.endMessage = `vCPU 0 could not start on the main thread: ${(e as Error).message}`;
       void this.teardown();
       return;
     }
@@ -399,7 +399,7 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
     let started = false;
     // A back end that fails ends the VM, as a vCPU worker's failure does.
     const fail = (message: string) => {
-      if (this.control.end(END.workerError, -1)) this.endMessage = message;
+      if (this.control.end(END.crash, -1)) this.endMessage = message;
       void this.teardown();
     };
     await new Promise<void>((resolve, reject) => {
@@ -501,12 +501,12 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
    */
   private onWorkerExit(vcpu: number, code: number): void {
     if (this.tearingDown || this.state === 'starting' || this.state === 'stopped') return;
-    if (this.control.end(END.workerError, vcpu)) this.endMessage = `vCPU ${vcpu} worker exited unexpectedly (exit code ${code})`;
+    if (this.control.end(END.crash, vcpu)) this.endMessage = `vCPU ${vcpu} worker exited unexpectedly (exit code ${code})`;
     void this.teardown();
   }
 
   private onWorkerCrash(vcpu: number, e: Error): void {
-    if (this.control.end(END.workerError, vcpu)) this.endMessage = `vCPU ${vcpu} worker crashed: ${e.message}`;
+    if (this.control.end(END.crash, vcpu)) this.endMessage = `vCPU ${vcpu} worker crashed: ${e.message}`;
     void this.teardown();
   }
 

@@ -83,7 +83,7 @@ function driveVcpu(data: VcpuWorkerData): boolean {
     // is past that barrier already.
     if (data.takeOverFrom || control.arriveAtStart(id)) driver.run();
   } catch (e) {
-    if (control.end(END.workerError, id)) post({ type: 'ended', vcpu: id, code: END.workerError, message: `vCPU ${id}: ${(e as Error).message}` });
+    if (control.end(END.crash, id)) post({ type: 'ended', vcpu: id, code: END.crash, message: `vCPU ${id}: ${(e as Error).message}` });
   }
   return leave(() => {
     vcpu.close(); // this thread's KVM_RUN stub (the fd and kvm_run are the main thread's)
