@@ -20,7 +20,7 @@ const waitAsync = (Atomics as unknown as {
 
 /**
  * How a VM ended, as the code a thread writes into the control block (the first writer wins);
- * named as the kind the runtime reports for it (vm.ts). `crash`: a thread of the
+ * named as the EndKind the runtime reports for it (runtime/vm-end.ts). `crash`: a thread of the
  * VM failed (a worker crashed or ended, the I/O thread failed, a vCPU threw).
  */
 export const END = {

@@ -1,7 +1,7 @@
 // What a thread needs to drive one vCPU — its Vcpu, its own view of the board over the shared
 // device state, the rings — and the exit loop: run -> decode (Vcpu.run) -> dispatch
 // (exit-dispatch.ts) -> act. Used by the vCPU worker (vcpu-worker.ts) and, for vCPU 0 of a
-// `unhalt run` start, by the main thread until that worker is loaded (vm.ts). Device output has
+// `unhalt run` start, by the main thread until that worker is loaded (runtime/main-thread-vcpu.ts). Device output has
 // gone to the shared rings when dispatch returns, so nothing waits for a later exit to be seen.
 import { IrqLine, MsiSignal, Vcpu, setIoEventFd, type VcpuHandle } from '../../../native/kvm/kvm.ts';
 import { EventFdWriter } from '../../../native/kvm/eventfd.ts';

@@ -22,7 +22,7 @@ export interface VcpuWorkerData extends VcpuThreadData {
   /** Host CPU to pin this thread to, if any. */
   hostCpu?: number;
   /**
-   * The main thread is running this vCPU already (vm.ts, `unhalt run`): take it over (ask, kick
+   * The main thread is running this vCPU already (runtime/main-thread-vcpu.ts, `unhalt run`): take it over (ask, kick
    * the main thread out of KVM_RUN, wait for the grant) instead of starting it at the barrier.
    */
   takeOverFrom?: { tid: number };
