@@ -14,7 +14,8 @@ import { parseArgs } from 'node:util';
 import { validateConfig } from '../electron/vmm/config/vm-config.ts';
 import { resolveMachine } from '../electron/vmm/config/resolve.ts';
 import { probeHost } from '../electron/vmm/machine/host-caps.ts';
-import { VirtualMachine, type VmExit } from '../electron/vmm/vm.ts';
+import { VirtualMachine } from '../electron/vmm/vm.ts';
+import type { VmEnd } from '../electron/vmm/runtime/vm-end.ts';
 import { IDLE_WORKER_CLEANUP_MS } from '../electron/vmm/vcpu/worker-pool.ts';
 import { returnFreedMallocMemory } from '../native/kvm/malloc-trim.ts';
 
@@ -69,7 +70,7 @@ async function measure(): Promise<{ fds: number; threads: number; rssMiB: number
 
 const { spec: baseSpec } = resolveMachine(validateConfig({ guest: 'probe', cpus, memoryMiB, append: 'scenario=echo', name: 'soak' }), probeHost());
 
-async function cycle(i: number): Promise<{ exit: VmExit; ms: number }> {
+async function cycle(i: number): Promise<{ exit: VmEnd; ms: number }> {
   const t0 = performance.now();
   const vm = await VirtualMachine.start({ ...baseSpec });
   let text = '';
@@ -80,11 +81,11 @@ async function cycle(i: number): Promise<{ exit: VmExit; ms: number }> {
     if (text.includes('probe> ')) ready();
   });
   const timer = setTimeout(() => { process.stderr.write(`cycle ${i}: no prompt after 30 s; console ${JSON.stringify(text.slice(-200))}\n`); void vm.stop(); }, 30_000);
-  await Promise.race([prompt, vm.exited]);
+  await Promise.race([prompt, vm.ended]);
   clearTimeout(timer);
   const guestEnds = i % 4 === 3;
   if (guestEnds) vm.sendConsole('poweroff\r');
-  const exit = guestEnds ? await vm.exited : await vm.stop();
+  const exit = guestEnds ? await vm.ended : await vm.stop();
   const want = guestEnds ? 'poweroff' : 'stopped';
   if (exit.kind !== want) throw new Error(`cycle ${i}: the VM ended as ${exit.kind} (${exit.message}), expected ${want}`);
   return { exit, ms: performance.now() - t0 };

@@ -62,7 +62,7 @@ async function run(path: Path): Promise<Sample> {
   const vm = await VirtualMachine.start(spec);
   const events: AgentEvent[] = [];
   vm.on('agent', (e) => events.push(e));
-  const exit = await vm.exited;
+  const exit = await vm.ended;
   if (exit.kind !== 'poweroff') throw new Error(`${path}: the VM ended with ${exit.kind}: ${exit.message}`);
   const f = events.find((e) => e.event === 'virtio_rng')?.fields;
   if (!f || f.ok !== 1 || f.rounds !== rounds) throw new Error(`${path}: the guest reported ${JSON.stringify(f)}`);

@@ -10,7 +10,9 @@ import { ConfigError, decimal, integer, type VmConfig } from '../vmm/config/vm-c
 import { probeHost, type HostCapabilities } from '../vmm/machine/host-caps.ts';
 import { defaultGuest } from '../vmm/guests-select.ts';
 import { hostKind } from '../vmm/host.ts';
-import { firstVcpuCanRunOnMainThread, isCleanExit, VirtualMachine, type VmExit } from '../vmm/vm.ts';
+import { VirtualMachine } from '../vmm/vm.ts';
+import { firstVcpuCanRunOnMainThread } from '../vmm/runtime/main-thread-vcpu.ts';
+import { isCleanEnd, type VmEnd } from '../vmm/runtime/vm-end.ts';
 import { prewarmVcpuWorkers, setIdleVcpuWorkerLimit } from '../vmm/vcpu/worker-pool.ts';
 import { NdjsonStatsWriter } from '../vmm/telemetry/ndjson.ts';
 import { DEFAULT_INTERVAL_MS, Sampler } from '../vmm/telemetry/sampler.ts';
@@ -137,7 +139,7 @@ export async function runCommand(argv: string[]): Promise<number> {
   let stoppedBy: StopSignal | undefined;
   const offSignals = onStopSignals((signal) => { stoppedBy = signal; void vm.stop(); });
 
-  const exit: VmExit = await vm.exited;
+  const end: VmEnd = await vm.ended;
   cancelTimer?.();
   offSignals();
   detachInput();
@@ -150,11 +152,11 @@ export async function runCommand(argv: string[]): Promise<number> {
   const problems = [stdoutProblem(), agentLog?.failure(), statsOut?.failure()].filter((p): p is string => p !== undefined);
   for (const p of problems) say(p);
   if (stdoutProblem()) markStdoutProblemReported();
-  return exitCode(exit, { stoppedBy, timedOut, timeoutS, outputFailed: outputFailed || problems.length > 0 });
+  return exitCode(end, { stoppedBy, timedOut, timeoutS, outputFailed: outputFailed || problems.length > 0 });
 }
 
 /** Which ending wins: what the user asked (a signal, --timeout), then the VM's own end, then lost output. */
-function exitCode(exit: VmExit, how: { stoppedBy?: StopSignal; timedOut: boolean; timeoutS?: number; outputFailed: boolean }): number {
+function exitCode(end: VmEnd, how: { stoppedBy?: StopSignal; timedOut: boolean; timeoutS?: number; outputFailed: boolean }): number {
   if (how.stoppedBy) {
     say(`${how.stoppedBy}: stopped the VM`);
     return SIGNAL_EXIT_CODES[how.stoppedBy];
@@ -163,8 +165,8 @@ function exitCode(exit: VmExit, how: { stoppedBy?: StopSignal; timedOut: boolean
     say(`timeout: stopped the VM after ${how.timeoutS} s`);
     return EXIT_CODES.timeout;
   }
-  if (!isCleanExit(exit.kind) && exit.kind !== 'stopped') {
-    say(`the VM failed: ${exit.message}`);
+  if (!isCleanEnd(end.kind) && end.kind !== 'stopped') {
+    say(`the VM failed: ${end.message}`);
     return EXIT_CODES.vmFailed;
   }
   return how.outputFailed ? EXIT_CODES.badInput : EXIT_CODES.ok;

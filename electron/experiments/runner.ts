@@ -282,12 +282,12 @@ async function runOnUnhalt(p: Prepared, work: Workload, host: HostCapabilities, 
   });
   let timedOut = false;
   const timer = setTimeout(() => { timedOut = true; void vm.stop(); }, deadline.ms);
-  const exit = await vm.exited;
+  const end = await vm.ended;
   clearTimeout(timer);
   unlisten();
   const wallMs = performance.now() - t0;
   const stats = statsDelta(sampler);
-  if (!result) return { value: null, fields: {}, wallMs, error: `no ${work.event} result: ${timedOut ? stoppedAt(deadline) : exit.message}`, ...stats };
+  if (!result) return { value: null, fields: {}, wallMs, error: `no ${work.event} result: ${timedOut ? stoppedAt(deadline) : end.message}`, ...stats };
   return { value: work.value(result, boot), fields: result.fields, wallMs, ...stats };
 }
 
@@ -415,11 +415,11 @@ async function runLinuxOnUnhalt(p: Prepared, work: Workload, args: string[], hos
     run.onEvent(e);
   });
   arm(pacing.readyDeadline());
-  const exit = await vm.exited;
+  const end = await vm.ended;
   clearTimeout(timer);
   unlisten();
   const wallMs = performance.now() - t0;
-  return { ...run.outcome(expired ? stoppedAt(expired) : exit.message), wallMs, ...statsDelta(sampler, fromT) };
+  return { ...run.outcome(expired ? stoppedAt(expired) : end.message), wallMs, ...statsDelta(sampler, fromT) };
 }
 
 const fieldText = (e: AgentEvent): string => Object.entries(e.fields).map(([k, v]) => `${k}=${v}`).join(' ');

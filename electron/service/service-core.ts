@@ -11,7 +11,8 @@ import { resolveBoot, resolveMachine, resolveMachineWithoutKvm, type ResolvedMac
 import { checkNameFree, checkPinFit } from '../vmm/config/rules.ts';
 import { haltPollUnavailable, judgedAtStart } from '../vmm/config/host-rules.ts';
 import { EXPORT_FORMATS, exportConfig, exportHostProblem, isExportFormat, isExportHost } from '../vmm/export/export.ts';
-import { MAX_HALT_POLL_NS, MAX_HOST_CPU, MAX_NAME_LENGTH, MAX_PIN_ENTRIES, checkDisk, normalizeVmName, sameVmName, validateConfig, type VmConfig } from '../vmm/config/vm-config.ts';
+import { checkDisk, normalizeVmName, sameVmName, validateConfig, type VmConfig } from '../vmm/config/vm-config.ts';
+import { MAX_HALT_POLL_NS, MAX_HOST_CPU, MAX_NAME_LENGTH, MAX_PIN_ENTRIES } from '../vmm/config/limits.ts';
 import { hostKind } from '../vmm/host.ts';
 import { probeHost, type HostCapabilities } from '../vmm/machine/host-caps.ts';
 import { allowedFolders, checkFolderToAdd, confineNewFileToAllowedFolders, confineToAllowedFolders } from './allowed-folders.ts';

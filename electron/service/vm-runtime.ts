@@ -14,7 +14,8 @@ import type { ResolvedMachine } from '../vmm/config/resolve.ts';
 import { disableExitNames } from '../vmm/machine/host-caps.ts';
 import { Sampler } from '../vmm/telemetry/sampler.ts';
 import type { DeviceRecord, TelemetryEvent, SampleRecord, TelemetryMarker as SamplerMarker } from '../vmm/telemetry/fields.ts';
-import { VirtualMachine, isCleanExit, type VmExit, type VmState } from '../vmm/vm.ts';
+import { VirtualMachine, type VmState } from '../vmm/vm.ts';
+import { isCleanEnd, type VmEnd } from '../vmm/runtime/vm-end.ts';
 import { sanitizeVmError } from './config-checks.ts';
 import { ConsoleLogFile, readLogTail } from './console-log.ts';
 import { ApiError } from './errors.ts';
@@ -152,7 +153,7 @@ export class VmRuntime {
     vm.on('console', (b) => this.onConsole(b));
     vm.on('agent', (e) => this.onAgent(e));
     vm.on('state', (s) => this.onVmState(s));
-    vm.on('exit', (x) => this.onExit(x));
+    vm.on('end', (x) => this.onEnd(x));
     try {
       const sampler = Sampler.forVm(vm);
       sampler.subscribe((e) => this.onTelemetry(e));
@@ -166,7 +167,7 @@ export class VmRuntime {
     this.state = vm.state === 'paused' ? 'paused' : 'running';
     this.emitStatus();
     // The VM may have ended during start-up already (a guest that powers off at once).
-    if (vm.state === 'stopped') void vm.exited.then((x) => this.onExit(x));
+    if (vm.state === 'stopped') void vm.ended.then((x) => this.onEnd(x));
   }
 
   private onVmState(s: VmState): void {
@@ -178,16 +179,16 @@ export class VmRuntime {
     }
   }
 
-  private onExit(exit: VmExit): void {
+  private onEnd(end: VmEnd): void {
     if (!this.vm) return;
     this.droppedByVm = this.vm.droppedConsoleBytes;
     this.vm = undefined;
-    const message = exit.kind === 'stopped' && this.forceMessage ? this.forceMessage : exit.message;
+    const message = end.kind === 'stopped' && this.forceMessage ? this.forceMessage : end.message;
     // Which vCPU hit a fault is worth saying (unless the VMM's message already does); which one
     // wrote the power-off register is not.
-    const where = exit.vcpu !== undefined && !isCleanExit(exit.kind) && !message.startsWith(`vCPU ${exit.vcpu}`)
-      ? ` (vCPU ${exit.vcpu})` : '';
-    this.lastExit = { kind: exit.kind, message: `${message}${where}`, at: Date.now() };
+    const where = end.vcpu !== undefined && !isCleanEnd(end.kind) && !message.startsWith(`vCPU ${end.vcpu}`)
+      ? ` (vCPU ${end.vcpu})` : '';
+    this.lastExit = { kind: end.kind, message: `${message}${where}`, at: Date.now() };
     this.state = 'stopped';
     this.flushConsole();
     this.flushTelemetry();
@@ -213,17 +214,17 @@ export class VmRuntime {
       await vm.stop();
     } else {
       let timer: NodeJS.Timeout | undefined;
-      const exited = await Promise.race([
-        vm.exited.then(() => true),
+      const ended = await Promise.race([
+        vm.ended.then(() => true),
         new Promise<boolean>((r) => { timer = setTimeout(() => r(false), graceMs); }),
       ]);
       clearTimeout(timer);
-      if (!exited) {
+      if (!ended) {
         this.forceMessage = `the guest did not power off within ${graceMs} ms of the ACPI power button; stopped by force`;
         await vm.stop();
       }
     }
-    await vm.exited;
+    await vm.ended;
     return this.status();
   }
 

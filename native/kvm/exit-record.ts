@@ -1,9 +1,9 @@
 // The decoded form of one KVM exit (rust-vmm kvm-ioctls' `VcpuExit`, one record for every
 // reason) and its decoder. Pure: it reads the bytes of a struct kvm_run header and touches
 // neither KVM nor libc, so an exit record built by hand (a test's, or one no host can be made to
-// produce) decodes exactly as a real one does. Vcpu.run copies the header out of the mmap'd
-// kvm_run and calls decodeExit; only the copies of PIO data, which lives outside the header, are
-// its own.
+// produce) decodes exactly as a real one does. Vcpu.run calls decodeExit on the mapped kvm_run
+// in place (a DataView over the run page's SharedArrayBuffer: no copy crosses the FFI); only the
+// copies of PIO data, which lies outside the header, are its own.
 import { EXIT, KVM_EXIT_IO_IN, RUN } from './abi.ts';
 
 export type VcpuExitKind =

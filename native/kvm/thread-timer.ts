@@ -1,7 +1,8 @@
 // A periodic POSIX timer that signals one thread (SIGEV_THREAD_ID) with the kick signal: how a
 // thread that runs a vCPU for a bounded slice gets out of KVM_RUN even while the guest sits in
-// HLT with no exit to give (the main thread running vCPU 0 at start, see vm.ts). The signal's
-// handler is the kick's no-op one (kick.ts), so KVM_RUN returns EINTR and nothing else happens.
+// HLT with no exit to give (the main thread running vCPU 0 at start, see
+// electron/vmm/runtime/main-thread-vcpu.ts). The signal's handler is the kick's no-op one
+// (kick.ts), so KVM_RUN returns EINTR and nothing else happens.
 import type { LibraryHandle } from 'koffi';
 import koffi from './koffi.ts';
 import { OsError, errno, libc } from './libc.ts';

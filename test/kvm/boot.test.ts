@@ -11,7 +11,7 @@ describe.skipIf(!kvmAvailable)('probe guest on real KVM', () => {
       expect(boot.fields.cpus_up).toBe(cpus);
       const hello = await g.waitForEvent('hello');
       expect(hello.fields.cpus_up).toBe(cpus);
-      const exit = await g.vm.exited;
+      const exit = await g.vm.ended;
       expect(exit.kind).toBe('poweroff');
       expect(g.console()).toContain(`${cpus} of ${cpus} CPUs up`);
     });
@@ -22,7 +22,7 @@ describe.skipIf(!kvmAvailable)('probe guest on real KVM', () => {
     await g.waitForEvent('hello');
     const sig = g.events.find((e) => e.event === 'cpuid' && e.fields.leaf === 0x40000000);
     expect(sig?.fields).toMatchObject({ eax: 0x40000001, ebx: 0x4b4d564b, ecx: 0x564b4d56, edx: 0x4d });
-    await g.vm.exited;
+    await g.vm.ended;
   });
 
   it('the echo shell echoes typed input and answers commands', async () => {
@@ -34,13 +34,13 @@ describe.skipIf(!kvmAvailable)('probe guest on real KVM', () => {
     g.vm.sendConsole('cpus\r');
     await g.waitForConsole('cpus up: 2');
     g.vm.sendConsole('poweroff\r');
-    const exit = await g.vm.exited;
+    const exit = await g.vm.ended;
     expect(exit.kind).toBe('poweroff');
   });
 
   it('ends the VM with a reason when the guest triple-faults', async () => {
     const g = await startProbe({ append: 'scenario=fault' });
-    const exit = await g.vm.exited;
+    const exit = await g.vm.ended;
     // On PVM the emulator may give up first: an internal error instead of KVM_EXIT_SHUTDOWN.
     expect(['triple-fault', 'internal-error']).toContain(exit.kind);
     expect(exit.message).toMatch(/vCPU 0/);

@@ -86,7 +86,7 @@ describe.skipIf(!kvmAvailable)('three VMs at once', () => {
       });
     } finally {
       vms.forEach((g) => { if (g.vm.state === 'running') g.vm.sendConsole('poweroff\r'); });
-      const exits = await Promise.all(vms.map((g) => g.vm.exited));
+      const exits = await Promise.all(vms.map((g) => g.vm.ended));
       expect(exits.map((e) => e.kind)).toEqual(['poweroff', 'poweroff', 'poweroff']);
     }
   }, scaled(120_000));

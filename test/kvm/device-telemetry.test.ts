@@ -44,7 +44,7 @@ describe.skipIf(!kvmAvailable)('per-device telemetry on a real VM', () => {
     const sampler = Sampler.forVm(g.vm, { intervalMs: 50 });
     const live: DeviceRecord[] = [];
     sampler.subscribe((e) => { if (e.type !== 'marker') live.push(...e.devices); });
-    const exit = await g.vm.exited;
+    const exit = await g.vm.ended;
     expect(exit.kind).toBe('poweroff');
     expect(g.events.find((e) => e.event === 'virtio_blk_bench')?.fields).toMatchObject({ ops: OPS, seq_kib: SEQ_KIB });
 

@@ -12,7 +12,7 @@ import { scaled } from '../support/time-scale.ts';
 /** Runs the probe to its power-off and returns vCPU 0's exit counters and the guest's events. */
 async function runToEnd(append: string) {
   const g = await startProbe({ cpus: 1, append });
-  const exit = await g.vm.exited;
+  const exit = await g.vm.ended;
   expect(exit.kind).toBe('poweroff');
   const counter = (which: number) => g.vm.control.counter(0, which);
   return {

@@ -23,7 +23,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { validateConfig } from '../../electron/vmm/config/vm-config.ts';
 import { resolveMachine } from '../../electron/vmm/config/resolve.ts';
 import { probeHost } from '../../electron/vmm/machine/host-caps.ts';
-import { VirtualMachine, type VmExit, type VmTestHooks } from '../../electron/vmm/vm.ts';
+import { VirtualMachine } from '../../electron/vmm/vm.ts';
+import type { VmTestHooks } from '../../electron/vmm/machine-spec.ts';
+import type { VmEnd } from '../../electron/vmm/runtime/vm-end.ts';
 import { kvmAvailable, openFdCount, startProbe, threadCount, watch, type Watched } from '../support/probe.ts';
 import { removeTempHomes, tempHome } from '../support/temp-home.ts';
 import { scaled } from '../support/time-scale.ts';
@@ -53,11 +55,11 @@ async function startFaulty(append: string, hooks: VmTestHooks = {}): Promise<{ g
   return { g, ram: () => ram! };
 }
 
-async function exitWithin(g: Watched, ms = scaled(30_000)): Promise<VmExit> {
+async function exitWithin(g: Watched, ms = scaled(30_000)): Promise<VmEnd> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => { timer = setTimeout(() => reject(new Error(`the VM did not end within ${ms} ms; console ${JSON.stringify(g.console().slice(-300))}`)), ms); });
   try {
-    return await Promise.race([g.vm.exited, timeout]);
+    return await Promise.race([g.vm.ended, timeout]);
   } finally {
     clearTimeout(timer);
   }
@@ -86,7 +88,7 @@ describe.skipIf(!kvmAvailable)('guest faults end only their own VM', () => {
   afterAll(async () => {
     if (bystander?.vm.state === 'running') {
       bystander.vm.sendConsole('poweroff\r');
-      expect((await bystander.vm.exited).kind).toBe('poweroff');
+      expect((await bystander.vm.ended).kind).toBe('poweroff');
     }
     removeTempHomes();
     process.stdout.write(`guest faults on this ${isPvm ? 'PVM' : 'hardware KVM'} host:\n${results.map((r) => `  ${r.fault}: ${r.kind} — ${r.message}`).join('\n')}\n`);
@@ -112,7 +114,7 @@ describe.skipIf(!kvmAvailable)('guest faults end only their own VM', () => {
     expect(freed, 'the guest RAM SharedArrayBuffer was freed').toBe(true);
   }
 
-  function record(fault: string, exit: VmExit): void {
+  function record(fault: string, exit: VmEnd): void {
     results.push({ fault, kind: exit.kind, message: exit.message });
   }
 

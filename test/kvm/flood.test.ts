@@ -45,7 +45,7 @@ describe.skipIf(!kvmAvailable)('a flooding guest', () => {
   afterAll(async () => {
     if (bystander?.vm.state === 'running') {
       bystander.vm.sendConsole('poweroff\r');
-      await bystander.vm.exited;
+      await bystander.vm.ended;
     }
     process.stdout.write(`flood:\n${figures.map((f) => `  ${f}`).join('\n')}\n`);
   });
@@ -60,7 +60,7 @@ describe.skipIf(!kvmAvailable)('a flooding guest', () => {
 
   it('a finite flood runs to its end and the guest reports through the garbage', async () => {
     const { vm, seen } = await startFlood(1500);
-    const exit = await vm.exited;
+    const exit = await vm.ended;
     expect(exit.kind, `${exit.message}; console ${JSON.stringify(seen.tail)}`).toBe('poweroff');
     const report = seen.events.find((e) => e.event === 'flood');
     expect(report, 'the @u1 flood line survives the ttyS1 garbage').toBeDefined();

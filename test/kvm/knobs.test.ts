@@ -16,14 +16,14 @@ async function cpuidSeen(config: Record<string, unknown>) {
   const g = await startProbe({ append: 'scenario=hello', config });
   await g.waitForEvent('hello');
   const leaf = g.events.find((e) => e.event === 'cpuid' && e.fields.leaf === 0x40000001)!;
-  await g.vm.exited;
+  await g.vm.ended;
   return leaf.fields;
 }
 
 async function haltPollDuringIdle(haltPollNs: number) {
   const g = await startProbe({ append: 'scenario=idle ms=600', config: { haltPollNs } });
   const sampler = Sampler.forVm(g.vm, { intervalMs: 50 });
-  await g.vm.exited;
+  await g.vm.ended;
   const last = sampler.records().filter((r) => r.vcpu === 0).at(-1)!;
   return last;
 }
@@ -82,7 +82,7 @@ describe.skipIf(!kvmAvailable)('knobs on real KVM', () => {
     }
     const g = await startProbe({ append: 'scenario=idle ms=600', config: { cpuPm: true } });
     const sampler = Sampler.forVm(g.vm, { intervalMs: 50 });
-    await g.vm.exited;
+    await g.vm.ended;
     expect(sampler.records().filter((r) => r.vcpu === 0).at(-1)!.halt_exits).toBeLessThan(5);
   });
 
@@ -106,7 +106,7 @@ describe.skipIf(!kvmAvailable)('knobs on real KVM', () => {
     }
     // The real builder enables it first; a wrong order would fail the start with that EINVAL.
     const g = await startProbe({ cpus: 2, append: 'scenario=hello', config: { cpuPm: true } });
-    expect((await g.vm.exited).kind).toBe('poweroff');
+    expect((await g.vm.ended).kind).toBe('poweroff');
   });
 
   it('cpu-pm=on warns on a PVM host that halt exits stay, and only there', async () => {
@@ -126,7 +126,7 @@ describe.skipIf(!kvmAvailable)('knobs on real KVM', () => {
       const g = await startProbe({ cpus: 4, append: 'scenario=spinlock ms=500 spin=16', config: { cpuFeatures: { 'kvm-pv-unhalt': pv } } });
       const sampler = Sampler.forVm(g.vm, { intervalMs: 100 });
       const result = await g.waitForEvent('spinlock');
-      await g.vm.exited;
+      await g.vm.ended;
       const total = vcpuTotal(sampler, 'hypercalls');
       return { total, kicks: result.fields.kicks! };
     };

@@ -52,7 +52,7 @@ describe.skipIf(!kvmAvailable)('VM lifecycle', () => {
       for (let j = 0; j < words.length; j++) if (j !== i) expect(g.console()).not.toContain(words[j]);
     });
     vms.forEach((g) => g.vm.sendConsole('poweroff\r'));
-    const exits = await Promise.all(vms.map((g) => g.vm.exited));
+    const exits = await Promise.all(vms.map((g) => g.vm.ended));
     expect(exits.map((e) => e.kind)).toEqual(['poweroff', 'poweroff', 'poweroff']);
   });
 

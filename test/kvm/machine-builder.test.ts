@@ -8,7 +8,8 @@ import { buildMachineFromFiles } from '../../electron/vmm/builder/build-machine.
 import { resolveMachine } from '../../electron/vmm/config/resolve.ts';
 import { validateConfig } from '../../electron/vmm/config/vm-config.ts';
 import { probeHost } from '../../electron/vmm/machine/host-caps.ts';
-import { VirtualMachine, type MachineSpec } from '../../electron/vmm/vm.ts';
+import { VirtualMachine } from '../../electron/vmm/vm.ts';
+import type { MachineSpec } from '../../electron/vmm/machine-spec.ts';
 import { readBootFiles } from '../../electron/vmm/boot/boot-files.ts';
 import { kvmAvailable, openFdCount, watch } from '../support/probe.ts';
 

@@ -8,7 +8,8 @@ import { describe, expect, it } from 'vitest';
 import { validateConfig } from '../../electron/vmm/config/vm-config.ts';
 import { resolveMachine } from '../../electron/vmm/config/resolve.ts';
 import { probeHost } from '../../electron/vmm/machine/host-caps.ts';
-import { VirtualMachine, firstVcpuCanRunOnMainThread } from '../../electron/vmm/vm.ts';
+import { VirtualMachine } from '../../electron/vmm/vm.ts';
+import { firstVcpuCanRunOnMainThread } from '../../electron/vmm/runtime/main-thread-vcpu.ts';
 import { UNHALT_BIN, runCli } from '../support/cli.ts';
 import { kvmAvailable, watch } from '../support/probe.ts';
 import { scaled } from '../support/time-scale.ts';
@@ -132,7 +133,7 @@ describe.skipIf(!kvmAvailable)('vCPU 0 on the main thread at start', () => {
       await vm.pause();
       vm.resume();
       vm.sendConsole('poweroff\n');
-      const exit = await vm.exited;
+      const exit = await vm.ended;
       expect(exit.kind).toBe('poweroff');
       expect(w.console().indexOf('cpus up: 1')).toBeLessThan(w.console().indexOf('commands: help'));
     } finally {

@@ -49,7 +49,7 @@ describe.skipIf(!kvmAvailable)('pause and the guest\'s clock (probe guest on rea
 
   it('without a pause the guest\'s two clocks agree', async () => {
     const g = running = await startProbe({ append: 'scenario=kvmclock ms=400 period_ms=50' });
-    const exit = await g.vm.exited;
+    const exit = await g.vm.ended;
     expect(exit.kind).toBe('poweroff');
     const r = readings(g);
     expect(r.length).toBeGreaterThanOrEqual(4);

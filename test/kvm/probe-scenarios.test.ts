@@ -35,7 +35,7 @@ function expectOrderedLatency(f: AgentEvent['fields']) {
 
 async function runToEnd(cpus: number, append: string, config?: Record<string, unknown>) {
   const g = await startProbe({ cpus, append, config });
-  const exit = await g.vm.exited;
+  const exit = await g.vm.ended;
   expect(g.events.find((e) => e.event === 'fault')).toBeUndefined();
   expect(exit.kind).toBe('poweroff');
   expect(g.events.at(-1)?.event).toBe('poweroff');
@@ -121,7 +121,7 @@ describe.skipIf(!kvmAvailable)('probe guest scenarios on real KVM', () => {
     const g = await startProbe({ cpus: 2, append: 'scenario=echo' });
     await g.waitForConsole('probe> ');
     expect(await g.vm.pressPowerButton()).toBe(true); // the guest enabled PWRBTN_EN
-    const exit = await g.vm.exited;
+    const exit = await g.vm.ended;
     expect(exit.kind).toBe('poweroff');
     expect(g.console()).toContain('power button');
     expect(g.events.map((e) => e.event).slice(-2)).toEqual(['powerbutton', 'poweroff']);

@@ -3,7 +3,7 @@
 // exactly one FIFO's worth of ttyS1 input is taken and the rest waits; the Linux agent reads its commands this way
 // (`run pipe loops=N`), which needs hardware-backed KVM to boot.
 import { describe, expect, it } from 'vitest';
-import { MAX_PENDING_INPUT } from '../../electron/vmm/vm.ts';
+import { MAX_PENDING_INPUT } from '../../electron/vmm/runtime/guest-channels.ts';
 import { kvmAvailable, startProbe } from '../support/probe.ts';
 
 const FIFO = 16;

@@ -26,7 +26,7 @@ function expectBarrierHeld(times: VcpuStartTimes[], cpus: number): void {
 describe.skipIf(!kvmAvailable)('vCPU start barrier on real KVM', () => {
   it('a 1-vCPU VM starts without waiting for anyone', async () => {
     const g = await startProbe({ cpus: 1, append: 'scenario=hello' });
-    expect((await g.vm.exited).kind).toBe('poweroff');
+    expect((await g.vm.ended).kind).toBe('poweroff');
     expectBarrierHeld(g.vm.startTimeline(), 1);
   });
 
@@ -36,14 +36,14 @@ describe.skipIf(!kvmAvailable)('vCPU start barrier on real KVM', () => {
     // which is a moment before the threads have stamped their way out of it.
     expect((await g.waitForEvent('boot')).fields.cpus_up).toBe(4);
     expectBarrierHeld(g.vm.startTimeline(), 4);
-    expect((await g.vm.exited).kind).toBe('poweroff');
+    expect((await g.vm.ended).kind).toBe('poweroff');
   });
 
   it('a vCPU thread that fails before the barrier opens ends the VM, and no vCPU ever runs', async () => {
     const { spec } = resolveMachine(validateConfig({ guest: 'probe', cpus: 4, memoryMiB: 64, append: 'scenario=hello', name: 'barrier' }), probeHost());
     spec.pin = [0, 0, 0, 1_000_000]; // vCPU 3 cannot pin itself: it ends the VM before it reaches the barrier
     const vm = await VirtualMachine.start(spec);
-    const exit = await vm.exited;
+    const exit = await vm.ended;
     expect(exit).toMatchObject({ kind: 'crash', vcpu: 3 });
     expect(vm.state).toBe('stopped');
     const times = vm.startTimeline();
@@ -58,7 +58,7 @@ describe.skipIf(!kvmAvailable)('vCPU start barrier on real KVM', () => {
       const boot = await g.waitForEvent('boot', scaled(60_000));
       expect(boot.fields, `run ${run + 1}: ${g.console().slice(-300)}`).toMatchObject({ cpus_found: 8, cpus_up: 8 });
       expectBarrierHeld(g.vm.startTimeline(), 8);
-      expect((await g.vm.exited).kind).toBe('poweroff');
+      expect((await g.vm.ended).kind).toBe('poweroff');
     }
   }, scaled(180_000));
 });

@@ -54,7 +54,7 @@ async function startBlk(append: string, disks: DiskConfig[], name = 'blk'): Prom
 
 async function runBlk(append: string, disks: DiskConfig[]) {
   const g = await startBlk(append, disks);
-  const exit = await g.vm.exited;
+  const exit = await g.vm.ended;
   expect(g.events.find((e) => e.event === 'fault')).toBeUndefined();
   expect(exit.kind).toBe('poweroff');
   return g;
@@ -169,14 +169,14 @@ describe.skipIf(!kvmAvailable)('virtio-blk on real KVM (probe guest driver, real
     // Read-only users share the image; a writer waits for none of them and is refused.
     const r1 = await startBlk('write=0', [{ path: img, readonly: true }], 'r1');
     const r2 = await startBlk('write=0', [{ path: img, readonly: true }], 'r2');
-    await Promise.all([r1.vm.exited, r2.vm.exited]);
+    await Promise.all([r1.vm.ended, r2.vm.ended]);
     expect(event(r1.events, 'virtio_blk')).toMatchObject({ ok: 1 });
     expect(event(r2.events, 'virtio_blk')).toMatchObject({ ok: 1 });
     const reader = await startBlk('sector=2 sectors=1 hold=1', [{ path: img, readonly: true }], 'reader-held');
     await reader.waitForEvent('virtio_blk_flush');
     await expect(startBlk('', [{ path: img }], 'writer')).rejects.toThrow(/is in use by VM "reader-held" \(read-only, this process/);
     const r3 = await startBlk('write=0', [{ path: img, readonly: true }], 'r3');
-    await r3.vm.exited;
+    await r3.vm.ended;
     expect(event(r3.events, 'virtio_blk')).toMatchObject({ ok: 1 });
     await reader.vm.stop();
     // Released with the VM: a writer gets it now.

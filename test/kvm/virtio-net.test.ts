@@ -60,7 +60,7 @@ describe.skipIf(!kvmAvailable)('virtio-net over user networking (libslirp) on re
   afterEach(() => { echoServer?.close(); echoServer = undefined; });
   it('DHCP offers 10.0.2.15 with router 10.0.2.2 and DNS 10.0.2.3; the MAC is the VM name\'s; frames and interrupts are counted', async () => {
     const g = await startNet('scenario=net-dhcp', 'user', 'dhcp-vm');
-    const exit = await g.vm.exited;
+    const exit = await g.vm.ended;
     expect(exit.kind).toBe('poweroff');
     expect(event(g.events, 'net_up')).toEqual({ slot: 3, mac: mac48(macForVm('dhcp-vm')), link: 1 });
     expect(event(g.events, 'net_dhcp')).toMatchObject({
@@ -90,7 +90,7 @@ describe.skipIf(!kvmAvailable)('virtio-net over user networking (libslirp) on re
     const port = await listen(server);
     try {
       const g = await startNet(`scenario=net-connect port=${port}`, 'user');
-      expect((await g.vm.exited).kind).toBe('poweroff');
+      expect((await g.vm.ended).kind).toBe('poweroff');
       expect(event(g.events, 'net_arp')).toMatchObject({ ip: ip('10.0.2.2') });
       expect(event(g.events, 'net_connect')).toMatchObject({ port, syn_ack: 1, rst: 0 });
       await closed; // the guest's RST closed the host's side of it
@@ -112,7 +112,7 @@ describe.skipIf(!kvmAvailable)('virtio-net over user networking (libslirp) on re
     const syn = await g.waitForEvent('net_syn', scaled(30_000));
     sock.destroy();
     expect(syn.fields).toMatchObject({ port: 8080, syn: 1, src: ip('10.0.2.2') });
-    expect((await g.vm.exited).kind).toBe('poweroff');
+    expect((await g.vm.ended).kind).toBe('poweroff');
     expect(await udpFree(udpPort)).toBe(true);
   });
 
@@ -123,7 +123,7 @@ describe.skipIf(!kvmAvailable)('virtio-net over user networking (libslirp) on re
     try {
       const rounds = 50;
       const g = await startNet(`scenario=net-udp-rr port=${port} rounds=${rounds} bytes=64`, 'user');
-      expect((await g.vm.exited).kind).toBe('poweroff');
+      expect((await g.vm.ended).kind).toBe('poweroff');
       const f = event(g.events, 'net_udp_rr');
       expect(f).toMatchObject({ ok: 1, port, rounds, bytes: 64, lost: 0 });
       expect(f.min_ns).toBeGreaterThan(0);
@@ -154,7 +154,7 @@ describe.skipIf(!kvmAvailable)('virtio-net over user networking (libslirp) on re
     const rounds = 50;
     const bytes = 100;
     const g = await startNet(`scenario=net-tcp-rr port=${port} rounds=${rounds} bytes=${bytes}`, 'user');
-    expect((await g.vm.exited).kind).toBe('poweroff');
+    expect((await g.vm.ended).kind).toBe('poweroff');
     const f = event(g.events, 'net_tcp_rr');
     expect(f).toMatchObject({ ok: 1, stage: 0, port, rounds, done: rounds, bytes, ooo: 0, bad_sum: 0, mismatch: 0, fin: 1, rst: 0 });
     expect(f.min_ns).toBeGreaterThan(0);
@@ -175,7 +175,7 @@ describe.skipIf(!kvmAvailable)('virtio-net over user networking (libslirp) on re
     echoServer = createServer((c) => { c.on('data', (d) => { got += d.length; }); c.on('error', () => {}); });
     const port = await listen(echoServer);
     const g = await startNet(`scenario=net-tcp-rr port=${port} rounds=5 bytes=32`, 'user');
-    expect((await g.vm.exited).kind).toBe('poweroff');
+    expect((await g.vm.ended).kind).toBe('poweroff');
     expect(event(g.events, 'net_tcp_rr')).toMatchObject({ ok: 0, stage: 14, rounds: 5, done: 0, fin: 0 });
     expect(got).toBe(32); // the first request arrived; nothing came back, so there was no second
   });
@@ -183,7 +183,7 @@ describe.skipIf(!kvmAvailable)('virtio-net over user networking (libslirp) on re
   it('TCP request-response to a port nobody listens on: the handshake fails (stage 13, reset) and is reported', async () => {
     const port = await freePort();
     const g = await startNet(`scenario=net-tcp-rr port=${port} rounds=5`, 'user');
-    expect((await g.vm.exited).kind).toBe('poweroff');
+    expect((await g.vm.ended).kind).toBe('poweroff');
     expect(event(g.events, 'net_tcp_rr')).toMatchObject({ ok: 0, stage: 13, done: 0, rst: 1 });
   });
 

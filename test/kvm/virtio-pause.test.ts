@@ -112,7 +112,7 @@ describe.skipIf(!kvmAvailable)('pause stops the virtio devices too (probe guest 
     const g = await start({ rng: true, append: `scenario=virtio-rng bytes=16 rounds=${rounds}` }, 'pause-rng');
     const cycles = await pauseCycles(g, 'rng', 1, () => g.vm.virtioCounters().rng!.requests[0]! < rounds * 0.8, 5);
     expect(cycles).toBeGreaterThan(0);
-    expect((await g.vm.exited).kind).toBe('poweroff');
+    expect((await g.vm.ended).kind).toBe('poweroff');
     expect(g.events.find((e) => e.event === 'fault')).toBeUndefined();
     expect(event(g.events, 'virtio_rng')).toMatchObject({ ok: 1, rounds, total_bytes: 16 * rounds, irqs: rounds });
     const c = g.vm.virtioCounters().rng!;
@@ -128,7 +128,7 @@ describe.skipIf(!kvmAvailable)('pause stops the virtio devices too (probe guest 
     const g = await start({ disks: [{ path: disk, readonly: true }], append: `scenario=virtio-blk bench=1 ops=${ops} seq_kib=64` }, 'pause-blk');
     const cycles = await pauseCycles(g, 'blk0', 8, () => g.vm.virtioCounters().blk0!.requests[0]! < ops * 0.8, 5);
     expect(cycles).toBeGreaterThan(0);
-    expect((await g.vm.exited).kind).toBe('poweroff');
+    expect((await g.vm.ended).kind).toBe('poweroff');
     expect(g.events.find((e) => e.event === 'fault')).toBeUndefined();
     expect(event(g.events, 'virtio_blk_bench')).toMatchObject({ ops, seq_kib: 64 });
     const c = g.vm.virtioCounters().blk0!;
@@ -162,7 +162,7 @@ describe.skipIf(!kvmAvailable)('pause stops the virtio devices too (probe guest 
     } finally {
       sock.destroy();
     }
-    expect((await g.vm.exited).kind).toBe('poweroff');
+    expect((await g.vm.ended).kind).toBe('poweroff');
     expect(g.vm.virtioCounters().net!.drops).toEqual([0, 0]);
   });
 

@@ -32,7 +32,7 @@ async function runRng(append: string, opts: { rng?: boolean; noIoeventfd?: boole
   }), probeHost());
   if (opts.noIoeventfd) spec.testHooks = { noIoeventfd: true };
   const g = watch(await VirtualMachine.start(spec));
-  const exit = await g.vm.exited;
+  const exit = await g.vm.ended;
   expect(g.events.find((e) => e.event === 'fault')).toBeUndefined();
   expect(exit.kind).toBe('poweroff');
   return { ...g, counters: g.vm.virtioCounters().rng };

@@ -26,14 +26,14 @@ describe.skipIf(!kvmAvailable)('a vCPU worker that dies', () => {
     const victim = await startProbe({ cpus: 2, append: 'scenario=echo', name: 'victim' });
     await victim.waitForConsole('probe> ');
     // The runtime's own Worker objects: the one test-only reach into it.
-    const workers = (victim.vm as unknown as { workers: Worker[] }).workers;
+    const workers = (victim.vm as unknown as { workers: { list: Worker[] } }).workers.list;
     expect(workers).toHaveLength(2);
     const deadTid = victim.vm.vcpuThreadIds()[0]!;
     const t = performance.now();
     void workers[0]!.terminate();
     // The thread leaves KVM_RUN (and so sees the termination) at its next exit: wake the guest.
     victim.vm.sendConsole('x');
-    const exit = await Promise.race([victim.vm.exited, new Promise<never>((_, reject) => setTimeout(() => reject(new Error('the VM did not end')), scaled(10_000)))]);
+    const exit = await Promise.race([victim.vm.ended, new Promise<never>((_, reject) => setTimeout(() => reject(new Error('the VM did not end')), scaled(10_000)))]);
     process.stdout.write(`terminated vCPU worker: VM ended as ${exit.kind} in ${(performance.now() - t).toFixed(0)} ms: ${exit.message}\n`);
     expect(exit.kind).toBe('crash');
     expect(exit.message).toMatch(/^vCPU 0 worker exited unexpectedly \(exit code \d+\)$/);

@@ -14,7 +14,9 @@ import {
 } from '../../electron/vmm/guests-linux.ts';
 import { hostKind } from '../../electron/vmm/host.ts';
 import { Sampler } from '../../electron/vmm/telemetry/sampler.ts';
-import { type MachineSpec, VirtualMachine, type VmExit } from '../../electron/vmm/vm.ts';
+import { VirtualMachine } from '../../electron/vmm/vm.ts';
+import type { MachineSpec } from '../../electron/vmm/machine-spec.ts';
+import type { VmEnd } from '../../electron/vmm/runtime/vm-end.ts';
 import { vcpuTotal } from '../support/counters.ts';
 import { hardwareKvm, NEEDS_HARDWARE } from '../support/kvm-semantics.ts';
 import { scaled } from '../support/time-scale.ts';
@@ -79,9 +81,9 @@ async function followStages(g: Watched, stages: Stage[], deadlineMs: number, lab
         }
       };
       const timer = setInterval(check, 200);
-      const finish = () => { clearInterval(timer); g.vm.off('console', check); g.vm.off('exit', check); };
+      const finish = () => { clearInterval(timer); g.vm.off('console', check); g.vm.off('end', check); };
       g.vm.on('console', check);
-      g.vm.on('exit', check);
+      g.vm.on('end', check);
       check();
     });
     from += found!.index + found![0].length;
@@ -121,8 +123,8 @@ async function boot(label: string, s: MachineSpec, pvmDeadlineMs: number): Promi
 /** PVM: report what comes after `x86/fpu:` (the int3 self-test ends the VM) and stop. */
 async function reportRest(label: string, g: Watched, fpuAtMs: number): Promise<void> {
   const before = g.console().length;
-  const ended = await Promise.race([g.vm.exited, new Promise<undefined>((r) => setTimeout(() => r(undefined), PVM_AFTER_MS))]);
-  const exit: VmExit = ended ?? await g.vm.stop();
+  const ended = await Promise.race([g.vm.ended, new Promise<undefined>((r) => setTimeout(() => r(undefined), PVM_AFTER_MS))]);
+  const exit: VmEnd = ended ?? await g.vm.stop();
   const tail = g.console().slice(before).split('\n').map((l) => l.trim()).filter(Boolean);
   const at = Math.round(performance.now() - g.vm.startedAt);
   console.log(`${label}: after x86/fpu (reported, not required): ${tail.length} more line(s)${tail.length ? `, last: ${JSON.stringify(tail.at(-1))}` : ''}; `
@@ -139,7 +141,7 @@ async function agentAndPoweroff(label: string, g: Watched): Promise<void> {
   await g.waitForConsole('unhalt:~# ', HW_DEADLINE_MS); // busybox ash's prompt (may be followed by ESC[6n)
   g.vm.sendConsole('poweroff\n');
   const offMs = scaled(30_000);
-  const exit = await Promise.race([g.vm.exited, new Promise<never>((_, rej) => setTimeout(() => rej(new Error(`${label}: no power-off within ${offMs / 1000} s`)), offMs))]);
+  const exit = await Promise.race([g.vm.ended, new Promise<never>((_, rej) => setTimeout(() => rej(new Error(`${label}: no power-off within ${offMs / 1000} s`)), offMs))]);
   console.log(`${label}: ${(Math.round(performance.now() - g.vm.startedAt) / 1000).toFixed(1).padStart(6)} s  ${exit.kind}`);
   expect(exit.kind).toBe('poweroff');
 }
@@ -210,7 +212,7 @@ describe.skipIf(!hw)('what the kernel makes of the paravirt features (hardware-b
     if (end === 'reboot') {
       await g.waitForConsole('unhalt:~# ', HW_DEADLINE_MS);
       vm.sendConsole('reboot\r');
-      const exit = await vm.exited;
+      const exit = await vm.ended;
       expect(exit.kind, 'a guest reboot ends the VM with a reset (unhalt run: exit 0)').toBe('reset');
     } else {
       await vm.stop();

@@ -82,7 +82,7 @@ describe.skipIf(!hw)('a virtio-blk disk under a stock Linux on hardware-semantic
     await shell(g, 'cat /mnt/hello.txt', /hello from the host/);
     await shell(g, 'echo "written by the guest" > /mnt/guest.txt && sync && umount /mnt && echo synced=$?', /synced=0/);
     g.vm.sendConsole('poweroff\r');
-    expect((await g.vm.exited).kind).toBe('poweroff');
+    expect((await g.vm.ended).kind).toBe('poweroff');
     expect(debugfsCat(img, '/guest.txt')).toBe('written by the guest\n');
     expect(debugfsCat(img, '/hello.txt')).toBe('hello from the host\n');
     // The guest's writes went through the device: its counters saw them, and its flushes.
@@ -109,7 +109,7 @@ describe.skipIf(!hw)('a virtio-blk disk under a stock Linux on hardware-semantic
     const dd = await shell(g, 'umount /mnt; dd if=/dev/zero of=/dev/vda bs=512 count=1 conv=fsync 2>&1; echo dd=$?', /dd=\d/);
     expect(dd).toMatch(/dd=1/);
     g.vm.sendConsole('poweroff\r');
-    expect((await g.vm.exited).kind).toBe('poweroff');
+    expect((await g.vm.ended).kind).toBe('poweroff');
     expect(sha(img)).toBe(before);
   }, 4 * STEP_MS);
 

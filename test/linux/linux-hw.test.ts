@@ -124,7 +124,7 @@ describe.skipIf(!hw)('the Linux guest on hardware-semantics KVM', () => {
     expect(guestMs).toBeGreaterThan(0);
 
     g.vm.sendConsole('poweroff\r');
-    const exit = await g.vm.exited;
+    const exit = await g.vm.ended;
     expect(exit.kind).toBe('poweroff');
   }, 6 * STEP_MS);
 
@@ -166,7 +166,7 @@ describe.skipIf(!hw)('the Linux guest on hardware-semantics KVM', () => {
     expect(after.mmioNotifies).toBe(0);
     expect(after.needsResets).toBe(0);
     g.vm.sendConsole('poweroff\r');
-    expect((await g.vm.exited).kind).toBe('poweroff');
+    expect((await g.vm.ended).kind).toBe('poweroff');
   }, 4 * STEP_MS);
 
   it('cpu-pm=on: no halt exits at all, and the kernel declines PV spinlocks', async () => {

@@ -129,7 +129,7 @@ describe.skipIf(!hw)('Linux\'s own virtio_net on our device, hardware-semantics 
     expect(c.requests[0]).toBeGreaterThan(0);
     expect(c.requests[1]).toBeGreaterThan(0);
     g.vm.sendConsole('poweroff\r');
-    expect((await g.vm.exited).kind).toBe('poweroff');
+    expect((await g.vm.ended).kind).toBe('poweroff');
   }, 6 * STEP_MS);
 
   describe.skipIf(!canMountNs)('name resolution', () => {

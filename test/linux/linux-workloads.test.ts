@@ -180,7 +180,7 @@ describe.skipIf(!hw)('the workloads disk in a stock Linux on hardware-semantics 
     expect(rr.fields.p99_ns).toBeLessThanOrEqual(rr.fields.max_ns!);
     console.log(`linux-workloads: sockperf tcp rr in this guest: ${rr.fields.observations} round trips, p50 ${(rr.fields.p50_ns! / 1e3).toFixed(1)} us, p99 ${(rr.fields.p99_ns! / 1e3).toFixed(1)} us`);
     g.vm.sendAgent('poweroff\n');
-    expect((await g.vm.exited).kind).toBe('poweroff');
+    expect((await g.vm.ended).kind).toBe('poweroff');
   }, 30 * STEP_MS);
 });
 
@@ -263,6 +263,6 @@ describe.skipIf(!hw)('a user\'s own root file system on a virtio disk', () => {
       expect(g.console().slice(from)).toMatch(/\/dev\/vda \/ ext4 rw/);
     }
     g.vm.sendConsole('echo o > /proc/sysrq-trigger\r');
-    expect((await g.vm.exited).kind).toBe('poweroff');
+    expect((await g.vm.ended).kind).toBe('poweroff');
   }, 14 * STEP_MS);
 });

@@ -202,7 +202,7 @@ function expectConsistentXsaveLeaf(d: Dump): void {
 
 async function unhaltDump(cpus: number, cpu: number): Promise<Dump> {
   const g = await startProbe({ cpus, append: `scenario=cpuid cpu=${cpu}`, name: 'cpuid-vs-qemu' });
-  const exit = await g.vm.exited;
+  const exit = await g.vm.ended;
   expect(exit.kind, g.console()).toBe('poweroff');
   return toDump(g.events, cpu);
 }

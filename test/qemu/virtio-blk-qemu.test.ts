@@ -61,7 +61,7 @@ async function underUnhalt(append: string, img: string, readonly = false): Promi
     guest: 'probe', cpus: 1, memoryMiB: 128, append: `scenario=virtio-blk ${append}`, name: 'blk-vs-qemu', disks: [{ path: img, readonly }],
   }), probeHost());
   const g = watch(await VirtualMachine.start(spec));
-  expect((await g.vm.exited).kind).toBe('poweroff');
+  expect((await g.vm.ended).kind).toBe('poweroff');
   return g.events;
 }
 

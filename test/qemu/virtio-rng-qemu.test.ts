@@ -35,7 +35,7 @@ async function underQemu(args: string): Promise<AgentEvent[]> {
 async function underUnhalt(args: string): Promise<AgentEvent[]> {
   const { spec } = resolveMachine(validateConfig({ guest: 'probe', cpus: 1, memoryMiB: 128, append: `scenario=virtio-rng ${args}`, name: 'rng-vs-qemu', rng: true }), probeHost());
   const g = watch(await VirtualMachine.start(spec));
-  expect((await g.vm.exited).kind).toBe('poweroff');
+  expect((await g.vm.ended).kind).toBe('poweroff');
   return g.events;
 }
 

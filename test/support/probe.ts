@@ -44,7 +44,7 @@ export function watch(vm: VirtualMachine): Watched {
     poke();
   });
   let endedWith: string | undefined;
-  vm.on('exit', (e: { kind: string; message: string }) => {
+  vm.on('end', (e: { kind: string; message: string }) => {
     endedWith = `${e.kind}: ${e.message}`;
     mirror.write(`\n[the VM ended: ${endedWith}]`);
     mirror.end();

@@ -12,7 +12,7 @@ import { MakeDirError, makeDirs } from '../../electron/service/make-dir.ts';
 import { configFromOptions } from '../../electron/vmm/config/cli-args.ts';
 import { parseConfigString } from '../../electron/vmm/config/config-string.ts';
 import { ConfigError, sameVmName, validateConfig } from '../../electron/vmm/config/vm-config.ts';
-import { describeGuestFault } from '../../electron/vmm/vm.ts';
+import { describeGuestFault } from '../../electron/vmm/runtime/guest-fault.ts';
 
 describe('option parsing', () => {
   it('finds --help and -h as options, not as the value of another option', () => {

@@ -20,7 +20,7 @@ import { formatConfigString, parseConfigString } from '../../electron/vmm/config
 import { ConfigError, validateConfig } from '../../electron/vmm/config/vm-config.ts';
 import { exportConfig } from '../../electron/vmm/export/export.ts';
 import { prepareExperiment } from '../../electron/experiments/runner.ts';
-import { MAX_DISKS } from '../../electron/vmm/vm-limits.ts';
+import { MAX_DISKS } from '../../electron/vmm/config/limits.ts';
 import { parseYamlSubset } from '../support/yaml-subset.ts';
 
 afterAll(removeTempHomes);

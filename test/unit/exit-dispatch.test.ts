@@ -250,7 +250,7 @@ describe('exits that end the VM', () => {
   });
 
   it.each([
-    [1, END.powerOff, 'vCPU 0: the guest powered off'],
+    [1, END.poweroff, 'vCPU 0: the guest powered off'],
     [2, END.reset, 'vCPU 0: the guest reset the machine'],
     [3, END.internalError, 'vCPU 0: system event: crash'],
     [6, END.internalError, 'vCPU 0: system event: SEV termination'],

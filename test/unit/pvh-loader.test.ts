@@ -6,7 +6,7 @@ import { LAYOUT } from '../../electron/vmm/boot/layout.ts';
 import { HVM_START_MAGIC, loadPvh } from '../../electron/vmm/boot/pvh.ts';
 import { PROBE_KERNEL, probeBuilt } from '../../electron/vmm/guests.ts';
 import { GuestMemory, MiB } from '../../electron/vmm/memory/guest-memory.ts';
-import { memoryMap } from '../../electron/vmm/vm.ts';
+import { memoryMap } from '../../electron/vmm/builder/guest-image.ts';
 
 describe.skipIf(!probeBuilt())('PVH loader', () => {
   const kernel = readFileSync(PROBE_KERNEL);

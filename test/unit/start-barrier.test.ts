@@ -53,7 +53,7 @@ describe('vCPU start barrier', () => {
       await new Promise((r) => setTimeout(r, 50)); // both are in Atomics.wait by now
       const t0 = performance.now();
       if (how === 'stop') control.setCommand(COMMAND.stop);
-      else control.end(END.workerError, 2);
+      else control.end(END.crash, 2);
       const reports = await Promise.all(threads.map((t) => t.report));
       expect(reports.map((r) => r.passed)).toEqual([false, false]);
       expect(performance.now() - t0).toBeLessThan(900); // woken, not released by the wait's timeout

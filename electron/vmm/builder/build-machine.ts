@@ -77,7 +77,7 @@ export class BuiltMachine {
     for (const fd of [...this.statsFds.vcpus, this.statsFds.vm]) if (fd >= 0) closeFd(fd);
     for (const fd of [...this.board.virtio.map((d) => d.eventFd), this.ioWakeFd]) if (fd >= 0) closeFd(fd);
     for (const v of this.vcpus) v.close();
-    // The I/O thread has ended (vm.ts stops it first): nothing serves the disks any more.
+    // The I/O thread has ended (the runtime stops it first, runtime/io-thread.ts): nothing serves the disks any more.
     for (const d of this.disks) d.close();
     this.kvm.close();
     if (this.memory.isLocked) this.memory.unlock();

@@ -1,7 +1,8 @@
 // QEMU-style option syntax shared by the CLI and config strings: `--cpu host,kvm-pv-unhalt=on`,
 // `--overcommit cpu-pm=on,mem-lock=off`, pin lists `0,1` / `0+1` / `0-3`.
 import { FEATURE_NAMES } from '../machine/features.ts';
-import { ConfigError, MAX_PIN_ENTRIES, unknownFeature } from './vm-config.ts';
+import { ConfigError, unknownFeature } from './vm-config.ts';
+import { MAX_PIN_ENTRIES } from './limits.ts';
 
 export function onOff(value: string, what: string): boolean {
   if (value === 'on' || value === 'true' || value === 'yes') return true;

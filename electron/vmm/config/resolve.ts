@@ -10,7 +10,7 @@ import { DISABLE_EXITS, type HostCapabilities } from '../machine/host-caps.ts';
 import { encodeFeatures, feature } from '../machine/features.ts';
 import { cpuPmUnavailable, featureOnButUnavailable, featureUnavailable, haltPollUnavailable } from './host-rules.ts';
 import { machineType } from '../machine/machine-types.ts';
-import type { MachineSpec } from '../vm.ts';
+import type { MachineSpec } from '../machine-spec.ts';
 import { hostKind } from '../host.ts';
 import { RunnabilityError, checkHostFit, checkKnobConflicts, cpuPmTurnedOffNote, effectiveFeatures, type EffectiveFeature } from './rules.ts';
 import { macForVm } from './net-config.ts';

@@ -5,7 +5,8 @@
 // Pure on purpose — no Node, no KVM: the renderer imports this file. Callers pass what they know
 // about the host (HostCapabilities in the VMM, HostInfo in the renderer, both fit HostLimits).
 import { FEATURE_NAMES } from '../machine/features.ts';
-import { ConfigError, MAX_CPUS, sameVmName, type VmConfig } from './vm-config.ts';
+import { ConfigError, sameVmName, type VmConfig } from './vm-config.ts';
+import { MAX_CPUS } from './limits.ts';
 
 /** The host cannot run what the configuration asks for (the input itself is well-formed). */
 export class RunnabilityError extends ConfigError {

@@ -1,7 +1,10 @@
 // The one VM configuration schema (typed, versioned). CLI flags (cli-args.ts), bench config
 // strings (config-string.ts), saved JSON and the service API all map to it and are validated
 // here; resolve.ts turns it into the MachineSpec the VMM boots.
-import { MAX_DISKS, MIN_MEMORY_MIB } from '../vm-limits.ts';
+import {
+  MAX_APPEND_LENGTH, MAX_CPUS, MAX_DISKS, MAX_HALT_POLL_NS, MAX_HOST_CPU, MAX_MEMORY_MIB, MAX_NAME_LENGTH, MAX_PATH_LENGTH,
+  MAX_PIN_ENTRIES, MIN_MEMORY_MIB,
+} from './limits.ts';
 import { FEATURE_NAMES } from '../machine/features.ts';
 import { resolveMachineName } from '../machine/machine-types.ts';
 import { checkNet, type NetConfig } from './net-config.ts';
@@ -55,15 +58,6 @@ export const DEFAULTS = { cpus: 1, name: 'vm' } as const;
  * and `unhalt serve --demo` all take it from here. The probe needs little; Linux wants room.
  */
 export const DEFAULT_MEMORY_MIB: Readonly<Record<GuestKind, number>> = { probe: 128, linux: 512, custom: 128 };
-/** APIC IDs of xAPIC MADT entries stop at 254; the I/O APIC takes the next ID. */
-export const MAX_CPUS = 254;
-export const MAX_MEMORY_MIB = 1024 * 1024;
-export const MAX_NAME_LENGTH = 64;
-export const MAX_APPEND_LENGTH = 4095;
-export const MAX_PATH_LENGTH = 4096;
-export const MAX_HALT_POLL_NS = 1_000_000_000;
-export const MAX_PIN_ENTRIES = 1024;
-export const MAX_HOST_CPU = 4095;
 
 /** A user-caused configuration error: one line, names the field and what would work. */
 export class ConfigError extends Error {

@@ -19,7 +19,7 @@ import { VIRTIO_NET } from './virtio/virtio-net.ts';
 import type { NetConfig } from '../config/net-config.ts';
 import { BLK_STAT_SLOTS, VIRTIO_BLK_SHAPE, virtioBlkType, type BlkFileIo } from './virtio/virtio-blk.ts';
 import type { DiskBackend } from './virtio/disk-image.ts';
-import { MAX_DISKS } from '../vm-limits.ts';
+import { MAX_DISKS } from '../config/limits.ts';
 
 export const COM1_BASE = 0x3f8;
 export const COM1_IRQ = 4;

@@ -1,5 +1,5 @@
 // The KVM capabilities without which Unhalt cannot build a VM at all, named once: the VMM refuses
-// to start without them (vm.ts) and `unhalt doctor` reports them as required (doctor.ts).
+// to start without them (builder/vm-shells.ts) and `unhalt doctor` reports them as required (doctor.ts).
 import { CAP } from '../../../native/kvm/abi.ts';
 
 export const REQUIRED_CAPS: readonly { cap: keyof typeof CAP; what: string }[] = [

@@ -18,15 +18,19 @@ const waitAsync = (Atomics as unknown as {
   waitAsync(ta: Int32Array, index: number, value: number, timeoutMs: number): { async: boolean; value: Promise<string> | string };
 }).waitAsync;
 
-/** Why a VM ended; the first writer wins. */
+/**
+ * How a VM ended, as the code a thread writes into the control block (the first writer wins);
+ * named as the EndKind the runtime reports for it (runtime/vm-end.ts). `crash`: a thread of the
+ * VM failed (a worker crashed or ended, the I/O thread failed, a vCPU threw).
+ */
 export const END = {
   none: 0,
-  powerOff: 1,
+  poweroff: 1,
   reset: 2,
   tripleFault: 3,
   internalError: 4,
   failEntry: 5,
-  workerError: 6,
+  crash: 6,
   stopped: 7,
 } as const;
 export type EndCode = (typeof END)[keyof typeof END];

@@ -130,7 +130,7 @@ function endingAction(exit: VcpuExit, vcpu: number): ExitAction {
     case 'system-event':
       // KVM_SYSTEM_EVENT_SHUTDOWN (1) and _RESET (2) are the guest's own requests (PSCI on Arm,
       // some hosts' x86 paths); anything else (crash, SEV termination...) is a failure.
-      if (exit.code === 1) return end(END.powerOff, `vCPU ${vcpu}: the guest powered off`);
+      if (exit.code === 1) return end(END.poweroff, `vCPU ${vcpu}: the guest powered off`);
       if (exit.code === 2) return end(END.reset, `vCPU ${vcpu}: the guest reset the machine`);
       return end(END.internalError, `vCPU ${vcpu}: system event: ${SYSTEM_EVENT_NAMES[exit.code] ?? `event ${exit.code}`}`);
     default:

@@ -1,7 +1,7 @@
 // What a thread needs to drive one vCPU — its Vcpu, its own view of the board over the shared
 // device state, the rings — and the exit loop: run -> decode (Vcpu.run) -> dispatch
 // (exit-dispatch.ts) -> act. Used by the vCPU worker (vcpu-worker.ts) and, for vCPU 0 of a
-// `unhalt run` start, by the main thread until that worker is loaded (vm.ts). Device output has
+// `unhalt run` start, by the main thread until that worker is loaded (runtime/main-thread-vcpu.ts). Device output has
 // gone to the shared rings when dispatch returns, so nothing waits for a later exit to be seen.
 import { IrqLine, MsiSignal, Vcpu, setIoEventFd, type VcpuHandle } from '../../../native/kvm/kvm.ts';
 import { EventFdWriter } from '../../../native/kvm/eventfd.ts';
@@ -23,8 +23,8 @@ export interface VcpuThreadData {
   agentRingSab: SharedArrayBuffer;
 }
 
-/** Why run() returned. */
-export type RunOutcome =
+/** Why VcpuDriver.run() returned (how the VM ended, if it did, is in the control block). */
+export type DriverReturn =
   /** The VM ended (its end code is in the control block) or was stopped. */
   | 'ended'
   /** Only with `blockOnPause: false`: the command is pause; nothing runs until it changes. */
@@ -40,7 +40,7 @@ export interface VcpuDriver {
    * Runs the vCPU until the VM ends or is stopped. A worker blocks while the VM is paused; the main
    * thread (blockOnPause false) returns instead, and returns after a kick when yieldOnKick says so.
    */
-  run(opts?: { blockOnPause?: boolean; yieldOnKick?: () => boolean }): RunOutcome;
+  run(opts?: { blockOnPause?: boolean; yieldOnKick?: () => boolean }): DriverReturn;
 }
 
 /**
@@ -62,7 +62,7 @@ export function createVcpuDriver(data: VcpuThreadData, onEnd: (code: EndCode, me
     emitConsole: (b) => { consoleRing.write(b); },
     emitAgent: (b) => { agentRing.write(b); },
     setIrq: (line, level) => irq.set(line, level),
-    onPowerOff: () => endVm(END.powerOff, 'the guest powered off'),
+    onPowerOff: () => endVm(END.poweroff, 'the guest powered off'),
     onReset: () => endVm(END.reset, 'the guest reset the machine'),
     signalMsi: (address, value) => { msi.signal(address, value); },
     signalEventFd: (fd) => eventFds.signal(fd),
@@ -70,7 +70,7 @@ export function createVcpuDriver(data: VcpuThreadData, onEnd: (code: EndCode, me
   }, data.board);
   const devices: ExitDevices = { pio: board.pio, mmio: board.mmio };
 
-  function run(opts: { blockOnPause?: boolean; yieldOnKick?: () => boolean } = {}): RunOutcome {
+  function run(opts: { blockOnPause?: boolean; yieldOnKick?: () => boolean } = {}): DriverReturn {
     const blockOnPause = opts.blockOnPause ?? true;
     const yieldOnKick = opts.yieldOnKick;
     const exit = vcpu.exit;
@@ -104,7 +104,7 @@ export function createVcpuDriver(data: VcpuThreadData, onEnd: (code: EndCode, me
         }
       }
     } catch (e) {
-      endVm(END.workerError, `vCPU ${id}: ${(e as Error).message}`);
+      endVm(END.crash, `vCPU ${id}: ${(e as Error).message}`);
       return 'ended';
     }
   }

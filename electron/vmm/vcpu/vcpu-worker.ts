@@ -22,7 +22,7 @@ export interface VcpuWorkerData extends VcpuThreadData {
   /** Host CPU to pin this thread to, if any. */
   hostCpu?: number;
   /**
-   * The main thread is running this vCPU already (vm.ts, `unhalt run`): take it over (ask, kick
+   * The main thread is running this vCPU already (runtime/main-thread-vcpu.ts, `unhalt run`): take it over (ask, kick
    * the main thread out of KVM_RUN, wait for the grant) instead of starting it at the barrier.
    */
   takeOverFrom?: { tid: number };
@@ -83,7 +83,7 @@ function driveVcpu(data: VcpuWorkerData): boolean {
     // is past that barrier already.
     if (data.takeOverFrom || control.arriveAtStart(id)) driver.run();
   } catch (e) {
-    if (control.end(END.workerError, id)) post({ type: 'ended', vcpu: id, code: END.workerError, message: `vCPU ${id}: ${(e as Error).message}` });
+    if (control.end(END.crash, id)) post({ type: 'ended', vcpu: id, code: END.crash, message: `vCPU ${id}: ${(e as Error).message}` });
   }
   return leave(() => {
     vcpu.close(); // this thread's KVM_RUN stub (the fd and kvm_run are the main thread's)

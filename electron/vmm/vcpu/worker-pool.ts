@@ -1,8 +1,8 @@
 // vCPU worker threads, started ahead of need and reused across VMs. A worker takes ~60-90 ms to
 // boot a Node isolate and load its modules; `unhalt run` starts its workers once the options are
-// resolved (when vCPU 0 cannot start on the main thread, vm.ts) so that this overlaps the build,
-// and a long-lived service (the app, `unhalt serve`) keeps a few loaded at all times
-// (keepVcpuWorkersWarm), so that a start finds its threads ready.
+// resolved (when vCPU 0 cannot start on the main thread, runtime/main-thread-vcpu.ts) so that
+// this overlaps the build, and a long-lived service (the app, `unhalt serve`) keeps a few loaded
+// at all times (keepVcpuWorkersWarm), so that a start finds its threads ready.
 //
 // A worker that has left its VM cleanly (said 'exited' with `clean`, vcpu-worker.ts) comes back
 // here (returnVcpuWorker) and waits for its next vCPU instead of ending: ending a Node worker

@@ -7,7 +7,7 @@
 // (convertDiskImage: qemu-img, its progress shown as it runs); the disk then takes the raw copy.
 import { useEffect, useId, useRef, useState } from 'react';
 import { api, errorMessage, useApp } from '../../state/app.ts';
-import { MAX_DISKS } from '../../../../electron/vmm/vm-limits.ts';
+import { MAX_DISKS } from '../../../../electron/vmm/config/limits.ts';
 import type { StepProps } from './Wizard.tsx';
 import type { DraftDisk } from './draft.ts';
 

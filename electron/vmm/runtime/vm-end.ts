@@ -1,0 +1,46 @@
+// How a VM ended, in one vocabulary: a thread records an END code in the control block
+// (vcpu/control.ts); the runtime reports it as a VmEnd of an EndKind, the words the API, the CLI
+// and the UI show. "Exit" is kept for KVM's exits to userspace (VcpuExit), many per second.
+import { END, type EndCode } from '../vcpu/control.ts';
+import { describeGuestFault, type GuestFault } from './guest-fault.ts';
+
+/** 'guest-fault': the guest reported an unhandled exception on ttyS1 (`@u1 fault ...`), then shut down. */
+export type EndKind = 'poweroff' | 'reset' | 'guest-fault' | 'triple-fault' | 'internal-error' | 'fail-entry' | 'crash' | 'stopped';
+
+/** How a VM ended: what VirtualMachine.ended resolves with and its 'end' event carries. */
+export interface VmEnd {
+  kind: EndKind;
+  /** One line a user can read. */
+  message: string;
+  vcpu?: number;
+}
+
+const KIND_OF: Record<EndCode, EndKind> = {
+  [END.none]: 'stopped',
+  [END.poweroff]: 'poweroff',
+  [END.reset]: 'reset',
+  [END.tripleFault]: 'triple-fault',
+  [END.internalError]: 'internal-error',
+  [END.failEntry]: 'fail-entry',
+  [END.crash]: 'crash',
+  [END.stopped]: 'stopped',
+};
+
+/** Ends that mean "the guest shut itself down" (exit code 0). */
+export function isCleanEnd(kind: EndKind): boolean {
+  return kind === 'poweroff' || kind === 'reset';
+}
+
+/**
+ * The VM's end from what its threads recorded: the end code and the vCPU that wrote it (-1: none),
+ * the first end message, and the first fault the guest reported. A guest that reported a fault
+ * and then shut down cleanly ended in that fault.
+ */
+export function vmEnd(code: EndCode, vcpu: number, message: string | undefined, guestFault: GuestFault | undefined): VmEnd {
+  const faulted = guestFault !== undefined && isCleanEnd(KIND_OF[code]);
+  return {
+    kind: faulted ? 'guest-fault' : KIND_OF[code],
+    message: faulted ? describeGuestFault(guestFault) : message ?? (code === END.stopped ? 'stopped by the user' : 'the VM stopped'),
+    ...(vcpu >= 0 && code !== END.stopped ? { vcpu } : {}),
+  };
+}
