@@ -23,7 +23,7 @@ import { ByteRing } from './devices/byte-ring.ts';
 import { PowerButton, SerialInput } from './devices/board.ts';
 import { InputQueue } from './devices/input-queue.ts';
 import type { LiveKnobs, MachineSpec } from './machine-spec.ts';
-import { COMMAND, END, type EndCode, VmControl, type VcpuStartTimes } from './vcpu/control.ts';
+import { COMMAND, END, type EndCode, VmControl, type VcpuStartTimes } from './shared/control.ts';
 import type { VcpuWorkerData, WorkerMessage } from './vcpu/vcpu-worker.ts';
 import { traceStep } from './start-trace.ts';
 import { createVcpuDriver, type VcpuThreadData } from './vcpu/vcpu-driver.ts';
