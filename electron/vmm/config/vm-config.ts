@@ -4,6 +4,7 @@
 import { MAX_DISKS, MIN_MEMORY_MIB } from '../vm-limits.ts';
 import { FEATURE_NAMES } from '../machine/features.ts';
 import { resolveMachineName } from '../machine/machine-types.ts';
+import { ConfigError } from './config-error.ts';
 import { checkNet, type NetConfig } from './net-config.ts';
 
 export const CONFIG_VERSION = 1;
@@ -65,10 +66,8 @@ export const MAX_HALT_POLL_NS = 1_000_000_000;
 export const MAX_PIN_ENTRIES = 1024;
 export const MAX_HOST_CPU = 4095;
 
-/** A user-caused configuration error: one line, names the field and what would work. */
-export class ConfigError extends Error {
-  override name = 'ConfigError';
-}
+// Every caller imports the error with the schema it checks against.
+export { ConfigError };
 
 const FIELDS = new Set(['version', 'name', 'guest', 'kernel', 'initrd', 'append', 'cpus', 'memoryMiB', 'machine',
   'cpuFeatures', 'cpuPm', 'memLock', 'haltPollNs', 'pin', 'pvmProfile', 'rng', 'net', 'disks']);
