@@ -22,7 +22,7 @@ import { VcpuWorkers } from './runtime/vcpu-workers.ts';
 import { VirtioCounterReader, type VirtioCountersByDevice } from './runtime/virtio-counters.ts';
 import { vmEnd, type VmEnd } from './runtime/vm-end.ts';
 import { traceStep } from './start-trace.ts';
-import { COMMAND, END, type EndCode, VmControl, type VcpuStartTimes } from './vcpu/control.ts';
+import { COMMAND, END, type EndCode, VmControl, type VcpuStartTimes } from './shared/control.ts';
 import type { VcpuThreadData } from './vcpu/vcpu-driver.ts';
 import type { WorkerMessage } from './vcpu/vcpu-worker.ts';
 import type { Vcpu } from '../../native/kvm/kvm.ts';

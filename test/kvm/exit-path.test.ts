@@ -4,7 +4,7 @@
 // stub does. Exact counts come from the probe's `mmio` scenario: nothing else in its boot exits
 // on MMIO, so N reads are exactly N MMIO exits more than a run of none.
 import { describe, expect, it } from 'vitest';
-import { COUNTER } from '../../electron/vmm/vcpu/control.ts';
+import { COUNTER } from '../../electron/vmm/shared/control.ts';
 import { runCli } from '../support/cli.ts';
 import { kvmAvailable, startProbe } from '../support/probe.ts';
 import { scaled } from '../support/time-scale.ts';

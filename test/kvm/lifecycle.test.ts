@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { validateConfig } from '../../electron/vmm/config/vm-config.ts';
 import { resolveMachine } from '../../electron/vmm/config/resolve.ts';
 import { probeHost } from '../../electron/vmm/machine/host-caps.ts';
-import { COUNTER } from '../../electron/vmm/vcpu/control.ts';
+import { COUNTER } from '../../electron/vmm/shared/control.ts';
 import { VirtualMachine } from '../../electron/vmm/vm.ts';
 import { kvmAvailable, openFdCount, startProbe, threadCount } from '../support/probe.ts';
 import { scaled } from '../support/time-scale.ts';

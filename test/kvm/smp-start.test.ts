@@ -4,7 +4,7 @@
 // machine's 2 host CPUs, all pinned to one of them, so worker start-up is slow and uneven.
 import { describe, expect, it } from 'vitest';
 import { allowedHostCpus } from '../../native/kvm/affinity.ts';
-import type { VcpuStartTimes } from '../../electron/vmm/vcpu/control.ts';
+import type { VcpuStartTimes } from '../../electron/vmm/shared/control.ts';
 import { validateConfig } from '../../electron/vmm/config/vm-config.ts';
 import { resolveMachine } from '../../electron/vmm/config/resolve.ts';
 import { probeHost } from '../../electron/vmm/machine/host-caps.ts';

@@ -17,7 +17,7 @@ import { validateConfig, type DiskConfig } from '../../electron/vmm/config/vm-co
 import { probeHost } from '../../electron/vmm/machine/host-caps.ts';
 import { VirtualMachine } from '../../electron/vmm/vm.ts';
 import { DISK_SLOT_BASE } from '../../electron/vmm/devices/board.ts';
-import { STATUS } from '../../electron/vmm/devices/virtio/virtio-pci.ts';
+import { STATUS } from '../../electron/vmm/devices/virtio/virtio-pci-regs.ts';
 import { QUEUE_ERROR } from '../../electron/vmm/devices/virtio/virtqueue.ts';
 import { UNHALT_BIN, runCli } from '../support/cli.ts';
 import { createService } from '../../electron/service/service.ts';

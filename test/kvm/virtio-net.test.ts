@@ -22,7 +22,7 @@ import { macForVm, parseNetOption } from '../../electron/vmm/config/net-config.t
 import { probeHost } from '../../electron/vmm/machine/host-caps.ts';
 import { VirtualMachine } from '../../electron/vmm/vm.ts';
 import { macBytes } from '../../electron/vmm/devices/virtio/virtio-net.ts';
-import { STATUS } from '../../electron/vmm/devices/virtio/virtio-pci.ts';
+import { STATUS } from '../../electron/vmm/devices/virtio/virtio-pci-regs.ts';
 import { runCli } from '../support/cli.ts';
 import { freePort } from '../support/free-port.ts';
 import { kvmAvailable, openFdCount, threadCount, watch, type Watched } from '../support/probe.ts';

@@ -13,7 +13,7 @@ import { resolveMachine } from '../../electron/vmm/config/resolve.ts';
 import { validateConfig } from '../../electron/vmm/config/vm-config.ts';
 import { probeHost } from '../../electron/vmm/machine/host-caps.ts';
 import { VirtualMachine } from '../../electron/vmm/vm.ts';
-import { STATUS } from '../../electron/vmm/devices/virtio/virtio-pci.ts';
+import { STATUS } from '../../electron/vmm/devices/virtio/virtio-pci-regs.ts';
 import { QUEUE_ERROR } from '../../electron/vmm/devices/virtio/virtqueue.ts';
 import { kvmAvailable, openFdCount, threadCount, watch } from '../support/probe.ts';
 

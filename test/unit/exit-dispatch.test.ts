@@ -7,7 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { EXIT, KVM_EXIT_IO_IN, KVM_EXIT_IO_OUT, RUN } from '../../native/kvm/abi.ts';
 import { createExitRecord, decodeKvmRunImage, type VcpuExit } from '../../native/kvm/exit-record.ts';
-import { COUNTER, END } from '../../electron/vmm/vcpu/control.ts';
+import { COUNTER, END } from '../../electron/vmm/shared/control.ts';
 import {
   CONTINUE_HLT, CONTINUE_IO, CONTINUE_MMIO, KICKED, NO_COUNTER, UNMAPPED_MMIO, dispatchExit,
   type ExitDevices, type MmioIo, type PortIo,

@@ -9,7 +9,7 @@ import { attachBoard, createDeviceState, DEVICE_LAYOUT, slotBars, type BoardConf
 import { SharedLock } from '../../electron/vmm/devices/shared-lock.ts';
 import { DeferringBusLock } from '../../electron/vmm/devices/virtio/io-bus-lock.ts';
 import { GuestRam } from '../../electron/vmm/devices/virtio/guest-ram.ts';
-import { STATUS } from '../../electron/vmm/devices/virtio/virtio-pci.ts';
+import { STATUS } from '../../electron/vmm/devices/virtio/virtio-pci-regs.ts';
 import { getrandomIo } from '../../native/kvm/libc.ts';
 
 const MSI_ADDRESS = 0xfee00000;

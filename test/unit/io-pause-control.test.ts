@@ -2,7 +2,7 @@
 // acknowledgement io-worker.ts gives, what VirtualMachine.pause waits for) and the PollSet's
 // unwatched entries that keep a paused device's notifications on its eventfd.
 import { describe, expect, it } from 'vitest';
-import { COMMAND, VmControl } from '../../electron/vmm/vcpu/control.ts';
+import { COMMAND, VmControl } from '../../electron/vmm/shared/control.ts';
 import { PollSet } from '../../native/kvm/poll-set.ts';
 import { createEventFd, EventFdWriter, takeEventFd } from '../../native/kvm/eventfd.ts';
 import { closeFd } from '../../native/kvm/libc.ts';

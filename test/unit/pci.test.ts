@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { attachBoard, createDeviceState, slotBars, type BoardConfig } from '../../electron/vmm/devices/board.ts';
 import { GuestRam } from '../../electron/vmm/devices/virtio/guest-ram.ts';
-import { STATUS, VIRTIO_MSI_NO_VECTOR } from '../../electron/vmm/devices/virtio/virtio-pci.ts';
+import { STATUS, VIRTIO_MSI_NO_VECTOR } from '../../electron/vmm/devices/virtio/virtio-pci-regs.ts';
 import { getrandomIo } from '../../native/kvm/libc.ts';
 
 const EVENT_FD = 77;

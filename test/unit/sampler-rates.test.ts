@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { PassThrough } from 'node:stream';
 import { BINARY_STATS_UNAVAILABLE } from '../../native/kvm/stats.ts';
-import { COUNTER } from '../../electron/vmm/vcpu/control.ts';
+import { COUNTER } from '../../electron/vmm/shared/control.ts';
 import type { TelemetryEvent } from '../../electron/vmm/telemetry/fields.ts';
 import { NdjsonStatsWriter } from '../../electron/vmm/telemetry/ndjson.ts';
 import { RateCalculator } from '../../electron/vmm/telemetry/rates.ts';

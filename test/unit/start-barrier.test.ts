@@ -2,7 +2,7 @@
 // last thread arrives, and a VM stopped or ended meanwhile releases the waiters without a run.
 import { describe, expect, it } from 'vitest';
 import { Worker } from 'node:worker_threads';
-import { COMMAND, END, VmControl } from '../../electron/vmm/vcpu/control.ts';
+import { COMMAND, END, VmControl } from '../../electron/vmm/shared/control.ts';
 
 type Report = { vcpu: number; passed: boolean };
 

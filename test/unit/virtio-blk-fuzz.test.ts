@@ -20,7 +20,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, addressOf, libc } from '../../native/kvm/libc.ts';
 import { GuestRam } from '../../electron/vmm/devices/virtio/guest-ram.ts';
 import { Chain, MAX_QUEUE_SIZE } from '../../electron/vmm/devices/virtio/virtqueue.ts';
-import { SERVE_NEEDS_RESET } from '../../electron/vmm/devices/virtio/virtio-pci.ts';
+import { SERVE_NEEDS_RESET } from '../../electron/vmm/devices/virtio/virtio-device-type.ts';
 import {
   BLK_STAT, BLK_STAT_SLOTS, BlkServer, MAX_DISCARD_SECTORS, MAX_REQUEST_BYTES, blkConfigBytes, blkFeatures, type BlkFileIo,
 } from '../../electron/vmm/devices/virtio/virtio-blk.ts';

@@ -11,7 +11,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { addressOf, libc } from '../../native/kvm/libc.ts';
 import { attachBoard, createDeviceState, slotBars, DISK_SLOT_BASE, DEVICE_LAYOUT, type BoardConfig } from '../../electron/vmm/devices/board.ts';
 import { GuestRam } from '../../electron/vmm/devices/virtio/guest-ram.ts';
-import { STATUS } from '../../electron/vmm/devices/virtio/virtio-pci.ts';
+import { STATUS } from '../../electron/vmm/devices/virtio/virtio-pci-regs.ts';
 import type { BlkFileIo } from '../../electron/vmm/devices/virtio/virtio-blk.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'unhalt-blk-unlocked-'));

@@ -62,7 +62,9 @@ import { Chain, QUEUE_ERROR, QUEUE_ERROR_NAMES } from '../../electron/vmm/device
 import {
   MAX_FRAME_BYTES, MIN_FRAME_BYTES, NET_HDR_BYTES, RX_BACKLOG_FRAMES, VirtioNetBackEnd, netConfigBytes, readTxFrame, writeRxFrame, type NetLink,
 } from '../../electron/vmm/devices/virtio/virtio-net.ts';
-import { MAX_CHAINS_PER_PASS, STATUS, type VirtioPci } from '../../electron/vmm/devices/virtio/virtio-pci.ts';
+import type { VirtioPci } from '../../electron/vmm/devices/virtio/virtio-pci.ts';
+import { STATUS } from '../../electron/vmm/devices/virtio/virtio-pci-regs.ts';
+import { MAX_CHAINS_PER_PASS } from '../../electron/vmm/devices/virtio/virtio-queue-service.ts';
 import { PollSet } from '../../native/kvm/poll-set.ts';
 
 const SCALE = Number(process.env.FUZZ_SCALE ?? 1) || 1;

@@ -11,7 +11,7 @@ import { Chain, QUEUE_ERROR } from '../../electron/vmm/devices/virtio/virtqueue.
 import {
   MAX_FRAME_BYTES, NET_HDR_BYTES, RX_BACKLOG_FRAMES, VIRTIO_NET_F_MAC, VIRTIO_NET_F_STATUS, VirtioNetBackEnd, netConfigBytes, readTxFrame, writeRxFrame, type NetLink,
 } from '../../electron/vmm/devices/virtio/virtio-net.ts';
-import { STATUS } from '../../electron/vmm/devices/virtio/virtio-pci.ts';
+import { STATUS } from '../../electron/vmm/devices/virtio/virtio-pci-regs.ts';
 import { PollSet } from '../../native/kvm/poll-set.ts';
 
 const RAM_BYTES = 1 << 20;

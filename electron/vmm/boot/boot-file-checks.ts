@@ -9,7 +9,7 @@ import { readKernelImage, refuseUnfit } from './boot-files.ts';
 import { parseElf } from './elf.ts';
 import { detectKernelFormat } from './kernel-format.ts';
 import { checkDiskImage } from '../devices/virtio/disk-image.ts';
-import { shownPath } from './shown-path.ts';
+import { shownPath } from '../config/shown-path.ts';
 
 /** Kernels and initrds larger than this are refused (guest RAM could not hold them anyway). */
 export const MAX_BOOT_FILE_BYTES = 1024 * 1024 * 1024;

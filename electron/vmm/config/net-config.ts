@@ -3,8 +3,7 @@
 // same text in config strings) and the rule a saved or API value must pass. Pure (the renderer
 // imports it through vm-config.ts): whether a port is free or libslirp is installed is the
 // VMM's check at start (devices/virtio/net-preflight.ts).
-// ConfigError is vm-config.ts's (a cycle, used only inside functions: fine for ES modules).
-import { ConfigError } from './vm-config.ts';
+import { ConfigError } from './config-error.ts';
 
 export interface HostForward {
   protocol: 'tcp' | 'udp';

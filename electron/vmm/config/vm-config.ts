@@ -7,6 +7,7 @@ import {
 } from './limits.ts';
 import { FEATURE_NAMES } from '../machine/features.ts';
 import { resolveMachineName } from '../machine/machine-types.ts';
+import { ConfigError } from './config-error.ts';
 import { checkNet, type NetConfig } from './net-config.ts';
 
 export const CONFIG_VERSION = 1;
@@ -59,10 +60,8 @@ export const DEFAULTS = { cpus: 1, name: 'vm' } as const;
  */
 export const DEFAULT_MEMORY_MIB: Readonly<Record<GuestKind, number>> = { probe: 128, linux: 512, custom: 128 };
 
-/** A user-caused configuration error: one line, names the field and what would work. */
-export class ConfigError extends Error {
-  override name = 'ConfigError';
-}
+// Every caller imports the error with the schema it checks against.
+export { ConfigError };
 
 const FIELDS = new Set(['version', 'name', 'guest', 'kernel', 'initrd', 'append', 'cpus', 'memoryMiB', 'machine',
   'cpuFeatures', 'cpuPm', 'memLock', 'haltPollNs', 'pin', 'pvmProfile', 'rng', 'net', 'disks']);

@@ -1,7 +1,8 @@
-// The board: which device answers which ports and IRQ lines (docs/guest-contract.md), and
-// where each device's state sits in the one shared device SAB. The main thread creates the
-// SAB once per VM and hands it to every vCPU worker; each thread then calls attachDevices
-// with its own I/O callbacks and gets its own PortBus over the same state.
+// The board: which device answers which ports, PCI slots and IRQ lines (docs/guest-contract.md),
+// each registered once (PORT_DEVICES, VIRTIO_DEVICES), and where each device's state sits in the
+// one shared device SAB (DEVICE_LAYOUT, computed from those lists). The main thread creates the
+// SAB once per VM and hands it to every vCPU worker; each thread then calls attachDevices /
+// attachPci with its own I/O callbacks and gets its own PortBus and PCI functions over the same state.
 
 import { AcpiPm, ACPI_PM_BASE, ACPI_PM_LENGTH, ACPI_PM_STATE_WORDS, SCI_IRQ } from './acpi-pm.ts';
 import { DebugExit, DEBUG_EXIT_LENGTH, DEBUG_EXIT_PORT } from './debug-exit.ts';
@@ -10,10 +11,13 @@ import { I8042, I8042_COMMAND_PORT, I8042_DATA_PORT } from './i8042.ts';
 import { PortBus, UNHANDLED_TABLE_WORDS } from './port-bus.ts';
 import { POST_PORT, POST_STATE_WORDS, PostPort } from './post-port.ts';
 import { SharedLock } from './shared-lock.ts';
+import { layOut } from './state-layout.ts';
 import { Uart16550, UART_STATE_WORDS } from './uart16550.ts';
 import { PCI_CONFIG_WORDS } from './pci/pci-config.ts';
 import { HostBridge, PCI_CONFIG_ADDRESS_PORT, PCI_CONFIG_DATA_PORT, PCI_HOST_STATE_WORDS, PciHost, type PciFunction } from './pci/pci-host.ts';
-import { MSIX_BAR_SIZE, REGS_BAR_SIZE, VirtioPci, virtioStateWords, withDeviceConfig, type VirtioDeviceType } from './virtio/virtio-pci.ts';
+import { VirtioPci } from './virtio/virtio-pci.ts';
+import { MSIX_BAR_SIZE, REGS_BAR_SIZE, virtioStateWords } from './virtio/virtio-pci-regs.ts';
+import { withDeviceConfig, type VirtioDeviceType } from './virtio/virtio-device-type.ts';
 import { VIRTIO_RNG_SHAPE, virtioRngType, type EntropyIo } from './virtio/virtio-rng.ts';
 import { VIRTIO_NET } from './virtio/virtio-net.ts';
 import type { NetConfig } from '../config/net-config.ts';
@@ -25,45 +29,151 @@ export const COM1_BASE = 0x3f8;
 export const COM1_IRQ = 4;
 export const COM2_BASE = 0x2f8;
 export const COM2_IRQ = 3;
-
-/** Word (Int32) offsets of each part of the device SAB: the only place they are defined. */
-export const DEVICE_LAYOUT = Object.freeze({
-  lock: 0, // 1 word: the bus lock
-  unhandled: 8, // UNHANDLED_TABLE_WORDS (33): unhandled-port table
-  com1: 48, // UART_STATE_WORDS (32)
-  com2: 80, // UART_STATE_WORDS (32)
-  acpiPm: 112, // ACPI_PM_STATE_WORDS (4)
-  post: 116, // POST_STATE_WORDS (1)
-  pciHost: 120, // PCI_HOST_STATE_WORDS (1): CONFIG_ADDRESS
-  hostBridge: 124, // PCI_CONFIG_WORDS (64)
-  virtioRng: 188, // virtioStateWords(1) (108)
-  virtioNet: 296, // virtioStateWords(2) (128)
-  virtioBlk: 424, // MAX_DISKS (8) x DISK_WORDS (126): each disk's transport, then its Float64 counters
-  words: 1432,
-});
-/** Words of one disk's part of DEVICE_LAYOUT.virtioBlk: the transport's, then BLK_STAT_SLOTS Float64s (8-byte aligned). */
-const DISK_WORDS = (virtioStateWords(VIRTIO_BLK_SHAPE.queues) + 2 * BLK_STAT_SLOTS + 1) & ~1;
 /** Disk i sits in PCI slot DISK_SLOT_BASE + i (slots below are left to other virtio devices). */
 export const DISK_SLOT_BASE = 8;
 
-// Catch a layout edit that makes two parts overlap (checked once at load).
-const parts: [number, number][] = [
-  [DEVICE_LAYOUT.lock, 1],
-  [DEVICE_LAYOUT.unhandled, UNHANDLED_TABLE_WORDS],
-  [DEVICE_LAYOUT.com1, UART_STATE_WORDS],
-  [DEVICE_LAYOUT.com2, UART_STATE_WORDS],
-  [DEVICE_LAYOUT.acpiPm, ACPI_PM_STATE_WORDS],
-  [DEVICE_LAYOUT.post, POST_STATE_WORDS],
-  [DEVICE_LAYOUT.pciHost, PCI_HOST_STATE_WORDS],
-  [DEVICE_LAYOUT.hostBridge, PCI_CONFIG_WORDS],
-  [DEVICE_LAYOUT.virtioRng, virtioStateWords(VIRTIO_RNG_SHAPE.queues)],
-  [DEVICE_LAYOUT.virtioNet, virtioStateWords(VIRTIO_NET.queues)],
-  [DEVICE_LAYOUT.virtioBlk, MAX_DISKS * DISK_WORDS],
-];
-if (DEVICE_LAYOUT.virtioBlk % 2 !== 0 || DISK_SLOT_BASE + MAX_DISKS > 32) throw new Error('DEVICE_LAYOUT: disks misplaced');
-for (let i = 0; i < parts.length; i++) {
-  const end = i + 1 < parts.length ? parts[i + 1][0] : DEVICE_LAYOUT.words;
-  if (parts[i][0] + parts[i][1] > end) throw new Error('DEVICE_LAYOUT parts overlap');
+/** A device on the port bus, registered once in PORT_DEVICES. */
+interface PortDeviceRegistration {
+  /** Int32 words of shared state in the device SAB (0: it keeps none). */
+  readonly words: number;
+  /** Power-on state, written once per VM (createDeviceState). */
+  readonly init?: (state: Int32Array) => void;
+  /** Maps its ports on one thread's bus, over its shared words, with that thread's callbacks. */
+  readonly attach: (bus: PortBus, state: Int32Array, io: DeviceIo) => void;
+}
+
+/** A 16550 at `base` on ISA line `irq`; `emitOf` picks the ring its transmitted bytes go to. */
+function uart(base: number, irq: number, emitOf: (io: DeviceIo) => (byte: number) => void): PortDeviceRegistration {
+  return {
+    words: UART_STATE_WORDS,
+    init: (state) => Uart16550.initState(state),
+    attach: (bus, state, io) => {
+      const com = new Uart16550(state, { emit: emitOf(io), setIrq: (level) => io.setIrq(irq, level) });
+      bus.map({ base, length: 8, byteWide: true, read: (o) => com.read(o), write: (o, _s, v) => com.write(o, v) });
+    },
+  };
+}
+
+/**
+ * The port devices, in the order every thread maps them (docs/guest-contract.md). A new one is
+ * one entry: DEVICE_LAYOUT gives it its words, attachDevices puts it on every thread's bus.
+ */
+export const PORT_DEVICES = Object.freeze({
+  com1: uart(COM1_BASE, COM1_IRQ, (io) => (b) => io.emitConsole(b)),
+  com2: uart(COM2_BASE, COM2_IRQ, (io) => (b) => io.emitAgent(b)),
+  i8042: {
+    words: 0,
+    attach: (bus, _state, io) => {
+      const kbc = new I8042(io);
+      bus.map({ base: I8042_DATA_PORT, length: 1, byteWide: true, read: () => kbc.read(I8042_DATA_PORT), write: (_o, _s, v) => kbc.write(I8042_DATA_PORT, v) });
+      bus.map({ base: I8042_COMMAND_PORT, length: 1, byteWide: true, read: () => kbc.read(I8042_COMMAND_PORT), write: (_o, _s, v) => kbc.write(I8042_COMMAND_PORT, v) });
+    },
+  },
+  acpiPm: {
+    words: ACPI_PM_STATE_WORDS,
+    attach: (bus, state, io) => {
+      const pm = new AcpiPm(state, { onPowerOff: () => io.onPowerOff(), setSci: (level) => io.setIrq(SCI_IRQ, level) });
+      bus.map({ base: ACPI_PM_BASE, length: ACPI_PM_LENGTH, read: (o, s) => pm.read(o, s), write: (o, s, v) => pm.write(o, s, v) });
+    },
+  },
+  debugExit: {
+    words: 0,
+    attach: (bus, _state, io) => {
+      const exit = new DebugExit(io);
+      // One write of any width is one power-off request.
+      bus.map({ base: DEBUG_EXIT_PORT, length: DEBUG_EXIT_LENGTH, read: () => exit.read(), write: () => exit.write() });
+    },
+  },
+  post: {
+    words: POST_STATE_WORDS,
+    attach: (bus, state) => {
+      const post = new PostPort(state);
+      bus.map({ base: POST_PORT, length: 1, byteWide: true, lockFree: true, read: () => post.read(), write: (_o, _s, v) => post.write(v) });
+    },
+  },
+} satisfies Record<string, PortDeviceRegistration>);
+
+/** A virtio-pci device a board can carry, registered once in VIRTIO_DEVICES. */
+interface VirtioDeviceRegistration {
+  /** Its PCI slot; instance i of a device with `instances` sits in slot + i. */
+  readonly slot: number;
+  /** Up to how many a board carries, named kind + index (blk0, blk1, ...); absent: one, named kind. */
+  readonly instances?: number;
+  readonly queues: number;
+  /** Words of the type's own after the transport's, 8-byte aligned (Float64 counters). */
+  readonly ownWords?: number;
+  /**
+   * Its device type, over its own words (`own`: where they start in the SAB). `io` carries the
+   * host calls its queues need only on the thread that serves them (the I/O thread).
+   */
+  readonly type: (entry: PciDeviceEntry, own: { sab: SharedArrayBuffer; byteOffset: number }, io: PciIo) => VirtioDeviceType;
+}
+
+/**
+ * The virtio devices a board can carry. A new one is one entry: DEVICE_LAYOUT gives it its words,
+ * attachPci its slot and transport on every thread; a back end with state of its own (a network
+ * link) is added on the I/O thread's side, in virtio/back-ends.ts.
+ */
+export const VIRTIO_DEVICES = Object.freeze({
+  rng: { slot: 1, queues: VIRTIO_RNG_SHAPE.queues, type: (_entry, _own, io) => virtioRngType(io.entropy) },
+  net: { slot: 3, queues: VIRTIO_NET.queues, type: () => VIRTIO_NET },
+  blk: {
+    slot: DISK_SLOT_BASE,
+    instances: MAX_DISKS,
+    queues: VIRTIO_BLK_SHAPE.queues,
+    ownWords: 2 * BLK_STAT_SLOTS,
+    type: (entry, own, io) => {
+      if (!entry.disk) throw new Error(`${entry.name}: no disk image`);
+      return virtioBlkType(entry.disk, new Float64Array(own.sab, own.byteOffset, BLK_STAT_SLOTS), io.blkFileIo);
+    },
+  },
+} satisfies Record<string, VirtioDeviceRegistration>);
+type VirtioKind = keyof typeof VIRTIO_DEVICES;
+// The lists as their common shape, for the code that walks them.
+const portRegistrations: Readonly<Record<keyof typeof PORT_DEVICES, PortDeviceRegistration>> = PORT_DEVICES;
+const virtioRegistrations: Readonly<Record<VirtioKind, VirtioDeviceRegistration>> = VIRTIO_DEVICES;
+/** A device a board carries at most one of, named by its kind (MachineSpec.virtio). */
+export type VirtioDeviceName = { [K in VirtioKind]: (typeof VIRTIO_DEVICES)[K] extends { instances: number } ? never : K }[VirtioKind];
+/** An instance of a device a board carries several of: blk0 is the first --disk, the guest's vda. */
+export type IndexedDeviceName = `${Exclude<VirtioKind, VirtioDeviceName>}${number}`;
+export type PciDeviceName = VirtioDeviceName | IndexedDeviceName;
+
+/** Transport words of one instance, then (8-byte aligned) the type's own; the stride is even too. */
+function virtioWords(d: VirtioDeviceRegistration): { ownAt: number; stride: number } {
+  const ownAt = (virtioStateWords(d.queues) + 1) & ~1;
+  return { ownAt, stride: (ownAt + (d.ownWords ?? 0) + 1) & ~1 };
+}
+
+/**
+ * Word (Int32) offsets of each part of the device SAB, computed once from the lists above: the
+ * bus lock, the unhandled-port table, each port device, the PCI host and bridge, each virtio
+ * device (all its instances). Every thread reads offsets from here, so they can only agree.
+ */
+export const DEVICE_LAYOUT = layOut([
+  ['lock', 1],
+  ['unhandled', UNHANDLED_TABLE_WORDS],
+  ...entries(portRegistrations).map(([name, d]) => [name, d.words] as const),
+  ['pciHost', PCI_HOST_STATE_WORDS],
+  ['hostBridge', PCI_CONFIG_WORDS],
+  ...entries(virtioRegistrations).map(([name, d]) => [name, { words: (d.instances ?? 1) * virtioWords(d).stride, align: 2 }] as const),
+]);
+
+// Catch a registration that puts two functions in one PCI slot (checked once at load; 0 is the bridge).
+const slotsTaken = new Set([0]);
+for (const [name, d] of entries(virtioRegistrations)) {
+  for (let i = 0; i < (d.instances ?? 1); i++) {
+    if (slotsTaken.has(d.slot + i) || d.slot + i > 31) throw new Error(`VIRTIO_DEVICES: ${name} has no free PCI slot ${d.slot + i}`);
+    slotsTaken.add(d.slot + i);
+  }
+}
+
+/** Where the board entry named `name` sits: its registration, its first state word, its slot. */
+function placement(name: PciDeviceName): { device: VirtioDeviceRegistration; stateWord: number; slot: number } {
+  const [, kind = '', index = ''] = /^([a-z]+)(\d*)$/.exec(name) ?? [];
+  const device = Object.hasOwn(virtioRegistrations, kind) ? virtioRegistrations[kind as VirtioKind] : undefined;
+  const i = Number(index);
+  if (!device || (index === '') !== (device.instances === undefined) || !(i < (device.instances ?? 1))) throw new RangeError(`no PCI slot for ${name}`);
+  return { device, stateWord: DEVICE_LAYOUT[kind as VirtioKind] + i * virtioWords(device).stride, slot: device.slot + i };
 }
 
 export interface DeviceIo {
@@ -86,43 +196,24 @@ export interface DeviceIo {
 export const PCI_MMIO_WINDOW = Object.freeze({ base: 0xe0000000, size: 0x10000000 });
 const SLOT_BLOCK = 0x10000;
 
-/** The virtio devices a board can carry: type, where its state lives, its PCI slot. */
-export const VIRTIO_DEVICES = Object.freeze({
-  rng: { type: virtioRngType(), stateWord: DEVICE_LAYOUT.virtioRng, slot: 1 },
-  net: { type: VIRTIO_NET, stateWord: DEVICE_LAYOUT.virtioNet, slot: 3 },
-} satisfies Record<string, { type: VirtioDeviceType; stateWord: number; slot: number }>);
-export type VirtioDeviceName = keyof typeof VIRTIO_DEVICES;
-/** Disk i's device name (blk0 is the first --disk: the guest's vda). */
-export type DiskDeviceName = `blk${number}`;
-export type PciDeviceName = VirtioDeviceName | DiskDeviceName;
-
-/** Where a board entry's device sits: its type, state words and slot. */
-function placement(entry: BoardConfig['virtio'][number], stateSab: SharedArrayBuffer, io: PciIo): { type: VirtioDeviceType; stateWord: number; slot: number } {
-  // The thread that serves a queue passes the host calls its type makes (getrandom, file I/O).
-  if (entry.name === 'rng') return { ...VIRTIO_DEVICES.rng, type: virtioRngType(io.entropy) };
-  if (!entry.disk) return VIRTIO_DEVICES[entry.name as VirtioDeviceName];
-  const i = Number(entry.name.slice(3));
-  if (!(i >= 0 && i < MAX_DISKS)) throw new RangeError(`no disk slot for ${entry.name}`);
-  const stateWord = DEVICE_LAYOUT.virtioBlk + i * DISK_WORDS;
-  const stats = new Float64Array(stateSab, (stateWord + virtioStateWords(VIRTIO_BLK_SHAPE.queues)) * 4, BLK_STAT_SLOTS);
-  return { type: virtioBlkType(entry.disk, stats, io.blkFileIo), stateWord, slot: DISK_SLOT_BASE + i };
+/** One PCI device of a board (plain data, the same in every thread: fds are process-wide). */
+export interface PciDeviceEntry {
+  name: PciDeviceName;
+  eventFd: number;
+  /** Device-specific configuration the guest reads (fixed at build: a MAC and link status). */
+  deviceConfig?: number[];
+  /** virtio-net: its MAC and back end (the I/O thread opens it). */
+  net?: NetBackEndSpec;
+  /** The disks (name blk0, blk1, ...): the open image their back end serves. */
+  disk?: DiskBackend;
 }
 
 /**
  * Which PCI devices a VM's board carries and how their notifications reach the I/O thread; plain
- * data, the same in every thread (fds are process-wide). The host bridge is always there.
+ * data, the same in every thread. The host bridge is always there.
  */
 export interface BoardConfig {
-  virtio: {
-    name: PciDeviceName;
-    eventFd: number;
-    /** Device-specific configuration the guest reads (fixed at build: a MAC and link status). */
-    deviceConfig?: number[];
-    /** virtio-net: its MAC and back end (the I/O thread opens it). */
-    net?: NetBackEndSpec;
-    /** The disks (name blk0, blk1, ...): the open image their back end serves. */
-    disk?: DiskBackend;
-  }[];
+  virtio: PciDeviceEntry[];
   /** KVM has ioeventfds: the width they match (0 = any, KVM_CAP_IOEVENTFD_ANY_LENGTH); absent: none. */
   ioeventfdLength?: number;
 }
@@ -158,8 +249,7 @@ if (REGS_BAR_SIZE * 2 + MSIX_BAR_SIZE > SLOT_BLOCK) throw new Error('a slot\'s B
 /** Allocates and initializes the device state of one VM. */
 export function createDeviceState(board: BoardConfig = NO_PCI_DEVICES): SharedArrayBuffer {
   const sab = new SharedArrayBuffer(DEVICE_LAYOUT.words * 4);
-  Uart16550.initState(view(sab, DEVICE_LAYOUT.com1, UART_STATE_WORDS));
-  Uart16550.initState(view(sab, DEVICE_LAYOUT.com2, UART_STATE_WORDS));
+  for (const [name, d] of entries(portRegistrations)) d.init?.(view(sab, DEVICE_LAYOUT[name], d.words));
   const noIo: PciIo = { signalMsi: () => {}, signalEventFd: () => {}, setIoeventfd: () => {} };
   const pci = attachPci(sab, board, noIo);
   pci.bridge.config.reset();
@@ -181,11 +271,13 @@ export function attachPci(stateSab: SharedArrayBuffer, board: BoardConfig, io: P
   const slots: (PciFunction | undefined)[] = [bridge];
   const virtio = board.virtio.map((entry) => {
     const { name, eventFd, deviceConfig } = entry;
-    const d = placement(entry, stateSab, io);
+    const d = placement(name);
     if (slots[d.slot]) throw new Error(`PCI slot ${d.slot} given twice (${name})`);
     const length = board.ioeventfdLength;
-    const type = deviceConfig ? withDeviceConfig(d.type, deviceConfig) : d.type;
-    const device = new VirtioPci(view(stateSab, d.stateWord, virtioStateWords(d.type.queues)), type, slotBars(d.slot), {
+    const own = { sab: stateSab, byteOffset: (d.stateWord + virtioWords(d.device).ownAt) * 4 };
+    const ownType = d.device.type(entry, own, io);
+    const type = deviceConfig ? withDeviceConfig(ownType, deviceConfig) : ownType;
+    const device = new VirtioPci(view(stateSab, d.stateWord, virtioStateWords(d.device.queues)), type, slotBars(d.slot), {
       signalMsi: (a, v) => io.signalMsi(a, v),
       notify: () => io.signalEventFd(eventFd),
       ...(length !== undefined ? { setIoeventfd: (address: number, _q: number, assign: boolean) => io.setIoeventfd(address, length, eventFd, assign) } : {}),
@@ -233,30 +325,7 @@ export function attachBoard(stateSab: SharedArrayBuffer, io: DeviceIo & PciIo, b
 /** This thread's port bus over shared device state, with this thread's I/O callbacks. */
 export function attachDevices(stateSab: SharedArrayBuffer, io: DeviceIo): PortBus {
   const bus = new PortBus(lockOf(stateSab), view(stateSab, DEVICE_LAYOUT.unhandled, UNHANDLED_TABLE_WORDS));
-  const com1 = new Uart16550(view(stateSab, DEVICE_LAYOUT.com1, UART_STATE_WORDS), {
-    emit: (b) => io.emitConsole(b),
-    setIrq: (level) => io.setIrq(COM1_IRQ, level),
-  });
-  const com2 = new Uart16550(view(stateSab, DEVICE_LAYOUT.com2, UART_STATE_WORDS), {
-    emit: (b) => io.emitAgent(b),
-    setIrq: (level) => io.setIrq(COM2_IRQ, level),
-  });
-  const pm = new AcpiPm(view(stateSab, DEVICE_LAYOUT.acpiPm, ACPI_PM_STATE_WORDS), {
-    onPowerOff: () => io.onPowerOff(),
-    setSci: (level) => io.setIrq(SCI_IRQ, level),
-  });
-  const kbc = new I8042(io);
-  const exit = new DebugExit(io);
-  const post = new PostPort(view(stateSab, DEVICE_LAYOUT.post, POST_STATE_WORDS));
-
-  bus.map({ base: COM1_BASE, length: 8, byteWide: true, read: (o) => com1.read(o), write: (o, _s, v) => com1.write(o, v) });
-  bus.map({ base: COM2_BASE, length: 8, byteWide: true, read: (o) => com2.read(o), write: (o, _s, v) => com2.write(o, v) });
-  bus.map({ base: I8042_DATA_PORT, length: 1, byteWide: true, read: () => kbc.read(I8042_DATA_PORT), write: (_o, _s, v) => kbc.write(I8042_DATA_PORT, v) });
-  bus.map({ base: I8042_COMMAND_PORT, length: 1, byteWide: true, read: () => kbc.read(I8042_COMMAND_PORT), write: (_o, _s, v) => kbc.write(I8042_COMMAND_PORT, v) });
-  bus.map({ base: ACPI_PM_BASE, length: ACPI_PM_LENGTH, read: (o, s) => pm.read(o, s), write: (o, s, v) => pm.write(o, s, v) });
-  // One write of any width is one power-off request.
-  bus.map({ base: DEBUG_EXIT_PORT, length: DEBUG_EXIT_LENGTH, read: () => exit.read(), write: () => exit.write() });
-  bus.map({ base: POST_PORT, length: 1, byteWide: true, lockFree: true, read: () => post.read(), write: (_o, _s, v) => post.write(v) });
+  for (const [name, d] of entries(portRegistrations)) d.attach(bus, view(stateSab, DEVICE_LAYOUT[name], d.words), io);
   return bus;
 }
 
@@ -324,6 +393,11 @@ export class PowerButton {
     this.pm.pressPowerButton();
     return this.pm.powerButtonEnabled();
   }
+}
+
+/** Object.entries with the keys' own type (the registration lists are frozen literals). */
+function entries<T extends object>(o: T): [keyof T & string, T[keyof T]][] {
+  return Object.entries(o) as [keyof T & string, T[keyof T]][];
 }
 
 function view(sab: SharedArrayBuffer, word: number, words: number): Int32Array {

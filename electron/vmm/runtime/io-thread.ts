@@ -6,7 +6,7 @@ import { entryUrl } from '../../entry-url.ts';
 import { EventFdWriter } from '../../../native/kvm/eventfd.ts';
 import type { BuiltMachine } from '../builder/build-machine.ts';
 import type { IoWorkerData, IoWorkerMessage } from '../devices/virtio/io-worker.ts';
-import type { VmControl } from '../vcpu/control.ts';
+import type { VmControl } from '../shared/control.ts';
 
 const IO_WORKER_URL = entryUrl(new URL('../devices/virtio/io-worker.ts', import.meta.url));
 /** How long stop() waits for the thread to end by itself before it terminates it. */

@@ -6,7 +6,7 @@ import type { Vcpu } from '../../../native/kvm/kvm.ts';
 import { libc } from '../../../native/kvm/libc.ts';
 import { ThreadTimer } from '../../../native/kvm/thread-timer.ts';
 import type { MachineSpec } from '../machine-spec.ts';
-import { COMMAND, END, type VmControl } from '../vcpu/control.ts';
+import { COMMAND, END, type VmControl } from '../shared/control.ts';
 import { createVcpuDriver, type DriverReturn, type VcpuThreadData } from '../vcpu/vcpu-driver.ts';
 
 /**

@@ -4,7 +4,7 @@
 import { CAP } from '../../../native/kvm/abi.ts';
 import type { Vm } from '../../../native/kvm/kvm.ts';
 import { traceStep } from '../start-trace.ts';
-import { COMMAND, type VmControl } from '../vcpu/control.ts';
+import { COMMAND, type VmControl } from '../shared/control.ts';
 
 /** How long a pause waits for the vCPU threads to acknowledge before it kicks them again. */
 const PAUSE_REKICK_MS = 50;

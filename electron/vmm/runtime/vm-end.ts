@@ -1,7 +1,7 @@
 // How a VM ended, in one vocabulary: a thread records an END code in the control block
-// (vcpu/control.ts); the runtime reports it as a VmEnd of an EndKind, the words the API, the CLI
+// (shared/control.ts); the runtime reports it as a VmEnd of an EndKind, the words the API, the CLI
 // and the UI show. "Exit" is kept for KVM's exits to userspace (VcpuExit), many per second.
-import { END, type EndCode } from '../vcpu/control.ts';
+import { END, type EndCode } from '../shared/control.ts';
 import { describeGuestFault, type GuestFault } from './guest-fault.ts';
 
 /** 'guest-fault': the guest reported an unhandled exception on ttyS1 (`@u1 fault ...`), then shut down. */

@@ -1,7 +1,7 @@
 // What one telemetry sample holds per vCPU: the cumulative counters (under their KVM names where
 // KVM has them), in the fixed column order the ring stores them in, and the record shape that
 // subscribers and the NDJSON file see.
-import { COUNTER, COUNTER_NAMES } from '../vcpu/control.ts';
+import { COUNTER, COUNTER_NAMES } from '../shared/control.ts';
 import type { DeviceRecord } from './devices.ts';
 
 /** Per-vCPU KVM binary stats the sampler follows; a host kernel may lack some of them. */

@@ -9,7 +9,7 @@
 import { INTERNAL_ERROR_NAMES, SYSTEM_EVENT_NAMES } from '../../../native/kvm/abi.ts';
 import type { VcpuExit } from '../../../native/kvm/exit-record.ts';
 import { readAllOnes } from '../devices/floating-bus.ts';
-import { COUNTER, END, type EndCode } from './control.ts';
+import { COUNTER, END, type EndCode } from '../shared/control.ts';
 
 /** Port I/O as the board's PortBus answers it (devices/port-bus.ts). */
 export interface PortIo {

@@ -7,7 +7,7 @@ import { IrqLine, MsiSignal, Vcpu, setIoEventFd, type VcpuHandle } from '../../.
 import { EventFdWriter } from '../../../native/kvm/eventfd.ts';
 import { attachBoard, type BoardConfig } from '../devices/board.ts';
 import { ByteRing } from '../devices/byte-ring.ts';
-import { COMMAND, COUNTER, END, VmControl, type EndCode } from './control.ts';
+import { COMMAND, COUNTER, END, VmControl, type EndCode } from '../shared/control.ts';
 import { NO_COUNTER, dispatchExit, type ExitDevices } from './exit-dispatch.ts';
 
 /** Everything a thread needs to drive a vCPU created elsewhere (plain data: postMessage-able). */

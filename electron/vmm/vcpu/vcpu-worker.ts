@@ -14,7 +14,7 @@ import { kickThread } from '../../../native/kvm/kick.ts';
 import { allowedHostCpus, pinCurrentThread, setThreadAffinity } from '../../../native/kvm/affinity.ts';
 import { returnFreedMallocMemory } from '../../../native/kvm/malloc-trim.ts';
 import { nameCurrentThread } from '../../../native/kvm/thread-name.ts';
-import { END, type EndCode } from './control.ts';
+import { END, type EndCode } from '../shared/control.ts';
 import { createVcpuDriver, type VcpuThreadData } from './vcpu-driver.ts';
 import { IDLE_VCPU_THREAD_NAME, IDLE_WORKER_CLEANUP_MS } from './worker-pool.ts';
 

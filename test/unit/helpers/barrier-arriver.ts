@@ -1,7 +1,7 @@
 // Worker for start-barrier.test.ts: waits `delayMs`, arrives at the start barrier as vCPU `vcpu`
 // would, and reports whether it was let through.
 import { workerData, parentPort } from 'node:worker_threads';
-import { VmControl } from '../../../electron/vmm/vcpu/control.ts';
+import { VmControl } from '../../../electron/vmm/shared/control.ts';
 
 const { sab, cpus, vcpu, delayMs } = workerData as { sab: SharedArrayBuffer; cpus: number; vcpu: number; delayMs: number };
 await new Promise((r) => setTimeout(r, delayMs));

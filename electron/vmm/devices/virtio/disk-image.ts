@@ -14,7 +14,7 @@ import { closeSync, fstatSync, ftruncateSync, openSync, readFileSync, readSync, 
 import { basename } from 'node:path';
 import { EAGAIN, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, LOCK_EX, LOCK_NB, LOCK_SH, errno, libc } from '../../../../native/kvm/libc.ts';
 import { ConfigError, checkDisk, integer } from '../../config/vm-config.ts';
-import { shownPath } from '../../boot/shown-path.ts';
+import { shownPath } from '../../config/shown-path.ts';
 
 export const SECTOR_BYTES = 512;
 /** qcow2's magic, "QFI\xfb", at offset 0. */

@@ -5,7 +5,8 @@
 import type { PollSet } from '../../../../native/kvm/poll-set.ts';
 import type { BusLock } from './io-bus-lock.ts';
 import type { GuestRam } from './guest-ram.ts';
-import type { QueueServer, VirtioPci } from './virtio-pci.ts';
+import type { QueueServer } from './virtio-device-type.ts';
+import type { VirtioPci } from './virtio-pci.ts';
 
 /** What a back end reaches: its device (its words are shared: take `lock` to touch them), guest RAM. */
 export interface IoBackEndContext {

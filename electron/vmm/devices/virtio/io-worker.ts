@@ -19,7 +19,7 @@ import { EventFdWriter, takeEventFd } from '../../../../native/kvm/eventfd.ts';
 import { MsiSignal, setIoEventFd } from '../../../../native/kvm/kvm.ts';
 import { PollSet } from '../../../../native/kvm/poll-set.ts';
 import { FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, getrandomIo, guestRamAddress, libc } from '../../../../native/kvm/libc.ts';
-import { COMMAND, VmControl } from '../../vcpu/control.ts';
+import { COMMAND, VmControl } from '../../shared/control.ts';
 import { attachPci, type BoardConfig } from '../board.ts';
 import { createBackEnd } from './back-ends.ts';
 import { DeferringBusLock } from './io-bus-lock.ts';
@@ -31,7 +31,7 @@ export interface IoWorkerData {
   board: BoardConfig;
   ram: GuestRamHandle;
   vmFd: number;
-  /** The VM's control block (vcpu/control.ts): the command, the I/O thread's pause acknowledgement, its stop. */
+  /** The VM's control block (shared/control.ts): the command, the I/O thread's pause acknowledgement, its stop. */
   controlSab: SharedArrayBuffer;
   cpus: number;
   /** Written by the main thread after it changed a command (pause, resume) or asked the thread to end. */

@@ -22,7 +22,7 @@ import type { DiskBackend } from './disk-image.ts';
 import { DISK_ID_BYTES, SECTOR_BYTES } from './disk-image.ts';
 import { ramAddressOnce, type GuestRam } from './guest-ram.ts';
 import type { Chain } from './virtqueue.ts';
-import { SERVE_NEEDS_RESET, type VirtioDeviceType } from './virtio-pci.ts';
+import { SERVE_NEEDS_RESET, type VirtioDeviceType } from './virtio-device-type.ts';
 
 export const VIRTIO_ID_BLOCK = 2;
 export const BLK_QUEUE_SIZE = 256;

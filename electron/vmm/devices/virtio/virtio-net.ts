@@ -16,7 +16,7 @@ import type { PollSet } from '../../../../native/kvm/poll-set.ts';
 import type { GuestRam } from './guest-ram.ts';
 import type { IoBackEnd, IoBackEndContext } from './io-back-end.ts';
 import type { Chain } from './virtqueue.ts';
-import type { VirtioDeviceType } from './virtio-pci.ts';
+import type { VirtioDeviceType } from './virtio-device-type.ts';
 
 export const VIRTIO_ID_NET = 1;
 export const VIRTIO_NET_F_MAC = 5;

@@ -1,11 +1,11 @@
 // The virtio-pci modern transport (virtio 1.2, 4.1): one PCI function whose BAR 0 holds the
 // common configuration, ISR, device configuration and notification registers (each found through
-// a vendor capability), and whose BAR 1 holds the MSI-X table and pending bits. Every register's
-// state is in shared words, so any vCPU worker's instance (MMIO exits) and the I/O thread's (the
-// queues) act on one device; all of it is called under the bus lock. The I/O thread serves the
-// queues (serviceQueues); a notification reaches it through an ioeventfd where KVM has them
-// (assigned here whenever the guest moves BAR 0 or toggles memory decoding), else through the
-// notify register's MMIO exit (`io.notify`).
+// a vendor capability), and whose BAR 1 holds the MSI-X table and pending bits (the register map:
+// virtio-pci-regs.ts). Every register's state is in shared words, so any vCPU worker's instance
+// (MMIO exits) and the I/O thread's (the queues: virtio-queue-service.ts) act on one device; all
+// of it is called under the bus lock. A notification reaches the I/O thread through an ioeventfd
+// where KVM has them (assigned here whenever the guest moves BAR 0 or toggles memory decoding),
+// else through the notify register's MMIO exit (`io.notify`).
 //
 // A guest that programs garbage (a queue size that is not a power of two, rings outside RAM, a
 // descriptor loop...) gets DEVICE_NEEDS_RESET and a configuration interrupt; only a reset (status
@@ -15,119 +15,17 @@ import { MsixTable, MSIX_ENTRY_BYTES } from '../pci/msix.ts';
 import { PciConfig, PCI_COMMAND, PCI_BAR0, PCI_CONFIG_BYTES, type PciCapability } from '../pci/pci-config.ts';
 import type { PciFunction } from '../pci/pci-host.ts';
 import type { GuestRam } from './guest-ram.ts';
-import { MAX_QUEUE_SIZE, QUEUE_ERROR, SplitQueue, type Chain } from './virtqueue.ts';
+import { MAX_QUEUE_SIZE, QUEUE_ERROR, type Chain } from './virtqueue.ts';
+import type { QueueServer, VirtioDeviceType } from './virtio-device-type.ts';
+import {
+  BAR_MSIX, BAR_REGS, CAP_COMMON, CAP_DEVICE, CAP_ISR, CAP_NOTIFY, COMMON_CFG, COMMON_CFG_LENGTH, DEVICE_CFG, ISR_CFG, MSIX_BAR_SIZE,
+  MSIX_PBA, MSIX_TABLE, NOTIFY_CFG, NOTIFY_OFF_MULTIPLIER, Q, Q_WORDS, REGS_BAR_SIZE, STATUS, VIRTIO_DEVICE_ID_BASE, VIRTIO_F_VERSION_1,
+  VIRTIO_MSI_NO_VECTOR, VIRTIO_VENDOR_ID, W, virtioCap, virtioStateWords,
+} from './virtio-pci-regs.ts';
+import { QueueService, type QueueTransport } from './virtio-queue-service.ts';
 
-export const VIRTIO_VENDOR_ID = 0x1af4;
-/** Modern device IDs are 0x1040 + the virtio device type. */
-export const VIRTIO_DEVICE_ID_BASE = 0x1040;
-export const VIRTIO_F_VERSION_1 = 32;
-export const VIRTIO_MSI_NO_VECTOR = 0xffff;
-
-export const STATUS = Object.freeze({
-  acknowledge: 1, driver: 2, driverOk: 4, featuresOk: 8, needsReset: 0x40, failed: 0x80,
-});
-
-// BAR 0: one 16 KiB memory BAR with the four register blocks on their own pages.
-export const BAR_REGS = 0;
-export const BAR_MSIX = 1;
-export const REGS_BAR_SIZE = 0x4000;
-export const MSIX_BAR_SIZE = 0x1000;
-export const COMMON_CFG = 0x0000;
-export const COMMON_CFG_LENGTH = 0x38;
-export const ISR_CFG = 0x1000;
-export const DEVICE_CFG = 0x2000;
-export const NOTIFY_CFG = 0x3000;
-export const NOTIFY_OFF_MULTIPLIER = 4;
-export const MSIX_TABLE = 0x000;
-export const MSIX_PBA = 0x800;
-
-const VIRTIO_PCI_CAP = 0x09;
-const CAP_COMMON = 1;
-const CAP_NOTIFY = 2;
-const CAP_ISR = 3;
-const CAP_DEVICE = 4;
-
-/** What a virtio device type brings to the transport; its back end runs on the I/O thread. */
-export interface VirtioDeviceType {
-  /** Virtio device type (4 = entropy source). */
-  readonly type: number;
-  readonly name: string;
-  readonly queues: number;
-  readonly maxQueueSize: number;
-  /** Device-specific feature bits (the transport adds VIRTIO_F_VERSION_1). */
-  readonly features: bigint;
-  /** PCI class code (0xCCSSPP). */
-  readonly classCode: number;
-  /** Bytes of device-specific configuration (0: none, no capability). */
-  readonly configBytes: number;
-  readConfig?(offset: number, size: number): number;
-  /**
-   * Bit per queue the device fills when it has data (a network card's receive queue):
-   * serviceQueues leaves its chains available, and the back end takes them with fillQueue.
-   */
-  readonly deviceFilled?: number;
-  /**
-   * One available chain of queue `queue`, on the I/O thread: do the request, return the bytes
-   * written into the chain's device-writable buffers (the used length), or SERVE_NEEDS_RESET
-   * when the request is one the device cannot even answer (the device then needs a reset).
-   */
-  serve(queue: number, chain: Chain, ram: GuestRam): number;
-  /**
-   * serve() may run with the bus lock released (file I/O that can take milliseconds: virtio-blk).
-   * The transport then marks the queue in service, and a reset waits for the request to end —
-   * as QEMU drains in-flight requests — so nothing is written to guest RAM after a reset.
-   */
-  readonly servesUnlocked?: boolean;
-  /** The type's own counters (requests by kind, bytes...), read from shared state by any thread. */
-  counters?(): Record<string, number>;
-}
-
-/** serve()'s answer for a chain that makes the device need a reset (QUEUE_ERROR.badRequest). */
-export const SERVE_NEEDS_RESET = -1;
-
-// Shared state words of one device.
-const W = Object.freeze({
-  deviceFeatureSelect: 0, driverFeatureSelect: 1, driverFeaturesLo: 2, driverFeaturesHi: 3,
-  configVector: 4, status: 5, generation: 6, queueSelect: 7, isr: 8,
-  /**
-   * Counters (telemetry and tests): notifications that came as MMIO exits; notifications the I/O
-   * thread took from the device's eventfd (both kinds: the rest came by ioeventfd); MSIs sent.
-   */
-  mmioNotifies: 9, kicks: 10, interrupts: 11,
-  /** BAR 0 address whose notify addresses have ioeventfds assigned (0: none). */
-  ioeventfdBase: 12,
-  /** The QUEUE_ERROR that made the device need a reset (0: none). */
-  error: 13,
-  pba: 14,
-  resets: 15,
-  /** The QUEUE_ERROR of the last DEVICE_NEEDS_RESET (kept across resets: diagnostics) and how many there were. */
-  lastError: 16,
-  needsResets: 17,
-  /** Bit per queue: its ioeventfd is assigned; how many assignments KVM refused. */
-  ioeventfdQueues: 18,
-  ioeventfdRefused: 19,
-  queues: 20,
-});
-const Q = Object.freeze({
-  size: 0, vector: 1, enable: 2, descLo: 3, descHi: 4, availLo: 5, availHi: 6, usedLo: 7, usedHi: 8,
-  lastAvail: 9, usedIdx: 10, requests: 11, bytes: 12,
-  /** Requests the back end dropped (a frame with no receive buffer for it, a malformed one). */
-  drops: 13,
-  /** 1 while the I/O thread serves a chain of this queue with the bus lock released (servesUnlocked). */
-  inService: 14,
-  /** Bytes the device took out of the driver's buffers (a transmitted frame), where it says so (countRead). */
-  readBytes: 15,
-});
 /** How long a reset waits for a request in flight (the I/O thread ends every request; this bounds a lost one). */
 const RESET_DRAIN_LIMIT_MS = 10_000;
-const Q_WORDS = 16;
-/** Chains one serviceQueues call takes from a queue before it lets go of the bus lock. */
-export const MAX_CHAINS_PER_PASS = 16;
-
-/** Shared words a device with `queues` queues needs, its configuration space and MSI-X table included. */
-export function virtioStateWords(queues: number): number {
-  return W.queues + Q_WORDS * queues + (queues + 1) * (MSIX_ENTRY_BYTES / 4) + PCI_CONFIG_BYTES / 4;
-}
 
 /** Host-side effects of the transport, wired by each thread (board.ts). */
 export interface VirtioPciIo {
@@ -158,24 +56,7 @@ export interface VirtioCounters {
   device?: Record<string, number>;
 }
 
-/** How a chain of a queue is served on the I/O thread (a device type, or a back end with state). */
-export interface QueueServer {
-  serve(queue: number, chain: Chain, ram: GuestRam): number;
-}
-
-/** `type` with fixed device-specific configuration bytes (chosen when the VM is built, e.g. a MAC). */
-export function withDeviceConfig(type: VirtioDeviceType, bytes: readonly number[]): VirtioDeviceType {
-  return Object.freeze({
-    ...type,
-    readConfig: (offset: number, size: number) => {
-      let v = 0;
-      for (let i = 0; i < size; i++) v |= (bytes[offset + i] ?? 0) << (8 * i);
-      return v >>> 0;
-    },
-  });
-}
-
-export class VirtioPci implements PciFunction {
+export class VirtioPci implements PciFunction, QueueTransport {
   readonly config: PciConfig;
   readonly type: VirtioDeviceType;
   readonly msix: MsixTable;
@@ -186,7 +67,7 @@ export class VirtioPci implements PciFunction {
   private readonly msixCapOffset: number;
   /** offeredFeatures' two 32-bit halves, as the common configuration shows them (no BigInt work on a register read). */
   private readonly offeredHalves: readonly [number, number];
-  private queue?: SplitQueue;
+  private readonly service: QueueService;
 
   /**
    * `state`: virtioStateWords(type.queues) shared words. `bars`: where BAR 0 and BAR 1 sit at
@@ -229,6 +110,7 @@ export class VirtioPci implements PciFunction {
       () => this.config.read(this.msixCapOffset + 2, 2),
       { signal: (a, d) => { this.s[W.interrupts]!++; io.signalMsi(a, d); } },
     );
+    this.service = new QueueService(state, type, this);
   }
 
   /** Power-on state (once, when the VM is built). */
@@ -242,6 +124,11 @@ export class VirtioPci implements PciFunction {
   /** The features the device offers (VERSION_1 always). */
   get offeredFeatures(): bigint {
     return this.type.features | (1n << BigInt(VIRTIO_F_VERSION_1));
+  }
+
+  /** PCI COMMAND's bus-master bit: without it the device touches no ring (virtio-queue-service.ts). */
+  get busMaster(): boolean {
+    return this.config.busMaster;
   }
 
   get status(): number {
@@ -441,7 +328,8 @@ export class VirtioPci implements PciFunction {
     if ((s[W.status]! & STATUS.driverOk) !== 0) this.interrupt(s[W.configVector]!, 2);
   }
 
-  private interrupt(vector: number, isrBit: number): void {
+  /** Sets `isrBit` in the ISR and raises `vector` through MSI-X (none for VIRTIO_MSI_NO_VECTOR). */
+  interrupt(vector: number, isrBit: number): void {
     this.s[W.isr] = this.s[W.isr]! | isrBit;
     if (vector !== VIRTIO_MSI_NO_VECTOR) this.msix.raise(vector);
   }
@@ -482,137 +370,28 @@ export class VirtioPci implements PciFunction {
     this.s[W.ioeventfdQueues] = now;
   }
 
-  // --- the I/O thread ---------------------------------------------------------------------------
+  // --- the I/O thread (virtio-queue-service.ts) --------------------------------------------------
 
   /**
-   * Serves every enabled queue (the I/O thread, under the bus lock): takes each available chain,
-   * lets the device type serve it, puts it on the used ring, and interrupts the driver once per
-   * queue that did work unless it asked not to be. A bad ring or chain stops the device
-   * (needsReset). At most MAX_CHAINS_PER_PASS chains per queue per call, so the bus lock is never
-   * held for a whole ring of a hostile guest's 64 KiB requests: returns true when chains remain,
-   * and the caller calls again after letting go of the lock.
+   * Serves every enabled queue, at most MAX_CHAINS_PER_PASS chains each (the I/O thread, under the
+   * bus lock); true when chains remain: call again after letting go of the lock.
    */
   serviceQueues(ram: GuestRam, kicks = 1, server: QueueServer = this.type, busLock?: { lock(): void; unlock(): void }): boolean {
-    const s = this.s;
-    s[W.kicks] = (s[W.kicks]! + kicks) | 0;
-    if ((s[W.status]! & (STATUS.driverOk | STATUS.needsReset | STATUS.failed)) !== STATUS.driverOk || !this.config.busMaster) return false;
-    this.queue ??= new SplitQueue(ram);
-    const sq = this.queue;
-    let more = false;
-    for (let i = 0; i < this.type.queues; i++) {
-      const q = W.queues + Q_WORDS * i;
-      if (s[q + Q.enable] !== 1 || ((this.type.deviceFilled ?? 0) & (1 << i)) !== 0) continue;
-      const addr = (lo: number) => (s[q + lo]! >>> 0) + (s[q + lo + 1]! >>> 0) * 0x1_0000_0000;
-      if (!sq.bind({ size: s[q + Q.size]!, desc: addr(Q.descLo), avail: addr(Q.availLo), used: addr(Q.usedLo) })) {
-        this.needsReset(sq.error);
-        return false;
-      }
-      const available = sq.pending(s[q + Q.lastAvail]!);
-      if (available < 0) {
-        this.needsReset(sq.error);
-        return false;
-      }
-      let n = Math.min(available, MAX_CHAINS_PER_PASS);
-      if (available > n) more = true;
-      let served = 0;
-      while (n-- > 0) {
-        const last = s[q + Q.lastAvail]!;
-        if (!sq.pop(last)) {
-          this.needsReset(sq.error);
-          return false;
-        }
-        let written: number;
-        if (this.type.servesUnlocked && busLock) {
-          // The chain is ours (taken from the ring under the lock); its I/O needs no device state.
-          const resets = s[W.resets];
-          Atomics.store(s, q + Q.inService, 1);
-          busLock.unlock();
-          try {
-            written = server.serve(i, sq.chain, ram);
-          } finally {
-            Atomics.store(s, q + Q.inService, 0);
-            Atomics.notify(s, q + Q.inService);
-            busLock.lock();
-          }
-          // Reset while it was in flight: the driver has forgotten the queue; the completion goes nowhere.
-          if (s[W.resets] !== resets) return false;
-        } else {
-          written = server.serve(i, sq.chain, ram);
-        }
-        if (written === SERVE_NEEDS_RESET) {
-          this.needsReset(QUEUE_ERROR.badRequest);
-          return false;
-        }
-        sq.push(s[q + Q.usedIdx]!, sq.chain.head, written);
-        s[q + Q.usedIdx] = (s[q + Q.usedIdx]! + 1) & 0xffff;
-        s[q + Q.lastAvail] = (last + 1) & 0xffff;
-        s[q + Q.requests]!++;
-        s[q + Q.bytes] = (s[q + Q.bytes]! + written) | 0;
-        served++;
-      }
-      if (served > 0 && !sq.interruptSuppressed()) this.interrupt(s[q + Q.vector]!, 1);
-    }
-    return more;
+    return this.service.serviceQueues(ram, kicks, server, busLock);
+  }
+
+  /** Fills available chains of a device-filled queue (QueueService.fillQueue). */
+  fillQueue(queue: number, ram: GuestRam, fill: (chain: Chain) => number): number {
+    return this.service.fillQueue(queue, ram, fill);
   }
 
   /** Counts a request the back end dropped on `queue` (the I/O thread; read by anyone). */
   countDrop(queue: number): void {
-    if (queue < this.type.queues) Atomics.add(this.s, W.queues + Q_WORDS * queue + Q.drops, 1);
+    this.service.countDrop(queue);
   }
 
   /** Counts bytes the back end took out of a chain of `queue` (the I/O thread; read by anyone; wraps at 2^32). */
   countRead(queue: number, bytes: number): void {
-    if (queue < this.type.queues) Atomics.add(this.s, W.queues + Q_WORDS * queue + Q.readBytes, bytes | 0);
+    this.service.countRead(queue, bytes);
   }
-
-  /**
-   * Fills available chains of a device-filled queue (the I/O thread, under the bus lock): while
-   * `fill` has data it is handed the next chain and returns the bytes it wrote (the chain goes on
-   * the used ring) or -1 (the chain is left available, nothing more is filled this call). At most
-   * MAX_CHAINS_PER_PASS chains; one interrupt for all of them. Returns how many were filled, or
-   * -1 when the queue cannot take any (not running, no chain available, or just broken).
-   */
-  fillQueue(queue: number, ram: GuestRam, fill: (chain: Chain) => number): number {
-    const s = this.s;
-    if ((s[W.status]! & (STATUS.driverOk | STATUS.needsReset | STATUS.failed)) !== STATUS.driverOk || !this.config.busMaster) return -1;
-    const q = W.queues + Q_WORDS * queue;
-    if (queue >= this.type.queues || s[q + Q.enable] !== 1) return -1;
-    this.queue ??= new SplitQueue(ram);
-    const sq = this.queue;
-    const addr = (lo: number) => (s[q + lo]! >>> 0) + (s[q + lo + 1]! >>> 0) * 0x1_0000_0000;
-    if (!sq.bind({ size: s[q + Q.size]!, desc: addr(Q.descLo), avail: addr(Q.availLo), used: addr(Q.usedLo) })) {
-      this.needsReset(sq.error);
-      return -1;
-    }
-    const available = sq.pending(s[q + Q.lastAvail]!);
-    if (available <= 0) {
-      if (available < 0) this.needsReset(sq.error);
-      return -1;
-    }
-    let filled = 0;
-    for (let n = Math.min(available, MAX_CHAINS_PER_PASS); n > 0; n--) {
-      const last = s[q + Q.lastAvail]!;
-      if (!sq.pop(last)) {
-        this.needsReset(sq.error);
-        return filled > 0 ? filled : -1;
-      }
-      const written = fill(sq.chain);
-      if (written < 0) break;
-      sq.push(s[q + Q.usedIdx]!, sq.chain.head, written);
-      s[q + Q.usedIdx] = (s[q + Q.usedIdx]! + 1) & 0xffff;
-      s[q + Q.lastAvail] = (last + 1) & 0xffff;
-      s[q + Q.requests]!++;
-      s[q + Q.bytes] = (s[q + Q.bytes]! + written) | 0;
-      filled++;
-    }
-    if (filled > 0 && !sq.interruptSuppressed()) this.interrupt(s[q + Q.vector]!, 1);
-    return filled;
-  }
-}
-
-function virtioCap(type: number, offset: number, length: number, multiplier?: number): PciCapability {
-  const le32 = (v: number) => [v & 0xff, (v >>> 8) & 0xff, (v >>> 16) & 0xff, v >>> 24];
-  const body = [0, type, BAR_REGS, 0, 0, 0, ...le32(offset), ...le32(length), ...(multiplier !== undefined ? le32(multiplier) : [])];
-  body[0] = 2 + body.length; // cap_len counts the ID and next bytes
-  return { id: VIRTIO_PCI_CAP, body };
 }

@@ -8,7 +8,7 @@
 // chain with what was written: the used length tells the driver, which asks again.
 import { ramAddressOnce, type GuestRam } from './guest-ram.ts';
 import type { Chain } from './virtqueue.ts';
-import type { VirtioDeviceType } from './virtio-pci.ts';
+import type { VirtioDeviceType } from './virtio-device-type.ts';
 
 export const VIRTIO_ID_RNG = 4;
 export const MAX_BYTES_PER_REQUEST = 64 * 1024;
