@@ -221,8 +221,14 @@ interface Measured {
 /** What the first round costs at `priorRunMs` a run: the current configuration and one candidate, with a margin. */
 export const firstRoundMs = (priorRunMs: number): number => ROUND_RUNS * 2 * priorRunMs * ROUND_COST_MARGIN;
 
-/** The smallest budget a search accepts at `priorRunMs` a run, in whole tens of seconds. */
-export const minBudgetS = (priorRunMs: number): number => Math.ceil(firstRoundMs(priorRunMs) / 10_000) * 10;
+/**
+ * Room a budget keeps, beyond the first round, for what comes before it (the checks, the first VM's
+ * set-up): without it the smallest budget accepted could not start the round it was sized for.
+ */
+export const START_SLACK = 0.1;
+
+/** The smallest budget a search accepts at `priorRunMs` a run, in whole tens of seconds: the first round and its slack. */
+export const minBudgetS = (priorRunMs: number): number => Math.ceil(firstRoundMs(priorRunMs) * (1 + START_SLACK) / 10_000) * 10;
 
 /** Runs the search; rejects with AdvisorError when the budget cannot fit one round. */
 export async function searchKnobs(input: SearchInput): Promise<Advice> {
@@ -232,7 +238,7 @@ export async function searchKnobs(input: SearchInput): Promise<Advice> {
   const t0 = input.now();
   const elapsed = () => input.now() - t0;
   const first = firstRoundMs(input.priorRunMs);
-  if (first > input.budgetMs) {
+  if (first * (1 + START_SLACK) > input.budgetMs) {
     throw new AdvisorError(`a budget of ${seconds(input.budgetMs)} is too small: the current configuration and one candidate need ${ROUND_RUNS} runs each, `
       + `about ${seconds(input.priorRunMs)} per run here (${seconds(first)} in all); give at least ${seconds(minBudgetS(input.priorRunMs) * 1000)}, and minutes for a search worth having`);
   }
@@ -384,6 +390,11 @@ export async function searchKnobs(input: SearchInput): Promise<Advice> {
     if (!(await round(target.c))) break;
   }
 
+  // Nothing measured because the budget ran out first is no advice: "keep" would read as a finding.
+  if (rounds === 0 && outOfBudget && !signal?.aborted) {
+    throw new AdvisorError(`the budget of ${seconds(input.budgetMs)} was spent before the first round could start (${seconds(elapsed())} went on the checks and set-up); `
+      + `give more than ${seconds(minBudgetS(input.priorRunMs) * 1000)}, and minutes for a search worth having`);
+  }
   return report({
     input, better, metric, measured, skipped, correctedAlpha: correctedAlpha(), decisive, vsCurrent, score, meetsBound,
     allBase: allBase(), usedMs: elapsed(), rounds, runs, outOfBudget,

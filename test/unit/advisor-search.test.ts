@@ -3,7 +3,7 @@
 // that each run advances. No VM runs here; tune.ts and the kvm tests run the same search on KVM.
 import { describe, expect, it } from 'vitest';
 import {
-  AdvisorError, HALT_POLL_COARSE, ROUND_RUNS, goalProblem, searchKnobs, type Candidate, type KnobDelta, type Round, type SearchInput,
+  AdvisorError, HALT_POLL_COARSE, ROUND_RUNS, goalProblem, minBudgetS, searchKnobs, type Candidate, type KnobDelta, type Round, type SearchInput,
 } from '../../electron/experiments/advisor.ts';
 import { seededRandom } from '../../electron/experiments/stats.ts';
 import { formatTuneMarkdown } from '../../electron/experiments/tune-format.ts';
@@ -90,7 +90,7 @@ describe('the tuning advisor\'s search', { timeout: 60_000 }, () => {
   });
 
   it('never starts a round that cannot finish within the budget', async () => {
-    for (const budgetMs of [13_000, 40_000, 75_000]) {
+    for (const budgetMs of [14_000, 40_000, 75_000]) {
       const h = harness({ ...timerLike, runMs: 1000 }, { budgetMs });
       const advice = await searchKnobs(h.input);
       expect(h.clock()).toBeLessThanOrEqual(budgetMs);
@@ -110,6 +110,30 @@ describe('the tuning advisor\'s search', { timeout: 60_000 }, () => {
     const h = harness(timerLike, { budgetMs: 5_000 });
     await expect(searchKnobs(h.input)).rejects.toThrow(AdvisorError);
     await expect(searchKnobs(h.input)).rejects.toThrow(/a budget of 5 s is too small: the current configuration and one candidate need 5 runs each/);
+    expect(h.measuredLabels).toEqual([]);
+  });
+
+  it('runs a first round on the smallest budget it accepts, whatever the prior (time before the round included)', async () => {
+    // 22.5 s a run (the nested lane's L1) made a first round of exactly 270 s, the minimum was
+    // 270 s, and the milliseconds before the round put it over: 0 rounds, "keep". Each prior here,
+    // with 2 s of checks and set-up before the first round.
+    for (const priorRunMs of [1500, 2250, 22_500, 40_000]) {
+      const budgetMs = minBudgetS(priorRunMs) * 1000;
+      const h = harness({ ...timerLike, runMs: priorRunMs }, { priorRunMs, budgetMs });
+      let calls = 0;
+      const advice = await searchKnobs({ ...h.input, now: () => h.clock() + (calls++ > 0 ? 2000 : 0) });
+      expect(advice.budget.rounds, `prior ${priorRunMs} ms, budget ${budgetMs} ms`).toBeGreaterThanOrEqual(1);
+      await expect(searchKnobs({ ...h.input, budgetMs: budgetMs - 10_000 })).rejects.toThrow(/is too small/);
+    }
+  });
+
+  it('a budget spent before the first round is a failure naming why, not advice to keep', async () => {
+    // The checks and set-up took longer than the budget's room for them.
+    const h = harness(timerLike, { priorRunMs: 1000, budgetMs: minBudgetS(1000) * 1000 });
+    let calls = 0;
+    const base = h.input.now;
+    await expect(searchKnobs({ ...h.input, now: () => base() + (calls++ > 0 ? 60_000 : 0) }))
+      .rejects.toThrow(/^the budget of 20 s was spent before the first round could start \(60 s went on the checks and set-up\); give more than 20 s/);
     expect(h.measuredLabels).toEqual([]);
   });
 
