@@ -17,6 +17,7 @@ import type {
 } from './api.ts';
 import { ConfigCalls } from './config-calls.ts';
 import { ExperimentCalls, type LoadExperimentRunner } from './experiment-calls.ts';
+import { DEFAULT_LOCK_TIMEOUT_MS } from './file-lock.ts';
 import { HomeOwnership } from './home-owner.ts';
 import { HostFileCalls } from './host-file-calls.ts';
 import { KnobCalls } from './knob-calls.ts';
@@ -31,7 +32,7 @@ import type { EventSink } from './vm-supervisor.ts';
 export interface ServiceOptions {
   /** Data folder (default: UNHALT_HOME, else the XDG data folder). */
   home?: string;
-  /** How long a library change waits for another process's lock (default 5000 ms). */
+  /** How long a library change waits for another process's lock (default DEFAULT_LOCK_TIMEOUT_MS, file-lock.ts). */
   lockTimeoutMs?: number;
   /** Grace period of the ACPI stop when the service shuts down (default 2000 ms). */
   shutdownGraceMs?: number;
@@ -89,7 +90,7 @@ export class ServiceCore implements ApiCallHandlers {
     this.ownership = await HomeOwnership.claim(this.layout.home, this.options.ownerCommand ?? defaultOwnerCommand());
     try {
       this.state.store = await LibraryStore.open(this.layout.home, {
-        lock: { timeoutMs: this.options.lockTimeoutMs ?? 5000 },
+        lock: { timeoutMs: this.options.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS },
         onNotice: () => { if (this.state.store) this.state.broadcastLibrary(); },
       });
     } catch (e) {
