@@ -10,7 +10,9 @@ import { probeHost, type HostCapabilities } from '../vmm/machine/host-caps.ts';
 import { hostSpeed } from '../vmm/host-speed.ts';
 import { AdvisorError, ROUND_RUNS, applyDelta, deltaString, goalProblem, searchKnobs, type Advice, type Candidate, type KnobDelta, type Sample } from './advisor.ts';
 import { compareConfigs } from './compare.ts';
-import { ExperimentCancelled, ExperimentError, LINUX_ON_PVM, failuresOf, hostKindOf, prepareExperiment, summarize, type HostSource } from './runner.ts';
+import { ExperimentCancelled, ExperimentError } from './runner.ts';
+import { LINUX_ON_PVM, hostKindOf, prepareExperiment, type HostSource } from './prepare.ts';
+import { failuresOf, summarize } from './summary.ts';
 import { MAX_WORKLOAD_ARGS } from './limits.ts';
 import { GOAL_KINDS, MAX_BUDGET_S, MIN_BUDGET_S, type GoalKind, type TuneSpec } from './tune-limits.ts';
 

@@ -18,8 +18,11 @@ export class LockBusyError extends Error {
   }
 }
 
+/** How long a taker waits for another holder by default (the service's library changes included). */
+export const DEFAULT_LOCK_TIMEOUT_MS = 5000;
+
 export interface LockOptions {
-  /** How long to wait for another holder (default 5000 ms; 0 = try once). */
+  /** How long to wait for another holder (default DEFAULT_LOCK_TIMEOUT_MS; 0 = try once). */
   timeoutMs?: number;
   pollMs?: number;
 }
@@ -49,7 +52,7 @@ export class FileLock {
 
   /** Waits (asynchronously, without blocking the event loop) for the lock; throws LockBusyError. */
   static async acquire(path: string, options: LockOptions = {}): Promise<FileLock> {
-    const timeoutMs = options.timeoutMs ?? 5000;
+    const timeoutMs = options.timeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS;
     const pollMs = options.pollMs ?? 20;
     const start = performance.now();
     for (;;) {

@@ -8,8 +8,9 @@
 import { EventEmitter } from 'node:events';
 import { API_METHOD_NAMES, API_METHODS, type ApiCallHandlers, type ApiEvent, type CallMethod, type Subscription, type UnhaltApi } from './api.ts';
 import { ApiError, toApiError } from './errors.ts';
-import { DEFAULT_STOP_GRACE_MS, ServiceCore, type ServiceOptions } from './service-core.ts';
-import type { EventSink } from './vm-runtime.ts';
+import { DEFAULT_STOP_GRACE_MS } from './lifecycle-calls.ts';
+import { ServiceCore, type ServiceOptions } from './service-core.ts';
+import type { EventSink } from './vm-supervisor.ts';
 import { SERVICE_SPARE_VCPU_WORKERS, keepVcpuWorkersWarm, releaseSpareVcpuWorkers } from '../vmm/vcpu/worker-pool.ts';
 import { keepVmShellWarm, releaseVmShells } from '../vmm/builder/vm-shells.ts';
 
@@ -22,7 +23,7 @@ export interface ServiceSession extends UnhaltApi {
 
 export async function createService(options: ServiceOptions = {}): Promise<UnhaltService> {
   const core = new ServiceCore(options);
-  await core.open();
+  await core.openHome();
   if (options.spareVcpuWorkers) {
     keepVcpuWorkersWarm(options.spareVcpuWorkers);
     keepVmShellWarm();

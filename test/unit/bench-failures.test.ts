@@ -3,7 +3,7 @@
 // where nothing gave a value prints no empty table (and no unit of "()").
 import { describe, expect, it } from 'vitest';
 import { failureLines, formatCsv, formatMarkdown, sizingLine, statusLine } from '../../electron/experiments/format.ts';
-import { failuresOf, summarize } from '../../electron/experiments/runner.ts';
+import { failuresOf, summarize } from '../../electron/experiments/summary.ts';
 import type { ExperimentResult, ExperimentSpec, RunRecord } from '../../electron/experiments/types.ts';
 import { workload } from '../../electron/experiments/workloads.ts';
 

@@ -5,7 +5,7 @@
 // there is checked when the VM starts: its one-line refusal then arrives as a notice.
 import { useId, useRef } from 'react';
 import { MAX_HOSTFWD, USER_NET, macForVm } from '../../../../electron/vmm/config/net-config.ts';
-import type { StepProps } from './Wizard.tsx';
+import type { StepProps } from './step-props.ts';
 import { newForward, type DraftForward, type DraftNet, type ForwardPart } from './net-draft.ts';
 
 const MODES: { mode: DraftNet['mode']; title: string; help: string }[] = [

@@ -8,7 +8,7 @@
 import { useEffect, useId, useRef, useState } from 'react';
 import { api, errorMessage, useApp } from '../../state/app.ts';
 import { MAX_DISKS } from '../../../../electron/vmm/config/limits.ts';
-import type { StepProps } from './Wizard.tsx';
+import type { StepProps } from './step-props.ts';
 import type { DraftDisk } from './draft.ts';
 
 type Verdict = { ok: true; note?: string } | { ok: false; message: string };

@@ -4,38 +4,16 @@
 // field keeps what the user typed and is judged on blur and on Next by the rules the API applies
 // (validate.ts), with the message at the field.
 import { useEffect, useMemo, useRef, useState } from 'react';
-import type { HostInfo, ResolvedDto, VmRecord } from '../../../../electron/service/api.ts';
+import type { HostInfo, VmRecord } from '../../../../electron/service/api.ts';
 import { checkMemoryMiB } from '../../../../electron/vmm/config/vm-config.ts';
 import { api, useApp, navigate, createVm, updateVm, errorMessage } from '../../state/app.ts';
 import { initialDraft, draftToConfig, withLateHost } from './draft.ts';
 import { configToDraft } from './from-config.ts';
 import type { Draft } from './draft.ts';
-import { bootFilesOf, draftProblems, typedNumber, type FieldId, type FileVerdict } from './validate.ts';
+import type { DescribeResult, StepProps } from './step-props.ts';
+import { typedNumber } from './typed-text.ts';
+import { bootFilesOf, draftProblems, type FieldId, type FileVerdict } from './validate.ts';
 import { BasicsStep, ResourcesStep, StorageNetworkStep, MachineStep, FeaturesStep, OvercommitStep, HaltPollStep, PinStep, SummaryStep } from './steps.tsx';
-
-export interface StepProps {
-  draft: Draft;
-  update: (patch: Partial<Draft>) => void;
-  host: HostInfo | null;
-  names: Set<string>;
-  describe: DescribeResult;
-  /** A field's problem, once it should be shown (the field was left, or Next was pressed). */
-  problem: (field: FieldId) => string | undefined;
-  /** The user left a field (blur), or changed one with no text to finish (a checkbox). */
-  touch: (field: FieldId) => void;
-  /** The user is typing in a field: its message waits for the blur. */
-  editing: (field: FieldId) => void;
-  /** Whether any field has a problem (the service's own check line then stays quiet). */
-  anyProblem: boolean;
-  /** Asks the service again about an unchanged configuration (a file it named was created meanwhile). */
-  recheck: () => void;
-}
-
-export interface DescribeResult {
-  resolved: ResolvedDto | null;
-  error: string | null;
-  pending: boolean;
-}
 
 /** A step's fields: fixed ones, and (ownsPrefix) those made per row, such as a forward's `net.0.hostPort`. */
 const STEPS: { id: string; title: string; Component: (p: StepProps) => React.ReactElement; fields: FieldId[]; ownsPrefix?: string }[] = [

@@ -2,7 +2,7 @@
 import type { HostInfo } from '../../../../electron/service/api.ts';
 import { DEFAULT_MEMORY_MIB } from '../../../../electron/vmm/config/vm-config.ts';
 import { NO_NET, draftNetToConfig, type DraftNet } from './net-draft.ts';
-import { typedPin } from './validate.ts';
+import { typedPin } from './typed-text.ts';
 
 export interface Draft {
   name: string;

@@ -3,9 +3,10 @@
 import { useId } from 'react';
 import { cpuPmTurnedOffNote, effectiveFeatures, vcpuLimit } from '../../../../electron/vmm/config/rules.ts';
 import { DEFAULT_MEMORY_MIB, checkCpus, checkHaltPollNs, checkMemoryMiB } from '../../../../electron/vmm/config/vm-config.ts';
-import type { StepProps } from './Wizard.tsx';
+import type { StepProps } from './step-props.ts';
 import { PROBE_SCENARIOS } from './draft.ts';
-import { hostLimits, typedNumber, typedPin, type FieldId } from './validate.ts';
+import { typedNumber, typedPin } from './typed-text.ts';
+import { hostLimits, type FieldId } from './validate.ts';
 import { available, machineDefaults, fmtNs } from '../../lib/config.ts';
 import { StorageFields } from './StorageFields.tsx';
 import { NetworkFields } from './NetworkFields.tsx';

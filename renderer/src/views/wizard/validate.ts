@@ -26,25 +26,6 @@ export function hostLimits(host: HostInfo | null): HostLimits | null {
   return { maxVcpus: host.maxVcpus > 0 ? host.maxVcpus : undefined, memoryMiB: host.memoryMiB, hostCpus: host.hostCpus };
 }
 
-/** A number field's text as the number it denotes, when the schema accepts it. */
-export function typedNumber(text: string, rule: (v: unknown) => number): number | undefined {
-  try {
-    return rule(text);
-  } catch {
-    return undefined;
-  }
-}
-
-/** The pin list as typed: host CPUs, [] for none, undefined when it does not parse. */
-export function typedPin(text: string): number[] | undefined {
-  if (text.trim() === '') return [];
-  try {
-    return parseCpuList(text);
-  } catch {
-    return undefined;
-  }
-}
-
 /** Which boot files the draft names (the service checks these; see FileVerdict). */
 export function bootFilesOf(d: Draft): { kernel?: string; initrd?: string } {
   const files: { kernel?: string; initrd?: string } = {};

@@ -1,7 +1,9 @@
-// One VM of the library as this process runs it: the VirtualMachine while it runs, its status and
-// last exit, its console (scrollback + log file), telemetry (a Sampler per run) and guest metrics,
-// and the subscribers that stream them. Whatever the guest or the VMM does ends here as a status
-// with a reason; nothing a guest does throws out of this class.
+// The supervisor of one VM of the library in this process (VmSupervisor), across its runs: it
+// starts a VirtualMachine (the VMM's runtime of one run, vm.ts) and stops it, and keeps what
+// outlives a run: the VM's status and last exit, its console (scrollback + log file), telemetry
+// (a Sampler per run) and guest metrics, and the subscribers that stream them. Whatever the guest
+// or the VMM does ends here as a status with a reason; nothing a guest does throws out of this
+// class.
 //
 // Streams are batched per VM: console bytes within ~16 ms (the first at once), telemetry and guest metrics every
 // 200 ms (two samples at 10 Hz), so a transport sends a few messages per second, not one per exit.
@@ -53,7 +55,7 @@ export function startRefusal(state: VmRunState): ApiError {
   return new ApiError('conflict', state === 'stopping' ? 'the VM is still stopping: start it again once it has stopped' : `the VM is already ${state}`);
 }
 
-export class VmRuntime {
+export class VmSupervisor {
   readonly id: string;
   private state: VmRunState = 'stopped';
   private vm?: VirtualMachine;

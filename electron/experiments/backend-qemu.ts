@@ -1,0 +1,72 @@
+// The QEMU back end: the same guest and knobs under qemu-system-x86_64 (microvm, where QEMU has
+// the knob; the caveat says where it has not), its result read from ttyS1 written to a file.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { AgentEvent } from '../vmm/agent/line-protocol.ts';
+import { parseAgentLine } from '../vmm/agent/line-protocol.ts';
+import { resolveMachine } from '../vmm/config/resolve.ts';
+import type { VmConfig } from '../vmm/config/vm-config.ts';
+import { qemuCpu, qemuOvercommit } from '../vmm/export/qemu.ts';
+import type { HostCapabilities } from '../vmm/machine/host-caps.ts';
+import { onAbort, type Prepared, type RunOutcome } from './backend.ts';
+import type { Deadline } from './pacing.ts';
+import { ExperimentError } from './spec.ts';
+import type { Workload } from './workloads.ts';
+
+/** The QEMU command line for the same guest and knobs (where QEMU has the knob). */
+export function qemuCommand(c: VmConfig, host: HostCapabilities): { qemuArgs: string[]; qemuCaveat?: string } {
+  const { spec, resolution } = resolveMachine(c, host);
+  // The knobs as the QEMU export maps them (export/qemu.ts); the board is microvm here, the
+  // smallest QEMU has, for like-for-like timings with Unhalt's.
+  const args = [
+    '-machine', 'microvm', '-accel', 'kvm', '-cpu', qemuCpu(resolution.features, host.kind), '-smp', String(c.cpus), '-m', String(c.memoryMiB),
+    '-nographic', '-no-reboot', '-device', 'isa-debug-exit,iobase=0xf4,iosize=4',
+    '-kernel', spec.kernelPath, '-append', spec.cmdline,
+  ];
+  const overcommit = qemuOvercommit(c);
+  if (overcommit) args.push('-overcommit', overcommit);
+  // What the QEMU row cannot do as labelled: it runs anyway (the noise of QEMU's rows is worth
+  // seeing), and the row, the chart and the notes say how it differs.
+  const missing: string[] = [];
+  if (c.haltPollNs !== undefined) missing.push(`ran at the host's halt polling (${host.haltPollParams.halt_poll_ns ?? '?'} ns), not halt-poll-ns=${c.haltPollNs}: QEMU has no per-VM halt-polling option`);
+  if (c.pin) missing.push('ran unpinned: QEMU does not pin vCPU threads itself');
+  if (c.rng) missing.push('ran without virtio-rng: the microvm board of the QEMU rows has no PCI bus (bench/virtio-notify.ts compares the devices on q35)');
+  if (c.net) missing.push('ran without a network: the microvm board of the QEMU rows has no PCI bus (bench/virtio-net-rr.ts compares virtio-net on q35)');
+  return missing.length ? { qemuArgs: args, qemuCaveat: missing.join('; ') } : { qemuArgs: args };
+}
+
+export async function runOnQemu(p: Prepared, work: Workload, deadline: Deadline, signal?: AbortSignal): Promise<RunOutcome> {
+  const dir = mkdtempSync(join(tmpdir(), 'unhalt-qemu-'));
+  const ttyS1 = join(dir, 'ttyS1');
+  const args = [...p.qemuArgs!, '-chardev', `file,id=s1,path=${ttyS1}`, '-device', 'isa-serial,chardev=s1,iobase=0x2f8,irq=3'];
+  const t0 = performance.now();
+  try {
+    const code = await new Promise<number | null>((resolve, reject) => {
+      const child = spawn('qemu-system-x86_64', args, { stdio: ['ignore', 'ignore', 'pipe'] });
+      let err = '';
+      child.stderr.on('data', (d) => { err += d; });
+      const timer = setTimeout(() => child.kill('SIGKILL'), deadline.ms);
+      const unlisten = onAbort(signal, () => child.kill('SIGKILL'));
+      child.on('close', unlisten);
+      child.on('error', (e) => { clearTimeout(timer); unlisten(); reject(new ExperimentError(`cannot run QEMU: ${e.message} (install qemu-system-x86)`)); });
+      child.on('close', (c) => { clearTimeout(timer); if (c !== 1 && err) reject(new ExperimentError(`QEMU failed: ${err.trim().split('\n')[0]}`)); else resolve(c); });
+    });
+    const wallMs = performance.now() - t0;
+    let boot: AgentEvent | undefined;
+    let result: AgentEvent | undefined;
+    for (const line of readFileSync(ttyS1, 'latin1').split('\n')) {
+      const e = parseAgentLine(line);
+      if (typeof e !== 'object') continue;
+      if (e.event === 'boot') boot = e;
+      if (e.event === work.event && !result) result = e;
+    }
+    if (!result) return { value: null, fields: {}, wallMs, error: `no ${work.event} result from QEMU (exit status ${code})` };
+    return { value: work.value(result, boot), fields: result.fields, wallMs };
+  } catch (e) {
+    return { value: null, fields: {}, wallMs: performance.now() - t0, error: (e as Error).message };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
