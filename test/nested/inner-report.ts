@@ -71,6 +71,7 @@ export const EXPECTED_MINUTES: Record<string, number> = {
   'test/e2e/virtio-rng.test.ts': 1.2,
   'test/e2e/vm-manage.test.ts': 3,
   'test/e2e/wizard-net.test.ts': 1.7,
+  'test/e2e/tune.test.ts': 6.5,
 };
 
 /**
@@ -90,6 +91,18 @@ export function splitFiles(files: string[], shards: number): string[][] {
     bin.minutes += cost(f);
   }
   return bins.map((b) => b.files.sort((x, y) => files.indexOf(x) - files.indexOf(y)));
+}
+
+/**
+ * How long the L1s may take for their checks, in minutes: half as long again as the busiest L1's
+ * expected time and 5 minutes more, never under 45 (`override`, UNHALT_NESTED_CHECKS_MINUTES,
+ * sets it). It follows the selection, so a longer list never meets a deadline made for a shorter.
+ */
+export function checksMinutes(parts: string[][], override?: string): number {
+  if (override) return Number(override);
+  const longest = Math.max(...Object.values(EXPECTED_MINUTES));
+  const busiest = Math.max(0, ...parts.map((p) => p.reduce((sum, f) => sum + (EXPECTED_MINUTES[f] ?? longest), 0)));
+  return Math.max(45, Math.ceil(busiest * 1.5 + 5));
 }
 
 /** The kernel command-line words that carry one L1's part of the selection into it (its init reads unhalt.* words). */

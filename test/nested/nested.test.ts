@@ -12,7 +12,7 @@ import { createWriteStream, existsSync, mkdirSync, readFileSync, rmSync, writeFi
 import { availableParallelism, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { filesWithoutResults, innerSelection, type InnerReport, l1Append, lanesOf, splitFiles, summarizeInner, type VitestJson } from './inner-report.ts';
+import { checksMinutes, filesWithoutResults, innerSelection, type InnerReport, l1Append, lanesOf, splitFiles, summarizeInner, type VitestJson } from './inner-report.ts';
 // @ts-expect-error plain ESM build script without types
 import { outerQemu } from './outer-qemu.mjs';
 import { chromium, type BrowserServer } from 'playwright-core';
@@ -55,7 +55,7 @@ const QUIET_MS = minutes(Number(process.env.UNHALT_NESTED_QUIET_MINUTES ?? 10));
  */
 const HEARTBEAT_MS = 5_000;
 /** Deadlines per phase. An L1 is at its checks ~10 s after its QEMU starts on an idle 2-CPU host. */
-const DEADLINE = { build: minutes(10), boot: minutes(4), checks: minutes(Number(process.env.UNHALT_NESTED_CHECKS_MINUTES ?? 45)), poweroff: minutes(3) };
+const DEADLINE = { build: minutes(10), boot: minutes(4), poweroff: minutes(3) };
 
 interface Phase { name: string; fields: Record<string, string>; atMs: number }
 
@@ -247,6 +247,7 @@ describe('nested lane: hardware-semantics KVM inside QEMU TCG (L1)', () => {
   const selection = innerSelection();
   // Several L1s share the files (splitFiles: about equal time each), one per host CPU by default.
   const parts = splitFiles(selection.files, L1_COUNT).filter((p) => p.length > 0);
+  const checksDeadline = minutes(checksMinutes(parts, process.env.UNHALT_NESTED_CHECKS_MINUTES));
   /** Each L1's checks' results, as they came out of it (brought out one by one: see below). */
   const reports: VitestJson[][] = [];
   let browserServer: BrowserServer | undefined;
@@ -330,14 +331,14 @@ describe('nested lane: hardware-semantics KVM inside QEMU TCG (L1)', () => {
       // A script run by hand (UNHALT_NESTED_L1_APPEND=unhalt.script=PATH, e.g. bench/l1-virtio.sh)
       // runs instead of the checks: it gets the checks' time, not the minute their start gets.
       if (/\bunhalt\.script=/.test(process.env.UNHALT_NESTED_L1_APPEND ?? '')) {
-        const done = await l1.waitPhase('script-done', DEADLINE.checks);
+        const done = await l1.waitPhase('script-done', checksDeadline);
         return void console.log(`nested: ${l1.label}'s script done with status ${done.fields.status} (${elapsed()} into the lane)`);
       }
       await l1.waitPhase('checks-start', minutes(1));
-      const done = await l1.waitPhase('checks-done', DEADLINE.checks);
+      const done = await l1.waitPhase('checks-done', checksDeadline);
       console.log(`nested: ${l1.label}'s checks done with status ${done.fields.status} (${elapsed()} into the lane)`);
     });
-  }, DEADLINE.checks + minutes(2));
+  }, checksDeadline + minutes(2));
 
   it('brings the results out and powers each L1 off', async () => {
     expect(l1s.length, 'the L1s were started').toBe(parts.length);

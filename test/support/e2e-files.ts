@@ -12,18 +12,12 @@ export const E2E_VM_FILES = [
   'test/e2e/device-telemetry.test.ts',
   'test/e2e/fields.test.ts',
   'test/e2e/net.test.ts',
+  'test/e2e/tune.test.ts',
   'test/e2e/virtio-blk.test.ts',
   'test/e2e/virtio-rng.test.ts',
   'test/e2e/vm-manage.test.ts',
   'test/e2e/wizard-net.test.ts',
 ];
-
-/**
- * UI files that start VMs but do not yet pass in the nested lane's L1, run only where the host has
- * a KVM (and skip elsewhere): the advisor's live tune never showed its progress in L1 (2026-12-03,
- * with a budget the advisor accepts there too; cause not found yet).
- */
-export const E2E_NOT_IN_L1 = ['test/e2e/tune.test.ts'];
 
 /** True where this host has a KVM device this user may open to start VMs (UNHALT_KVM_DEVICE overrides /dev/kvm). */
 export function hostHasKvm(env: NodeJS.ProcessEnv = process.env): boolean {

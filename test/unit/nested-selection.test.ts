@@ -4,8 +4,8 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { E2E_NOT_IN_L1, E2E_VM_FILES } from '../support/e2e-files.ts';
-import { EXPECTED_MINUTES, filesWithoutResults, innerSelection, l1Append, NESTED_FILES, NESTED_PROBE_FILES, splitFiles } from '../nested/inner-report.ts';
+import { E2E_VM_FILES } from '../support/e2e-files.ts';
+import { checksMinutes, EXPECTED_MINUTES, filesWithoutResults, innerSelection, l1Append, NESTED_FILES, NESTED_PROBE_FILES, splitFiles } from '../nested/inner-report.ts';
 // @ts-expect-error plain ESM build script without types
 import { moduleLoadOrder } from '../../native/guest/linux/kernel-modules.mjs';
 
@@ -36,7 +36,14 @@ describe('innerSelection', () => {
   it('an e2e file that may skip for want of KVM is on the list of files that start VMs (which run in L1 there); the others never skip', () => {
     const files = readdirSync(join(ROOT, 'test/e2e')).filter((f) => f.endsWith('.test.ts')).map((f) => `test/e2e/${f}`);
     const mayskip = files.filter((f) => /skipReason\(\)/.test(readFileSync(join(ROOT, f), 'utf8')));
-    expect(mayskip.sort()).toEqual([...E2E_VM_FILES, ...E2E_NOT_IN_L1].sort());
+    expect(mayskip.sort()).toEqual([...E2E_VM_FILES].sort());
+  });
+
+  it('gives the L1s a checks deadline that follows the selection: 1.5x the busiest L1 + 5 min, at least 45', () => {
+    expect(checksMinutes([['test/kvm/boot.test.ts']])).toBe(45);
+    // 40 expected minutes on one L1 (five 8-minute files): 65.
+    expect(checksMinutes([Array(5).fill('test/linux/linux-workloads.test.ts')])).toBe(65);
+    expect(checksMinutes([Array(5).fill('test/linux/linux-workloads.test.ts')], '30')).toBe(30);
   });
 
   it('leaves the Linux files out on request', () => {
