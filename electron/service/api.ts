@@ -24,7 +24,7 @@ export interface VmStatus {
   id: string;
   state: VmRunState;
   /** Why it last stopped (guest power-off, triple fault, stopped by the user, ...). */
-  lastExit?: { kind: string; message: string; at: number };
+  lastEnd?: { kind: string; message: string; at: number };
   startedAt?: number;
   /** Resolved knobs of the running instance (what the guest actually got). */
   resolved?: ResolvedDto;

@@ -63,7 +63,7 @@ export class VmSupervisor {
   /** Epoch ms of the sampler's time origin (the run's start). */
   private epochBase = 0;
   private startedAt?: number;
-  private lastExit?: VmStatus['lastExit'];
+  private lastEnd?: VmStatus['lastEnd'];
   private resolved?: ResolvedDto;
   /** Knobs changed while this run lasts (VmStatus.live). */
   private live: LiveKnobs = {};
@@ -100,7 +100,7 @@ export class VmSupervisor {
 
   status(): VmStatus {
     const s: VmStatus = { id: this.id, state: this.state };
-    if (this.lastExit) s.lastExit = { ...this.lastExit };
+    if (this.lastEnd) s.lastEnd = { ...this.lastEnd };
     if (this.startedAt !== undefined && this.state !== 'stopped') s.startedAt = this.startedAt;
     if (this.resolved && this.state !== 'stopped') s.resolved = this.resolved;
     const dropped = (this.vm?.droppedConsoleBytes ?? this.droppedByVm) + this.droppedForSubscribers + this.log.dropped;
@@ -132,7 +132,7 @@ export class VmSupervisor {
     } catch (e) {
       const message = sanitizeVmError((e as Error)?.message ?? String(e));
       this.state = 'stopped';
-      this.lastExit = { kind: 'start-failed', message, at: Date.now() };
+      this.lastEnd = { kind: 'start-failed', message, at: Date.now() };
       this.emitStatus();
       // The cause only: the caller knows which VM it started and says so (the app's notice
       // reads "start NAME: cause"); naming it here too said it twice.
@@ -190,7 +190,7 @@ export class VmSupervisor {
     // wrote the power-off register is not.
     const where = end.vcpu !== undefined && !isCleanEnd(end.kind) && !message.startsWith(`vCPU ${end.vcpu}`)
       ? ` (vCPU ${end.vcpu})` : '';
-    this.lastExit = { kind: end.kind, message: `${message}${where}`, at: Date.now() };
+    this.lastEnd = { kind: end.kind, message: `${message}${where}`, at: Date.now() };
     this.state = 'stopped';
     this.flushConsole();
     this.flushTelemetry();

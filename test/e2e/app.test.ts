@@ -156,7 +156,7 @@ describe.skipIf(reason !== null)('the app in host mode', () => {
     const { page } = app;
     await page.locator('button[data-action="stop"]').click();
     await waitFor('the VM to stop', async () => (await page.getByTestId('vm-state').first().textContent()) === 'stopped', 30_000);
-    await expect(page.getByTestId('status-line').textContent()).resolves.toMatch(/Last exit/);
+    await expect(page.getByTestId('status-line').textContent()).resolves.toMatch(/Last run ended/);
   });
 
   it('finds the VM again after the host process restarts', async () => {

@@ -196,9 +196,9 @@ describe.skipIf(!kvmAvailable)('guest faults end only their own VM', () => {
         status = await svc.status(rec.id);
       }
       expect(status.state).toBe('stopped');
-      expect(['triple-fault', 'internal-error']).toContain(status.lastExit?.kind);
-      expect(status.lastExit?.message).toMatch(/triple fault|internal error/);
-      results.push({ fault: 'triple fault via the service API', kind: status.lastExit!.kind, message: status.lastExit!.message });
+      expect(['triple-fault', 'internal-error']).toContain(status.lastEnd?.kind);
+      expect(status.lastEnd?.message).toMatch(/triple fault|internal error/);
+      results.push({ fault: 'triple fault via the service API', kind: status.lastEnd!.kind, message: status.lastEnd!.message });
     } finally {
       await svc.shutdown();
     }

@@ -93,7 +93,7 @@ describe.skipIf(!kvmAvailable)('pause and resume through the service hold the vi
       expect((await svc.resumeVm(vm.id)).state).toBe('running');
       await until(() => (requests() > held ? true : undefined), 'blk0 requests after the resume');
       const end = await until(() => (r.status()?.state === 'stopped' ? r.status() : undefined), 'the guest to power off', scaled(120_000));
-      expect((end as VmStatus).lastExit?.kind).toBe('poweroff');
+      expect((end as VmStatus).lastEnd?.kind).toBe('poweroff');
       expect(r.metric('virtio_blk_bench')?.fields).toMatchObject({ ops, seq_kib: 64 });
       expect(r.metric('fault')).toBeUndefined();
       const last = r.devices('blk0').at(-1)!;
@@ -137,7 +137,7 @@ describe.skipIf(!kvmAvailable)('pause and resume through the service hold the vi
         sock.destroy();
       }
       await until(() => (r.status()?.state === 'stopped' ? true : undefined), 'the guest to power off');
-      expect(r.status()?.lastExit?.kind).toBe('poweroff');
+      expect(r.status()?.lastEnd?.kind).toBe('poweroff');
       expect(r.devices('net').at(-1)).toMatchObject({ rx_drops: 0, tx_drops: 0 });
     } finally {
       await svc.shutdown();

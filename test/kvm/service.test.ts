@@ -96,7 +96,7 @@ describe.skipIf(!kvmAvailable)('service on KVM', () => {
     const stopped = await svc.stopVm(vm.id, 500);
     expect(stopped.state).toBe('stopped');
     // A probe guest that handles the ACPI power button powers off; an older one is stopped at once.
-    expect(stopped.lastExit).toEqual(expect.objectContaining(stopped.lastExit?.kind === 'poweroff'
+    expect(stopped.lastEnd).toEqual(expect.objectContaining(stopped.lastEnd?.kind === 'poweroff'
       ? { kind: 'poweroff', message: 'the guest powered off' }
       : { kind: 'stopped', message: expect.stringMatching(/stopped by the user/) }));
     const states = events.filter((e): e is Extract<ApiEvent, { type: 'status' }> => e.type === 'status').map((e) => e.status.state);
@@ -117,7 +117,7 @@ describe.skipIf(!kvmAvailable)('service on KVM', () => {
     await until(guestEvents, (all) => (consoleText(all, vm.id).includes('probe> ') ? true : undefined), 'the prompt after restart');
     await again.sendConsole(vm.id, 'poweroff\r');
     const last = await until(guestEvents, (all) => all.map((e) => (e.type === 'status' ? e.status : undefined)).filter((s): s is VmStatus => !!s && s.state === 'stopped').at(-1), 'the power-off');
-    expect(last.lastExit?.kind).toBe('poweroff');
+    expect(last.lastEnd?.kind).toBe('poweroff');
     await again.shutdown();
   }, scaled(60_000));
 
@@ -130,8 +130,8 @@ describe.skipIf(!kvmAvailable)('service on KVM', () => {
     const t = performance.now();
     const forced = await svc.stopVm(busy.id, 300);
     expect(performance.now() - t).toBeLessThan(scaled(3000));
-    expect(forced.lastExit?.kind).toBe('stopped');
-    expect(forced.lastExit?.message).toMatch(/did not power off within 300 ms of the ACPI power button; stopped by force|does not handle the ACPI power button/);
+    expect(forced.lastEnd?.kind).toBe('stopped');
+    expect(forced.lastEnd?.message).toMatch(/did not power off within 300 ms of the ACPI power button; stopped by force|does not handle the ACPI power button/);
     await svc.shutdown();
   });
 
@@ -195,7 +195,7 @@ describe.skipIf(!kvmAvailable)('service on KVM', () => {
     await call('sendConsole', vm.id, `${word}\r`);
     await until([], () => (consoleText(events(), vm.id).includes(`unknown command: ${word}`) ? true : undefined), 'the echo over ws');
     await until([], () => events().find((e) => e.type === 'telemetry' && e.samples.some((s) => (s.vmm_exits_per_s ?? 0) > 0)), 'non-zero telemetry over ws');
-    expect(await call('forceStopVm', vm.id)).toMatchObject({ state: 'stopped', lastExit: { kind: 'stopped' } });
+    expect(await call('forceStopVm', vm.id)).toMatchObject({ state: 'stopped', lastEnd: { kind: 'stopped' } });
     ws.close();
     await server.close();
     await svc.shutdown();

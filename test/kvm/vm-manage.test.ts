@@ -57,7 +57,7 @@ describe.skipIf(!kvmAvailable)('managing a running VM', () => {
       const reset = await svc.resetVm(vm.id);
       expect(reset.state).toBe('running');
       expect(reset.startedAt).toBeGreaterThan(first.startedAt!);
-      expect(reset.lastExit).toMatchObject({ kind: 'stopped', message: 'reset by the user: stopped and booted again with the same configuration' });
+      expect(reset.lastEnd).toMatchObject({ kind: 'stopped', message: 'reset by the user: stopped and booted again with the same configuration' });
       await until('the prompt of the new boot', () => (text.match(/probe> /g) ?? []).length > banners);
       const states = events.filter((e): e is Extract<ApiEvent, { type: 'status' }> => e.type === 'status' && e.vmId === vm.id).map((e) => e.status.state);
       expect(states.slice(-4)).toEqual(['stopping', 'stopped', 'starting', 'running']);

@@ -44,7 +44,7 @@ describe.skipIf(!kvmAvailable)('a warm service keeps a KVM VM ready for the next
     svc.on((e) => events.push(e));
     // At the moment the service says "stopped", the VM's vCPU fds and its VM fd are closed.
     const atStopped: { vcpus: number; vms: number }[] = [];
-    svc.on((e) => { if (e.type === 'status' && e.status.state === 'stopped' && e.status.lastExit) atStopped.push({ vcpus: vcpuFds(), vms: vmFds() }); });
+    svc.on((e) => { if (e.type === 'status' && e.status.state === 'stopped' && e.status.lastEnd) atStopped.push({ vcpus: vcpuFds(), vms: vmFds() }); });
     try {
       const vm = await svc.createVm({ name: 'warm-start', guest: 'probe', cpus: 2, memoryMiB: 64, append: 'scenario=echo' });
       await svc.subscribe(vm.id);
@@ -82,7 +82,7 @@ describe.skipIf(!kvmAvailable)('a warm service keeps a KVM VM ready for the next
       expect(vmFds()).toBe(2);
       await svc.forceStopVm(vm.id);
       expect(atStopped.at(-1)).toEqual({ vcpus: 0, vms: 1 });
-      expect(events.filter((e) => e.type === 'status' && e.status.lastExit?.kind === 'stopped').length).toBeGreaterThanOrEqual(4);
+      expect(events.filter((e) => e.type === 'status' && e.status.lastEnd?.kind === 'stopped').length).toBeGreaterThanOrEqual(4);
     } finally {
       await svc.shutdown();
     }

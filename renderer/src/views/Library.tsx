@@ -94,8 +94,8 @@ function VmCard({ vm, host }: { vm: VmRecord; host: HostInfo | null }) {
         <span className="spark-label">halt exits/s</span>
         <Sparkline vmId={vm.id} live={live} />
       </div>
-      <p className="card-exit" title={vm.status.lastExit?.message}>
-        {state === 'stopped' && vm.status.lastExit ? `Last exit: ${vm.status.lastExit.kind}${vm.status.lastExit.message ? ` — ${vm.status.lastExit.message}` : ''}` : '\u00a0'}
+      <p className="card-end" title={vm.status.lastEnd?.message}>
+        {state === 'stopped' && vm.status.lastEnd ? `Last run ended: ${vm.status.lastEnd.kind}${vm.status.lastEnd.message ? ` — ${vm.status.lastEnd.message}` : ''}` : '\u00a0'}
       </p>
       <div className="card-actions">
         {state === 'stopped'

@@ -49,9 +49,9 @@ export function VmView({ id }: { id: string }) {
 function VmHeader({ vm }: { vm: VmRecord }) {
   const host = useApp((s) => s.host);
   const busy = useApp((s) => s.busy[vm.id]);
-  const { state, lastExit } = vm.status;
+  const { state, lastEnd } = vm.status;
   // The last failed start, while the VM is stopped and nothing newer ran (the service drops older ones).
-  const failure = state === 'stopped' && vm.lastStartFailure && vm.lastStartFailure.at >= (lastExit?.at ?? 0) ? vm.lastStartFailure : undefined;
+  const failure = state === 'stopped' && vm.lastStartFailure && vm.lastStartFailure.at >= (lastEnd?.at ?? 0) ? vm.lastStartFailure : undefined;
   const act = (a: Parameters<typeof vmAction>[1]) => () => void vmAction(vm.id, a);
   const blocked = startBlocked(host);
   const clone = async () => {
@@ -113,8 +113,8 @@ function VmHeader({ vm }: { vm: VmRecord }) {
       )}
       <p className="status-line" data-testid="status-line">
         {state === 'running' && vm.status.startedAt ? <Uptime since={vm.status.startedAt} /> : null}
-        {state === 'running' && vm.status.startedAt && lastExit ? ' · ' : null}
-        {lastExit && !failure ? <span>Last exit: <strong>{lastExit.kind}</strong>{lastExit.message ? ` — ${lastExit.message}` : ''} <span className="muted">({new Date(lastExit.at).toLocaleTimeString()})</span></span>
+        {state === 'running' && vm.status.startedAt && lastEnd ? ' · ' : null}
+        {lastEnd && !failure ? <span>Last run ended: <strong>{lastEnd.kind}</strong>{lastEnd.message ? ` — ${lastEnd.message}` : ''} <span className="muted">({new Date(lastEnd.at).toLocaleTimeString()})</span></span>
           : state === 'stopped' ? <span className="muted">{vm.lastStartedAt ? `Not started in this session; last started ${new Date(vm.lastStartedAt).toLocaleString()}.` : failure ? 'It has never started.' : 'Never started.'}</span> : null}
         {state === 'stopped' && blocked ? <span className="warn-text" data-testid="start-blocked"> It cannot start here: this host lacks KVM (the notice above says why and what to do).</span> : null}
         {vm.status.droppedConsoleBytes ? <span className="warn-text"> {vm.status.droppedConsoleBytes} console bytes dropped (the guest printed faster than the host could keep).</span> : null}
