@@ -37,7 +37,7 @@ export const NESTED_FILES = [...NESTED_PROBE_FILES, ...NESTED_LINUX_FILES];
 
 /**
  * About how long each file's checks take in an L1 with one CPU on an idle 2-CPU host (minutes,
- * run L of docs/nested.md),
+ * nested run L in bench/history.md),
  * for splitting the files over several L1s. A file not listed counts as the longest listed.
  */
 export const EXPECTED_MINUTES: Record<string, number> = {

@@ -49,7 +49,7 @@ const L1_COUNT = countFromEnv('UNHALT_NESTED_L1S',
 const QUIET_MS = minutes(Number(process.env.UNHALT_NESTED_QUIET_MINUTES ?? 10));
 /**
  * How often a byte goes to each L1's console once it is up (its init reads and drops them). Under
- * QEMU TCG an idle L1 sometimes gets no timer interrupt for minutes (docs/nested.md, run P: its
+ * QEMU TCG an idle L1 sometimes gets no timer interrupt for minutes (bench/history.md, nested run P: its
  * watchdog saw 502 s in the idle loop): a serial interrupt every few seconds wakes it, and its
  * kernel then reprograms the timer. A lost wake-up then costs at most this long.
  */
@@ -168,7 +168,7 @@ class L1 {
    * Asks L1's kernel, over its serial console, what its tasks and CPU are doing: a serial BREAK
    * (QEMU's mux: Ctrl-A b) and then a magic SysRq key — `w` lists the blocked tasks with their
    * stacks, `l` the CPU's backtrace — into l1-console.log. For an L1 that has gone quiet
-   * (docs/nested.md, run N): nothing else can look into it from outside.
+   * (bench/history.md, nested run N): nothing else can look into it from outside.
    */
   private askForState(): void {
     if (this.exitCode !== undefined) return;
