@@ -92,16 +92,22 @@ export class QueueService {
           this.transport.needsReset(QUEUE_ERROR.badRequest);
           return false;
         }
-        sq.push(s[q + Q.usedIdx]!, sq.chain.head, written);
-        s[q + Q.usedIdx] = (s[q + Q.usedIdx]! + 1) & 0xffff;
-        s[q + Q.lastAvail] = (last + 1) & 0xffff;
-        s[q + Q.requests]!++;
-        s[q + Q.bytes] = (s[q + Q.bytes]! + written) | 0;
+        this.complete(q, sq, last, written);
         served++;
       }
       if (served > 0 && !sq.interruptSuppressed()) this.transport.interrupt(s[q + Q.vector]!, 1);
     }
     return more;
+  }
+
+  /** Puts the chain just popped on the used ring, `written` bytes long, and counts it (under the bus lock). */
+  private complete(q: number, sq: SplitQueue, last: number, written: number): void {
+    const s = this.s;
+    sq.push(s[q + Q.usedIdx]!, sq.chain.head, written);
+    s[q + Q.usedIdx] = (s[q + Q.usedIdx]! + 1) & 0xffff;
+    s[q + Q.lastAvail] = (last + 1) & 0xffff;
+    s[q + Q.requests]!++;
+    s[q + Q.bytes] = (s[q + Q.bytes]! + written) | 0;
   }
 
   /** Counts a request the back end dropped on `queue` (the I/O thread; read by anyone). */
@@ -147,11 +153,7 @@ export class QueueService {
       }
       const written = fill(sq.chain);
       if (written < 0) break;
-      sq.push(s[q + Q.usedIdx]!, sq.chain.head, written);
-      s[q + Q.usedIdx] = (s[q + Q.usedIdx]! + 1) & 0xffff;
-      s[q + Q.lastAvail] = (last + 1) & 0xffff;
-      s[q + Q.requests]!++;
-      s[q + Q.bytes] = (s[q + Q.bytes]! + written) | 0;
+      this.complete(q, sq, last, written);
       filled++;
     }
     if (filled > 0 && !sq.interruptSuppressed()) this.transport.interrupt(s[q + Q.vector]!, 1);
