@@ -81,9 +81,11 @@ export const EXPECTED_MINUTES: Record<string, number> = {
  * file goes to exactly one L1; an L1 may get none (more L1s than files); order within one is the
  * order of `files`.
  */
+/** A file's expected minutes in L1; one not listed counts as the longest listed. */
+const expectedMinutes = (f: string): number => EXPECTED_MINUTES[f] ?? Math.max(...Object.values(EXPECTED_MINUTES));
+
 export function splitFiles(files: string[], shards: number): string[][] {
-  const longest = Math.max(...Object.values(EXPECTED_MINUTES));
-  const cost = (f: string) => EXPECTED_MINUTES[f] ?? longest;
+  const cost = expectedMinutes;
   const bins = Array.from({ length: Math.max(1, shards) }, () => ({ files: [] as string[], minutes: 0 }));
   for (const f of [...files].sort((a, b) => cost(b) - cost(a) || files.indexOf(a) - files.indexOf(b))) {
     const bin = bins.reduce((a, b) => (b.minutes < a.minutes ? b : a));
@@ -100,8 +102,7 @@ export function splitFiles(files: string[], shards: number): string[][] {
  */
 export function checksMinutes(parts: string[][], override?: string): number {
   if (override) return Number(override);
-  const longest = Math.max(...Object.values(EXPECTED_MINUTES));
-  const busiest = Math.max(0, ...parts.map((p) => p.reduce((sum, f) => sum + (EXPECTED_MINUTES[f] ?? longest), 0)));
+  const busiest = Math.max(0, ...parts.map((p) => p.reduce((sum, f) => sum + expectedMinutes(f), 0)));
   return Math.max(45, Math.ceil(busiest * 1.5 + 5));
 }
 
