@@ -5,6 +5,7 @@
 // - bad values are refused at the field, saying why in the API's words (pin lists, halt polling,
 //   an own kernel the service would refuse), and cpu-pm=on shows kvm-pv-unhalt as the guest gets it;
 // - a live knob change shows on the VM page and in the library as "this run only", until saved.
+// - host facts arriving late (a slow host) never replace the field the user is typing in.
 // Screenshots of each fixed state go to test/artifacts/ui-fields/.
 import { describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
@@ -213,4 +214,47 @@ describe.skipIf(reason !== null)('fields keep what is typed and say what is wron
     await waitFor('the VM to stop', async () => (await page.getByTestId('vm-state').first().textContent()) === 'stopped', 30_000);
     expect(app.errors.filter((e) => !/favicon|WebSocket/.test(e))).toEqual([]);
   }, scaled(120_000));
+});
+
+// Host facts that arrive late: a host whose KVM reads as hardware-backed (no PVM module at that
+// path) defaults to the Linux guest, so its default name differs from the one shown before them.
+describe.skipIf(reason !== null)('late host facts', () => {
+  const suffix = randomBytes(2).toString('hex');
+  const app = useApp({ width: 1440, height: 1300, env: { UNHALT_PVM_MODULE_PATH: '/nonexistent/kvm_pvm' } });
+
+  it('host facts that arrive while a field is being typed in leave that field to the user', async () => {
+    // A slow host (the nested lane's L1, a loaded machine) answers `host` after the wizard opened.
+    // Hold that answer, select the Name field's text, then let it through: the name typed next is
+    // the name, not the host's default name ("probe" before, "linux" after) with a letter eaten.
+    const page = app.page;
+    const held: (() => void)[] = [];
+    let holding = true;
+    await page.routeWebSocket(/\/api\?token=/, (ws) => {
+      const server = ws.connectToServer();
+      const hostCalls = new Set<number>();
+      ws.onMessage((m) => {
+        const msg = JSON.parse(String(m)) as { id: number; method: string };
+        if (msg.method === 'host') hostCalls.add(msg.id);
+        server.send(m);
+      });
+      server.onMessage((m) => {
+        const msg = JSON.parse(String(m)) as { id?: number };
+        if (holding && msg.id !== undefined && hostCalls.has(msg.id)) held.push(() => ws.send(m));
+        else ws.send(m);
+      });
+    });
+    await openWizard(page, app.url);
+    await waitFor('the host answer held', async () => held.length > 0, 15_000);
+    const linux = page.getByRole('radio', { name: /^Linux/ });
+    expect(await linux.isDisabled(), 'no host facts yet: the Linux guest is not known to be built').toBe(true);
+    await page.getByLabel('Name', { exact: true }).click();
+    await page.keyboard.press('Control+A');
+    holding = false;
+    for (const send of held.splice(0)) send();
+    await waitFor('the host facts in the wizard', async () => !(await linux.isDisabled()), 15_000);
+    await page.keyboard.press('Backspace');
+    await page.keyboard.type(`late-${suffix}`, { delay: 10 });
+    expect(await value(page, 'Name')).toBe(`late-${suffix}`);
+    await page.screenshot({ path: artifact('ui-fields/late-host-name-kept.png'), fullPage: true });
+  }, scaled(60_000));
 });

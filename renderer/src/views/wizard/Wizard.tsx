@@ -99,7 +99,8 @@ export function Wizard({ guest, edit }: { guest?: 'probe' | 'linux'; edit?: VmRe
     for (const f of fields) if (on) next.add(f); else next.delete(f);
     return next;
   });
-  // Fields the user has set (through update): host info arriving late leaves them as they are.
+  // Fields the user has set (through update) or entered (focus): host info arriving late leaves
+  // them as they are; a field replaced while the user selects its text would eat their keystrokes.
   const touched = useRef(new Set<keyof Draft>());
   // Host info may arrive after the wizard opened: take its newest machine type then.
   const hostSeen = useRef(!!host || !!edit);
@@ -186,7 +187,10 @@ export function Wizard({ guest, edit }: { guest?: 'probe' | 'linux'; edit?: VmRe
           </ol>
         </nav>
         {/* noValidate: the fields are judged by the API's rules, with messages at the field, not by browser bubbles. */}
-        <form ref={panelRef} className="step-panel" data-step={current.id} noValidate onSubmit={(e) => {
+        <form ref={panelRef} className="step-panel" data-step={current.id} noValidate onFocus={(e) => {
+          const field = (e.target as Element).getAttribute('name');
+          if (field && field in draft) touched.current.add(field as keyof Draft);
+        }} onSubmit={(e) => {
           e.preventDefault();
           if (last) void create();
           else void go(step + 1);
