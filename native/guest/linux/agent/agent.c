@@ -27,7 +27,8 @@
 //                                  process every interval: @u1 ctxprobe rounds=N p50_ns=N
 //                                  p99_ns=N max_ns=N (it keeps running during workloads)
 //   probe off                   -> @u1 probe on=0
-//   poweroff                    -> @u1 poweroff, then init powers the VM off (ACPI S5)
+//   poweroff                    -> @u1 poweroff, then init powers the VM off (ACPI S5;
+//                                  busybox, systemd or sysvinit: cmd_poweroff)
 //
 // Workloads run one at a time, in the agent's process (their children fork from it); commands
 // that arrive meanwhile wait in the tty's buffer. Readable error messages go to stderr (the
@@ -58,6 +59,7 @@
 
 static int chan = -1;    // events out (and commands in, unless --stdio)
 static int chan_in = -1; // commands in
+static int stdio_mode;   // --stdio: on the host, where poweroff must not touch init
 
 // --- output ------------------------------------------------------------------------------
 
@@ -302,13 +304,39 @@ static void cmd_probe(int argc, char **argv) {
   emit("@u1 probe on=1 interval_ms=%lld rounds=%lld", o.interval_ms, o.rounds);
 }
 
-// Asks init (busybox) to power off cleanly; the kernel then uses ACPI S5.
+// Whether PID 1 is busybox's init (the kit's, or a busybox distribution's).
+static int init_is_busybox(void) {
+  char exe[256];
+  ssize_t n = readlink("/proc/1/exe", exe, sizeof exe - 1);
+  if (n <= 0) return 1; // cannot tell: the kit's init, as before
+  exe[n] = 0;
+  return strstr(exe, "busybox") != NULL;
+}
+
+// Asks init to power off cleanly; the kernel then uses ACPI S5. Busybox init (the kit) on
+// SIGUSR2; systemd (a distribution's guest, the agent started from the tools disk) on
+// SIGRTMIN+4, where SIGUSR2 would only dump its state; any other init through its poweroff
+// command (sysvinit: telinit 0). The last resort is the system call itself.
 static void cmd_poweroff(int argc, char **argv) {
   (void)argc, (void)argv;
   stop_prober();
   emit("@u1 poweroff");
+  if (stdio_mode) return; // a host test of the command path: never the host's init
   sync();
-  if (kill(1, SIGUSR2) != 0) reboot(RB_POWER_OFF);
+  if (access("/run/systemd/system", F_OK) == 0) {
+    if (kill(1, SIGRTMIN + 4) == 0) return;
+  } else if (init_is_busybox()) {
+    if (kill(1, SIGUSR2) == 0) return;
+  } else {
+    pid_t pid = fork();
+    if (pid == 0) {
+      execl("/sbin/poweroff", "poweroff", (char *)NULL);
+      _exit(127);
+    }
+    int st = 0;
+    if (pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0) return;
+  }
+  reboot(RB_POWER_OFF);
 }
 
 static const struct command {
@@ -361,6 +389,7 @@ static void raw_mode(int fd) {
 
 int main(int argc, char **argv) {
   int stdio = argc > 1 && strcmp(argv[1], "--stdio") == 0;
+  stdio_mode = stdio;
   const char *dev = argc > 1 ? argv[1] : "/dev/ttyS1";
   signal(SIGHUP, SIG_IGN);
   signal(SIGPIPE, SIG_IGN);
