@@ -6,7 +6,7 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { prepareExperiment } from '../../electron/experiments/runner.ts';
@@ -14,6 +14,7 @@ import type { ExperimentSpec } from '../../electron/experiments/types.ts';
 import { LINUX_WORKLOADS, linuxWorkloadArgs, workload } from '../../electron/experiments/workloads.ts';
 import { type AgentEvent, parseAgentLine } from '../../electron/vmm/agent/line-protocol.ts';
 import { LINUX_BZIMAGE, LINUX_HOST_AGENT, LINUX_INITRD, LINUX_KIT_DIR, LINUX_WORKLOADS_DISK, LINUX_WORKLOADS_TREE } from '../../electron/vmm/guests-linux.ts';
+import { AGENT_UNIT_SRC, START_AGENT_SRC, toolsDiskAgentFiles } from '../../native/guest/linux/tools-disk.mjs';
 import { runCli } from '../support/cli.ts';
 import { kvmAvailable } from '../support/probe.ts';
 import { simulatedHost } from '../support/simulated-host.ts';
@@ -30,6 +31,13 @@ afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 const build = (...args: string[]) => spawnSync(process.execPath, [BUILD, '--out', scratch, '--debs', `${LINUX_KIT_DIR}.debs`, ...args], { encoding: 'utf8' });
 /** The agent's `@u1` events in its output. */
 const eventsOf = (out: string): AgentEvent[] => out.split('\n').map(parseAgentLine).filter((e): e is AgentEvent => typeof e === 'object' && e !== null);
+/** Whether an ELF file names a loader (PT_INTERP): a static one does not. */
+const elfNeeds = (file: string) => {
+  const b = readFileSync(file);
+  const phoff = Number(b.readBigUInt64LE(32));
+  for (let i = 0; i < b.readUInt16LE(56); i++) if (b.readUInt32LE(phoff + i * b.readUInt16LE(54)) === 3) return true;
+  return false;
+};
 const debugfs = (img: string, cmd: string) => {
   const r = spawnSync('debugfs', ['-R', cmd, img], { encoding: 'utf8' });
   expect(r.status, r.stderr).toBe(0);
@@ -46,6 +54,17 @@ describe.skipIf(!aptHere)('building a workloads disk', () => {
     // iperf3's library is in its own package (libiperf0): found through the closure, not the host.
     expect(stamp.libraries).toEqual(expect.arrayContaining(['libiperf.so.0', 'libc.so.6']));
     expect(debugfs(join(scratch, 'workloads.ext4'), 'stats')).toMatch(/Filesystem volume name:\s+unhalt-workloads/);
+    // The tools disk's agent files (tools-disk.mjs): the static agent, its unit and sh starter.
+    const agentDir = debugfs(join(scratch, 'workloads.ext4'), 'ls -l /agent');
+    for (const f of toolsDiskAgentFiles('')) {
+      expect(agentDir).toMatch(new RegExp(`100${f.mode.toString(8)} .* ${basename(f.path).replace('.', '\\.')}\\s`));
+      expect(Object.keys(stamp.agent)).toContain(f.path);
+    }
+    expect(debugfs(join(scratch, 'workloads.ext4'), 'cat /agent/unhalt-agent.service')).toBe(readFileSync(AGENT_UNIT_SRC, 'utf8'));
+    expect(readFileSync(join(scratch, 'workloads', 'agent', 'start-agent'), 'utf8')).toBe(readFileSync(START_AGENT_SRC, 'utf8'));
+    const agentElf = readFileSync(join(scratch, 'workloads', 'agent', 'unhalt-agent'));
+    expect(agentElf.subarray(0, 4).toString('latin1')).toBe('\x7fELF');
+    expect(elfNeeds(join(scratch, 'workloads', 'agent', 'unhalt-agent'))).toBe(false); // static: no loader, no libraries
     const again = build('--tools', 'iperf3');
     expect(again.status, again.stderr).toBe(0);
     expect(again.stdout).toMatch(/up to date/);

@@ -10,6 +10,9 @@
 //                                       loader with --library-path lib (never the host's cache)
 //                        libexec/TOOL   the package's binary
 //                        lib/           the DT_NEEDED closure of every tool, and the loader
+//                        agent/         Unhalt's static agent, its systemd unit and a POSIX sh
+//                                       starter (tools-disk.mjs): a distribution's guest runs the
+//                                       agent from here, started by the NoCloud seed
 //   workloads.json     what went in (packages and versions, libraries, hashes): the cache stamp
 //
 //   node native/guest/linux/build-workloads-disk.mjs [--force] [--quiet] [--out DIR]
@@ -22,8 +25,8 @@
 // closure (apt-cache depends, lib* packages only); the libraries that go in are exactly those
 // the tools' DT_NEEDED entries reach inside the unpacked packages (elf-needed.mjs), so a missing
 // one is a build error here, not a failed exec in the guest. Idempotent: a stamp of the inputs
-// (this script, its modules, the tools and the resolved package versions) makes a second run
-// return at once, and any change to them rebuilds.
+// (this script, its modules, the tools, the agent's sources, unit and script, and the resolved
+// package versions) makes a second run return at once, and any change to them rebuilds.
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import {
@@ -34,11 +37,13 @@ import { tmpdir } from 'node:os';
 import { basename, dirname, join, posix, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { aptListsState, DebianPackages, PackageError, requireDebianTools } from './debian-packages.mjs';
+import { buildLinuxBinaries } from './build-workloads.mjs';
 import { elfDynamic } from './elf-needed.mjs';
+import { toolsDiskAgentFiles, toolsDiskInputs } from './tools-disk.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, '..', '..', '..');
-const STAMP_VERSION = 1;
+const STAMP_VERSION = 2;
 export const WORKLOADS_LABEL = 'unhalt-workloads';
 
 /** The tools, each from its Debian package. */
@@ -75,14 +80,16 @@ const STAMP = join(outDir, 'workloads.json');
 
 function localInputsHash() {
   const h = createHash('sha256').update(JSON.stringify({ STAMP_VERSION, tools: toolNames.map((t) => [t, WORKLOAD_TOOLS[t]]) }));
-  for (const f of [fileURLToPath(import.meta.url), join(here, 'debian-packages.mjs'), join(here, 'elf-needed.mjs')]) h.update(readFileSync(f));
+  for (const f of [fileURLToPath(import.meta.url), join(here, 'debian-packages.mjs'), join(here, 'elf-needed.mjs'), ...toolsDiskInputs()]) {
+    h.update(relative(here, f)).update(readFileSync(f));
+  }
   return h.digest('hex');
 }
 const readStamp = () => { try { return JSON.parse(readFileSync(STAMP, 'utf8')); } catch { return undefined; } };
 const localHash = localInputsHash();
 const listsState = aptListsState();
 const old = readStamp();
-const outputsThere = () => existsSync(IMAGE) && existsSync(join(TREE, 'lib'));
+const outputsThere = () => existsSync(IMAGE) && existsSync(join(TREE, 'lib')) && toolsDiskAgentFiles('').every((f) => existsSync(join(TREE, f.path)));
 const sameLocal = !force && old?.stampVersion === STAMP_VERSION && old.local === localHash && outputsThere();
 function upToDate(st) {
   log(`up to date in ${relative(process.cwd(), outDir) || outDir} (${Object.entries(st.tools).map(([t, v]) => `${t} ${v.version}`).join(', ')}; --force rebuilds)`);
@@ -198,10 +205,23 @@ const loaderReal = inTree(interp);
 if (!loaderReal) fail(`the loader ${interp} is not in the unpacked packages (libc6)`);
 const LOADER = basename(interp);
 
+// --- the agent (static, as in the kit's initramfs) -----------------------------------------------
+
+let agentBinary;
+try {
+  agentBinary = buildLinuxBinaries({ outDir: join(work, 'static'), static: true, force: true, log: (m) => log(`agent: ${m}`) }).agent;
+} catch (e) {
+  fail(e.message);
+}
+
 // --- the tree and the image -------------------------------------------------------------------
 
 const staging = join(work, 'staging');
-for (const d of ['bin', 'libexec', 'lib']) mkdirSync(join(staging, d), { recursive: true });
+for (const d of ['bin', 'libexec', 'lib', 'agent']) mkdirSync(join(staging, d), { recursive: true });
+for (const f of toolsDiskAgentFiles(agentBinary)) {
+  copyFileSync(f.from, join(staging, f.path));
+  chmodSync(join(staging, f.path), f.mode);
+}
 const put = (from, to, mode) => { copyFileSync(join(unpacked, from), join(staging, to)); chmodSync(join(staging, to), mode); };
 put(loaderReal, `lib/${LOADER}`, 0o755);
 for (const [soname, file] of libs) if (soname !== LOADER) put(file, `lib/${soname}`, 0o644);
@@ -216,7 +236,7 @@ exec "$d/lib/${LOADER}" --inhibit-cache --library-path "$d/lib" "$d/libexec/${t}
 `, { mode: 0o755 });
 }
 let bytes = 0;
-for (const d of ['bin', 'libexec', 'lib']) for (const f of readdirSafe(join(staging, d))) bytes += statSync(join(staging, d, f)).size;
+for (const d of ['bin', 'libexec', 'lib', 'agent']) for (const f of readdirSafe(join(staging, d))) bytes += statSync(join(staging, d, f)).size;
 function readdirSafe(d) { try { return readdirSync(d); } catch { return []; } }
 
 mkdirSync(outDir, { recursive: true });
@@ -241,6 +261,7 @@ const stamp = {
   pinned,
   tools: Object.fromEntries(toolNames.map((t) => [t, { package: WORKLOAD_TOOLS[t].package, version: versions.get(WORKLOAD_TOOLS[t].package), path: `bin/${t}` }])),
   loader: LOADER,
+  agent: Object.fromEntries(toolsDiskAgentFiles(agentBinary).map((f) => [f.path, sha256(readFileSync(join(TREE, f.path)))])),
   libraries: [...libs.keys()].filter((s) => s !== LOADER).sort(),
   image: { label: WORKLOADS_LABEL, sha256: sha256(image), bytes: image.length },
 };
