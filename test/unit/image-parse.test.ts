@@ -49,8 +49,12 @@ describe('BLS entries and the fallback', () => {
     expect(parseBlsEntries(files)).toEqual({ source: 'bls', title: 'L 6.10.1-100', kernel: '/vmlinuz-6.10.1-100', initrds: ['/initramfs-6.10.1-100.img'], cmdline: 'root=UUID=u ro' });
     expect(parseBlsEntries(files, { saved_entry: 'm-6.2.9-300' }).kernel).toBe('/vmlinuz-6.2.9-300');
     expect(parseBlsEntries([conf('0-rescue-m')]).kernel).toBe('/vmlinuz-0-rescue-m');
-    expect(() => parseBlsEntries([conf('1', ' $(reboot)')])).toThrow('boot entry "m-1.conf" uses "$", which grubenv does not set; fix the image\'s boot entries');
-    expect(() => parseBlsEntries([conf('1', ' $kernelopts')])).toThrow('boot entry "m-1.conf" uses "$kernelopts", which grubenv does not set; fix the image\'s boot entries');
+    expect(() => parseBlsEntries([conf('1', ' $(reboot)')])).toThrow('boot entry "m-1.conf" uses "root=UUID=u ro $(reboot)", a GRUB expansion not followed here; fix the image\'s boot entries');
+    // RHEL without tuned: $tuned_params and $tuned_initrd are unset and expand to nothing, as in GRUB.
+    const rhel = { name: 'r.conf', text: 'linux ($root)/vmlinuz-4.18\ninitrd ($root)/initramfs-4.18.img $tuned_initrd\noptions $kernelopts $tuned_params\n' };
+    expect(parseBlsEntries([rhel], { kernelopts: 'root=/dev/vda2 ro' })).toMatchObject({ kernel: '/vmlinuz-4.18', initrds: ['/initramfs-4.18.img'], cmdline: 'root=/dev/vda2 ro' });
+    expect(() => parseBlsEntries([rhel])).toThrow('boot entry "r.conf" has no root= once $kernelopts, $tuned_params (not set in grubenv) expand to nothing; fix the image\'s boot entries');
+    expect(() => parseBlsEntries([{ name: 'x.conf', text: 'title x\n' }])).toThrow("loader/entries has no entry with a linux line; fix the image's boot entries");
   });
 
   it('the newest vmlinuz-* with initrd.img-, initramfs-*.img or none', () => {

@@ -291,27 +291,37 @@ export function parseBlsEntries(files: { name: string; text: string }[], env: Re
     return { id: f.name.replace(/\.conf$/, ''), keys, file: f.name };
   });
   const usable = entries.filter((e) => e.keys.linux);
-  if (usable.length === 0) throw new ImageError('/boot/loader/entries has no entry with a linux line; fix the image\'s boot entries');
+  if (usable.length === 0) throw new ImageError('loader/entries has no entry with a linux line; fix the image\'s boot entries');
   const rescue = (e: (typeof usable)[number]) => /rescue/i.test(e.id) || /rescue/i.test(e.keys.title?.[0] ?? '');
   const saved = env.saved_entry ? usable.find((e) => e.id === env.saved_entry) : undefined;
   const pool = usable.some((e) => !rescue(e)) ? usable.filter((e) => !rescue(e)) : usable;
   const entry = saved ?? [...pool].sort((a, b) => compareVersions(b.keys.version?.[0] ?? b.id, a.keys.version?.[0] ?? a.id))[0];
   const where = `boot entry ${quoteFromImage(entry.file)}`;
-  const words = (s: string) => blsExpand(s, env, where).split(/\s+/).filter(Boolean);
+  // GRUB expands a variable grubenv lacks to nothing (RHEL's $tuned_params, $tuned_initrd without
+  // tuned); only a command line left without root= is refused, naming what was missing.
+  const unset: string[] = [];
+  const words = (s: string) => blsExpand(s, env, where, unset).split(/\s+/).filter(Boolean);
+  const path = (p: string) => p.replace(/^\(\$\{?root\}?\)/, '');
+  const cmdline = cmdlineOf((entry.keys.options ?? []).flatMap(words), where);
+  if (unset.length > 0 && !/(^| )root=/.test(cmdline)) {
+    throw new ImageError(`${where} has no root= once ${unset.map((n) => `$${n}`).join(', ')} (not set in grubenv) expand to nothing; fix the image's boot entries`);
+  }
   return {
     source: 'bls',
     title: entry.keys.title?.[0],
-    kernel: blsExpand(entry.keys.linux[0], env, where),
-    initrds: (entry.keys.initrd ?? []).flatMap(words),
-    cmdline: cmdlineOf((entry.keys.options ?? []).flatMap(words), where),
+    kernel: path(words(entry.keys.linux[0])[0] ?? ''),
+    initrds: (entry.keys.initrd ?? []).flatMap(words).map(path),
+    cmdline,
   };
 }
 
-function blsExpand(s: string, env: Record<string, string>, where: string): string {
+function blsExpand(s: string, env: Record<string, string>, where: string, unset: string[]): string {
   return s.replace(/\$(?:\{([A-Za-z_]\w*)\}|([A-Za-z_]\w*))|\$/g, (all, a: string | undefined, b: string | undefined) => {
     const name = a ?? b;
-    if (name === undefined || !(name in env)) throw new ImageError(`${where} uses ${quoteFromImage(all)}, which grubenv does not set; fix the image's boot entries`);
-    return env[name];
+    if (name === 'root') return all;
+    if (name === undefined) throw new ImageError(`${where} uses ${quoteFromImage(s)}, a GRUB expansion not followed here; fix the image's boot entries`);
+    if (!(name in env)) unset.push(name);
+    return env[name] ?? '';
   });
 }
 

@@ -120,7 +120,9 @@ async function inspect(rawPath: string): Promise<BootSource> {
   const initrds: string[] = [];
   for (const i of entry.initrds) initrds.push(await locate(i, 'initrd'));
 
-  const osName = root ? prettyName(await readers.get(root)!.readText('/etc/os-release', 64 * 1024)) : undefined;
+  const rootReader = root && readers.get(root)!;
+  const osRelease = rootReader && ((await rootReader.readText('/etc/os-release', 64 * 1024)) ?? (await rootReader.readText('/usr/lib/os-release', 64 * 1024)));
+  const osName = prettyName(osRelease || undefined);
   return {
     bootPartition: boot.part,
     rootPartition: rootPart,
