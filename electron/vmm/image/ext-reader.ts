@@ -29,13 +29,16 @@ export function safePath(path: string, what: string): string {
   return path;
 }
 
+let debugfsPath: string | undefined;
+
 /** The debugfs binary: PATH first, then the sbin folders an ordinary user's PATH often lacks. */
 function debugfsBinary(): string {
+  if (debugfsPath !== undefined) return debugfsPath;
   const dirs = [...(process.env.PATH ?? '').split(delimiter).filter(Boolean), '/usr/sbin', '/sbin'];
   for (const d of dirs) {
     try {
       accessSync(join(d, 'debugfs'), constants.X_OK);
-      return join(d, 'debugfs');
+      return (debugfsPath = join(d, 'debugfs'));
     } catch {}
   }
   throw new ImageError('debugfs not found: install e2fsprogs (apt-get install e2fsprogs, dnf install e2fsprogs); it reads the image\'s ext file systems');
