@@ -14,7 +14,7 @@ const IPC_CALL = 'unhalt:call';
 const IPC_EVENT = 'unhalt:event';
 
 const METHODS = [
-  'host', 'listVms', 'getVm', 'createVm', 'updateVm', 'renameVm', 'keepLiveKnobs', 'cloneVm', 'deleteVm', 'describeConfig', 'checkBootFiles', 'exportConfig',
+  'host', 'listVms', 'getVm', 'createVm', 'updateVm', 'renameVm', 'keepLiveKnobs', 'cloneVm', 'deleteVm', 'listFolder', 'importImage', 'describeConfig', 'checkBootFiles', 'exportConfig',
   'startVm', 'stopVm', 'forceStopVm', 'resetVm', 'pauseVm', 'resumeVm', 'status', 'setHaltPollNs', 'setPin',
   'sendConsole', 'subscribe', 'unsubscribe', 'startExperiment', 'listExperiments', 'getExperiment',
   'cancelExperiment', 'deleteExperiment', 'startTune', 'applyTune',

@@ -9,6 +9,7 @@ import { judgedAtStart } from '../vmm/config/host-rules.ts';
 import { ConfigError, decimal, integer, type VmConfig } from '../vmm/config/vm-config.ts';
 import { probeHost, type HostCapabilities } from '../vmm/machine/host-caps.ts';
 import { defaultGuest } from '../vmm/guests-select.ts';
+import { libraryVm } from './library-vm.ts';
 import { hostKind } from '../vmm/host.ts';
 import { VirtualMachine } from '../vmm/vm.ts';
 import { firstVcpuCanRunOnMainThread } from '../vmm/runtime/main-thread-vcpu.ts';
@@ -25,6 +26,8 @@ import { flushStdout, markStdoutProblemReported, onStdoutError, stdoutProblem } 
 
 export const RUN_OPTIONS = {
   ...VM_OPTIONS,
+  /** A VM of the library by name, instead of the VM options. */
+  vm: { type: 'string' },
   'agent-log': { type: 'string' },
   stats: { type: 'string' },
   'stats-interval': { type: 'string' },
@@ -57,7 +60,10 @@ export async function runCommand(argv: string[]): Promise<number> {
       if (timeoutS > MAX_TIMEOUT_S) throw new UsageError(`--timeout must be at most ${MAX_TIMEOUT_S} seconds (a year), got ${timeoutS}`);
     }
     let guestNote: string | undefined;
-    if (values.guest === undefined && values.kernel === undefined) {
+    if (values.vm !== undefined) {
+      const given = Object.keys(VM_OPTIONS).filter((k) => values[k as keyof typeof VM_OPTIONS] !== undefined);
+      if (given.length) throw new UsageError(`--vm runs the library's VM as it is saved; leave out ${given.map((k) => `--${k}`).join(', ')} (change the VM in the app, or run it without --vm)`);
+    } else if (values.guest === undefined && values.kernel === undefined) {
       const chosen = defaultGuest(hostKind());
       values.guest = chosen.kind;
       if (chosen.kind === 'probe') guestNote = `using the probe guest: ${chosen.reason}`;
@@ -68,7 +74,7 @@ export async function runCommand(argv: string[]): Promise<number> {
       if (values[key] !== undefined && values[key].trim() !== '') values[key] = resolvePath(values[key]);
     }
     if (values.disk) values.disk = values.disk.map((d) => (d.trim() !== '' && !d.startsWith(',') ? resolvePath(d) : d));
-    const config = configFromOptions(values);
+    const config = values.vm !== undefined ? libraryVm(values.vm) : configFromOptions(values);
     const host = await hostFor(config, values['dry-run'] === true);
     const resolved = host ? resolveMachine(config, host) : resolveMachineWithoutKvm(config);
     // vCPU 0 starts on this thread while its worker is not needed yet (VirtualMachine's

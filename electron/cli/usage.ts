@@ -6,7 +6,8 @@ export const RUN_USAGE = `usage: unhalt run [--guest probe|linux|custom] [--kern
                   [--pvm-profile on|off] [--rng on|off] [--disk FILE[,readonly=on]]...
                   [--net user[,hostfwd=[tcp|udp]:[ADDR]:PORT-[ADDR]:PORT]...|tap=NAME]
                   [--agent-log F] [--stats F] [--stats-interval MS] [--timeout S] [--dry-run]
-Boots one VM with ttyS0 on this terminal (Ctrl-A x quits). A distribution's own Linux:
+       unhalt run --vm NAME [--agent-log F] [--stats F] [--timeout S] [--dry-run]
+Boots one VM (or the library's VM NAME, as saved) with ttyS0 on this terminal (Ctrl-A x quits). A distribution's own Linux:
   --kernel vmlinuz --initrd initrd.img --disk root.img --append 'console=ttyS0 root=/dev/vda1 rw'
 (its initrd needs virtio_pci and virtio_blk; docs/own-guest.md).
 Exit codes: 0 the guest shut down, 1 bad input or an output that could not be written, 2 the VM
@@ -51,6 +52,16 @@ Writes a VM of the library (or a configuration) as a QEMU command line, a libvir
 KubeVirt VirtualMachine; knobs without an equivalent are listed in its header (docs/export.md).
 `;
 
+export const IMPORT_USAGE = `usage: unhalt import IMAGE [--name NAME] [--memory MiB] [--cpus N] [--user NAME]
+                     [--ssh-key FILE | --password-file FILE]
+A distribution's cloud image (qcow2 or raw) into the library as a VM: its own kernel, initrd and
+command line read out of it (no root, nothing booted, the image not written), a cloud-init seed
+with your login (the key in --ssh-key, default the first ~/.ssh/*.pub, or the password on the
+first line of --password-file), user networking with a forward to the guest's SSH, the tools disk
+for the agent. qcow2 is converted to a raw copy under UNHALT_HOME (docs/own-guest.md).
+Exit codes: 0 imported, 1 bad input (nothing kept), 130/143 SIGINT/SIGTERM (nothing kept).
+`;
+
 export const OVERVIEW = `usage: unhalt <command> [options]      (unhalt <command> --help for one command)
 
 commands:
@@ -60,7 +71,8 @@ commands:
   serve     host mode: the app in a browser, on 127.0.0.1 with a token in the URL
   bench     A/B experiment: one workload under two or more configurations
   tune      the tuning advisor: the knob settings that best serve a goal, with the evidence
+  import    a distribution's cloud image (qcow2 or raw) into the library as a VM
   export    a VM as a QEMU command line, a libvirt domain or a KubeVirt VirtualMachine
 
-${[RUN_USAGE, BENCH_USAGE, TUNE_USAGE, DOCTOR_USAGE, SERVE_USAGE, EXPORT_USAGE].map((u) => u.split('\n')[0]!.replace(/^usage: /, '')).join('\n')}
+${[RUN_USAGE, BENCH_USAGE, TUNE_USAGE, DOCTOR_USAGE, SERVE_USAGE, IMPORT_USAGE, EXPORT_USAGE].map((u) => u.split('\n')[0]!.replace(/^usage: /, '')).join('\n')}
 `;

@@ -43,6 +43,12 @@ export function confineNewFileToAllowedFolders(path: string, what: string, folde
     + 'move it into one of them or allow its folder (library view: Folders for boot files)');
 }
 
+/** True if the folder at `path` (existing) is an allowed folder or inside one: it may be listed. */
+export function folderIsAllowed(path: string, folders: readonly AllowedFolder[]): boolean {
+  const real = resolved(path);
+  return real !== undefined && folders.some((f) => { const top = resolved(f.path); return real === top || isInside(real, top); });
+}
+
 /**
  * System folders no API call may allow, nor any folder inside or above them: adding folders is
  * itself an API call, so whoever holds the host-mode token could otherwise allow /etc and read

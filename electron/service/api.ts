@@ -14,6 +14,7 @@ import type { ExportedText, ExportFormat, ExportHost } from '../vmm/export/types
 import type { Advice } from '../experiments/advisor.ts';
 import type { TuneSpec } from '../experiments/tune-limits.ts';
 import type { KvmAccess } from '../vmm/kvm-cause.ts';
+import type { ImportedFrom } from './library-schema.ts';
 
 /** A VM configuration as stored and edited: the VMM's one schema (electron/vmm/config/vm-config.ts). */
 export type VmConfigDto = VmConfig;
@@ -85,8 +86,12 @@ export interface VmRecord {
   lastStartedAt?: number;
   /** The last start that failed, when it is newer than the last start: when and why. Kept in the library. */
   lastStartFailure?: StartFailure;
+  /** Made by an import: the user's image, the folder of what the import made, the login and SSH port. */
+  imported?: ImportedFromDto;
   status: VmStatus;
 }
+
+export type ImportedFromDto = ImportedFrom;
 
 export interface StartFailure {
   /** ms since the epoch */
@@ -243,7 +248,39 @@ export type ApiEvent =
   | { type: 'library'; vms: VmRecord[] }
   | { type: 'experiment'; experiment: ExperimentSummary }
   | { type: 'experiment-deleted'; id: string }
-  | { type: 'disk-conversion'; conversion: DiskConversionDto };
+  | { type: 'disk-conversion'; conversion: DiskConversionDto }
+  | { type: 'import'; progress: ImportProgressDto };
+
+/** A step of an import in progress (importImage): what it does now, and qemu-img's percent while it converts. */
+export interface ImportProgressDto {
+  image: string;
+  step: string;
+  percent?: number;
+}
+
+/** What importImage takes: the image (in an allowed folder) and, optionally, the VM's name, size and the guest's login. */
+export interface ImportRequestDto {
+  image: string;
+  name?: string;
+  memoryMiB?: number;
+  cpus?: number;
+  /** The guest's user (default: yours, or "unhalt" for root). */
+  user?: string;
+  /** A public key file; without it and a password, the first ~/.ssh/*.pub. */
+  sshKeyFile?: string;
+  /** Hashed by the service (SHA-512 crypt); only the hash goes into the seed. */
+  password?: string;
+}
+
+/** A folder as the import's file browser shows it (listFolder); `path` '' lists the allowed folders. */
+export interface FolderListing {
+  path: string;
+  /** The folder above, when it may be listed too. */
+  parent?: string;
+  entries: { name: string; path: string; kind: 'dir' | 'file'; sizeBytes?: number; image?: 'qcow2' | 'raw' }[];
+  /** More entries than one listing returns. */
+  truncated?: boolean;
+}
 
 /** A qcow2 -> raw conversion the service runs (convertDiskImage), as its events report it. */
 export interface DiskConversionDto {
@@ -277,7 +314,12 @@ export interface UnhaltApi {
   /** Stores this run's live knob changes (VmStatus.live: halt polling, pinning) in the VM's configuration, running or not. */
   keepLiveKnobs(id: string): Promise<VmRecord>;
   cloneVm(id: string, name?: string): Promise<VmRecord>;
-  deleteVm(id: string): Promise<void>;
+  /** Deletes a stopped VM; `removeImported` also removes what its import made (never the user's image). */
+  deleteVm(id: string, removeImported?: boolean): Promise<void>;
+  /** A folder's subfolders and files, if allowed (no path: the allowed folders): the import's file browser. */
+  listFolder(path?: string): Promise<FolderListing>;
+  /** Imports a cloud image as a new VM (image-import.ts); 'import' events report its steps. */
+  importImage(request: ImportRequestDto): Promise<VmRecord>;
   /** The `unhalt run` command line equivalent to a (possibly unsaved) configuration, and its resolution. */
   describeConfig(config: unknown): Promise<ResolvedDto>;
   /**
@@ -370,7 +412,9 @@ export const API_METHODS = {
   renameVm: { kind: 'call', params: 2 },
   keepLiveKnobs: { kind: 'call', params: 1 },
   cloneVm: { kind: 'call', params: 2 },
-  deleteVm: { kind: 'call', params: 1 },
+  deleteVm: { kind: 'call', params: 2 },
+  listFolder: { kind: 'call', params: 1 },
+  importImage: { kind: 'call', params: 1 },
   describeConfig: { kind: 'call', params: 1 },
   checkBootFiles: { kind: 'call', params: 1 },
   exportConfig: { kind: 'call', params: 3 },

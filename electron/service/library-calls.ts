@@ -1,6 +1,8 @@
 // The API's calls on the VM library: list, create, edit, rename, clone and delete VMs, and the
 // library's health in host(). Every change goes through the library's lock (ServiceState.mutate);
 // what a running VM forbids is checked before the wait for the lock and again inside the change.
+import { rmSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
 import type { HostInfo, VmRecord } from './api.ts';
 import { checkNameFree } from '../vmm/config/rules.ts';
 import { normalizeVmName, sameVmName } from '../vmm/config/vm-config.ts';
@@ -8,7 +10,7 @@ import { MAX_NAME_LENGTH } from '../vmm/config/limits.ts';
 import { ConsoleLogFile, consoleLogPath } from './console-log.ts';
 import { ApiError } from './errors.ts';
 import { buildHostInfo, type ExtraCheck } from './host-info.ts';
-import { MAX_VMS, type LibraryRecord } from './library-schema.ts';
+import { MAX_VMS, type ImportedFrom, type LibraryRecord } from './library-schema.ts';
 import { noticeChecks } from './library-notices.ts';
 import type { LibraryNotice } from './library-store.ts';
 import type { ServiceState } from './service-state.ts';
@@ -116,8 +118,10 @@ export class LibraryCalls {
     return this.s.dto(copy);
   }
 
-  async deleteVm(rawId: unknown): Promise<void> {
+  async deleteVm(rawId: unknown, rawRemoveImported?: unknown): Promise<void> {
     const id = this.s.record(rawId).id;
+    if (rawRemoveImported !== undefined && typeof rawRemoveImported !== 'boolean') throw new ApiError('invalid', 'removeImported must be true or false');
+    let imported: ImportedFrom | undefined;
     this.assertNotRunning(id);
     await this.s.mutate((vms) => {
       // Checked again inside the change: the first check was before the wait for the library's
@@ -125,8 +129,11 @@ export class LibraryCalls {
       this.assertNotRunning(id);
       const i = vms.findIndex((v) => v.id === id);
       if (i < 0) throw new ApiError('not-found', `there is no VM with the id "${id}"`);
+      imported = vms[i]!.imported;
       vms.splice(i, 1);
     });
+    // What the import made, only inside UNHALT_HOME/imports: the user's image is never touched.
+    if (rawRemoveImported === true && imported && isInsideImports(imported.dir, this.s.layout.imports)) rmSync(imported.dir, { recursive: true, force: true });
     const sup = this.s.supervisors.get(id);
     if (sup) sup.removeLogs();
     else new ConsoleLogFile(consoleLogPath(this.s.layout.logs, id)).remove();
@@ -155,4 +162,9 @@ function freeName(vms: LibraryRecord[], name: string): string {
     const candidate = `${normalizeVmName(name).slice(0, MAX_NAME_LENGTH - suffix.length)}${suffix}`;
     if (!vms.some((v) => sameVmName(v.config.name, candidate))) return candidate;
   }
+}
+
+/** A folder the import made: directly under UNHALT_HOME/imports (a hand-edited library cannot aim elsewhere). */
+function isInsideImports(dir: string, imports: string): boolean {
+  return dirname(resolve(dir)) === resolve(imports);
 }

@@ -23,6 +23,17 @@ export interface LibraryRecord {
   lastStartedAt?: number;
   /** The last start that failed, and why (optional too); cleared by the next start that works. */
   lastStartFailure?: { at: number; reason: string };
+  /** Made by `unhalt import` (optional): the user's image and the folder of what the import made. */
+  imported?: ImportedFrom;
+}
+
+/** What an import made: deleting the VM may remove `dir` (under UNHALT_HOME/imports), never `image`. */
+export interface ImportedFrom {
+  image: string;
+  dir: string;
+  os?: string;
+  user: string;
+  sshPort: number;
 }
 
 /** The longest start-failure reason kept (a reason is one line; longer ones are cut). */
@@ -128,7 +139,20 @@ function validateRecord(v: unknown, where: string, seen: ReadonlySet<string>): L
     }
     rec.lastStartFailure = { at: timestamp(f.at, where), reason: f.reason };
   }
+  if (r.imported !== undefined) rec.imported = importedFrom(r.imported, where);
   return rec;
+}
+
+function importedFrom(v: unknown, where: string): ImportedFrom {
+  const i = v as Partial<Record<keyof ImportedFrom, unknown>> | null;
+  const text = (x: unknown) => typeof x === 'string' && x.length > 0 && x.length <= 4096;
+  if (typeof i !== 'object' || i === null || !text(i.image) || !text(i.dir) || !text(i.user)
+    || (i.os !== undefined && !text(i.os)) || typeof i.sshPort !== 'number' || !Number.isInteger(i.sshPort) || i.sshPort < 1 || i.sshPort > 65535) {
+    throw new LibraryFileError('corrupt', `${where} has an invalid "imported"`);
+  }
+  const out: ImportedFrom = { image: i.image as string, dir: i.dir as string, user: i.user as string, sshPort: i.sshPort };
+  if (i.os !== undefined) out.os = i.os as string;
+  return out;
 }
 
 function timestamp(v: unknown, where: string): number {

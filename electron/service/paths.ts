@@ -20,6 +20,8 @@ export interface HomeLayout {
   settings: string;
   logs: string;
   experiments: string;
+  /** What `unhalt import` made per imported VM: kernel, initrd, seed (image-import.ts). */
+  imports: string;
 }
 
 export function homeLayout(home: string): HomeLayout {
@@ -31,5 +33,6 @@ export function homeLayout(home: string): HomeLayout {
     settings: join(home, 'settings.json'),
     logs: join(home, 'logs'),
     experiments: join(home, 'experiments'),
+    imports: join(home, 'imports'),
   };
 }

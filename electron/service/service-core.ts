@@ -4,6 +4,7 @@
 //   library-calls.ts     the VM library (list, create, edit, rename, clone, delete) and host()
 //   config-calls.ts      a configuration not saved: describe it, check its files, export it
 //   host-file-calls.ts   allowed folders, disk images (create, convert)
+//   import-calls.ts      a cloud image imported as a VM, and the file browser it picks it with
 //   lifecycle-calls.ts   start, stop, reset, pause, resume, status, console, subscriptions
 //   knob-calls.ts        live knobs (halt polling, pinning) and keeping them
 //   experiment-calls.ts  experiments and the tuning advisor
@@ -13,13 +14,14 @@
 import { watch, type FSWatcher } from 'node:fs';
 import { basename } from 'node:path';
 import type {
-  AllowedFolder, ApiCallHandlers, DiskConversionDto, ExperimentDetail, ExportedConfigDto, ExperimentSummary, HostInfo, ResolvedDto, Subscription, VmRecord, VmStatus,
+  AllowedFolder, ApiCallHandlers, DiskConversionDto, FolderListing, ExperimentDetail, ExportedConfigDto, ExperimentSummary, HostInfo, ResolvedDto, Subscription, VmRecord, VmStatus,
 } from './api.ts';
 import { ConfigCalls } from './config-calls.ts';
 import { ExperimentCalls, type LoadExperimentRunner } from './experiment-calls.ts';
 import { DEFAULT_LOCK_TIMEOUT_MS } from './file-lock.ts';
 import { HomeOwnership } from './home-owner.ts';
 import { HostFileCalls } from './host-file-calls.ts';
+import { ImportCalls } from './import-calls.ts';
 import { KnobCalls } from './knob-calls.ts';
 import { LibraryCalls } from './library-calls.ts';
 import { LibraryStore } from './library-store.ts';
@@ -58,6 +60,7 @@ export class ServiceCore implements ApiCallHandlers {
   private readonly library: LibraryCalls;
   private readonly configs: ConfigCalls;
   private readonly hostFiles: HostFileCalls;
+  private readonly imports: ImportCalls;
   private readonly lifecycle: LifecycleCalls;
   private readonly knobs: KnobCalls;
   private readonly experiments: ExperimentCalls;
@@ -73,6 +76,7 @@ export class ServiceCore implements ApiCallHandlers {
     this.library = new LibraryCalls(this.state);
     this.configs = new ConfigCalls(this.state);
     this.hostFiles = new HostFileCalls(this.state);
+    this.imports = new ImportCalls(this.state);
     this.lifecycle = new LifecycleCalls(this.state);
     this.knobs = new KnobCalls(this.state);
     this.experiments = new ExperimentCalls(this.state, options.loadExperimentRunner);
@@ -119,7 +123,9 @@ export class ServiceCore implements ApiCallHandlers {
   updateVm(rawId: unknown, raw: unknown): Promise<VmRecord> { return this.library.updateVm(rawId, raw); }
   renameVm(rawId: unknown, rawName: unknown): Promise<VmRecord> { return this.library.renameVm(rawId, rawName); }
   cloneVm(rawId: unknown, rawName: unknown): Promise<VmRecord> { return this.library.cloneVm(rawId, rawName); }
-  deleteVm(rawId: unknown): Promise<void> { return this.library.deleteVm(rawId); }
+  deleteVm(rawId: unknown, removeImported?: unknown): Promise<void> { return this.library.deleteVm(rawId, removeImported); }
+  listFolder(rawPath?: unknown): FolderListing { return this.imports.listFolder(rawPath); }
+  importImage(raw: unknown): Promise<VmRecord> { return this.imports.importImage(raw); }
 
   // ---- API: configurations not saved (config-calls.ts) ----
   describeConfig(raw: unknown): Promise<ResolvedDto> { return this.configs.describeConfig(raw); }
@@ -168,6 +174,7 @@ export class ServiceCore implements ApiCallHandlers {
     if (this.state.closed) return;
     this.state.closed = true;
     this.hostFiles.stopConversions();
+    this.imports.stopImports();
     this.watcher?.close();
     clearTimeout(this.watchTimer);
     const grace = this.options.shutdownGraceMs ?? 2000;

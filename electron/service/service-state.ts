@@ -82,6 +82,7 @@ export class ServiceState {
     if (lastStartedAt !== undefined) dto.lastStartedAt = lastStartedAt;
     // A failure older than the last start that worked is history.
     if (r.lastStartFailure && r.lastStartFailure.at > (lastStartedAt ?? -1)) dto.lastStartFailure = { ...r.lastStartFailure };
+    if (r.imported) dto.imported = { ...r.imported };
     return dto;
   }
 

@@ -6,6 +6,7 @@ import { Wizard } from './views/wizard/Wizard.tsx';
 import { VmView } from './views/vm/VmView.tsx';
 import { EditVm } from './views/vm/EditVm.tsx';
 import { CompareView } from './views/compare/CompareView.tsx';
+import { ImportView } from './views/import/ImportView.tsx';
 import { KvmNotice } from './views/KvmNotice.tsx';
 import { useConsoleTheme } from './console/useConsoleTheme.ts';
 import { pageTitle } from './lib/page-title.ts';
@@ -35,6 +36,7 @@ export function App() {
       <main id="main" ref={mainRef} tabIndex={-1}>
         {route.view === 'library' && <Library />}
         {route.view === 'new' && <Wizard guest={route.guest} />}
+        {route.view === 'import' && <ImportView />}
         {route.view === 'vm' && <VmView key={route.id} id={route.id} />}
         {route.view === 'edit' && <EditVm key={route.id} id={route.id} />}
         {route.view === 'compare' && <CompareView experimentId={route.experimentId} />}

@@ -285,6 +285,14 @@ describe('nested lane: hardware-semantics KVM inside QEMU TCG (L1)', () => {
     console.log(`nested: Debian root ready after ${elapsed()}`);
   }, DEADLINE.build + 10_000);
 
+  it('builds the cloud image a user would import (mmdebstrap: systemd, cloud-init, sshd, Debian\'s kernel; GPT, grub.cfg; cached), which L1 imports and boots', () => {
+    if (!selection.lanes.includes('linux')) return void console.log('nested: no Linux checks selected: the cloud image is not needed');
+    const r = spawnSync(process.execPath, [join(root, 'native/guest/linux/build-cloud-image.mjs')], { stdio: 'inherit', timeout: DEADLINE.build });
+    expect(r.error?.message, 'the cloud image was built within its deadline').toBeUndefined();
+    expect(r.status).toBe(0);
+    console.log(`nested: cloud image ready after ${elapsed()}`);
+  }, DEADLINE.build + 10_000);
+
   it('builds the L1 kernel, initramfs and root image (cached by content)', () => {
     // The e2e files' servers in L1 serve the app built here (it goes into L1's image).
     if (selection.lanes.includes('e2e')) ensureRendererBuilt();

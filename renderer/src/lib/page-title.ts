@@ -3,7 +3,7 @@
 // Pure, and typed by shape only (a Route and VmRecords fit), so it is tested without the app's state.
 
 /** The parts of a route (state/app.ts Route) a title depends on. */
-export type TitledRoute = { view: 'library' | 'new' | 'compare'; guest?: string; experimentId?: string } | { view: 'vm' | 'edit'; id: string };
+export type TitledRoute = { view: 'library' | 'new' | 'import' | 'compare'; guest?: string; experimentId?: string } | { view: 'vm' | 'edit'; id: string };
 
 export const APP_NAME = 'Unhalt';
 
@@ -11,6 +11,7 @@ export function pageTitle(route: TitledRoute, vms: readonly { id: string; config
   const vmName = (id: string) => vms.find((v) => v.id === id)?.config.name ?? (loaded ? 'VM not found' : 'Loading…');
   const what = route.view === 'library' ? 'Virtual machines'
     : route.view === 'new' ? 'New virtual machine'
+      : route.view === 'import' ? 'Import a disk image'
       : route.view === 'vm' ? vmName(route.id)
         : route.view === 'edit' ? `Edit ${vmName(route.id)}`
           : 'Compare configurations';

@@ -3,7 +3,7 @@
 // notices. Console bytes and telemetry bypass this store: they go straight to the terminal
 // registry and the telemetry store.
 import type {
-  ApiEvent, DiskConversionDto, ExperimentSummary, HostInfo, Subscription, TelemetrySample, VmRecord, VmStatus,
+  ApiEvent, DiskConversionDto, ImportProgressDto, ExperimentSummary, HostInfo, Subscription, TelemetrySample, VmRecord, VmStatus,
 } from '../../../electron/service/api.ts';
 import { ApiClient, ApiError } from '../api/client.ts';
 import type { ConnectionState } from '../api/client.ts';
@@ -14,6 +14,7 @@ import { telemetryFor, dropTelemetry, hasTelemetry } from '../charts/telemetry-s
 export type Route =
   | { view: 'library' }
   | { view: 'new'; guest?: 'probe' | 'linux' }
+  | { view: 'import' }
   | { view: 'vm'; id: string }
   | { view: 'edit'; id: string }
   | { view: 'compare'; experimentId?: string };
@@ -43,6 +44,8 @@ export interface AppState {
   busy: Record<string, string>;
   /** qcow2 -> raw conversions by id, as their events last said (the wizard's Storage shows them). */
   conversions: Record<string, DiskConversionDto>;
+  /** The step an import in progress reports (its last 'import' event), by image path. */
+  imports: Record<string, ImportProgressDto>;
 }
 
 export const api = new ApiClient();
@@ -59,6 +62,7 @@ export const store = createStore<AppState>({
   notices: [],
   busy: {},
   conversions: {},
+  imports: {},
 });
 
 export function useApp<T>(selector: (s: AppState) => T): T {
@@ -76,6 +80,8 @@ export function parseRoute(hash: string): Route {
       return parts[1] ? { view: 'vm', id: parts[1] } : { view: 'library' };
     case 'compare':
       return { view: 'compare', experimentId: parts[1] };
+    case 'import':
+      return { view: 'import' };
     default:
       return { view: 'library' };
   }
@@ -85,6 +91,7 @@ export function routeHash(r: Route): string {
   switch (r.view) {
     case 'library': return '#/';
     case 'new': return r.guest ? `#/new/${r.guest}` : '#/new';
+    case 'import': return '#/import';
     case 'vm': return `#/vm/${encodeURIComponent(r.id)}`;
     case 'edit': return `#/vm/${encodeURIComponent(r.id)}/edit`;
     case 'compare': return r.experimentId ? `#/compare/${encodeURIComponent(r.experimentId)}` : '#/compare';
@@ -269,6 +276,9 @@ function onEvent(ev: ApiEvent): void {
     case 'disk-conversion':
       store.set((s) => ({ conversions: { ...s.conversions, [ev.conversion.id]: ev.conversion } }));
       break;
+    case 'import':
+      store.set((s) => ({ imports: { ...s.imports, [ev.progress.image]: ev.progress } }));
+      break;
   }
 }
 
@@ -317,8 +327,8 @@ export async function renameVm(vmId: string, name: string): Promise<VmRecord> {
   return rec;
 }
 
-export async function deleteVm(vmId: string): Promise<void> {
-  await api.deleteVm(vmId);
+export async function deleteVm(vmId: string, removeImported = false): Promise<void> {
+  await api.deleteVm(vmId, removeImported);
   store.set((s) => ({ vms: s.vms.filter((v) => v.id !== vmId) }));
   forget(vmId);
 }

@@ -4,7 +4,7 @@
 // Escape or Cancel backs out; either answer puts the focus back on the button that asked.
 import { useEffect, useId, useRef, useState } from 'react';
 
-export function ConfirmAction({ label, question, confirmLabel, cancelLabel = 'Cancel', action, disabled, title, danger, small, ariaLabel, onConfirm }: {
+export function ConfirmAction({ label, question, confirmLabel, cancelLabel = 'Cancel', action, disabled, title, danger, small, ariaLabel, onConfirm, children }: {
   label: string;
   /** What will happen, in a sentence (the dialog's text and its accessible name). */
   question: string;
@@ -19,6 +19,8 @@ export function ConfirmAction({ label, question, confirmLabel, cancelLabel = 'Ca
   /** The first button's accessible name, when its label alone does not say what it acts on. */
   ariaLabel?: string;
   onConfirm: () => void;
+  /** More of the question: a choice that goes with the answer (a checkbox), under the sentence. */
+  children?: React.ReactNode;
 }) {
   const id = useId();
   const [asking, setAsking] = useState(false);
@@ -51,7 +53,7 @@ export function ConfirmAction({ label, question, confirmLabel, cancelLabel = 'Ca
       e.stopPropagation();
       close();
     } else if (e.key === 'Tab') {
-      const items = [...e.currentTarget.querySelectorAll<HTMLElement>('button:not(:disabled)')];
+      const items = [...e.currentTarget.querySelectorAll<HTMLElement>('button:not(:disabled), input:not(:disabled)')];
       const first = items[0];
       const last = items[items.length - 1];
       if (!first || !last) return;
@@ -74,6 +76,7 @@ export function ConfirmAction({ label, question, confirmLabel, cancelLabel = 'Ca
         <dialog ref={dialogRef} className="confirm-dialog" data-confirm={action} aria-labelledby={`${id}-q`} onKeyDown={onKeyDown}
           onCancel={(e) => { e.preventDefault(); close(); }} onClose={() => { if (asking) close(); }}>
           <p id={`${id}-q`}>{question}</p>
+          {children}
           <div className="confirm-actions">
             <button ref={confirmRef} type="button" className={`btn ${danger ? 'danger' : 'primary'}`} data-action={`confirm-${action}`}
               onClick={() => { close(); onConfirm(); }}>{confirmLabel}</button>

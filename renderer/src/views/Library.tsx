@@ -31,6 +31,7 @@ export function Library() {
               <button type="button" className="btn small" aria-pressed={layout === 'table'} onClick={() => choose('table')}>Table</button>
             </div>
           )}
+          <button type="button" className="btn" onClick={() => navigate({ view: 'import' })}>Import a disk image…</button>
           <button type="button" className="btn primary" onClick={() => navigate({ view: 'new' })}>New VM…</button>
         </div>
       </div>

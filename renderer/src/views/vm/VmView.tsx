@@ -58,9 +58,10 @@ function VmHeader({ vm }: { vm: VmRecord }) {
     const rec = await attempt('clone', () => api.cloneVm(vm.id));
     if (rec) navigate({ view: 'vm', id: rec.id });
   };
+  const [removeImported, setRemoveImported] = useState(true);
   const remove = async () => {
     try {
-      await deleteVm(vm.id);
+      await deleteVm(vm.id, vm.imported ? removeImported : false);
       navigate({ view: 'library' });
     } catch (e) {
       notify('error', `delete ${vm.config.name}: ${errorMessage(e)}`);
@@ -104,8 +105,21 @@ function VmHeader({ vm }: { vm: VmRecord }) {
         <ConfirmAction label="Delete…" action="delete" danger disabled={state !== 'stopped'} confirmLabel="Delete" cancelLabel="Keep"
           title={state !== 'stopped' ? 'Stop the VM first' : undefined}
           question={`Delete ${vm.config.name}? Its configuration and console log leave the library for good (disk images stay where they are).`}
-          onConfirm={() => void remove()} />
+          onConfirm={() => void remove()}>
+          {vm.imported && (
+            <label className="choice">
+              <input type="checkbox" checked={removeImported} onChange={(e) => setRemoveImported(e.target.checked)} />
+              {' '}Also delete what the import made ({vm.imported.dir}: kernel, initrd, seed{vm.config.disks?.[0]?.path.startsWith(vm.imported.dir) ? ', the converted raw copy' : ''}); never {vm.imported.image}
+            </label>
+          )}
+        </ConfirmAction>
       </div>
+      {vm.imported && (
+        <p className="muted small" data-testid="imported-from">
+          Imported from {vm.imported.image}{vm.imported.os ? ` (${vm.imported.os})` : ''} · log in as {vm.imported.user} on the
+          console, or <code>ssh -p {vm.imported.sshPort} {vm.imported.user}@127.0.0.1</code> once cloud-init is done
+        </p>
+      )}
       {failure && (
         <p className="start-failure" role="status" data-testid="start-failure">
           <strong>Start failed</strong> <span className="muted">({new Date(failure.at).toLocaleString()})</span>: {failure.reason}

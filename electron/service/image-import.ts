@@ -1,0 +1,246 @@
+// Importing a distribution's cloud image as a library VM (`unhalt import`, the wizard's "Import a
+// disk image"): the image's own kernel, initrd and command line read out of it without root and
+// without booting (vmm/image/inspect.ts), a cloud-init NoCloud seed with the user's login
+// (vmm/image/nocloud-seed.ts), the tools disk for the agent, and user networking with a forward to
+// the guest's SSH. The image itself is never written by the import; what the import makes lives
+// in UNHALT_HOME/imports/ID/ and is gone again if any step fails.
+import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { closeSync, existsSync, mkdirSync, openSync, readSync, rmSync, statSync } from 'node:fs';
+import { userInfo } from 'node:os';
+import { basename, join, resolve } from 'node:path';
+import { ConfigError, DEFAULTS, checkDisk, normalizeVmName, sameVmName, validateConfig, type DiskConfig, type VmConfig } from '../vmm/config/vm-config.ts';
+import { MAX_NAME_LENGTH } from '../vmm/config/limits.ts';
+import { isQcow2 } from '../vmm/devices/virtio/disk-image.ts';
+import { LINUX_WORKLOADS_DISK } from '../vmm/guests-linux.ts';
+import { ImageError, extractBootFiles, inspectImage, type BootSource } from '../vmm/image/inspect.ts';
+import { SeedError, defaultSshKey, hashPassword, readSshKey, writeSeed } from '../vmm/image/nocloud-seed.ts';
+import { QEMU_IMG, QemuImgProgress } from './disk-conversion.ts';
+import type { ImportRequestDto } from './api.ts';
+import type { ImportedFrom } from './library-schema.ts';
+import { homeLayout } from './paths.ts';
+
+export { ImageError, SeedError };
+
+/**
+ * What the user asks for; only the image is required. The guest's login: a public key file, else
+ * a password (the API's form) or a file holding it (the command line's: never the password
+ * itself on a command line), else the first ~/.ssh/*.pub.
+ */
+export interface ImportRequest extends ImportRequestDto {
+  passwordFile?: string;
+}
+
+/** What the import made, for the library record (its folder holds kernel, initrd, seed and a converted raw copy). */
+export type ImportRecord = ImportedFrom;
+
+export interface ImportResult {
+  config: VmConfig;
+  imported: ImportRecord;
+  source: BootSource;
+  /** Removes what the import made (the library could not take the VM after all). */
+  discard(): void;
+}
+
+/** The import was stopped by its caller (ctx.signal); nothing it made is left. */
+export class ImportStopped extends Error {
+  override name = 'ImportStopped';
+  constructor() { super('the import was stopped; what it made is removed'); }
+}
+
+/** The memory an imported distribution gets unless told: systemd and cloud-init want room. */
+export const IMPORT_MEMORY_MIB = 1024;
+export const IMPORT_CPUS = 2;
+/** The first host port offered for the guest's SSH; the next free one above it is taken. */
+export const FIRST_SSH_PORT = 2222;
+
+export interface ImportContext {
+  home: string;
+  /** The library's names, so the imported VM's name is free. */
+  names: readonly string[];
+  /** Host ports other library VMs forward already (never offered twice). */
+  usedPorts: readonly number[];
+  /** Steps as they go, and qemu-img's percent while a qcow2 is converted. */
+  progress?: (step: string, percent?: number) => void;
+  /** Whether a host port is free now (bound by nobody); the default tries to listen on it. */
+  portFree?: (port: number) => Promise<boolean>;
+  /** Aborts the import (SIGINT, the service closing): qemu-img is stopped, what was made removed. */
+  signal?: AbortSignal;
+}
+
+export async function importImage(req: ImportRequest, ctx: ImportContext): Promise<ImportResult> {
+  const image = checkImagePath(req.image);
+  const login = await guestLogin(req);
+  const id = randomUUID();
+  const dir = join(homeLayout(ctx.home).imports, id);
+  const say = ctx.progress ?? (() => {});
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const stop = () => { if (ctx.signal?.aborted) throw new ImportStopped(); };
+  try {
+    let raw = image;
+    if (isQcow2(image)) {
+      raw = join(dir, 'disk.raw');
+      say('converting qcow2 to raw', 0);
+      await convertQcow2(image, raw, (pct) => say('converting qcow2 to raw', pct), ctx.signal);
+    }
+    stop();
+    say('reading the image\'s boot configuration');
+    const source = await inspectImage(raw);
+    stop();
+    say(`found ${source.osName ?? 'Linux'}: kernel ${source.kernel}${source.initrd ? `, initrd ${source.initrd}` : ''}`);
+    const files = await extractBootFiles(raw, source, dir);
+    const name = freeImportName(req.name ?? nameFromImage(image), ctx.names, req.name !== undefined);
+    say('writing the cloud-init seed');
+    const seed = join(dir, 'seed.iso');
+    await writeSeed({ instanceId: id, hostname: hostnameFor(name), user: login.user, sshKeys: login.keys, passwordHash: login.passwordHash, agent: existsSync(LINUX_WORKLOADS_DISK) }, seed);
+    stop();
+    const sshPort = await freePort(ctx);
+    const disks: DiskConfig[] = [checkDisk({ path: raw }), { path: seed, readonly: true }];
+    if (existsSync(LINUX_WORKLOADS_DISK)) disks.push({ path: resolve(LINUX_WORKLOADS_DISK), readonly: true });
+    const config = validateConfig({
+      name,
+      guest: 'custom',
+      kernel: files.kernel,
+      ...(files.initrd ? { initrd: files.initrd } : {}),
+      append: importCmdline(source.cmdline),
+      memoryMiB: req.memoryMiB ?? IMPORT_MEMORY_MIB,
+      cpus: req.cpus ?? IMPORT_CPUS,
+      net: { mode: 'user', hostfwd: [{ protocol: 'tcp', hostAddress: '127.0.0.1', hostPort: sshPort, guestAddress: '', guestPort: 22 }] },
+      disks,
+    });
+    stop();
+    return { config, source, discard: () => rmSync(dir, { recursive: true, force: true }), imported: { image, dir, ...(source.osName ? { os: source.osName } : {}), user: login.user, sshPort } };
+  } catch (e) {
+    rmSync(dir, { recursive: true, force: true });
+    throw ctx.signal?.aborted ? new ImportStopped() : e;
+  }
+}
+
+/** The image given: an existing regular file, readable, by its absolute path (the disk rules'). */
+function checkImagePath(given: string): string {
+  const path = resolve(given);
+  let st;
+  try {
+    st = statSync(path);
+  } catch (e) {
+    throw new ImageError(`${path}: ${(e as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (e as Error).message}; give the path of a cloud image (.qcow2 or .raw)`);
+  }
+  if (!st.isFile()) throw new ImageError(`${path}: is not a file; give the path of a cloud image (.qcow2 or .raw)`);
+  try {
+    closeSync(openSync(path, 'r'));
+  } catch (e) {
+    throw new ImageError(`${path}: cannot be read (${(e as NodeJS.ErrnoException).code ?? (e as Error).message}); give a file you can read`);
+  }
+  checkDisk({ path });
+  return path;
+}
+
+/** The login the seed gives the guest's user: keys, or a password hash; never the password itself. */
+async function guestLogin(req: ImportRequest): Promise<{ user: string; keys: string[]; passwordHash?: string }> {
+  const user = req.user ?? defaultUser();
+  const password = req.password ?? (req.passwordFile !== undefined ? readPasswordFile(req.passwordFile) : undefined);
+  const passwordHash = password !== undefined ? await hashPassword(password) : undefined;
+  const keys = req.sshKeyFile !== undefined ? [await readSshKey(req.sshKeyFile)] : passwordHash ? [] : [(await defaultSshKey()).key];
+  return { user, keys, ...(passwordHash ? { passwordHash } : {}) };
+}
+
+/** The host user's name as the guest's, unless it is root (cloud-init's root login is locked). */
+function defaultUser(): string {
+  let name = 'unhalt';
+  try { name = userInfo().username; } catch { /* no passwd entry: keep the default */ }
+  return name === 'root' || !/^[a-z_][a-z0-9_-]{0,31}$/.test(name) ? 'unhalt' : name;
+}
+
+function readPasswordFile(file: string): string {
+  const path = resolve(file);
+  let text: string;
+  try {
+    const fd = openSync(path, 'r');
+    try {
+      const buf = Buffer.alloc(4097);
+      const n = readSync(fd, buf, 0, buf.length, 0);
+      if (n > 4096) throw new ImageError(`${path}: longer than 4096 bytes; a password file holds one line, the password`);
+      text = buf.subarray(0, n).toString('utf8');
+    } finally {
+      closeSync(fd);
+    }
+  } catch (e) {
+    if (e instanceof ImageError) throw e;
+    throw new ImageError(`--password-file ${path}: cannot be read (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+  }
+  const password = text.split('\n')[0]!.replace(/\r$/, '');
+  if (!password) throw new ImageError(`--password-file ${path}: its first line is empty; write the password on it`);
+  return password;
+}
+
+/** "debian-12-genericcloud-amd64.qcow2" -> "debian-12-genericcloud-amd64". */
+export function nameFromImage(image: string): string {
+  const base = basename(image).replace(/\.(qcow2|raw|img)$/i, '').replace(/[^A-Za-z0-9 ._-]+/g, '-').replace(/^[^A-Za-z0-9]+/, '');
+  return base.slice(0, MAX_NAME_LENGTH) || DEFAULTS.name;
+}
+
+/** A free name: the one asked for (refused if taken), else the image's with -2, -3, ... */
+function freeImportName(name: string, names: readonly string[], asked: boolean): string {
+  const taken = (n: string) => names.some((o) => sameVmName(o, n));
+  const base = normalizeVmName(name);
+  if (!taken(base)) return base;
+  if (asked) throw new ConfigError(`a VM named "${base}" already exists; choose another name with --name`);
+  for (let i = 2; ; i++) {
+    const suffix = `-${i}`;
+    const candidate = `${base.slice(0, MAX_NAME_LENGTH - suffix.length)}${suffix}`;
+    if (!taken(candidate)) return candidate;
+  }
+}
+
+/** The guest's hostname: the VM's name as an RFC 1123 label. */
+export function hostnameFor(name: string): string {
+  const label = name.toLowerCase().replace(/[^a-z0-9-]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 63).replace(/-+$/, '');
+  return label || 'unhalt-guest';
+}
+
+/** The image's own command line, with the serial console the VM's console is (ttyS0). */
+export function importCmdline(cmdline: string): string {
+  const words = cmdline.trim().split(/\s+/).filter(Boolean);
+  if (!words.some((w) => /^console=ttyS0(,|$)/.test(w))) words.push('console=ttyS0');
+  return words.join(' ');
+}
+
+async function freePort(ctx: ImportContext): Promise<number> {
+  const used = new Set(ctx.usedPorts);
+  const free = ctx.portFree ?? portFreeNow;
+  for (let p = FIRST_SSH_PORT; p < 65536; p++) {
+    if (!used.has(p) && await free(p)) return p;
+  }
+  throw new ImageError('no free host port at or above 2222 for the guest\'s SSH');
+}
+
+async function portFreeNow(port: number): Promise<boolean> {
+  const { createServer } = await import('node:net');
+  return new Promise((done) => {
+    const s = createServer();
+    s.once('error', () => done(false));
+    s.listen(port, '127.0.0.1', () => s.close(() => done(true)));
+  });
+}
+
+/** qemu-img convert into a new file (never over one); the partial file is removed on failure. */
+function convertQcow2(source: string, target: string, progress: (pct: number) => void, signal?: AbortSignal): Promise<void> {
+  closeSync(openSync(target, 'wx', 0o600));
+  return new Promise((done, fail) => {
+    const child = spawn(QEMU_IMG, ['convert', '-p', '-f', 'qcow2', '-O', 'raw', source, target], { stdio: ['ignore', 'pipe', 'pipe'], ...(signal ? { signal } : {}) });
+    const reader = new QemuImgProgress();
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (t: string) => { const p = reader.feed(t); if (p !== undefined) progress(p); });
+    child.stderr.setEncoding('utf8').on('data', (t: string) => { stderr = (stderr + t).slice(-2000); });
+    child.on('error', (e) => {
+      rmSync(target, { force: true });
+      if ((e as Error).name === 'AbortError') return fail(new ImportStopped());
+      fail(new ImageError((e as NodeJS.ErrnoException).code === 'ENOENT' ? `${QEMU_IMG} is not installed (Debian: apt install qemu-utils): a qcow2 image is converted by it` : `qemu-img could not run: ${e.message}`));
+    });
+    child.on('close', (code, signal) => {
+      if (code === 0) return done();
+      rmSync(target, { force: true });
+      fail(new ImageError(signal ? `qemu-img was stopped (${signal})` : `${source}: qemu-img could not convert it: ${stderr.trim().split('\n').pop() ?? `exit ${code}`}`));
+    });
+  });
+}
