@@ -423,7 +423,7 @@ describe.skipIf(!kvmAvailable)('bad disk images given to unhalt run: one line, e
     const snap = image('dry-snap.img');
     const r = await runCli(['run', '--guest', 'probe', '--dry-run', '--disk', img, '--disk', `${ro},readonly=on`, '--disk', `${snap},snapshot=on`], { env: { UNHALT_HOME: home } });
     expect(r.stderr).toBe('');
-    expect(r.stdout).toContain(`virtio-blk 00:08.0 (${img}), virtio-blk 00:09.0 (${ro}, read-only), virtio-blk 00:0a.0 (${snap}, snapshot: writes thrown away)`);
+    expect(r.stdout).toContain(`virtio-blk 00:08.0 (${img}), virtio-blk 00:09.0 (${ro}, read-only), virtio-blk 00:0a.0 (${snap}, snapshot: the guest's writes are thrown away)`);
     expect(r.stdout).toContain(`--disk ${img} --disk ${ro},readonly=on --disk ${snap},snapshot=on`);
     const q = await runCli(['run', '--guest', 'probe', '--dry-run', '--disk', qcow2], { env: { UNHALT_HOME: home } });
     expect(q.code).toBe(1);

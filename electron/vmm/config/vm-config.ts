@@ -62,8 +62,14 @@ export type DiskMode = 'read-write' | 'read-only' | 'snapshot';
  * readonly=on wins over snapshot=on (as in QEMU, which accepts both and then refuses the guest's
  * writes): a guest that may not write has nothing to throw away, so no overlay is made.
  */
-export function diskMode(d: Pick<DiskConfig, 'readonly' | 'snapshot'>): DiskMode {
+export function diskMode(d: { readonly?: boolean; snapshot?: boolean }): DiskMode {
   return d.readonly ? 'read-only' : d.snapshot ? 'snapshot' : 'read-write';
+}
+
+/** How a list of disks (--dry-run, the wizard's summary, the VM page) marks one: '' for read-write. */
+export function diskModeNote(d: { readonly?: boolean; snapshot?: boolean }): string {
+  const mode = diskMode(d);
+  return mode === 'read-only' ? 'read-only' : mode === 'snapshot' ? "snapshot: the guest's writes are thrown away" : '';
 }
 
 export const DEFAULTS = { cpus: 1, name: 'vm' } as const;
