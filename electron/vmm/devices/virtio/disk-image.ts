@@ -6,11 +6,11 @@
 // VM holds.
 //
 // The hold is an flock(2) on the open image, as QEMU's image locking does: exclusive for a
-// read-write disk, shared for readonly=on and snapshot=on (several readers, no writer: a snapshot's
-// image is only read, and must not change under its overlay). A snapshot=on disk's image is
-// opened O_RDONLY, its writes go to an overlay (disk-overlay.ts) made here with the open. The kernel drops it when
+// read-write disk, shared for readonly=on and snapshot=on (several readers, no writer: a
+// snapshot's image is only read, and must not change under its overlay). The kernel drops it when
 // the fd closes or the process dies however it dies (SIGKILL included), so a crashed VMM never
-// leaves a disk locked. A refusal names the holder: a VM of this process by its name, another
+// leaves a disk locked. A snapshot=on disk's image is opened O_RDONLY; its writes go to an overlay
+// (disk-overlay.ts) made here with the open. A refusal names the holder: a VM of this process by its name, another
 // process by its pid and command line (from /proc/locks, which lists flock holders by pid).
 import { closeSync, fstatSync, ftruncateSync, openSync, readFileSync, readSync, statSync, unlinkSync, type Stats } from 'node:fs';
 import { basename } from 'node:path';

@@ -57,8 +57,9 @@ export function createOverlay(sizeBytes: number, granule = OVERLAY_GRANULE): Dis
     // A full file system: the guest's first write would fail with IOERR; refuse the start instead.
     const probe = Math.min(granule, sizeBytes);
     // (A file system without fallocate is not judged: EOPNOTSUPP.)
-    if (libc.fallocate(fd, 0, 0, probe) === 0) libc.fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, probe);
-    else if (errno() !== EOPNOTSUPP) throw new Error(`has no room in ${dir} (${errnoName(errno())}); set TMPDIR to a folder with room`);
+    const err = libc.fallocate(fd, 0, 0, probe) === 0 ? 0 : errno();
+    if (err === 0) libc.fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, probe);
+    else if (err !== EOPNOTSUPP) throw new Error(`has no room in ${dir} (${errnoName(err)}); set TMPDIR to a folder with room`);
   } catch (e) {
     closeSync(fd);
     const code = (e as NodeJS.ErrnoException).code;
@@ -67,20 +68,23 @@ export function createOverlay(sizeBytes: number, granule = OVERLAY_GRANULE): Dis
   return { fd, granule, held: new SharedArrayBuffer(Math.ceil(Math.ceil(sizeBytes / granule) / 8)) };
 }
 
+const cannotMake = (dir: string, e: unknown) =>
+  new Error(`cannot be made in ${dir} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message}); set TMPDIR to a writable folder with room`);
+
 function openUnnamed(dir: string): number {
   try {
     return openSync(dir, O_RDWR | O_TMPFILE | O_EXCL, 0o600);
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     // EOPNOTSUPP: a file system without O_TMPFILE (EISDIR: a kernel that does not know the flag).
-    if (code !== 'EOPNOTSUPP' && code !== 'EISDIR') throw new Error(`cannot be made in ${dir} (${code ?? (e as Error).message}); set TMPDIR to a writable folder with room`);
+    if (code !== 'EOPNOTSUPP' && code !== 'EISDIR') throw cannotMake(dir, e);
   }
   const name = join(dir, `unhalt-overlay-${process.pid}-${randomBytes(6).toString('hex')}`);
   let fd: number;
   try {
     fd = openSync(name, 'wx+', 0o600);
   } catch (e) {
-    throw new Error(`cannot be made in ${dir} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message}); set TMPDIR to a writable folder with room`);
+    throw cannotMake(dir, e);
   }
   unlinkSync(name); // at once: from here on it is as unnamed as an O_TMPFILE one
   return fd;
