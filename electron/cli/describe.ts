@@ -2,7 +2,7 @@
 import { USER_NET, type NetConfig } from '../vmm/config/net-config.ts';
 import { commandLine } from '../vmm/config/cli-args.ts';
 import type { ResolvedMachine } from '../vmm/config/resolve.ts';
-import type { VmConfig } from '../vmm/config/vm-config.ts';
+import { diskModeNote, type VmConfig } from '../vmm/config/vm-config.ts';
 import { PV_FEATURES } from '../vmm/machine/features.ts';
 import { PVM_PROFILE_PARAMS } from '../vmm/guests-linux.ts';
 import { disableExitNames } from '../vmm/machine/host-caps.ts';
@@ -29,7 +29,7 @@ export function describeResolution(c: VmConfig, r: ResolvedMachine): string {
     `mwait in guest: ${res.mwait ? 'yes' : 'no'}`,
     `halt polling:  ${spec.haltPollNs === undefined ? 'host default' : `max ${spec.haltPollNs} ns`}`,
     `PCI devices:   host bridge 00:00.0${(spec.virtio ?? []).map((d) => `, virtio-${d} 00:${VIRTIO_DEVICES[d].slot.toString(16).padStart(2, '0')}.0`).join('')}`
-      + (spec.disks ?? []).map((d, i) => `, virtio-blk 00:${(DISK_SLOT_BASE + i).toString(16).padStart(2, '0')}.0 (${d.path}${d.readonly ? ', read-only' : ''})`).join(''),
+      + (spec.disks ?? []).map((d, i) => `, virtio-blk 00:${(DISK_SLOT_BASE + i).toString(16).padStart(2, '0')}.0 (${[d.path, diskModeNote(d)].filter(Boolean).join(', ')})`).join(''),
     ...(spec.net ? [`network:       ${describeNet(spec.net.backEnd)}, MAC ${spec.net.mac}`] : []),
     `pinning:       ${spec.pin ? spec.pin.map((h, i) => `vCPU${i}->CPU${h}`).join(' ') : 'none'}`,
     ...res.notes.map((n) => `note: ${n}`),

@@ -34,6 +34,8 @@ const CONFIGS: Record<string, Record<string, unknown>> = {
   plain: { name: 'plain' },
   tuned: { name: 'tuned', cpus: 4, memoryMiB: 256, cpuPm: true, memLock: true, haltPollNs: 1_000_000, pin: [0, 1] },
   features: { name: 'feat', cpus: 2, machine: 'unhalt-1.0', cpuFeatures: { 'kvm-steal-time': false, 'kvm-hint-dedicated': true, kvmclock: false, 'kvm-pv-eoi': false } },
+  // A disk of each mode: <readonly/> and <transient/> (snapshot=on) where the schema allows them.
+  disks: { name: 'disks', disks: [{ path: '/srv/a.img' }, { path: '/srv/b.img', readonly: true }, { path: '/srv/c.img', snapshot: true }] },
 };
 
 function virsh(...args: string[]): { ok: boolean; out: string } {

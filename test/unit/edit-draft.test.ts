@@ -11,6 +11,8 @@ const configs: Record<string, unknown>[] = [
   { name: 'probe-pm', guest: 'probe', cpus: 4, memoryMiB: 128, cpuPm: true, memLock: true, haltPollNs: 0 },
   { name: 'linux box', guest: 'linux', cpus: 2, memoryMiB: 512, append: 'quiet loglevel=3', pvmProfile: false },
   { name: 'own', guest: 'custom', kernel: '/boot/vmlinux', initrd: '/boot/initrd.img', cpus: 1, memoryMiB: 256, append: 'console=ttyS0' },
+  // Disks in each mode, read-only and snapshot together kept as given (read-only wins when it runs).
+  { name: 'disks', guest: 'probe', cpus: 1, memoryMiB: 64, disks: [{ path: '/srv/a.img' }, { path: '/srv/b.img', readonly: true }, { path: '/srv/c.img', snapshot: true }, { path: '/srv/d.img', readonly: true, snapshot: true }] },
 ];
 
 describe('edit mode: saved configuration -> draft -> configuration', () => {

@@ -4,6 +4,7 @@
 import { useEffect, useState } from 'react';
 import type { ResolvedDto, VmRecord } from '../../../../electron/service/api.ts';
 import { formatNetOption } from '../../../../electron/vmm/config/net-config.ts';
+import { diskModeNote } from '../../../../electron/vmm/config/vm-config.ts';
 import { api, errorMessage, useApp } from '../../state/app.ts';
 import { haltPollNow, pinNow, probeScenario } from '../../lib/config.ts';
 import { clock, mib } from '../../lib/format.ts';
@@ -52,7 +53,7 @@ export function ConfigPanel({ vm }: { vm: VmRecord }) {
     ['cpu-pm', c.cpuPm ? `on${r?.disableExits.length ? ` (exits disabled: ${r.disableExits.join(', ')})` : ''}` : 'off'],
     ['mem-lock', c.memLock ? 'on' : 'off'],
     ['virtio-rng', c.rng ? 'on (virtio-pci, from the host\'s getrandom)' : 'off'],
-    ['Disks', c.disks?.length ? c.disks.map((d, i) => `vd${String.fromCharCode(97 + i)} ${d.path}${d.readonly ? ' (read-only)' : ''}`).join(', ') : 'none'],
+    ['Disks', c.disks?.length ? c.disks.map((d, i) => `vd${String.fromCharCode(97 + i)} ${d.path}${diskModeNote(d) ? ` (${diskModeNote(d)})` : ''}`).join(', ') : 'none'],
     ['Network', c.net ? <code>{formatNetOption(c.net)}</code> : 'none'],
     ['Halt polling', haltPollNow(c, vm.status, host)],
     ['Pinning', `${pinNow(c, vm.status)}${c.pin?.length || vm.status.live?.pin?.length ? ' (vCPU i on the i-th listed, round-robin)' : ''}`],

@@ -1,15 +1,17 @@
 // The wizard's Storage part (step 3, "Storage & network"): virtio-blk disks as raw image files, in order (the first is
 // the guest's vda). Each disk is a path, checked by the schema's disk rule as typed (validate.ts)
 // and by the service when the field is left (checkBootFiles: the allowed folders and the image
-// rules — a qcow2 comes back with its qemu-img convert command), a read-only switch, and, for a
-// file that does not exist yet, "Create image" (createDiskImage: an empty sparse raw image of the
+// rules — a qcow2 comes back with its qemu-img convert command), a read-only switch, a snapshot
+// checkbox (snapshot=on: the guest's writes are thrown away; diskMode says read-only wins, so it is
+// off and disabled while the disk is read-only), and, for a file that does not exist yet, "Create image" (createDiskImage: an empty sparse raw image of the
 // size given, in an allowed folder, never over a file). A qcow2 can be converted in place
 // (convertDiskImage: qemu-img, its progress shown as it runs); the disk then takes the raw copy.
 import { useEffect, useId, useRef, useState } from 'react';
 import { api, errorMessage, useApp } from '../../state/app.ts';
 import { MAX_DISKS } from '../../../../electron/vmm/config/limits.ts';
 import type { StepProps } from './step-props.ts';
-import type { DraftDisk } from './draft.ts';
+import { diskMode } from '../../../../electron/vmm/config/vm-config.ts';
+import { draftDiskToConfig, type DraftDisk } from './draft.ts';
 
 type Verdict = { ok: true; note?: string } | { ok: false; message: string };
 
@@ -25,13 +27,14 @@ export function StorageFields(props: StepProps) {
   const conversions = useApp((s) => s.conversions);
   const disks = draft.disks;
   const setDisk = (i: number, patch: Partial<DraftDisk>) => update({ disks: disks.map((d, j) => (j === i ? { ...d, ...patch } : d)) });
-  const key = (d: DraftDisk) => JSON.stringify([d.path.trim(), d.readonly]);
+  // The mode (diskMode) decides what the service checks: write access for read-write only.
+  const key = (d: DraftDisk) => JSON.stringify([d.path.trim(), diskMode(d)]);
 
   /** The service's verdict on one disk as it stands (asked once per path and mode). */
   const check = (d: DraftDisk, force = false) => {
     const k = key(d);
     if (!d.path.trim().startsWith('/') || (!force && asked.current.has(k))) return;
-    const p = api.checkBootFiles({ disks: [{ path: d.path.trim(), readonly: d.readonly }] }).then(
+    const p = api.checkBootFiles({ disks: [draftDiskToConfig(d)] }).then(
       () => setVerdicts((v) => ({ ...v, [k]: { ok: true } })),
       (e) => setVerdicts((v) => ({ ...v, [k]: { ok: false, message: errorMessage(e) } })),
     );
@@ -118,6 +121,14 @@ export function StorageFields(props: StepProps) {
                 onChange={(e) => { const next = { ...d, readonly: e.target.checked }; setDisk(i, { readonly: e.target.checked }); check(next); }} />
               <span><strong>Read-only</strong> <span className="choice-help">the guest can read it, never write it (several VMs may share it)</span></span>
             </label>
+            <label className="toggle inline">
+              <input type="checkbox" checked={diskMode(d) === 'snapshot'} disabled={diskMode(d) === 'read-only'}
+                onChange={(e) => { const next = { ...d, snapshot: e.target.checked }; setDisk(i, { snapshot: e.target.checked }); check(next); }} />
+              <span><strong>Throw away the guest's writes (snapshot)</strong> <span className="choice-help">
+                {diskMode(d) === 'read-only' ? 'a read-only disk is never written anyway'
+                  : 'the guest writes as usual, to a scratch copy that goes when the VM stops; the image file is never changed'}
+              </span></span>
+            </label>
             {missing && (
               <div className="field-row">
                 <label htmlFor={`${base}-size`}>Size of a new image (MiB)</label>
@@ -136,7 +147,7 @@ export function StorageFields(props: StepProps) {
       })}
       {schemaProblem && <p className="field-error" role="alert">{schemaProblem}</p>}
       <button type="button" className="btn small" data-action="add-disk" disabled={disks.length >= MAX_DISKS}
-        onClick={() => update({ disks: [...disks, { path: '', readonly: false }] })}>
+        onClick={() => update({ disks: [...disks, { path: '', readonly: false, snapshot: false }] })}>
         Add a disk
       </button>
       <p className="hint">

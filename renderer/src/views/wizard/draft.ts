@@ -1,6 +1,6 @@
 // The wizard's working copy of a VM configuration and its conversion to the API's config.
 import type { HostInfo } from '../../../../electron/service/api.ts';
-import { DEFAULT_MEMORY_MIB } from '../../../../electron/vmm/config/vm-config.ts';
+import { DEFAULT_MEMORY_MIB, type DiskConfig } from '../../../../electron/vmm/config/vm-config.ts';
 import { NO_NET, draftNetToConfig, type DraftNet } from './net-draft.ts';
 import { typedPin } from './typed-text.ts';
 
@@ -35,6 +35,8 @@ export interface Draft {
 export interface DraftDisk {
   path: string;
   readonly: boolean;
+  /** snapshot=on: kept as ticked even while read-only wins over it (diskMode), as the config keeps both. */
+  snapshot: boolean;
 }
 
 export const PROBE_SCENARIOS: { name: string; summary: string; args?: string }[] = [
@@ -129,9 +131,14 @@ export function draftToConfig(d: Draft): Record<string, unknown> & { version: 1 
   if (d.rng) c.rng = true;
   const net = draftNetToConfig(d.net);
   if (net) c.net = net;
-  if (d.disks.length) c.disks = d.disks.map((x) => ({ path: x.path.trim(), ...(x.readonly ? { readonly: true } : {}) }));
+  if (d.disks.length) c.disks = d.disks.map(draftDiskToConfig);
   const pin = typedPin(d.pin);
   if (pin === undefined) c.pin = d.pin;
   else if (pin.length) c.pin = pin;
   return c;
+}
+
+/** A drafted disk as the config has it (the service's checks and the summary take the same). */
+export function draftDiskToConfig(x: DraftDisk): DiskConfig {
+  return { path: x.path.trim(), ...(x.readonly ? { readonly: true as const } : {}), ...(x.snapshot ? { snapshot: true as const } : {}) };
 }

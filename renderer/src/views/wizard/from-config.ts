@@ -29,7 +29,7 @@ export function configToDraft(c: VmConfigDto, host: HostInfo | null, names: Set<
     pin: pinAsDrafted(base.pin, c.pin ?? []),
     rng: c.rng === true,
     net: configToDraftNet(c.net),
-    disks: (c.disks ?? []).map((d) => ({ path: d.path, readonly: d.readonly === true })),
+    disks: (c.disks ?? []).map((d) => ({ path: d.path, readonly: d.readonly === true, snapshot: d.snapshot === true })),
   };
 }
 

@@ -2,7 +2,7 @@
 // capability check gives (HostInfo.options).
 import { useId } from 'react';
 import { cpuPmTurnedOffNote, effectiveFeatures, vcpuLimit } from '../../../../electron/vmm/config/rules.ts';
-import { DEFAULT_MEMORY_MIB, checkCpus, checkHaltPollNs, checkMemoryMiB } from '../../../../electron/vmm/config/vm-config.ts';
+import { DEFAULT_MEMORY_MIB, checkCpus, checkHaltPollNs, checkMemoryMiB, diskModeNote } from '../../../../electron/vmm/config/vm-config.ts';
 import type { StepProps } from './step-props.ts';
 import { PROBE_SCENARIOS } from './draft.ts';
 import { typedNumber, typedPin } from './typed-text.ts';
@@ -524,7 +524,7 @@ export function SummaryStep({ draft, host, describe }: StepProps) {
         <div><dt>Pinning</dt><dd>{draft.pin.trim() ? draft.pin : 'not pinned'}</dd></div>
         <div><dt>Devices</dt><dd>{draft.rng ? 'virtio-rng' : 'none besides the serial ports'}</dd></div>
         <div><dt>Network</dt><dd>{netSummary(draft.net)}</dd></div>
-        <div><dt>Disks</dt><dd>{draft.disks.length ? draft.disks.map((d, i) => `vd${String.fromCharCode(97 + i)} ${d.path.trim()}${d.readonly ? ' (read-only)' : ''}`).join(', ') : 'none'}</dd></div>
+        <div><dt>Disks</dt><dd>{draft.disks.length ? draft.disks.map((d, i) => `vd${String.fromCharCode(97 + i)} ${d.path.trim()}${diskModeNote(d) ? ` (${diskModeNote(d)})` : ''}`).join(', ') : 'none'}</dd></div>
       </dl>
       <h3>Equivalent command line</h3>
       {describe.pending && !r && !describe.error && <p className="muted">Checking…</p>}

@@ -8,7 +8,7 @@ import {
   checkCpusFit, checkKnobConflicts, checkMemoryFit, checkNameFree, checkPinFit, type HostLimits,
 } from '../../../../electron/vmm/config/rules.ts';
 import { checkBootPath, checkCpus, checkDisks, checkHaltPollNs, checkMemoryMiB, validateConfig } from '../../../../electron/vmm/config/vm-config.ts';
-import type { Draft } from './draft.ts';
+import { draftDiskToConfig, type Draft } from './draft.ts';
 import { netProblems, type NetFieldId } from './net-draft.ts';
 import { problem } from './rule-problem.ts';
 
@@ -53,7 +53,7 @@ export function draftProblems(d: Draft, host: HostInfo | null, names: Iterable<s
     const mib = checkMemoryMiB(d.memoryMiB);
     if (limits) checkMemoryFit(mib, limits.memoryMiB);
   }));
-  if (d.disks.length) set('disks', problem(() => checkDisks(d.disks.map((x) => ({ path: x.path.trim(), readonly: x.readonly })))));
+  if (d.disks.length) set('disks', problem(() => checkDisks(d.disks.map(draftDiskToConfig))));
   for (const [field, message] of Object.entries(netProblems(d.net))) set(field as NetFieldId, message);
   const conflict = problem(() => checkKnobConflicts(d));
   set('cpuFeatures', conflict);
