@@ -13,8 +13,9 @@ import { ConfigError, DEFAULTS, checkDisk, normalizeVmName, sameVmName, validate
 import { MAX_NAME_LENGTH } from '../vmm/config/limits.ts';
 import { isQcow2 } from '../vmm/devices/virtio/disk-image.ts';
 import { LINUX_WORKLOADS_DISK } from '../vmm/guests-linux.ts';
+import { USER_NET } from '../vmm/config/net-config.ts';
 import { ImageError, extractBootFiles, inspectImage, type BootSource } from '../vmm/image/inspect.ts';
-import { SeedError, defaultSshKey, hashPassword, readSshKey, writeSeed } from '../vmm/image/nocloud-seed.ts';
+import { SeedError, checkUser, defaultSshKey, hashPassword, readSshKey, writeSeed } from '../vmm/image/nocloud-seed.ts';
 import { QEMU_IMG, QemuImgProgress } from './disk-conversion.ts';
 import type { ImportRequestDto } from './api.ts';
 import type { ImportedFrom } from './library-schema.ts';
@@ -105,7 +106,7 @@ export async function importImage(req: ImportRequest, ctx: ImportContext): Promi
       append: importCmdline(source.cmdline),
       memoryMiB: req.memoryMiB ?? IMPORT_MEMORY_MIB,
       cpus: req.cpus ?? IMPORT_CPUS,
-      net: { mode: 'user', hostfwd: [{ protocol: 'tcp', hostAddress: '127.0.0.1', hostPort: sshPort, guestAddress: '', guestPort: 22 }] },
+      net: { mode: 'user', hostfwd: [{ protocol: 'tcp', hostAddress: '127.0.0.1', hostPort: sshPort, guestAddress: USER_NET.dhcpStart, guestPort: 22 }] },
       disks,
     });
     stop();
@@ -138,6 +139,7 @@ function checkImagePath(given: string): string {
 /** The login the seed gives the guest's user: keys, or a password hash; never the password itself. */
 async function guestLogin(req: ImportRequest): Promise<{ user: string; keys: string[]; passwordHash?: string }> {
   const user = req.user ?? defaultUser();
+  checkUser(user); // before any work: a bad name is the user's to fix at once
   const password = req.password ?? (req.passwordFile !== undefined ? readPasswordFile(req.passwordFile) : undefined);
   const passwordHash = password !== undefined ? await hashPassword(password) : undefined;
   const keys = req.sshKeyFile !== undefined ? [await readSshKey(req.sshKeyFile)] : passwordHash ? [] : [(await defaultSshKey()).key];

@@ -17,7 +17,8 @@ export function FileBrowser({ picked, onPick }: { picked: string; onPick: (path:
     }
   };
   useEffect(() => { void open(''); }, []);
-  const size = (n?: number) => (n === undefined ? '' : n >= 1 << 30 ? `${(n / 2 ** 30).toFixed(1)} GiB` : `${Math.max(1, Math.round(n / 2 ** 20))} MiB`);
+  const size = (n?: number) => (n === undefined ? '' : n >= 2 ** 30 ? `${(n / 2 ** 30).toFixed(1)} GiB` : n >= 2 ** 20 ? `${Math.round(n / 2 ** 20)} MiB`
+    : n >= 1024 ? `${Math.round(n / 1024)} KiB` : `${n} bytes`);
   return (
     <div className="file-browser" data-testid="file-browser">
       <div className="file-browser-head">
@@ -31,7 +32,7 @@ export function FileBrowser({ picked, onPick }: { picked: string; onPick: (path:
           <li key={e.path}>
             <button type="button" className={`file-entry ${e.kind} ${picked === e.path ? 'picked' : ''}`} aria-pressed={e.kind === 'file' ? picked === e.path : undefined}
               data-kind={e.kind} onClick={() => (e.kind === 'dir' ? void open(e.path) : onPick(e.path))}>
-              <span aria-hidden="true">{e.kind === 'dir' ? '📁' : e.image ? '💽' : '📄'}</span> {e.name}
+              {e.name}{e.kind === 'dir' && <span aria-hidden="true">/</span>}
               {e.kind === 'file' && <span className="muted small"> {size(e.sizeBytes)}{e.image ? ` · ${e.image}` : ''}</span>}
             </button>
           </li>
