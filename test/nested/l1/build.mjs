@@ -45,8 +45,8 @@ export const L1_MODULE_ROOTS = ['kvm_amd', 'virtio_pci', 'virtio_blk', 'tun', 'v
 // iproute2's ip: busybox's has no netns or tuntap, which the network checks need; util-linux's
 // unshare: the DNS checks give `unhalt run` a resolv.conf of their own in a mount namespace).
 // qemu-img: the app's qcow2 conversion (an e2e file). chattr: virtio-blk's refusal of an image root may not write (chattr +i; L1's /tmp is a tmpfs, which takes it).
-// xorriso: the import's cloud-init seed; ssh and ssh-keygen: a login with the seed's key through the forward.
-const HOST_PROGRAMS = ['qemu-system-x86_64', 'qemu-img', 'setpriv', 'prlimit', 'mke2fs', 'debugfs', 'e2fsck', 'ip', 'unshare', 'chattr', 'xorriso', 'ssh', 'ssh-keygen'];
+// xorriso and openssl: the import's cloud-init seed (a password's hash); ssh and ssh-keygen: a login with the seed's key through the forward.
+const HOST_PROGRAMS = ['qemu-system-x86_64', 'qemu-img', 'setpriv', 'prlimit', 'mke2fs', 'debugfs', 'e2fsck', 'ip', 'unshare', 'chattr', 'xorriso', 'openssl', 'ssh', 'ssh-keygen'];
 // /usr/lib/ipxe/qemu: Debian's QEMU looks there for a NIC's option ROM (efi-virtio.rom), and without
 // it `-device virtio-net-pci` refuses to start (the virtio-net bench's QEMU side in L1 did).
 const HOST_DATA_DIRS = ['/usr/share/qemu', '/usr/share/seabios', '/usr/lib/ipxe/qemu', '/etc/mke2fs.conf'];
