@@ -1,21 +1,23 @@
-// Halt wait per sample interval, as a share of time that can be believed (a pure function of
-// the store's columns, unit-tested without a browser).
+// Shares of time per sample interval that can be believed (pure functions of the store's
+// columns, unit-tested without a browser).
 
 /** A column of values; NaN = no value. */
 type Column = Float64Array;
 
 /**
- * Halt wait as the share of each sample interval the vCPU spent halted. KVM adds a halt's whole
- * duration to halt_wait_ns when the halt ends, so a 3 s sleep lands in one 100 ms sample as
- * 3000 %. The halt covered the time before its end: spread `waitNs` back from `row` over the
- * preceding intervals of this vCPU, filling each up to 100 % (less what is already attributed
- * to it), and stop at a gap (a restart, a row without this vCPU). Past rows change; no value
- * ever exceeds 1. A wait longer than the history kept is cut at the history's start.
+ * A time counter's delta as the share of each sample interval it covers. KVM adds a halt's
+ * whole duration to halt_wait_ns when the halt ends (a 3 s sleep lands in one 100 ms sample as
+ * 3000 %); the scheduler adds a run-queue wait when the thread gets a CPU, and a vCPU thread's
+ * run time is folded in at ticks and switches, not at the instant the sampler reads it. The time
+ * was spent before the delta was seen: spread `deltaNs` back from `row` over the preceding
+ * intervals of this vCPU, filling each up to 100 % (less what is already attributed to it), and
+ * stop at a gap (a restart, a row without this vCPU). Past rows change; no value ever exceeds 1.
+ * A delta longer than the history kept is cut at the history's start.
  */
-export function attributeHaltWait(fraction: Column, intervalNs: Column, row: number, waitNs: number, interval: number): void {
+export function attributeShare(fraction: Column, intervalNs: Column, row: number, deltaNs: number, interval: number): void {
   intervalNs[row] = interval;
   if (Number.isNaN(fraction[row]!)) fraction[row] = 0;
-  let left = waitNs;
+  let left = deltaNs;
   for (let i = row; i >= 0 && left > 0; i--) {
     const len = intervalNs[i]!;
     if (!(len > 0)) break;
@@ -28,3 +30,5 @@ export function attributeHaltWait(fraction: Column, intervalNs: Column, row: num
   }
 }
 
+/** Halt wait: the first share attributed this way (the name the tests and docs know). */
+export const attributeHaltWait = attributeShare;
