@@ -16,11 +16,11 @@ export function usAxisLabels(splits: readonly number[]): string[] {
   return splits.map((v) => `${axisNum(v / div)} ${unit}`);
 }
 
-/** Wall-clock tick labels (HH:MM:SS), one line. */
-export function clockLabel(v: number): string {
+/** Wall-clock tick labels (HH:MM:SS, or HH:MM for ticks whole minutes apart), one line. */
+export function clockLabel(v: number, minutes = false): string {
   const d = new Date(v * 1000);
   const p = (n: number) => String(n).padStart(2, '0');
-  return `${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
+  return minutes ? `${p(d.getHours())}:${p(d.getMinutes())}` : `${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
 }
 
 /**

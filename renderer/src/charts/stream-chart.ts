@@ -138,7 +138,9 @@ export class StreamChart {
         },
       },
       axes: [
-        { ...axis, space: 60, incrs: TIME_INCRS, values: (_u, splits) => splits.map(clockLabel) },
+        // Whole minutes apart, ticks need no seconds ("16:04"), and the shorter labels fit twice as many.
+        { ...axis, space: () => (this.opts.windowSec() >= 300 ? 45 : 60), incrs: TIME_INCRS,
+          values: (_u, splits, _axis, _space, incr) => splits.map((v) => clockLabel(v, incr >= 60)) },
         {
           ...axis,
           size: 56,
