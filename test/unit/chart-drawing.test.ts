@@ -4,7 +4,7 @@
 // console pastes go in chunks the connection carries.
 import { describe, expect, it } from 'vitest';
 import { binRows, binSeconds } from '../../renderer/src/charts/bins.ts';
-import { attributeShare } from '../../renderer/src/charts/halt-wait.ts';
+import { attributeShare, haltWaitRow } from '../../renderer/src/charts/halt-wait.ts';
 import { windowStats } from '../../renderer/src/charts/window-stats.ts';
 import { placeMarkerLabels } from '../../renderer/src/charts/marker-labels.ts';
 import { TIME_INCRS, usAxisLabels } from '../../renderer/src/charts/axis.ts';
@@ -152,5 +152,23 @@ describe('the first bin after a start', () => {
     const c = Float64Array.from(x, (_, i) => (i === 1 || i === 11 ? 500 : 0));
     const b = binRows(x, [c], 0, x.length, 1);
     expect(b.mean[0]).toEqual([1000 / 12]);
+  });
+});
+
+describe('a vCPU inside a long halt', () => {
+  it('is drawn halted while KVM says it blocks, and by its real wait once the halt ends', () => {
+    const MS = 1e6;
+    const col = () => new Float64Array(8).fill(NaN);
+    const c = { attributed: col(), intervalNs: col(), halted: col(), shown: col() };
+    // Five samples inside one halt: no halt_wait_ns yet, `blocking` 1.
+    for (let i = 0; i < 5; i++) haltWaitRow(c, i, 0, 100 * MS, 1);
+    expect([...c.shown.subarray(0, 5)]).toEqual([1, 1, 1, 1, 1]);
+    // The halt began 80 ms into row 0's interval and ends in row 5's: 520 ms of wait.
+    haltWaitRow(c, 5, 520 * MS, 100 * MS, 0);
+    expect([...c.shown.subarray(0, 6)].map((v) => +v.toFixed(2))).toEqual([0.2, 1, 1, 1, 1, 1]);
+    // Without the stat (an older kernel): as before, 0 % until the halt ends.
+    const d = { attributed: col(), intervalNs: col(), halted: col(), shown: col() };
+    haltWaitRow(d, 0, 0, 100 * MS, null);
+    expect(d.shown[0]).toBe(0);
   });
 });

@@ -46,7 +46,7 @@ export const CHARTS: ChartDef[] = [
   {
     id: 'halt-wait',
     title: 'Halt wait',
-    help: 'share of each vCPU\'s time spent blocked in halt (0–100 %): KVM adds halt_wait_ns only when a halt ends, so each halt is spread back over the intervals it covered (a halt still going shows when it ends)',
+    help: 'share of each vCPU\'s time spent halted (0–100 %). KVM counts a halt from HLT until the vCPU runs again, so halt wait includes the wait for a host CPU after the wake-up: with vCPUs sharing a host CPU, halt wait + run-queue wait + host CPU can pass 100 %. KVM adds a halt\'s wait when it ends, so each halt is spread back over the intervals it covered, and a vCPU still inside one (KVM\'s blocking) is drawn halted',
     source: 'samples',
     kind: 'fraction',
     series: perVcpu('halt_wait_fraction'),

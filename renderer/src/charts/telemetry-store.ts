@@ -2,7 +2,7 @@
 // appended in place and trimmed in chunks, with one requestAnimationFrame per frame telling the
 // charts that are on screen to redraw. React never re-renders per sample.
 import type { GuestMetric, TelemetryDeviceSample, TelemetryMarker, TelemetrySample } from '../../../electron/service/api.ts';
-import { attributeShare } from './halt-wait.ts';
+import { attributeShare, haltWaitRow } from './halt-wait.ts';
 import { LATENCY_EVENTS, isChartedLatency } from './labels.ts';
 import { DEVICE_TOTALS, HISTORY_POINTS, Rows, appendDeviceSamples, type Column } from './device-rows.ts';
 
@@ -171,7 +171,13 @@ export class VmTelemetry {
         };
         const pollCpu = num(s.poll_cpu_fraction);
         share('poll_cpu_fraction', pollCpu === null ? null : pollCpu * ns);
-        share('halt_wait_fraction', num(s.halt_wait_ns_delta));
+        const waitNs = num(s.halt_wait_ns_delta);
+        if (waitNs !== null) {
+          haltWaitRow({
+            attributed: rows.col(`halt_wait_attributed#${v}`), intervalNs: rows.col(`interval_ns#${v}`),
+            halted: rows.col(`halt_blocking#${v}`), shown: rows.col(`halt_wait_fraction#${v}`),
+          }, row, waitNs, ns, num(s.blocking));
+        }
         // The vCPU thread as the host scheduler sees it (thread-stats.ts): CPU it got, and time it
         // was runnable but waited for a host CPU (schedstat; absent without CONFIG_SCHED_INFO).
         const cpu = num(s.host_cpu_fraction);
