@@ -152,6 +152,8 @@ export class VmSupervisor {
     this.live = {};
     this.droppedByVm = 0;
     this.droppedForSubscribers = 0;
+    // One console holds every run: a line says where the next one begins (a start, a reset).
+    if (this.scrollback.size > 0) this.consoleLine(`run started ${new Date(this.startedAt).toLocaleTimeString()}`);
     vm.on('console', (b) => this.onConsole(b));
     vm.on('agent', (e) => this.onAgent(e));
     vm.on('state', (s) => this.onVmState(s));
@@ -192,6 +194,7 @@ export class VmSupervisor {
       ? ` (vCPU ${end.vcpu})` : '';
     this.lastEnd = { kind: end.kind, message: `${message}${where}`, at: Date.now() };
     this.state = 'stopped';
+    this.consoleLine(`run ended ${new Date(this.lastEnd.at).toLocaleTimeString()}: ${this.lastEnd.message}`);
     this.flushConsole();
     this.flushTelemetry();
     void this.log.flush();
@@ -316,6 +319,11 @@ export class VmSupervisor {
 
   unsubscribe(sink: EventSink): void {
     this.sinks.delete(sink);
+  }
+
+  /** A line of the service's own between guest output (on a line of its own, in the log too). */
+  private consoleLine(text: string): void {
+    this.onConsole(Buffer.from(`\r\n----- ${text} -----\r\n`, 'utf8'));
   }
 
   private onConsole(bytes: Uint8Array): void {

@@ -49,10 +49,10 @@ describe.skipIf(reason !== null)('live chart figures', () => {
     // The y axis is 0-100 % and every value is within it: nothing is clipped.
 
     const exitsHeader = await exits.locator('.chart-readout').textContent();
-    expect(exitsHeader).toMatch(/^max [\d.]+( k)?\/s · mean [\d.]+( k)?\/s \(all vCPUs, last 1 min\)$/);
+    expect(exitsHeader).toMatch(/^max [\d.]+( k)?\/s per vCPU · mean [\d.]+( k)?\/s all vCPUs \(last 1 min\)$/);
     // Legends: "mean · max" over the window, in the legend's first cell too.
     const legend = await exits.locator('.u-legend .u-series .u-value').allTextContents();
-    expect(legend[0]).toBe('mean · max, last 1 min');
+    expect(legend[0]).toBe('each: mean · max, last 1 min');
     for (const v of legend.slice(1)) expect(v).toMatch(/^[\d.]+( k)?\/s · [\d.]+( k)?\/s$/);
     for (const v of [exitsHeader, ...legend]) expect(v).not.toMatch(/\d ?m\//);
     const labels = await latency.locator('.u-legend .u-series .u-label').allTextContents();
@@ -62,7 +62,7 @@ describe.skipIf(reason !== null)('live chart figures', () => {
 
     // A person picks a longer window: the headers say so.
     await page.getByRole('button', { name: '5 min' }).click();
-    await waitFor('the header to follow the window', async () => /last 5 min\)$/.test(await exits.locator('.chart-readout').textContent() ?? ''), 5000);
+    await waitFor('the header to follow the window', async () => /\(last 5 min\)$/.test(await exits.locator('.chart-readout').textContent() ?? ''), 5000);
     await wait.scrollIntoViewIfNeeded();
     await page.screenshot({ path: artifact('charts-figures.png'), fullPage: true });
     // The library's sparkline says what its number is: the mean over the minute it draws.

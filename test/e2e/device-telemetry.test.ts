@@ -74,7 +74,7 @@ describe.skipIf(reason !== null)('the Devices panel', () => {
     expect(t.deviceRows).toBeGreaterThanOrEqual(requestPoints);
     const bytes = page.locator('figure[data-chart="device-bytes"]');
     expect(await bytes.locator('.u-legend .u-series .u-label').allTextContents()).toEqual(expect.arrayContaining(['rng', 'blk0 (vda) read', 'blk0 (vda) write']));
-    await waitFor('the bytes header', async () => /^max [\d.]+ [kMG]?B\/s · mean [\d.]+ [kMG]?B\/s \(all devices, last 1 min\)$/.test(await bytes.locator('.chart-readout').textContent() ?? ''), 10_000);
+    await waitFor('the bytes header', async () => /^max [\d.]+ [kMG]?B\/s per series · mean [\d.]+ [kMG]?B\/s all devices \(last 1 min\)$/.test(await bytes.locator('.chart-readout').textContent() ?? ''), 10_000);
     expect(Number(await page.locator('figure[data-chart="device-requests"]').getAttribute('data-window-max'))).toBeGreaterThan(0);
     await waitFor('the totals line', async () => /blk0 \(vda\): [\d.]+ k? ?requests, [\d.]+ [kMG]?B, 0 drops, 0 errors/.test(await page.getByTestId('device-totals').textContent() ?? ''), 10_000);
     await panel.scrollIntoViewIfNeeded();

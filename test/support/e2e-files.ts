@@ -7,6 +7,7 @@ import { accessSync, constants } from 'node:fs';
 /** The e2e files whose checks start a VM (a guest, an experiment, a tune): they need a KVM. */
 export const E2E_VM_FILES = [
   'test/e2e/app.test.ts',
+  'test/e2e/chart-drawing.test.ts',
   'test/e2e/chart-figures.test.ts',
   'test/e2e/compare.test.ts',
   'test/e2e/device-telemetry.test.ts',

@@ -43,9 +43,10 @@ describe('window figures', () => {
   it('max and mean per series over the window, not the newest value', () => {
     const w = windowStats([a, b], 0, 6, 'sum');
     expect(w.series).toEqual([{ max: 20, mean: 5 }, { max: 5, mean: 5 }]);
-    // Per-row sums: 5, 0, 15, 5, 5, 25.
-    expect(w.total).toEqual({ max: 25, mean: 55 / 6 });
-    expect(windowStats([a, b], 2, 4, 'sum').total).toEqual({ max: 15, mean: 10 });
+    // The header's max is the highest value drawn (per-row sums are not drawn); its mean is the
+    // series' means added up (all vCPUs together).
+    expect(w.total).toEqual({ max: 20, mean: 10 });
+    expect(windowStats([a, b], 2, 4, 'sum').total).toEqual({ max: 10, mean: 10 });
   });
 
   it('for fractions and latencies: the highest value of any series, the mean of all values', () => {

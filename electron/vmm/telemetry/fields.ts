@@ -10,7 +10,15 @@ export const KVM_VCPU_COUNTERS = [
   'halt_poll_success_ns', 'halt_poll_fail_ns', 'halt_wait_ns',
   'exits', 'io_exits', 'mmio_exits', 'irq_exits', 'signal_exits', 'hypercalls',
   'directed_yield_attempted', 'directed_yield_successful', 'preemption_reported',
+  'blocking',
 ] as const;
+
+/**
+ * KVM stats that are a state, not a count (KVM_STATS_TYPE_INSTANT): a record carries their value
+ * at the sample, with no rate. `blocking` is 1 while the vCPU is halted: halt_wait_ns only grows
+ * when a halt ends, so this is how a vCPU inside a long halt shows as halted.
+ */
+export const INSTANT_COUNTERS: ReadonlySet<string> = new Set(['blocking']);
 
 /** The VMM's own userspace exit counters (VmControl), renamed so they never collide with KVM's. */
 const VMM_NAMES: Record<keyof typeof COUNTER, string> = {

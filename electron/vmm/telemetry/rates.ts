@@ -1,6 +1,6 @@
 // The pure core of the sampler: turns two cumulative snapshots of one vCPU into a record of
 // values, deltas and rates. No I/O here, so known deltas can be checked in unit tests.
-import type { SampleRecord } from './fields.ts';
+import { INSTANT_COUNTERS, type SampleRecord } from './fields.ts';
 
 /** Cumulative values at one instant; values[i] belongs to fields[i]; NaN means unknown. */
 export interface Snapshot {
@@ -12,8 +12,8 @@ export interface Snapshot {
 interface FieldPlan {
   index: number;
   name: string;
-  /** `${name}_delta` for time counters (ns), `${name}_per_s` for counts. */
-  derived: string;
+  /** `${name}_delta` for time counters (ns), `${name}_per_s` for counts; null for a state (blocking). */
+  derived: string | null;
   perSecond: boolean;
 }
 
@@ -32,7 +32,8 @@ export class RateCalculator {
     // Key strings are built once here, not per record.
     this.plan = fields.map((name, index) => {
       const isTime = name.endsWith('_ns');
-      return { index, name, derived: isTime ? `${name}_delta` : `${name}_per_s`, perSecond: !isTime };
+      const derived = INSTANT_COUNTERS.has(name) ? null : isTime ? `${name}_delta` : `${name}_per_s`;
+      return { index, name, derived, perSecond: !isTime };
     });
     this.attempted = fields.indexOf('halt_attempted_poll');
     this.successful = fields.indexOf('halt_successful_poll');
@@ -48,6 +49,7 @@ export class RateCalculator {
     for (const f of this.plan) {
       const v = cur.values[f.index]!;
       record[f.name] = Number.isNaN(v) ? null : v;
+      if (f.derived === null) continue;
       const d = delta(prev, cur, f.index);
       record[f.derived] = d === null || dtMs <= 0 ? null : f.perSecond ? (d * 1000) / dtMs : d;
     }

@@ -7,6 +7,7 @@ import { telemetryFor } from './telemetry-store.ts';
 import { onThemeChange } from '../lib/theme.ts';
 import { downloadUrl, safeName } from '../lib/export.ts';
 import { chartFormat, windowText } from './stream-chart.ts';
+import { ChartHelp } from './ChartHelp.tsx';
 
 export function LiveChart({ vmId, vmName, def, windowSec, note }: {
   vmId: string;
@@ -34,7 +35,7 @@ export function LiveChart({ vmId, vmName, def, windowSec, note }: {
     readout.current!.replaceChildren(readoutText);
     const c = new StreamChart(plot.current!, t, def, {
       windowSec: () => windowRef.current,
-      onDraw: ({ points, last, hasData, window }) => {
+      onDraw: ({ points, last, hasData, window, drawn }) => {
         const el = box.current;
         if (!el) return;
         const vals = last.filter((v): v is number => v !== null);
@@ -55,18 +56,34 @@ export function LiveChart({ vmId, vmName, def, windowSec, note }: {
         el.dataset.nonzeroPoints = String(nonZero);
         el.dataset.windowMax = window.total.max === null ? '' : String(window.total.max);
         el.dataset.windowMean = window.total.mean === null ? '' : String(window.total.mean);
+        // What is drawn: the top of the lines (bin means) and of the bands (bin peaks), each
+        // series' window mean, the bin width, and where the marker labels went (CSS px).
+        el.dataset.lineMax = String(drawn.lineMax);
+        el.dataset.bandMax = String(drawn.bandMax);
+        el.dataset.seriesMeans = window.series.map((s) => (s.mean === null ? '' : String(s.mean))).join(' ');
+        el.dataset.binSec = String(drawn.binSec);
+        el.dataset.xMax = String(drawn.xMax ?? '');
+        el.dataset.yMax = String(drawn.yMax ?? '');
+        el.dataset.plot = drawn.plot.map((v) => v.toFixed(1)).join(' ');
+        el.dataset.xLabels = drawn.xLabels.join('|');
+        el.dataset.yLabels = drawn.yLabels.join('|');
+        el.dataset.markerLabels = JSON.stringify(drawn.labels.map((l) => ({ x: +l.x.toFixed(1), tx: +l.tx.toFixed(1), w: +l.width.toFixed(1), line: l.line, text: l.text })));
         // The readout is text in the layout: change it at most twice a second, and only when it differs.
         const now = performance.now();
         if (now - lastReadout >= 500 || readoutWindow !== windowRef.current) {
           lastReadout = now;
           readoutWindow = windowRef.current;
-          // What the header says is what it is: the max and mean over the visible window, of the
-          // chart's total (all vCPUs summed for rates, the highest series otherwise).
+          // What the header says is what it is, over the visible window: the highest point drawn
+          // (a bin's peak: the top of the bands) and the mean of the chart's total (all vCPUs
+          // summed for rates, the first series, or the mean of every value; hits over attempts
+          // for the poll hit rate).
           const { max, mean } = window.total;
           const f = chartFormat(def.kind);
-          const of = def.total === 'first' ? `${def.series(t)[0]?.label ?? ''}, ` : def.source === 'devices' ? (def.total === 'max' ? 'per series, ' : 'all devices, ')
-            : def.kind === 'rate' ? 'all vCPUs, ' : def.source === 'samples' ? 'per vCPU, ' : '';
-          const text = max === null ? '' : `max ${f(max)} · mean ${f(mean)} (${of}last ${windowText(windowRef.current)})`;
+          const [maxOf, meanOf] = headerScopes(def, def.series(t)[0]?.label ?? '');
+          const last = `last ${windowText(windowRef.current)}`;
+          // One scope for both ("per vCPU") goes in the parentheses; two ("per vCPU", "all vCPUs") go by their figures.
+          const text = max === null ? '' : maxOf === meanOf ? `max ${f(max)} · mean ${f(mean)} (${maxOf ? `${maxOf.trim()}, ` : ''}${last})`
+            : `max ${f(max)}${maxOf} · mean ${f(mean)}${meanOf} (${last})`;
           if (readoutText.nodeValue !== text) readoutText.nodeValue = text;
         }
         const isEmpty = !hasData;
@@ -120,7 +137,7 @@ export function LiveChart({ vmId, vmName, def, windowSec, note }: {
         <span className="chart-readout" ref={readout} />
         <button type="button" className="icon-btn" onClick={exportPng} aria-label={`Export ${def.title} as PNG`} title="Export PNG">⤓</button>
       </figcaption>
-      <p className="chart-help">{def.help}</p>
+      <ChartHelp text={def.help} />
       <span className="chart-export-note" role="status" ref={exportNote} />
       {note}
       <div className="chart-plot" ref={plot} style={{ minHeight: PLOT_HEIGHT + 46 }}>
@@ -128,4 +145,13 @@ export function LiveChart({ vmId, vmName, def, windowSec, note }: {
       </div>
     </figure>
   );
+}
+
+/** What the header's max and mean are of: " per vCPU", " all vCPUs", " all"... */
+function headerScopes(def: ChartDef, first: string): [string, string] {
+  const total = def.total ?? (def.kind === 'rate' || def.kind === 'bytes' ? 'sum' : 'max');
+  const one = def.source === 'devices' ? ' per series' : def.source === 'samples' ? ' per vCPU' : '';
+  if (total === 'first') return [` ${first}`, ` ${first}`];
+  if (total === 'sum') return [one, def.source === 'devices' ? ' all devices' : ' all vCPUs'];
+  return [one, def.source === 'devices' ? ' per series' : def.source === 'samples' ? ' per vCPU' : ''];
 }

@@ -4,9 +4,14 @@ import type { VmTelemetry } from './telemetry-store.ts';
 import { latencyLabel } from './labels.ts';
 import { deviceByteSeries, deviceNotifySeries, deviceRequestSeries } from './device-series.ts';
 
-function perVcpu(field: string): (t: VmTelemetry) => SeriesDef[] {
-  return (t) => Array.from({ length: t.vcpuSeries() }, (_, v) => ({ key: `${field}#${v}`, label: `vCPU ${v}` }));
+function perVcpu(field: string, ratio?: [string, string]): (t: VmTelemetry) => SeriesDef[] {
+  return (t) => Array.from({ length: t.vcpuSeries() }, (_, v) => ({
+    key: `${field}#${v}`, label: `vCPU ${v}`, ...(ratio ? { ratio: { num: `${ratio[0]}#${v}`, den: `${ratio[1]}#${v}` } } : {}),
+  }));
 }
+
+/** What every chart draws, said once under the charts' heading (ChartsPanel) and in docs/charts. */
+export const DRAWING_NOTE = 'Each line is the mean over a bin of at least a second; the faint band around it spans the bin\'s lowest to highest 100 ms sample, so a burst shows as a band, not as the level.';
 
 export const HALT_CHART: ChartDef = {
   id: 'halt-exits',
@@ -23,16 +28,16 @@ export const CHARTS: ChartDef[] = [
   {
     id: 'poll-hit-rate',
     title: 'Halt-poll hit rate',
-    help: 'halt_successful_poll / halt_attempted_poll: wake-ups caught while the host was still polling',
+    help: 'halt_successful_poll / halt_attempted_poll: wake-ups caught while the host was still polling; a mean is all successful polls over all attempted ones',
     source: 'samples',
     kind: 'fraction',
-    series: perVcpu('poll_hit_rate'),
+    series: perVcpu('poll_hit_rate', ['poll_hits', 'poll_attempts']),
     empty: 'no polls attempted',
   },
   {
     id: 'poll-cpu',
     title: 'Host CPU spent polling',
-    help: '(halt_poll_success_ns + halt_poll_fail_ns) per wall second: the price of halt polling',
+    help: '(halt_poll_success_ns + halt_poll_fail_ns) as a share of each vCPU\'s time: the price of halt polling',
     source: 'samples',
     kind: 'fraction',
     series: perVcpu('poll_cpu_fraction'),
@@ -41,7 +46,7 @@ export const CHARTS: ChartDef[] = [
   {
     id: 'halt-wait',
     title: 'Halt wait',
-    help: 'share of each vCPU\'s time spent blocked in halt (0–100 %): KVM adds halt_wait_ns only when a halt ends, so each halt is spread back over the intervals it covered (a halt still going shows when it ends)',
+    help: 'share of each vCPU\'s time spent halted (0–100 %). KVM counts a halt from HLT until the vCPU runs again, so halt wait includes the wait for a host CPU after the wake-up: with vCPUs sharing a host CPU, halt wait + run-queue wait + host CPU can pass 100 %. KVM adds a halt\'s wait when it ends, so each halt is spread back over the intervals it covered, and a vCPU still inside one (KVM\'s blocking) is drawn halted',
     source: 'samples',
     kind: 'fraction',
     series: perVcpu('halt_wait_fraction'),
@@ -50,7 +55,7 @@ export const CHARTS: ChartDef[] = [
   {
     id: 'host-cpu',
     title: 'Host CPU per vCPU thread',
-    help: 'CPU time the host gave each vCPU thread per wall second (schedstat run time, else utime+stime): 100 % is one host CPU busy',
+    help: 'share of time the host ran each vCPU thread (schedstat run time, else utime+stime): 100 % is one host CPU busy. Run time read late is spread back over the intervals it covers, so no share exceeds 100 %',
     source: 'samples',
     kind: 'fraction',
     series: perVcpu('host_cpu_fraction'),
@@ -59,7 +64,7 @@ export const CHARTS: ChartDef[] = [
   {
     id: 'runqueue-wait',
     title: 'Run-queue wait per vCPU',
-    help: 'time each vCPU thread was ready to run but waited for a host CPU, per wall second (schedstat): what an overcommitted or badly pinned vCPU loses',
+    help: 'share of time each vCPU thread was ready to run but waited for a host CPU (schedstat): what an overcommitted or badly pinned vCPU loses. The kernel adds a wait when it ends; it is spread back over the intervals it covered',
     source: 'samples',
     kind: 'fraction',
     series: perVcpu('runqueue_wait_fraction'),
@@ -68,19 +73,21 @@ export const CHARTS: ChartDef[] = [
   {
     id: 'exits-by-kind',
     title: 'Exits by kind (all vCPUs)',
-    help: 'exits per second summed over vCPUs, by reason',
+    help: 'exits per second summed over vCPUs, by reason; "other" is every exit of no named kind (MSR writes, the TSC deadline timer, EPT faults...), so the kinds add up to all',
     source: 'samples',
     kind: 'rate',
     total: 'first',
+    legendByValue: true,
     series: (t) => {
       const all: SeriesDef[] = [
-        { key: 'exits_per_s#sum', label: 'all' },
+        { key: 'exits_per_s#sum', label: 'all exits' },
         { key: 'halt_exits_per_s#sum', label: 'halt' },
         { key: 'io_exits_per_s#sum', label: 'I/O' },
         { key: 'mmio_exits_per_s#sum', label: 'MMIO' },
         { key: 'irq_exits_per_s#sum', label: 'IRQ' },
         { key: 'signal_exits_per_s#sum', label: 'signal' },
         { key: 'hypercalls_per_s#sum', label: 'hypercall' },
+        { key: 'other_exits_per_s#sum', label: 'other' },
       ];
       const present = all.filter((s) => t.samples.cols.has(s.key));
       return present.length ? present : all.slice(0, 2);
@@ -93,6 +100,7 @@ export const CHARTS: ChartDef[] = [
     help: 'reported by the guest over ttyS1 (IPI wake-up, context switch, pipe ping-pong): p50 / p99',
     source: 'latency',
     kind: 'us',
+    legendByValue: true,
     series: (t) => t.latencyKeys.map((k) => ({ key: k, label: latencyLabel(k, t.latencyCounts[k.split(' ')[0]!]) })),
     empty: 'no latency reported yet: run a guest workload that measures it (the probe\'s ipi or timer scenario with live=1)',
   },
@@ -106,6 +114,7 @@ export const DEVICE_CHARTS: ChartDef[] = [
     help: 'requests each virtio device served (disk reads, writes and flushes; frames received and sent; entropy requests)',
     source: 'devices',
     kind: 'rate',
+    legendByValue: true,
     series: deviceRequestSeries,
     empty: 'no device requests yet',
   },
@@ -115,6 +124,7 @@ export const DEVICE_CHARTS: ChartDef[] = [
     help: 'data each device moved, per direction where it has two: a disk\'s reads and writes, the network\'s received and sent frames',
     source: 'devices',
     kind: 'bytes',
+    legendByValue: true,
     series: deviceByteSeries,
     empty: 'no device bytes yet',
   },

@@ -6,7 +6,10 @@ import { val } from './telemetry-store.ts';
 import type { VmTelemetry, Rows, Column } from './telemetry-store.ts';
 import { palette, seriesColor } from '../lib/theme.ts';
 import { queueDraw, cancelDraw } from './draw-queue.ts';
-import { chartFormat, windowStats, windowText, type WindowStats } from './window-stats.ts';
+import { chartFormat, windowStats, windowText, type RatioCols, type WindowStats } from './window-stats.ts';
+import { binRows, binSeconds, highest, type Binned } from './bins.ts';
+import { TIME_INCRS, axisNum, clockLabel, niceMax, usAxisLabels } from './axis.ts';
+import { placeMarkerLabels, type PlacedLabel } from './marker-labels.ts';
 
 export { chartFormat, windowText, type WindowStats };
 
@@ -14,6 +17,8 @@ export interface SeriesDef {
   key: string;
   label: string;
   color?: string;
+  /** A ratio of two count columns per row (poll hits / attempts): means are Σ num / Σ den. */
+  ratio?: { num: string; den: string };
 }
 
 export interface ChartDef {
@@ -27,6 +32,8 @@ export interface ChartDef {
   /** What the header's max / mean are of: the per-row sum of the series (default for rates), their max, or the first series. */
   total?: 'sum' | 'max' | 'first';
   series(t: VmTelemetry): SeriesDef[];
+  /** The legend lists series by their mean, largest first (named series; vCPUs keep their order). */
+  legendByValue?: boolean;
   /** What the empty chart says. */
   empty: string;
 }
@@ -41,8 +48,32 @@ export interface ChartOptions {
   /** Seconds of history on screen (the x window ends at the newest point). */
   windowSec: () => number;
   /** Called after each redraw with the number of points drawn (for readouts / test hooks). */
-  onDraw?: (info: { points: number; last: (number | null)[]; hasData: boolean; window: WindowStats }) => void;
+  onDraw?: (info: { points: number; last: (number | null)[]; hasData: boolean; window: WindowStats; drawn: Drawn }) => void;
 }
+
+/** What the last draw put on screen: the highest point of the lines and of the bands, the bin width. */
+export interface Drawn {
+  lineMax: number;
+  bandMax: number;
+  binSec: number;
+  labels: PlacedLabel[];
+  /** The scales' ends (x in epoch seconds), the plot's left and right edge in CSS px. */
+  xMax: number | null;
+  yMax: number | null;
+  plot: [number, number];
+  /** The tick labels the axes wrote (uPlot's own list of what it drew). */
+  xLabels: string[];
+  yLabels: string[];
+}
+
+/** The labels uPlot wrote on an axis (its `_values`, kept after each draw). */
+function axisLabels(u: uPlot | null, i: number): string[] {
+  const a = u?.axes[i] as { _values?: (string | null)[] } | undefined;
+  return (a?._values ?? []).filter((v): v is string => typeof v === 'string' && v !== '');
+}
+
+/** Share of the plot's width in pixels (uPlot's y axis takes the rest). */
+const AXIS_PX = 60;
 
 export class StreamChart {
   private u: uPlot | null = null;
@@ -88,29 +119,37 @@ export class StreamChart {
       scales: {
         x: {
           time: true,
-          range: (_u, _min, max) => {
+          range: () => {
             const w = this.opts.windowSec();
-            const hi = Number.isFinite(max) && max > 0 ? max : Date.now() / 1000;
+            const newest = this.telemetry.newestX();
+            const hi = Number.isFinite(newest) ? newest : Date.now() / 1000;
             return [hi - w, hi];
           },
         },
         y: {
-          // Never clipped: a share of time is 0-100 % unless a value goes past it (then the axis
-          // grows to show it); other kinds start at 0 and grow with their maximum.
-          range: (_u, _min, max) => [0, !(Number.isFinite(max) && max > 0) ? 1 : kind === 'fraction' && max <= 1 ? 1 : niceMax(max)],
+          // A share of time is 0-100 % (each delta is spread over the intervals it covers,
+          // halt-wait.ts, so none goes past it); other kinds start at 0 and grow with the top of
+          // what is drawn, the bands' peaks included.
+          range: (_u, _min, max) => {
+            if (kind === 'fraction') return [0, 1];
+            const top = Math.max(Number.isFinite(max) ? max : 0, this.bandMax);
+            return [0, top > 0 ? niceMax(top) : 1];
+          },
         },
       },
       axes: [
-        { ...axis, space: 70, values: (_u, splits) => splits.map(clockLabel) },
+        // Whole minutes apart, ticks need no seconds ("16:04"), and the shorter labels fit twice as many.
+        { ...axis, space: () => (this.opts.windowSec() >= 300 ? 45 : 60), incrs: TIME_INCRS,
+          values: (_u, splits, _axis, _space, incr) => splits.map((v) => clockLabel(v, incr >= 60)) },
         {
           ...axis,
           size: 56,
-          values: (_u, splits) => splits.map((v) => (kind === 'fraction' ? `${Math.round(v * 100)}%`
-            : kind === 'us' ? (v >= 1000 ? `${axisNum(v / 1000)} ms` : `${axisNum(v)} µs`) : kind === 'bytes' ? `${axisNum(v)}B` : axisNum(v))),
+          values: (_u, splits) => (kind === 'us' ? usAxisLabels(splits) : splits.map((v) => (kind === 'fraction' ? `${Math.round(v * 100)}%`
+            : kind === 'bytes' ? `${axisNum(v)}B` : axisNum(v)))),
         },
       ],
       series: [
-        { label: 'time', value: (_u, v) => (v == null ? '—' : new Date(v * 1000).toLocaleTimeString()) },
+        { label: '', value: (_u, v) => (v == null ? '—' : new Date(v * 1000).toLocaleTimeString()) },
         ...defs.map((s, i) => ({
           label: s.label,
           stroke: s.color ?? seriesColor(i),
@@ -120,12 +159,14 @@ export class StreamChart {
           value: (_u: uPlot, v: number | null) => fmt(v),
         })),
       ],
-      plugins: [markers],
+      plugins: [this.bandsPlugin(), markers],
       // uPlot rewrites the legend's values on its own updates: write ours back while not hovered.
       hooks: { setLegend: [() => this.writeLegend()] },
     };
     this.u = new uPlot(opts, this.data(defs), this.host);
     this.u.root.dataset.chart = this.def.id;
+    // In series order, whatever order writeLegend puts them in on screen.
+    this.legendRows = Array.from(this.u.root.querySelectorAll<HTMLElement>('.u-legend .u-series'));
     this.u.over.addEventListener('mouseenter', () => { this.hovering = true; });
     this.u.over.addEventListener('mouseleave', () => {
       this.hovering = false;
@@ -142,17 +183,42 @@ export class StreamChart {
   private lastLegend = 0;
 
   /**
-   * What uPlot draws: the rows in the visible window only, as plain arrays (null = gap), reduced
-   * to each pixel column's first/min/max/last when there are more rows than pixels (a 10-minute
-   * window holds 6000 rows per series in ~500 px). A few thousand short-lived values per draw.
+   * What uPlot draws: the rows in the visible window, binned (bins.ts): each bin's mean as the
+   * line, its min-max as the band the bands plugin draws under it. The window ends at the VM's
+   * newest row of any kind, so every chart shows the same minutes.
    */
   private data(defs: SeriesDef[]): uPlot.AlignedData {
+    const { rows, from, to } = this.visible();
+    const w = this.opts.windowSec();
+    const binSec = binSeconds(w, this.width - AXIS_PX);
+    // The oldest bin whole too: its rows from before the window's start are taken in (its point
+    // may lie just off the plot's left edge).
+    const first = to > from ? rows.lowerBound(rows.x[to - 1]! - Math.ceil(w / binSec) * binSec + 2e-6) : from;
+    const binned = binRows(rows.x, defs.map((s) => rows.cols.get(s.key)), Math.min(first, from), to, binSec, this.ratios(defs, rows));
+    this.binned = binned;
+    this.bandMax = highest(binned.max);
+    return [binned.x, ...binned.mean] as uPlot.AlignedData;
+  }
+
+  private binned: Binned | null = null;
+  private bandMax = 0;
+  private labels: PlacedLabel[] = [];
+
+  /** The rows in the visible window: [from, to) of the chart's rows. */
+  private visible(): { rows: Rows; from: number; to: number } {
     const rows = this.rows();
     const n = rows.length;
-    const hi = n ? rows.x[n - 1]! : Date.now() / 1000;
-    const from = rows.lowerBound(hi - this.opts.windowSec());
-    const cols = defs.map((s) => rows.cols.get(s.key));
-    return visibleData(rows.x, cols, from, n, Math.max(50, this.width - 60));
+    const newest = this.telemetry.newestX();
+    const hi = Number.isFinite(newest) ? newest : Date.now() / 1000;
+    return { rows, from: rows.lowerBound(hi - this.opts.windowSec()), to: n };
+  }
+
+  private ratios(defs: SeriesDef[], rows: Rows): (RatioCols | undefined)[] {
+    return defs.map((s) => {
+      const num = s.ratio && rows.cols.get(s.ratio.num);
+      const den = s.ratio && rows.cols.get(s.ratio.den);
+      return num && den ? { num, den } : undefined;
+    });
   }
 
   /**
@@ -161,7 +227,7 @@ export class StreamChart {
    * advances a pixel about every second).
    */
   private readonly queued = () => {
-    if (!this.visible) {
+    if (!this.onScreen) {
       this.stale = true;
       return;
     }
@@ -175,15 +241,16 @@ export class StreamChart {
     }, wait);
   };
 
-  private visible = true;
+  private onScreen = true;
   private stale = false;
   private lastDraw = 0;
   private timer: ReturnType<typeof setTimeout> | 0 = 0;
 
   /** The chart scrolled into or out of view (IntersectionObserver). */
   setVisible(v: boolean): void {
-    this.visible = v;
-    if (v && this.stale) {
+    this.onScreen = v;
+    // Back on screen: always redraw (data may have come, and time has moved the window on).
+    if (v) {
       this.stale = false;
       queueDraw(this.update);
     }
@@ -207,11 +274,9 @@ export class StreamChart {
 
   /** The visible window's statistics (the same rows uPlot was given). */
   windowStats(): WindowStats {
-    const rows = this.rows();
-    const n = rows.length;
-    const hi = n ? rows.x[n - 1]! : 0;
-    const from = rows.lowerBound(hi - this.opts.windowSec());
-    return windowStats(this.currentDefs.map((s) => rows.cols.get(s.key)), from, n, this.totalKind());
+    const { rows, from, to } = this.visible();
+    const defs = this.currentDefs;
+    return windowStats(defs.map((s) => rows.cols.get(s.key)), from, to, this.totalKind(), this.ratios(defs, rows));
   }
 
   private afterDraw(): void {
@@ -232,24 +297,42 @@ export class StreamChart {
     const last = this.currentDefs.map((s) => (n ? val(rows.cols.get(s.key)?.[n - 1]) : null));
     // Anything to show in the visible window (uPlot's arrays hold just that, a few thousand values)?
     const hasData = !!u && u.data.slice(1).some((col) => (col as (number | null)[]).some((v) => v !== null));
-    this.opts.onDraw({ points: n, last, hasData, window: stats });
+    const dpr = devicePixelRatio || 1;
+    const drawn: Drawn = {
+      lineMax: highest((u?.data.slice(1) ?? []) as (number | null)[][]), bandMax: this.bandMax, binSec: this.binned?.binSec ?? 0,
+      labels: this.labels, xMax: u?.scales.x?.max ?? null, yMax: u?.scales.y?.max ?? null,
+      plot: u ? [u.bbox.left / dpr, (u.bbox.left + u.bbox.width) / dpr] : [0, 0], xLabels: axisLabels(u, 0), yLabels: axisLabels(u, 1),
+    };
+    this.opts.onDraw({ points: n, last, hasData, window: stats, drawn });
   }
 
   private stats: WindowStats | null = null;
 
-  /** The legend's values while nobody hovers: each series' mean · max over the visible window. */
+  /**
+   * The legend's values while nobody hovers: each series' mean · max over the visible window, and
+   * the first row saying so. A chart of named series (kinds of exits, latencies, devices) lists
+   * them by mean, largest first, so the ones that matter lead; the legend wraps, never clips.
+   */
   private writeLegend(): void {
     const u = this.u;
     const stats = this.stats;
     if (!u || !stats || this.hovering) return;
-    const cells = u.root.querySelectorAll<HTMLElement>('.u-legend .u-series .u-value');
+    const rows = this.legendRows;
     const f = this.fmt();
-    cells.forEach((cell, i) => {
+    rows.forEach((tr, i) => {
+      const cell = tr.querySelector<HTMLElement>('.u-value');
       const s = stats.series[i - 1];
-      const text = i === 0 ? `mean · max, last ${windowText(this.opts.windowSec())}` : !s || s.max === null ? '—' : `${f(s.mean)} · ${f(s.max)}`;
-      if (cell.textContent !== text) cell.textContent = text;
+      const text = i === 0 ? `each: mean · max, last ${windowText(this.opts.windowSec())}` : !s || s.max === null ? '—' : `${f(s.mean)} · ${f(s.max)}`;
+      if (cell && cell.textContent !== text) cell.textContent = text;
     });
+    if (!this.def.legendByValue || rows.length < 3) return;
+    const order = rows.slice(1).map((tr, i) => ({ tr, m: stats.series[i]?.mean ?? -1 })).sort((a, b) => b.m - a.m).map((x) => x.tr);
+    const parent = rows[0]!.parentElement;
+    const now = Array.from(parent?.children ?? []).slice(1);
+    if (parent && order.some((tr, i) => now[i] !== tr)) parent.append(...order);
   }
+
+  private legendRows: HTMLElement[] = [];
 
   /** How this chart's values read: percentages, µs, or plain numbers (never an SI "m" for milli). */
   fmt(): (v: number | null) => string {
@@ -286,13 +369,54 @@ export class StreamChart {
     this.u = null;
   }
 
+  /**
+   * Each bin's min-max of each series as a faint band in the series' colour, drawn under the
+   * lines (after the axes): the peaks a bin's mean hides stay in sight without being the ink the
+   * eye reads.
+   */
+  private bandsPlugin(): uPlot.Plugin {
+    return {
+      hooks: {
+        drawAxes: [
+          (u: uPlot) => {
+            const b = this.binned;
+            if (!b || !b.x.length) return;
+            const ctx = u.ctx;
+            const { left, top, width, height } = u.bbox;
+            const half = Math.max(1, (u.valToPos(b.binSec, 'x', true) - u.valToPos(0, 'x', true)) / 2);
+            ctx.save();
+            ctx.beginPath();
+            ctx.rect(left, top, width, height);
+            ctx.clip();
+            ctx.globalAlpha = 0.2;
+            this.currentDefs.forEach((d, k) => {
+              const lo = b.min[k]!;
+              const hi = b.max[k]!;
+              ctx.fillStyle = d.color ?? seriesColor(k);
+              for (let i = 0; i < b.x.length; i++) {
+                const a = lo[i];
+                const z = hi[i];
+                if (a == null || z == null || z <= a) continue;
+                const x = u.valToPos(b.x[i]!, 'x', true);
+                const y1 = u.valToPos(z, 'y', true);
+                const y0 = u.valToPos(a, 'y', true);
+                ctx.fillRect(x - half, y1, 2 * half, Math.max(1, y0 - y1));
+              }
+            });
+            ctx.restore();
+          },
+        ],
+      },
+    };
+  }
+
   private markersPlugin(): uPlot.Plugin {
     const t = this.telemetry;
     return {
       hooks: {
         draw: [
           (u: uPlot) => {
-            if (!t.markers.length) return;
+            if (!t.markers.length) { this.labels = []; return; }
             const p = palette();
             const ctx = u.ctx;
             const { left, top, width, height } = u.bbox;
@@ -307,24 +431,20 @@ export class StreamChart {
             ctx.setLineDash([4 * devicePixelRatio, 3 * devicePixelRatio]);
             ctx.font = `${10 * devicePixelRatio}px system-ui, sans-serif`;
             ctx.textBaseline = 'top';
-            // Labels close to the previous one go one line lower (three lines, then they wrap).
-            let lastLabelX = -Infinity;
-            let line = 0;
-            const lineH = 11 * devicePixelRatio;
-            for (const m of t.markers) {
-              if (m.x < xmin || m.x > xmax) continue;
-              const x = Math.round(u.valToPos(m.x, 'x', true));
+            const dpr = devicePixelRatio;
+            const shown = t.markers.filter((m) => m.x >= xmin && m.x <= xmax).map((m) => ({ x: Math.round(u.valToPos(m.x, 'x', true)), label: m.label }));
+            for (const m of shown) {
               ctx.beginPath();
-              ctx.moveTo(x, top);
-              ctx.lineTo(x, top + height);
+              ctx.moveTo(m.x, top);
+              ctx.lineTo(m.x, top + height);
               ctx.stroke();
-              line = x - lastLabelX > 90 * devicePixelRatio ? 0 : (line + 1) % 3;
-              lastLabelX = x;
-              const label = m.label.length > 28 ? `${m.label.slice(0, 27)}…` : m.label;
-              const tw = ctx.measureText(label).width;
-              const tx = x + 3 * devicePixelRatio + tw > left + width ? x - 3 * devicePixelRatio - tw : x + 3 * devicePixelRatio;
-              ctx.fillText(label, tx, top + 2 * devicePixelRatio + line * lineH);
             }
+            // Labels by their lines, inside the plot, never on each other (marker-labels.ts).
+            const lineH = 11 * dpr;
+            const placed = placeMarkerLabels(shown, (s) => ctx.measureText(s).width, left, left + width, 3, 3 * dpr);
+            for (const l of placed) ctx.fillText(l.text, l.tx, top + 2 * dpr + l.line * lineH);
+            // In CSS pixels, for the figure's data attribute (what a test reads of the drawing).
+            this.labels = placed.map((l) => ({ ...l, x: l.x / dpr, tx: l.tx / dpr, width: l.width / dpr }));
             ctx.restore();
           },
         ],
@@ -336,80 +456,6 @@ export class StreamChart {
 /** The rows a chart draws from. */
 export function rowsOf(t: VmTelemetry, def: Pick<ChartDef, 'source'>): Rows {
   return def.source === 'samples' ? t.samples : def.source === 'devices' ? t.devices : t.latency;
-}
-
-/**
- * Rows [from, to) as uPlot data. Up to 2 x `buckets` rows are copied as they are; more are
- * reduced per bucket (an equal share of the time span) to the rows holding each series' min and
- * max — the envelope a pixel column would show anyway. NaN becomes null (a gap).
- */
-export function visibleData(x: Float64Array, cols: (Column | undefined)[], from: number, to: number, buckets: number): uPlot.AlignedData {
-  const count = Math.max(0, to - from);
-  const out: (number | null)[][] = cols.map(() => []);
-  const xs: number[] = [];
-  if (count <= buckets * 2) {
-    for (let i = from; i < to; i++) {
-      xs.push(x[i]!);
-      for (let k = 0; k < cols.length; k++) {
-        const v = cols[k]?.[i];
-        out[k]!.push(v === undefined || Number.isNaN(v) ? null : v);
-      }
-    }
-    return [xs, ...out] as uPlot.AlignedData;
-  }
-  const x0 = x[from]!;
-  const span = x[to - 1]! - x0 || 1;
-  let i = from;
-  for (let b = 0; b < buckets && i < to; b++) {
-    const end = b === buckets - 1 ? x[to - 1]! + 1 : x0 + (span * (b + 1)) / buckets;
-    const start = i;
-    while (i < to && x[i]! < end) i++;
-    if (i === start) continue;
-    // Two output rows per bucket: for each series the earlier-occurring of (min, max) first.
-    xs.push(x[start]!, x[i - 1]!);
-    for (let k = 0; k < cols.length; k++) {
-      const c = cols[k];
-      let min = Infinity;
-      let max = -Infinity;
-      let minAt = -1;
-      let maxAt = -1;
-      if (c) {
-        for (let j = start; j < i; j++) {
-          const v = c[j]!;
-          if (v < min) { min = v; minAt = j; }
-          if (v > max) { max = v; maxAt = j; }
-        }
-      }
-      const o = out[k]!;
-      if (minAt < 0) o.push(null, null);
-      else if (minAt <= maxAt) o.push(min, max);
-      else o.push(max, min);
-    }
-  }
-  return [xs, ...out] as uPlot.AlignedData;
-}
-
-/** Axis numbers: 0.25, 2.5, 40, 1.2k, 3M. */
-function axisNum(v: number): string {
-  const a = Math.abs(v);
-  if (a >= 1e6) return `${+(v / 1e6).toFixed(1)}M`;
-  if (a >= 1e3) return `${+(v / 1e3).toFixed(1)}k`;
-  if (a >= 10 || a === 0) return String(Math.round(v));
-  return String(+v.toFixed(2));
-}
-
-/** Wall-clock tick labels (HH:MM:SS), one line. */
-function clockLabel(v: number): string {
-  const d = new Date(v * 1000);
-  const p = (n: number) => String(n).padStart(2, '0');
-  return `${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
-}
-
-function niceMax(max: number): number {
-  const m = max * 1.1;
-  const p = 10 ** Math.floor(Math.log10(m));
-  const n = m / p;
-  return (n <= 1 ? 1 : n <= 2 ? 2 : n <= 2.5 ? 2.5 : n <= 5 ? 5 : 10) * p;
 }
 
 /** The chart as a PNG: title, plot and legend on the theme's background. */

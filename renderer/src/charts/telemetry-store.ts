@@ -2,7 +2,7 @@
 // appended in place and trimmed in chunks, with one requestAnimationFrame per frame telling the
 // charts that are on screen to redraw. React never re-renders per sample.
 import type { GuestMetric, TelemetryDeviceSample, TelemetryMarker, TelemetrySample } from '../../../electron/service/api.ts';
-import { attributeHaltWait } from './halt-wait.ts';
+import { attributeShare, haltWaitRow } from './halt-wait.ts';
 import { LATENCY_EVENTS, isChartedLatency } from './labels.ts';
 import { DEVICE_TOTALS, HISTORY_POINTS, Rows, appendDeviceSamples, type Column } from './device-rows.ts';
 
@@ -20,6 +20,10 @@ export const SUMMED = [
   'hypercalls_per_s', 'halt_wakeup_per_s',
 ] as const;
 
+/** The exit kinds Exits by kind names; the rest of `exits` is its "other". */
+export const NAMED_EXITS = [
+  'halt_exits_per_s#sum', 'io_exits_per_s#sum', 'mmio_exits_per_s#sum', 'irq_exits_per_s#sum', 'signal_exits_per_s#sum', 'hypercalls_per_s#sum',
+] as const;
 
 export interface Marker {
   x: number;
@@ -150,17 +154,36 @@ export class VmTelemetry {
       const halt = num(s.halt_exits_per_s) ?? num(s.vmm_hlt_exits_per_s);
       set(rows, `halt_exits_per_s#${v}`, row, halt);
       set(rows, `poll_hit_rate#${v}`, row, num(s.poll_hit_rate));
-      set(rows, `poll_cpu_fraction#${v}`, row, num(s.poll_cpu_fraction));
-      const waitNs = num(s.halt_wait_ns_delta);
       const interval = num(s.interval_ms);
-      if (waitNs !== null && interval) {
-        attributeHaltWait(rows.col(`halt_wait_fraction#${v}`), rows.col(`interval_ns#${v}`), row, waitNs, interval * 1e6);
+      // The polls behind each hit rate: a mean over rows is total hits over total attempts, not a
+      // mean of ratios (a row of 1 attempt would weigh as much as a row of 1000).
+      const attempts = num(s.halt_attempted_poll_per_s);
+      const hits = num(s.halt_successful_poll_per_s);
+      if (attempts !== null && hits !== null && interval) {
+        set(rows, `poll_attempts#${v}`, row, (attempts * interval) / 1000);
+        set(rows, `poll_hits#${v}`, row, (hits * interval) / 1000);
       }
-      // The vCPU thread as the host scheduler sees it (thread-stats.ts): CPU it got, and time it
-      // was runnable but waited for a host CPU (schedstat; absent without CONFIG_SCHED_INFO).
-      set(rows, `host_cpu_fraction#${v}`, row, num(s.host_cpu_fraction));
-      const queuedNs = num(s.host_runqueue_wait_ns_delta);
-      set(rows, `runqueue_wait_fraction#${v}`, row, queuedNs !== null && interval ? queuedNs / (interval * 1e6) : null);
+      if (interval) {
+        // Each time counter is a share of the interval it covers (halt-wait.ts): never above 100 %.
+        const ns = interval * 1e6;
+        const share = (key: string, deltaNs: number | null) => {
+          if (deltaNs !== null) attributeShare(rows.col(`${key}#${v}`), rows.col(`interval_ns#${v}`), row, deltaNs, ns);
+        };
+        const pollCpu = num(s.poll_cpu_fraction);
+        share('poll_cpu_fraction', pollCpu === null ? null : pollCpu * ns);
+        const waitNs = num(s.halt_wait_ns_delta);
+        if (waitNs !== null) {
+          haltWaitRow({
+            attributed: rows.col(`halt_wait_attributed#${v}`), intervalNs: rows.col(`interval_ns#${v}`),
+            halted: rows.col(`halt_blocking#${v}`), shown: rows.col(`halt_wait_fraction#${v}`),
+          }, row, waitNs, ns, num(s.blocking));
+        }
+        // The vCPU thread as the host scheduler sees it (thread-stats.ts): CPU it got, and time it
+        // was runnable but waited for a host CPU (schedstat; absent without CONFIG_SCHED_INFO).
+        const cpu = num(s.host_cpu_fraction);
+        share('host_cpu_fraction', cpu === null ? null : cpu * ns);
+        share('runqueue_wait_fraction', num(s.host_runqueue_wait_ns_delta));
+      }
       add(rows, 'halt_exits_per_s#sum', row, halt);
       add(rows, 'exits_per_s#sum', row, num(s.exits_per_s) ?? num(s.vmm_exits_per_s));
       add(rows, 'io_exits_per_s#sum', row, num(s.io_exits_per_s) ?? num(s.vmm_io_exits_per_s));
@@ -186,6 +209,14 @@ export class VmTelemetry {
   }
 
   private finishRow(row: number): void {
+    // Exits of no named kind (MSR writes, the TSC deadline timer, EPT faults...): the parts sum to the whole.
+    const c = this.samples.cols;
+    const all = val(c.get('exits_per_s#sum')?.[row]);
+    if (all !== null) {
+      let named = 0;
+      for (const k of NAMED_EXITS) named += val(c.get(k)?.[row]) ?? 0;
+      this.samples.col('other_exits_per_s#sum')[row] = Math.max(0, all - named);
+    }
     const halt = val(this.samples.cols.get('halt_exits_per_s#sum')?.[row]);
     this.latest = {
       halt_exits_per_s: halt,
@@ -231,6 +262,16 @@ export class VmTelemetry {
       this.latency.col(key)[row] = k.endsWith('_ns') ? v / 1000 : v;
     }
     if (row >= 0) this.changed();
+  }
+
+  /**
+   * The newest time of any of this VM's rows: every chart's window ends there, so a chart whose
+   * own data stopped earlier (the latency of a run 10 minutes ago) shows that it has none now.
+   */
+  newestX(): number {
+    let hi = -Infinity;
+    for (const r of [this.samples, this.latency, this.devices]) if (r.length) hi = Math.max(hi, r.x[r.length - 1]!);
+    return hi;
   }
 
   private dropOldMarkers(): void {

@@ -10,15 +10,26 @@ import { pct, si } from '../lib/format.ts';
 export interface WindowStats {
   series: { max: number | null; mean: number | null }[];
   /**
-   * The header's figures: 'sum' and 'first' — the max and mean over rows of the series' sum (or
-   * of the first series); 'max' — the highest value of any series and the mean of all values.
+   * The header's figures, each of what the chart draws: 'sum' — the highest value of any series
+   * (the top of what is drawn) and the sum of the series' means (all vCPUs together: the sum
+   * itself is not drawn, so its peak is not shown); 'first' — the first series' max and mean;
+   * 'max' — the highest value of any series and the mean of all values.
    */
   total: { max: number | null; mean: number | null };
 }
 
-/** Max and mean of columns over rows [from, to), and of their per-row sum / max / first. */
-export function windowStats(cols: readonly (Column | undefined)[], from: number, to: number, total: 'sum' | 'max' | 'first'): WindowStats {
-  const series = cols.map((c) => {
+/**
+ * A series that is a ratio of two counts per row (the poll hit rate: hits / attempts): its mean
+ * over rows is Σ num / Σ den, not the mean of the rows' ratios.
+ */
+export interface RatioCols { num: Column; den: Column }
+
+/** Max and mean of columns over rows [from, to), and the header's total (see WindowStats). */
+export function windowStats(cols: readonly (Column | undefined)[], from: number, to: number, total: 'sum' | 'max' | 'first',
+  ratios: readonly (RatioCols | undefined)[] = []): WindowStats {
+  let allNum = 0;
+  let allDen = 0;
+  const series = cols.map((c, k) => {
     let max = -Infinity;
     let sum = 0;
     let n = 0;
@@ -29,39 +40,37 @@ export function windowStats(cols: readonly (Column | undefined)[], from: number,
       sum += v;
       n++;
     }
-    return n ? { max, mean: sum / n } : { max: null, mean: null };
+    if (!n) return { max: null, mean: null };
+    const r = ratios[k];
+    if (!r) return { max, mean: sum / n };
+    let num = 0;
+    let den = 0;
+    for (let i = from; i < to; i++) {
+      const a = r.num[i]!;
+      const b = r.den[i]!;
+      if (Number.isNaN(a) || Number.isNaN(b)) continue;
+      num += a;
+      den += b;
+    }
+    allNum += num;
+    allDen += den;
+    return { max, mean: den > 0 ? num / den : sum / n };
   });
-  let tMax = -Infinity;
+  const withValues = series.filter((x) => x.max !== null) as { max: number; mean: number }[];
+  if (!withValues.length) return { series, total: { max: null, mean: null } };
+  const highest = Math.max(...withValues.map((x) => x.max));
+  if (total === 'first') return { series, total: series[0]!.max === null ? { max: null, mean: null } : series[0]! };
+  if (total === 'sum') return { series, total: { max: highest, mean: withValues.reduce((a, x) => a + x.mean, 0) } };
+  // 'max': the mean of every value (per series and row), or all hits over all attempts.
+  if (ratios.length && ratios.every((r) => r) && allDen > 0) return { series, total: { max: highest, mean: allNum / allDen } };
   let tSum = 0;
   let tN = 0;
-  if (total === 'max') {
-    // The highest value of any series, and the mean of every value (per series and row).
-    for (const x of series) if (x.max !== null && x.max > tMax) tMax = x.max;
-    cols.forEach((c, k) => {
-      const m = series[k]!;
-      if (!c || m.mean === null) return;
-      let n = 0;
-      for (let i = from; i < to; i++) if (!Number.isNaN(c[i]!)) n++;
-      tSum += m.mean * n;
-      tN += n;
-    });
-  } else {
-    for (let i = from; i < to; i++) {
-      let row = NaN;
-      for (let k = 0; k < cols.length; k++) {
-        const v = cols[k]?.[i];
-        if (v === undefined || Number.isNaN(v)) continue;
-        if (total === 'first') {
-          if (k === 0) row = v;
-        } else row = Number.isNaN(row) ? v : row + v;
-      }
-      if (Number.isNaN(row)) continue;
-      if (row > tMax) tMax = row;
-      tSum += row;
-      tN++;
-    }
-  }
-  return { series, total: tN ? { max: tMax, mean: tSum / tN } : { max: null, mean: null } };
+  cols.forEach((c, k) => {
+    const m = series[k]!;
+    if (!c || m.mean === null) return;
+    for (let i = from; i < to; i++) if (!Number.isNaN(c[i]!)) { tSum += c[i]!; tN++; }
+  });
+  return { series, total: { max: highest, mean: tN ? tSum / tN : null } };
 }
 
 /** How a chart's values read: percentages, µs, rates per second (plain numbers, never an SI "m" for milli). */

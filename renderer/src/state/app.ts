@@ -10,6 +10,7 @@ import type { ConnectionState } from '../api/client.ts';
 import { createStore, useStore } from './store.ts';
 import { resetConsole, setConsoleSender, writeConsole, disposeConsole, consoleText } from '../console/terminals.ts';
 import { telemetryFor, dropTelemetry, hasTelemetry } from '../charts/telemetry-store.ts';
+import { consoleInputSender } from '../console/console-input.ts';
 
 export type Route =
   | { view: 'library' }
@@ -334,9 +335,8 @@ export async function deleteVm(vmId: string, removeImported = false): Promise<vo
 }
 
 // ---- start-up ----
-setConsoleSender((vmId, data) => {
-  api.sendConsole(vmId, data).catch((e) => notify('error', `console input to ${vmName(vmId)}: ${errorMessage(e)}`));
-});
+setConsoleSender(consoleInputSender((vmId, data) => api.sendConsole(vmId, data),
+  (vmId, problem) => notify('error', `console input to ${vmName(vmId)}: ${typeof problem === 'string' ? problem : errorMessage(problem)}`)));
 api.onEvent(onEvent);
 api.onConnection((state, error) => {
   const was = store.get();

@@ -2,7 +2,7 @@
 import { useEffect, useState } from 'react';
 import type { VmRecord } from '../../../../electron/service/api.ts';
 import { useApp } from '../../state/app.ts';
-import { CHARTS } from '../../charts/defs.ts';
+import { CHARTS, DRAWING_NOTE } from '../../charts/defs.ts';
 import { LiveChart } from '../../charts/LiveChart.tsx';
 import { telemetryFor } from '../../charts/telemetry-store.ts';
 import { DevicesPanel, hasDevices } from './DevicesPanel.tsx';
@@ -38,7 +38,7 @@ export function ChartsPanel({ vm }: { vm: VmRecord }) {
           ))}
         </div>
       </div>
-      <p className="muted small">10 samples a second per vCPU from KVM's binary stats; dashed lines mark knob changes and restarts.</p>
+      <p className="muted small">10 samples a second per vCPU from KVM's binary stats; dashed lines mark knob changes and restarts. {DRAWING_NOTE}</p>
       <div className="chart-grid">
         {CHARTS.map((def) => (
           <LiveChart key={def.id} vmId={vm.id} vmName={vm.config.name} def={def} windowSec={windowSec}

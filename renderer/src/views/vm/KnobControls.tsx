@@ -106,7 +106,8 @@ export function KnobControls({ vm }: { vm: VmRecord }) {
               onClick={() => {
                 setShown((s) => ({ ...s, pin: true }));
                 const list = pinCheck.value;
-                if (list) void run(`pin=${list.length ? list.join('+') : 'none'}`, () => api.setPin(vm.id, list));
+                // Written as the "Now:" line below writes it (0,1), not in the config string's 0+1.
+                if (list) void run(`Pinning ${list.length ? list.join(',') : 'none'}`, () => api.setPin(vm.id, list));
               }}>Apply</button>
           </div>
           {pinProblem && <p className="field-error" id={`${id}-pin-error`} role="alert">{pinProblem}</p>}
