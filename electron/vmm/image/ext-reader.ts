@@ -1,6 +1,7 @@
 // Files of an ext2/3/4 file system inside an image, read without root: e2fsprogs' debugfs opens
 // the image read-only at the partition's byte offset (`IMAGE?offset=N`). debugfs is spawned with
-// an argument vector, never a shell, and gets the image as an inherited fd (/dev/fd/3), so no
+// an argument vector, never a shell, and gets the image as an inherited fd (/proc/self/fd/3: /dev/fd
+// is udev's or systemd's link, absent on a bare system such as the nested lane's L1), so no
 // character of the user's path is parsed by it. Paths inside a debugfs command come from the
 // image (grub.cfg, symlinks) and are hostile: debugfs splits its command on spaces and parses
 // quotes, so only plain path characters are let through (safePath).
@@ -62,7 +63,7 @@ export class ExtReader {
     const handle = await open(this.#image, 'r');
     try {
       const { stdout, stderr, code } = await new Promise<{ stdout: Buffer; stderr: string; code: number | null }>((resolve, reject) => {
-        const child = spawn(bin, ['-R', command, `/dev/fd/3?offset=${this.#offset}`], { cwd, stdio: ['ignore', 'pipe', 'pipe', handle.fd] });
+        const child = spawn(bin, ['-R', command, `/proc/self/fd/3?offset=${this.#offset}`], { cwd, stdio: ['ignore', 'pipe', 'pipe', handle.fd] });
         const out: Buffer[] = [];
         const err: Buffer[] = [];
         child.stdout!.on('data', (b: Buffer) => out.push(b));
