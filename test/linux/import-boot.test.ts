@@ -73,7 +73,14 @@ describe.skipIf(!hw)('a cloud image imported and booted', () => {
     from = g.console().length;
     vm.sendConsole('cloud-init status --wait; hostname; echo seed=$((6*7))\r');
     await g.waitForConsole(/seed=42/, 10 * STEP_MS);
-    const said = g.console().slice(from);
+    let said = g.console().slice(from);
+    if (!/status: done/.test(said)) {
+      // Say which module failed before failing.
+      from = g.console().length;
+      vm.sendConsole('cloud-init status --long; echo long=$((6*7))\r');
+      await g.waitForConsole(/long=42/, 2 * STEP_MS).catch(() => {});
+      said += g.console().slice(from);
+    }
     expect(said).toMatch(/status: done/);
     expect(said).toMatch(/^cloud\r?$/m);
 

@@ -10,7 +10,8 @@
 //     linux /boot/vmlinuz-RELEASE root=PARTUUID=... ro console=tty0 console=ttyS0,115200 ...
 //
 // No boot loader is installed (Unhalt boots the kernel directly, and so does the import); the rest
-// is what cloud-init needs to apply a NoCloud seed: systemd, networkd (in systemd), sshd.
+// is what cloud-init needs to apply a NoCloud seed: systemd, networkd (in systemd), sshd, and
+// locales (cloud-init sets en_US.UTF-8 and reports an error without them).
 //
 //   node native/guest/linux/build-cloud-image.mjs [--force] [--quiet] [--suite bookworm]
 //
@@ -62,7 +63,7 @@ const started = Date.now();
 const staging = mkdtempSync(join(tmpdir(), 'unhalt-cloud-image-'));
 process.on('exit', () => rmSync(staging, { recursive: true, force: true }));
 const root = join(staging, 'root');
-const include = ['systemd-sysv', 'udev', 'kmod', 'cloud-init', 'openssh-server', 'sudo', 'initramfs-tools', 'iproute2', `${kernel.package}=${kernel.version}`].join(',');
+const include = ['systemd-sysv', 'udev', 'kmod', 'cloud-init', 'openssh-server', 'sudo', 'initramfs-tools', 'iproute2', 'locales', `${kernel.package}=${kernel.version}`].join(',');
 log(`mmdebstrap --variant=minbase --include=${include} ${suite}`);
 run('mmdebstrap', ['--quiet', '--mode=root', '--variant=minbase', `--include=${include}`, suite, root], 'Debian: apt-get install mmdebstrap', { stdio: ['ignore', 'inherit', 'pipe'] });
 const release = kernel.file.replace(/^vmlinuz-/, '');
