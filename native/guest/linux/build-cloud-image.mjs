@@ -65,7 +65,10 @@ process.on('exit', () => rmSync(staging, { recursive: true, force: true }));
 const root = join(staging, 'root');
 const include = ['systemd-sysv', 'udev', 'kmod', 'cloud-init', 'openssh-server', 'sudo', 'initramfs-tools', 'iproute2', 'locales', `${kernel.package}=${kernel.version}`].join(',');
 log(`mmdebstrap --variant=minbase --include=${include} ${suite}`);
-run('mmdebstrap', ['--quiet', '--mode=root', '--variant=minbase', `--include=${include}`, suite, root], 'Debian: apt-get install mmdebstrap', { stdio: ['ignore', 'inherit', 'pipe'] });
+// cloud-init sets LANG=en_US.UTF-8 unless told otherwise: generate it, as an installed system has it.
+const locale = 'echo "en_US.UTF-8 UTF-8" > "$1/etc/locale.gen" && chroot "$1" locale-gen';
+run('mmdebstrap', ['--quiet', '--mode=root', '--variant=minbase', `--include=${include}`, `--customize-hook=${locale}`, suite, root],
+  'Debian: apt-get install mmdebstrap', { stdio: ['ignore', 'inherit', 'pipe'] });
 const release = kernel.file.replace(/^vmlinuz-/, '');
 for (const f of [`vmlinuz-${release}`, `initrd.img-${release}`]) {
   if (!existsSync(join(root, 'boot', f))) fail(`the root has no /boot/${f}: ${kernel.package}'s postinst made no initrd`);
