@@ -29,7 +29,7 @@ export function describeResolution(c: VmConfig, r: ResolvedMachine): string {
     `mwait in guest: ${res.mwait ? 'yes' : 'no'}`,
     `halt polling:  ${spec.haltPollNs === undefined ? 'host default' : `max ${spec.haltPollNs} ns`}`,
     `PCI devices:   host bridge 00:00.0${(spec.virtio ?? []).map((d) => `, virtio-${d} 00:${VIRTIO_DEVICES[d].slot.toString(16).padStart(2, '0')}.0`).join('')}`
-      + (spec.disks ?? []).map((d, i) => `, virtio-blk 00:${(DISK_SLOT_BASE + i).toString(16).padStart(2, '0')}.0 (${d.path}${d.readonly ? ', read-only' : ''})`).join(''),
+      + (spec.disks ?? []).map((d, i) => `, virtio-blk 00:${(DISK_SLOT_BASE + i).toString(16).padStart(2, '0')}.0 (${d.path}${d.readonly ? ', read-only' : d.snapshot ? ', snapshot: writes thrown away' : ''})`).join(''),
     ...(spec.net ? [`network:       ${describeNet(spec.net.backEnd)}, MAC ${spec.net.mac}`] : []),
     `pinning:       ${spec.pin ? spec.pin.map((h, i) => `vCPU${i}->CPU${h}`).join(' ') : 'none'}`,
     ...res.notes.map((n) => `note: ${n}`),

@@ -3,7 +3,7 @@
 export const RUN_USAGE = `usage: unhalt run [--guest probe|linux|custom] [--kernel F] [--initrd F] [--append S] [--cpus N]
                   [--memory MiB] [--name NAME] [--machine TYPE] [--cpu host,FEATURE=on|off,...]
                   [--overcommit cpu-pm=on|off,mem-lock=on|off] [--halt-poll-ns N] [--pin CPU,...]
-                  [--pvm-profile on|off] [--rng on|off] [--disk FILE[,readonly=on]]...
+                  [--pvm-profile on|off] [--rng on|off] [--disk FILE[,readonly=on][,snapshot=on]]...
                   [--net user[,hostfwd=[tcp|udp]:[ADDR]:PORT-[ADDR]:PORT]...|tap=NAME]
                   [--agent-log F] [--stats F] [--stats-interval MS] [--timeout S] [--dry-run]
 Boots one VM with ttyS0 on this terminal (Ctrl-A x quits). A distribution's own Linux:

@@ -5,9 +5,12 @@
 // locked while a VM uses it (a second VM, in this process or another, is refused with the holder
 // named; readers share); garbage from the guest gets IOERR or DEVICE_NEEDS_RESET and the VMM goes
 // on; every bad image given to `unhalt run` is one line, exit code 1, and nothing started.
+// snapshot=on: the guest reads back what it wrote, the image stays byte-identical (mtime too) and
+// is opened O_RDONLY, the overlay has no name, a later run sees the original data, a SIGKILL
+// leaves nothing behind, and an overlay that cannot be made fails the start in one line.
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -153,6 +156,100 @@ describe.skipIf(!kvmAvailable)('virtio-blk on real KVM (probe guest driver, real
     expect(g.vm.virtioCounters().blk0!.device).toMatchObject({ writes: 0, bytesWritten: 0, ioErrors: 1 });
   });
 
+  it('snapshot=on: the guest reads back what it wrote; the image is byte-identical after (mtime too) and a second run reads the original', async () => {
+    const img = image('snap.img');
+    const before = sha(img);
+    const mtime = statSync(img).mtimeMs;
+    // 8 KiB across the first 64 KiB granule's end: two partial granules copied up, then written.
+    const sector = 120;
+    const sectors = 16;
+    const bytes = sectors * 512;
+    const original = Uint8Array.from({ length: bytes }, (_, i) => ((sector * 512 + i) * 13 + 5) & 0xff);
+    const g = await runBlk(`sector=${sector} sectors=${sectors} seed=9`, [{ path: img, snapshot: true }]);
+    // A writable disk to the guest (no RO), FLUSH offered; no DISCARD (holes are not punched in an image only read).
+    expect(event(g.events, 'virtio_blk_dev')).toMatchObject({ ro: 0, flush: 1, discard: 0 });
+    expect(event(g.events, 'virtio_blk_read')).toMatchObject({ status: 0, sum: fnv1a(original) });
+    expect(event(g.events, 'virtio_blk_write')).toMatchObject({ status: 0, sum: fnv1a(pattern(9, bytes)) });
+    expect(event(g.events, 'virtio_blk_flush')).toEqual({ status: 0, used: 1 });
+    expect(event(g.events, 'virtio_blk_verify')).toMatchObject({ status: 0, match: 1 });
+    expect(event(g.events, 'virtio_blk')).toMatchObject({ ok: 1 });
+    expect(g.vm.virtioCounters().blk0!.device).toMatchObject({ writes: 1, bytesWritten: bytes, flushes: 1, ioErrors: 0 });
+    expect(sha(img)).toBe(before);
+    expect(statSync(img).mtimeMs).toBe(mtime);
+    // The guest's writes went with the VM: the next run reads what the image always held.
+    const again = await runBlk(`sector=${sector} sectors=${sectors} write=0`, [{ path: img, snapshot: true }]);
+    expect(event(again.events, 'virtio_blk_read')).toMatchObject({ status: 0, sum: fnv1a(original) });
+    expect(sha(img)).toBe(before);
+  });
+
+  it('snapshot=on: the image is open O_RDONLY and shared-locked, the overlay has no name; readonly=on with it is read-only', async () => {
+    const img = image('snap-held.img');
+    const before = sha(img);
+    const overlays = mkdtempSync(join(dir, 'overlays-')); // removed with dir, whatever happens
+    const tmp = process.env.TMPDIR;
+    process.env.TMPDIR = overlays;
+    let holder: Watched;
+    try {
+      holder = await startBlk('sector=8 sectors=8 seed=4 hold=1', [{ path: img, snapshot: true }], 'snap-holder');
+    } finally {
+      if (tmp === undefined) delete process.env.TMPDIR; else process.env.TMPDIR = tmp;
+    }
+    try {
+      await holder.waitForEvent('virtio_blk_flush');
+      expect(event(holder.events, 'virtio_blk_write')).toMatchObject({ status: 0 });
+      // This process's fds: the image's is read-only (O_ACCMODE 0), the overlay's lives in the
+      // overlay folder with no name left there ("(deleted)": O_TMPFILE, or unlinked at once).
+      const fds = readdirSync('/proc/self/fd').map((fd) => ({ fd, link: (() => { try { return readlinkSync(`/proc/self/fd/${fd}`); } catch { return ''; } })() }));
+      const flags = (fd: string) => parseInt(/^flags:\s+([0-7]+)$/m.exec(readFileSync(`/proc/self/fdinfo/${fd}`, 'utf8'))![1]!, 8);
+      const imageFds = fds.filter((f) => f.link === img);
+      expect(imageFds.length).toBe(1);
+      expect(flags(imageFds[0]!.fd) & 3).toBe(0); // O_RDONLY
+      const overlayFds = fds.filter((f) => f.link.startsWith(`${overlays}/`));
+      expect(overlayFds.length).toBe(1);
+      expect(overlayFds[0]!.link).toMatch(/ \(deleted\)$/);
+      expect(flags(overlayFds[0]!.fd) & 3).toBe(2); // O_RDWR
+      expect(readdirSync(overlays)).toEqual([]);
+      // A writer is refused, naming the snapshot; a reader and a second snapshot share the image.
+      await expect(startBlk('', [{ path: img }], 'writer')).rejects.toThrow(/is in use by VM "snap-holder" \(snapshot, this process/);
+      const r = await runBlk('sector=8 sectors=8 write=0', [{ path: img, readonly: true }]);
+      expect(event(r.events, 'virtio_blk_read')).toMatchObject({ status: 0, sum: fnv1a(Uint8Array.from({ length: 4096 }, (_, i) => ((4096 + i) * 13 + 5) & 0xff)) });
+      // readonly=on with snapshot=on: read-only (VIRTIO_BLK_F_RO, the write refused), no overlay made.
+      const both = await runBlk('sector=8 sectors=8 seed=4', [{ path: img, readonly: true, snapshot: true }]);
+      expect(event(both.events, 'virtio_blk_dev')).toMatchObject({ ro: 1 });
+      expect(event(both.events, 'virtio_blk_write')).toMatchObject({ status: 1 });
+    } finally {
+      await holder.vm.stop();
+      rmSync(overlays, { recursive: true, force: true });
+    }
+    expect(sha(img)).toBe(before);
+  });
+
+  it('snapshot=on: a SIGKILL of unhalt run after the guest wrote and flushed leaves the image as it was and no overlay behind', async () => {
+    const img = image('snap-killed.img');
+    const before = sha(img);
+    const mtime = statSync(img).mtimeMs;
+    const overlays = mkdtempSync(join(dir, 'overlays-')); // removed with dir, whatever happens
+    const log = join(dir, 'snap-killed.ttyS1.log');
+    const child = spawn(process.execPath, [UNHALT_BIN, 'run', '--agent-log', log, '--guest', 'probe', '--memory', '64', '--append', 'scenario=virtio-blk sector=40 sectors=32 seed=11 hold=1', '--disk', `${img},snapshot=on`],
+      { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, UNHALT_HOME: home, TMPDIR: overlays } });
+    children.push(child);
+    const exited = new Promise((resolve) => child.on('close', (code, signal) => resolve({ code, signal })));
+    const end = Date.now() + scaled(30_000);
+    while (!(existsSync(log) && /@u1 virtio_blk_flush status=0 /.test(readFileSync(log, 'utf8')))) {
+      if (child.exitCode !== null || Date.now() > end) throw new Error(`no flush in the agent log (exit ${child.exitCode})`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    expect(readFileSync(log, 'utf8')).toMatch(/@u1 virtio_blk_write sector=40 bytes=16384 status=0 /);
+    // Running, its overlay is open but has no name in the folder: nothing there for a crash to leave.
+    expect(readdirSync(overlays)).toEqual([]);
+    child.kill('SIGKILL');
+    expect(await exited).toEqual({ code: null, signal: 'SIGKILL' });
+    expect(sha(img)).toBe(before);
+    expect(statSync(img).mtimeMs).toBe(mtime);
+    expect(readdirSync(overlays)).toEqual([]);
+    rmSync(overlays, { recursive: true, force: true });
+  });
+
   it('an image in use: a second writer is refused naming the VM; readers share; a writer is refused by readers; another process is refused naming this one', async () => {
     const img = image('locked.img');
     const holder = await startBlk('sector=2 sectors=1 seed=1 hold=1', [{ path: img }], 'holder-a');
@@ -163,7 +260,7 @@ describe.skipIf(!kvmAvailable)('virtio-blk on real KVM (probe guest driver, real
     const other = await runCli(['run', '--guest', 'probe', '--disk', img], { env: { UNHALT_HOME: home } });
     expect(other.code).toBe(1);
     expect(other.stdout).toBe('');
-    expect(other.stderr).toMatch(new RegExp(`^unhalt: disk ${img}: is in use by process ${process.pid} \\(.*\\); stop that VM first, or add readonly=on if every user only reads it\\n$`));
+    expect(other.stderr).toMatch(new RegExp(`^unhalt: disk ${img}: is in use by process ${process.pid} \\(.*\\); stop that VM first, or add readonly=on \\(or snapshot=on\\) if every user only reads it\\n$`));
     await holder.vm.stop();
 
     // Read-only users share the image; a writer waits for none of them and is refused.
@@ -258,9 +355,9 @@ describe.skipIf(!kvmAvailable)('bad disk images given to unhalt run: one line, e
     ['a qcow2 image', [qcow2], new RegExp(`^unhalt: disk ${qcow2}: is a qcow2 image; disks are raw images: convert it with qemu-img convert -f qcow2 -O raw ${qcow2} ${join(bad, 'guest.raw')}\\n$`)],
     ['a size that is no whole number of sectors', [odd], /^unhalt: disk \S+odd\.img: is 1000 bytes, not a whole number of 512-byte sectors\n$/],
     ['an empty file', [empty], /^unhalt: disk \S+empty\.img: is empty \(0 bytes\); a disk needs at least one 512-byte sector\n$/],
-    ['an unknown disk option', [`${odd},cache=none`], /^unhalt: disk option "cache=none" is not known; valid: readonly=on\|off\n$/],
+    ['an unknown disk option', [`${odd},cache=none`], /^unhalt: disk option "cache=none" is not known; valid: readonly=on\|off, snapshot=on\|off\n$/],
     ['a bad readonly value', [`${odd},readonly=maybe`], /^unhalt: disk readonly must be on or off, got "maybe"\n$/],
-    ['a path with a comma is cut at it', [join(bad, 'a,b.img')], /^unhalt: disk option "b\.img" is not known; valid: readonly=on\|off \(a disk path may not contain a comma\)\n$/],
+    ['a path with a comma is cut at it', [join(bad, 'a,b.img')], /^unhalt: disk option "b\.img" is not known; valid: readonly=on\|off, snapshot=on\|off \(a disk path may not contain a comma\)\n$/],
   ];
   for (const [what, disk, message] of cases) {
     it(what, async () => {
@@ -272,12 +369,34 @@ describe.skipIf(!kvmAvailable)('bad disk images given to unhalt run: one line, e
   }
   it.skipIf(!immutableMade)('a read-write disk on a file that may not be written (readonly=on is the way out, and works)', async () => {
     const r = await runCli(['run', '--guest', 'probe', '--disk', immutable], { env: { UNHALT_HOME: home } });
-    expect(r.stderr).toMatch(/^unhalt: disk \S+immutable\.img: may not be written \(EPERM\); add readonly=on to use it read-only\n$/);
+    expect(r.stderr).toMatch(/^unhalt: disk \S+immutable\.img: may not be written \(EPERM\); add readonly=on to use it read-only, or snapshot=on to throw the guest's writes away\n$/);
     expect(r.code).toBe(1);
     expect(r.stdout).toBe('');
     const ro = await runCli(['run', '--guest', 'probe', '--memory', '64', '--append', 'scenario=virtio-blk write=0', '--disk', `${immutable},readonly=on`], { env: { UNHALT_HOME: home } });
     expect(ro.code).toBe(0);
     expect(ro.stdout).toContain('virtio-blk 00:08.0 capacity 8 sectors, blk_size 512, read-only');
+    // snapshot=on needs only to read it: the guest writes (to the overlay) and reads its data back.
+    const snap = await runCli(['run', '--guest', 'probe', '--memory', '64', '--append', 'scenario=virtio-blk sector=2 sectors=4 seed=6', '--disk', `${immutable},snapshot=on`], { env: { UNHALT_HOME: home } });
+    expect(snap.code).toBe(0);
+    expect(snap.stdout).toMatch(/virtio-blk 00:08\.0 capacity 8 sectors, blk_size 512\r?\n/);
+    expect(readFileSync(immutable).equals(Buffer.alloc(4096))).toBe(true);
+  });
+  it('snapshot=on whose overlay cannot be made (a missing folder, a full file system): one line, exit code 1, nothing started', async () => {
+    const img = image('snap-nowhere.img');
+    const missing = join(bad, 'no-such-folder');
+    const r = await runCli(['run', '--guest', 'probe', '--append', 'scenario=hello', '--disk', `${img},snapshot=on`], { env: { UNHALT_HOME: home, TMPDIR: missing } });
+    expect(r.stderr).toBe(`unhalt: disk ${img}: snapshot=on: the overlay for the guest's writes cannot be made in ${missing} (ENOENT); set TMPDIR to a writable folder with room\n`);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe('');
+    if (process.getuid?.() !== 0) return; // a full file system of the test's own needs a mount (root)
+    // A 64 KiB tmpfs, filled, in a mount namespace of the run's own (gone with it).
+    const full = join(bad, 'full');
+    mkdirSync(full, { recursive: true });
+    const prefix = ['unshare', '-m', 'sh', '-c', `mount -t tmpfs -o size=64k none '${full}' && (dd if=/dev/zero of='${full}/fill' bs=4k 2>/dev/null; true) && exec "$@"`, 'sh'];
+    const f = await runCli(['run', '--guest', 'probe', '--append', 'scenario=hello', '--disk', `${img},snapshot=on`], { env: { UNHALT_HOME: home, TMPDIR: full }, prefix });
+    expect(f.stderr).toBe(`unhalt: disk ${img}: snapshot=on: the overlay for the guest's writes has no room in ${full} (ENOSPC); set TMPDIR to a folder with room\n`);
+    expect(f.code).toBe(1);
+    expect(f.stdout).toBe('');
   });
   it('an image that may not be read (as a user without root\'s file-mode override): refused, read-write or read-only', async () => {
     const unreadable = join(bad, 'unreadable.img');
@@ -301,10 +420,11 @@ describe.skipIf(!kvmAvailable)('bad disk images given to unhalt run: one line, e
   it('--dry-run shows the disks and their slots, and refuses what a start refuses', async () => {
     const img = image('dry.img');
     const ro = image('dry-ro.img');
-    const r = await runCli(['run', '--guest', 'probe', '--dry-run', '--disk', img, '--disk', `${ro},readonly=on`], { env: { UNHALT_HOME: home } });
+    const snap = image('dry-snap.img');
+    const r = await runCli(['run', '--guest', 'probe', '--dry-run', '--disk', img, '--disk', `${ro},readonly=on`, '--disk', `${snap},snapshot=on`], { env: { UNHALT_HOME: home } });
     expect(r.stderr).toBe('');
-    expect(r.stdout).toContain(`virtio-blk 00:08.0 (${img}), virtio-blk 00:09.0 (${ro}, read-only)`);
-    expect(r.stdout).toContain(`--disk ${img} --disk ${ro},readonly=on`);
+    expect(r.stdout).toContain(`virtio-blk 00:08.0 (${img}), virtio-blk 00:09.0 (${ro}, read-only), virtio-blk 00:0a.0 (${snap}, snapshot: writes thrown away)`);
+    expect(r.stdout).toContain(`--disk ${img} --disk ${ro},readonly=on --disk ${snap},snapshot=on`);
     const q = await runCli(['run', '--guest', 'probe', '--dry-run', '--disk', qcow2], { env: { UNHALT_HOME: home } });
     expect(q.code).toBe(1);
     expect(q.stderr).toMatch(/is a qcow2 image/);

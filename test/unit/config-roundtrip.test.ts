@@ -88,7 +88,7 @@ describe('config string keys', () => {
   // The list the forms show as their hint and the parser's message names is exactly what it accepts.
   it('accepts every key it lists, and no other', () => {
     for (const key of CONFIG_STRING_KEYS) {
-      const value = key === 'readonly' ? 'disk=/srv/a.img,readonly=on' : `${key}=0`;
+      const value = key === 'readonly' || key === 'snapshot' ? `disk=/srv/a.img,${key}=on` : `${key}=0`;
       let message = '';
       try { parseConfigString(value); } catch (e) { message = (e as Error).message; }
       expect(message, key).not.toMatch(/unknown key/);

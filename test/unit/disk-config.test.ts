@@ -1,7 +1,8 @@
 // Disks through every configuration surface (one rule, vm-config.ts checkDisk): `--disk
-// FILE[,readonly=on]` (repeatable), config strings (`disk=FILE,readonly=on`), saved JSON, and the
-// exports (QEMU -drive/-device, libvirt <disk>, KubeVirt disks + hostDisk volumes), each round
-// trip back to the same configuration; every malformed disk refused with one line.
+// FILE[,readonly=on][,snapshot=on]` (repeatable), config strings (`disk=FILE,readonly=on,snapshot=on`),
+// saved JSON, and the exports (QEMU -drive/-device, libvirt <disk>, KubeVirt disks + hostDisk or
+// ephemeral volumes), each round trip back to the same configuration; every malformed disk refused
+// with one line.
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -17,7 +18,8 @@ import { removeTempHomes, tempHome } from '../support/temp-home.ts';
 import { missingTool } from '../support/tools.ts';
 import { VM_OPTIONS, commandLine, configFromOptions, optionsFromConfig } from '../../electron/vmm/config/cli-args.ts';
 import { formatConfigString, parseConfigString } from '../../electron/vmm/config/config-string.ts';
-import { ConfigError, validateConfig } from '../../electron/vmm/config/vm-config.ts';
+import { ConfigError, diskMode, validateConfig } from '../../electron/vmm/config/vm-config.ts';
+import { resolveMachineWithoutKvm } from '../../electron/vmm/config/resolve.ts';
 import { exportConfig } from '../../electron/vmm/export/export.ts';
 import { prepareExperiment } from '../../electron/experiments/runner.ts';
 import { MAX_DISKS } from '../../electron/vmm/config/limits.ts';
@@ -62,6 +64,36 @@ describe('disks in the configuration', () => {
     }
   });
 
+  it('snapshot=on: in --disk, config strings and JSON, printed back as given; with readonly=on it means read-only', () => {
+    const { values } = parseArgs({ args: ['--disk', '/srv/a.img,snapshot=on', '--disk', '/srv/b.img,readonly=on,snapshot=on', '--disk', '/srv/c.img,snapshot=off'], options: VM_OPTIONS, strict: true });
+    const c = configFromOptions(values);
+    expect(c.disks).toEqual([{ path: '/srv/a.img', snapshot: true }, { path: '/srv/b.img', readonly: true, snapshot: true }, { path: '/srv/c.img' }]);
+    expect(commandLine(c)).toContain('--disk /srv/a.img,snapshot=on --disk /srv/b.img,readonly=on,snapshot=on --disk /srv/c.img');
+    expect(configFromOptions(parseArgs({ args: optionsFromConfig(c), options: VM_OPTIONS, strict: true }).values)).toEqual(c);
+    // The options in either order; the config string takes the same text after disk=.
+    expect(configFromOptions({ disk: ['/srv/b.img,snapshot=on,readonly=on'] }).disks).toEqual([{ path: '/srv/b.img', readonly: true, snapshot: true }]);
+    const s = parseConfigString('disk=/srv/a.img,snapshot=on,disk=/srv/b.img,readonly=on,snapshot=on,cpus=2');
+    expect(s.disks).toEqual(c.disks!.slice(0, 2));
+    expect(formatConfigString(s)).toContain(',disk=/srv/a.img,snapshot=on,disk=/srv/b.img,readonly=on,snapshot=on');
+    expect(parseConfigString(formatConfigString(s))).toEqual(s);
+    expect(validateConfig(JSON.parse(JSON.stringify(s)))).toEqual(s);
+    // One reading of the two flags: readonly wins (the guest may not write: nothing to throw away).
+    expect(c.disks!.map(diskMode)).toEqual(['snapshot', 'read-only', 'read-write']);
+    const spec = resolveMachineWithoutKvm(validateConfig({ guest: 'probe', disks: c.disks })).spec;
+    expect(spec.disks).toEqual([
+      { path: '/srv/a.img', readonly: false, snapshot: true }, { path: '/srv/b.img', readonly: true, snapshot: false }, { path: '/srv/c.img', readonly: false, snapshot: false },
+    ]);
+  });
+
+  it('snapshot refusals are one line each', () => {
+    expect(() => configFromOptions({ disk: ['/a.img,snapshot=yes'] })).toThrow(/^disk snapshot must be on or off, got "yes"$/);
+    expect(() => configFromOptions({ disk: ['/a.img,snapshot=on,snapshot=off'] })).toThrow(/^disk option snapshot= is given twice$/);
+    expect(() => configFromOptions({ disk: ['/a.img,cache=none'] })).toThrow(/^disk option "cache=none" is not known; valid: readonly=on\|off, snapshot=on\|off$/);
+    expect(() => parseConfigString('cpus=2,snapshot=on')).toThrow(/^config string: snapshot= belongs right after a disk=FILE$/);
+    expect(() => parseConfigString('disk=/a.img,cpus=2,snapshot=on')).toThrow(/^config string: snapshot= belongs right after a disk=FILE$/);
+    expect(() => validateConfig({ disks: [{ path: '/a.img', snapshot: 'maybe' }] })).toThrow(/^disk snapshot must be on or off, got "maybe"$/);
+  });
+
   it('saved JSON round-trips; no disks means no field', () => {
     const c = validateConfig({ disks: DISKS });
     expect(validateConfig(JSON.parse(JSON.stringify(c)))).toEqual(c);
@@ -70,12 +102,12 @@ describe('disks in the configuration', () => {
   });
 
   const bad: [string, unknown, RegExp][] = [
-    ['not a list', '/a.img', /^disks must be a list of \{ path, readonly \}$/],
+    ['not a list', '/a.img', /^disks must be a list of \{ path, readonly, snapshot \}$/],
     ['too many', Array.from({ length: MAX_DISKS + 1 }, (_, i) => ({ path: `/d${i}.img` })), new RegExp(`^${MAX_DISKS + 1} disks given; at most ${MAX_DISKS} are allowed$`)],
     ['a relative path', [{ path: 'root.img' }], /^disk must be an absolute path \(its full path on the host, starting with \/\), got "root\.img"$/],
     ['an empty path', [{ path: ' ' }], /^disk is an empty path$/],
     ['a comma in the path', [{ path: '/a,b.img' }], /contains a comma, which separates disk options; rename the file or link to it$/],
-    ['an unknown field', [{ path: '/a.img', cache: 'none' }], /^unknown disk field "cache"; valid: path, readonly$/],
+    ['an unknown field', [{ path: '/a.img', cache: 'none' }], /^unknown disk field "cache"; valid: path, readonly, snapshot$/],
     ['a bad readonly', [{ path: '/a.img', readonly: 'yes' }], /^disk readonly must be on or off, got "yes"$/],
     ['a NUL', [{ path: '/a\0.img' }], /^disk contains a NUL character$/],
   ];
@@ -108,6 +140,30 @@ describe('disks in the exports', () => {
     expect(spec.domain.devices.disks).toEqual([{ name: 'disk0', disk: { bus: 'virtio' } }, { name: 'disk1', disk: { bus: 'virtio', readonly: true } }]);
     expect(spec.volumes).toEqual([{ name: 'disk0', hostDisk: { path: '/srv/images/root.img', type: 'Disk' } }, { name: 'disk1', hostDisk: { path: '/srv/images/data disk.raw', type: 'Disk' } }]);
     expect(text).toMatch(/HostDisk feature gate/);
+  });
+
+  // snapshot=on as each target names it; with readonly=on the disk is read-only there too.
+  const snap = validateConfig({ name: 'snaps', disks: [{ path: '/srv/images/base.img', snapshot: true }, { path: '/srv/images/ro.img', readonly: true, snapshot: true }] });
+  it('QEMU: snapshot=on on the -drive (readonly=on alone where both are given)', () => {
+    const text = exportConfig('qemu', { config: snap, boot, hostKind: 'hardware' }).text;
+    expect(text).toContain('-drive file=/srv/images/base.img,if=none,id=disk0,format=raw,snapshot=on');
+    expect(text).toContain('-drive file=/srv/images/ro.img,if=none,id=disk1,format=raw,readonly=on ');
+    expect(text).not.toMatch(/readonly=on,snapshot=on/);
+  });
+  it('libvirt: <transient/> in the snapshot disk, <readonly/> in the read-only one', () => {
+    const text = exportConfig('libvirt', { config: snap, boot, hostKind: 'hardware' }).text;
+    expect(text).toContain("<source file='/srv/images/base.img'/>\n      <target dev='vda' bus='virtio'/>\n      <transient/>\n    </disk>");
+    expect(text).toContain("<source file='/srv/images/ro.img'/>\n      <target dev='vdb' bus='virtio'/>\n      <readonly/>\n    </disk>");
+  });
+  it('KubeVirt: a snapshot disk is an ephemeral volume over a claim the header names (never a writable hostDisk)', () => {
+    const text = exportConfig('kubevirt', { config: snap, boot, hostKind: 'hardware' }).text;
+    const spec = (parseYamlSubset(text) as any).spec.template.spec;
+    expect(spec.domain.devices.disks).toEqual([{ name: 'disk0', disk: { bus: 'virtio' } }, { name: 'disk1', disk: { bus: 'virtio', readonly: true } }]);
+    expect(spec.volumes).toEqual([
+      { name: 'disk0', ephemeral: { persistentVolumeClaim: { claimName: 'snaps-disk0', readOnly: true } } },
+      { name: 'disk1', hostDisk: { path: '/srv/images/ro.img', type: 'Disk' } },
+    ]);
+    expect(text).toMatch(/create this claim holding the raw image first: snaps-disk0 \(\/srv\/images\/base\.img\)/);
   });
 });
 

@@ -5,7 +5,9 @@
 // request), readable and writable buffers interleaved, zero-length buffers, unknown types,
 // discard segments with bad ranges and flags — served by BlkServer with pread/pwrite/fdatasync/
 // fallocate on a real image file (on tmpfs: fdatasync costs nothing there), read-write,
-// read-only, with and without discard. An independent reference (the spec's rules, written here
+// read-only, with and without discard, and snapshot=on (an overlay over an image opened read-only,
+// with 1.5 KiB granules so that requests cross many: what the guest reads is the reference's model,
+// the image never changes). An independent reference (the spec's rules, written here
 // over byte streams with BigInt sectors) says what each request must do. Named invariants, after
 // every request: no exception; SERVE_NEEDS_RESET exactly when no status can be written; the status
 // byte and used length the reference gives; guest RAM outside what the request may write
@@ -25,6 +27,7 @@ import {
   BLK_STAT, BLK_STAT_SLOTS, BlkServer, MAX_DISCARD_SECTORS, MAX_REQUEST_BYTES, blkConfigBytes, blkFeatures, type BlkFileIo,
 } from '../../electron/vmm/devices/virtio/virtio-blk.ts';
 import type { DiskBackend } from '../../electron/vmm/devices/virtio/disk-image.ts';
+import { OverlayMap, createOverlay } from '../../electron/vmm/devices/virtio/disk-overlay.ts';
 
 const SCALE = Number(process.env.FUZZ_SCALE ?? 1) || 1;
 const SEED = Number(process.env.FUZZ_SEED ?? Date.now() % 2 ** 31);
@@ -159,19 +162,47 @@ function reference(bufs: Buf[], ram: Uint8Array, file: Uint8Array, disk: DiskBac
   return { needsReset: false, status, used, ram: out, bytesRead, bytesWritten, ...(touched ? { touched } : {}) };
 }
 
-interface Disk { fd: number; path: string; backend: DiskBackend; model: Uint8Array; server: BlkServer; stats: Float64Array }
+interface Disk { fd: number; path: string; backend: DiskBackend; model: Uint8Array; server: BlkServer; stats: Float64Array; close(): void }
+type Kind = 'rw' | 'rw-nodiscard' | 'ro' | 'snap';
+const KINDS: readonly Kind[] = ['rw', 'rw-nodiscard', 'ro', 'snap'];
+/** Granules of the fuzzed overlays: 3 sectors, so a request of up to 8 crosses several and the image ends in a short one. */
+const SNAP_GRANULE = 1536;
 
-function openDisk(kind: 'rw' | 'rw-nodiscard' | 'ro', r: ReturnType<typeof prng>): Disk {
+function openDisk(kind: Kind, r: ReturnType<typeof prng>): Disk {
   ramBytes.set(BACKGROUND); // a known background per run; each request is then checked against the RAM before it
   const path = join(dir, `${kind}.img`);
   const model = Uint8Array.from({ length: DISK_BYTES }, () => r.int(256));
   const fd0 = openSync(path, 'w');
   writeSync(fd0, model);
   closeSync(fd0);
-  const fd = openSync(path, kind === 'ro' ? 'r' : 'r+');
+  const fd = openSync(path, kind === 'ro' || kind === 'snap' ? 'r' : 'r+');
   const backend: DiskBackend = { fd, sizeBytes: DISK_BYTES, readonly: kind === 'ro', discard: kind === 'rw', serial: SERIAL };
+  // The overlay where disk-image.ts would put it, but on this tmpfs (TMPDIR is its folder).
+  const tmp = process.env.TMPDIR;
+  process.env.TMPDIR = dir;
+  if (kind === 'snap') backend.overlay = createOverlay(DISK_BYTES, SNAP_GRANULE);
+  if (tmp === undefined) delete process.env.TMPDIR; else process.env.TMPDIR = tmp;
   const stats = new Float64Array(BLK_STAT_SLOTS);
-  return { fd, path, backend, model, server: new BlkServer(backend, stats, realIo), stats };
+  return {
+    fd, path, backend, model, server: new BlkServer(backend, stats, realIo), stats,
+    close: () => { if (backend.overlay) closeSync(backend.overlay.fd); closeSync(fd); },
+  };
+}
+
+/** What the guest sees of the disk: the image, or for a snapshot each granule from where it is held. */
+function diskBytes(d: Disk, at = 0, n = DISK_BYTES): Uint8Array {
+  const ov = d.backend.overlay;
+  if (!ov) return fileBytes(d.fd, at, n);
+  const map = new OverlayMap(ov, d.fd, DISK_BYTES);
+  const out = new Uint8Array(n);
+  for (let i = 0; i < n; i++) {
+    // Byte by byte is slow; granule by granule is what the map answers.
+    const g = Math.floor((at + i) / SNAP_GRANULE) * SNAP_GRANULE;
+    const end = Math.min(g + SNAP_GRANULE, at + n);
+    out.set(fileBytes(map.holds(at + i) ? ov.fd : d.fd, at + i, end - (at + i)), i);
+    i = end - at - 1;
+  }
+  return out;
 }
 
 function fileBytes(fd: number, at = 0, n = DISK_BYTES): Uint8Array {
@@ -232,9 +263,9 @@ function serveAndCheck(d: Disk, bufs: Buf[], header: Uint8Array | undefined, ext
     d.stats[BLK_STAT.bytesRead]! - before.r === ref.bytesRead && d.stats[BLK_STAT.bytesWritten]! - before.w === ref.bytesWritten);
   if (ref.touched) {
     const [at, n] = ref.touched;
-    inv('the range a request changed equals the reference model', Buffer.compare(fileBytes(d.fd, at, n), d.model.subarray(at, at + n)) === 0);
+    inv('the range a request changed equals the reference model', Buffer.compare(diskBytes(d, at, n), d.model.subarray(at, at + n)) === 0);
   }
-  if (opIndex % 256 === 0) inv('the image file equals the reference model', Buffer.compare(fileBytes(d.fd), d.model) === 0);
+  if (opIndex % 256 === 0) inv('the image file equals the reference model', Buffer.compare(diskBytes(d), d.model) === 0);
 }
 
 // --- request generators -------------------------------------------------------------------------
@@ -332,9 +363,9 @@ describe('virtio-blk requests against a hostile driver (real file I/O)', () => {
     ['an unknown request type', (r) => ({ bufs: [{ offset: 0, length: 16, writable: false }, { offset: 512, length: 1, writable: true }], header: headerFor(r, 0x7fff, 0n) })],
   ];
 
-  it('structured hostile requests on a read-write, a no-discard and a read-only disk', () => {
+  it('structured hostile requests on a read-write, a no-discard, a read-only and a snapshot disk', () => {
     const r = prng(SEED);
-    for (const kind of ['rw', 'rw-nodiscard', 'ro'] as const) {
+    for (const kind of KINDS) {
       const d = openDisk(kind, r);
       try {
         const roBefore = new Uint8Array(d.model);
@@ -342,13 +373,13 @@ describe('virtio-blk requests against a hostile driver (real file I/O)', () => {
           const q = make(r);
           serveAndCheck(d, q.bufs, q.header, q.extra, 0);
         }
-        if (kind === 'ro') inv('a read-only image never changes', Buffer.compare(fileBytes(d.fd), roBefore) === 0);
+        if (kind === 'ro' || kind === 'snap') inv('a read-only or snapshot image never changes', Buffer.compare(fileBytes(d.fd), roBefore) === 0);
         if (kind === 'rw') {
           // The good discard really punched: the file's blocks are zeros there, as the model says.
           inv('a discarded range reads zeros', fileBytes(d.fd, 8 * 512, 4 * 512).every((b) => b === 0));
         }
       } finally {
-        closeSync(d.fd);
+        d.close();
       }
     }
   });
@@ -357,13 +388,13 @@ describe('virtio-blk requests against a hostile driver (real file I/O)', () => {
     const r = prng(SEED ^ 0x5bd1e995);
     const t0 = performance.now();
     let ops = 0;
-    const runs = 30;
+    const runs = 32;
     for (let run = 0; run < runs; run++) {
-      const kind = (['rw', 'rw-nodiscard', 'ro'] as const)[run % 3]!;
+      const kind = KINDS[run % KINDS.length]!;
       const d = openDisk(kind, r);
       const roBefore = new Uint8Array(d.model);
       try {
-        const perRun = Math.ceil((TOTAL_OPS - structured.length * 3) / runs);
+        const perRun = Math.ceil((TOTAL_OPS - structured.length * KINDS.length) / runs);
         for (let i = 0; i < perRun; i++, ops++) {
           if (r.chance(0.02)) {
             const q = structured[r.int(structured.length)]![1](r);
@@ -373,11 +404,12 @@ describe('virtio-blk requests against a hostile driver (real file I/O)', () => {
             serveAndCheck(d, q.bufs, q.header, q.extra, i);
           }
         }
-        inv('the image file equals the reference model at the end of a run', Buffer.compare(fileBytes(d.fd), d.model) === 0);
-        if (kind === 'ro') inv('a read-only image never changes', Buffer.compare(fileBytes(d.fd), roBefore) === 0);
+        inv('the image file equals the reference model at the end of a run', Buffer.compare(diskBytes(d), d.model) === 0);
+        if (kind === 'ro' || kind === 'snap') inv('a read-only or snapshot image never changes', Buffer.compare(fileBytes(d.fd), roBefore) === 0);
         inv('the file keeps its size (discard keeps it, nothing extends it)', fstatSync(d.fd).size === DISK_BYTES);
+        if (d.backend.overlay) inv('the overlay keeps the image\'s size', fstatSync(d.backend.overlay.fd).size === DISK_BYTES);
       } finally {
-        closeSync(d.fd);
+        d.close();
       }
     }
     const ms = performance.now() - t0;

@@ -4,7 +4,7 @@
 // what is wrong with it — never anything read from the file (the service passes them to clients).
 // Reads are asynchronous and only as far as a loader would read (boot-files.ts).
 import { accessSync, constants, statSync } from 'node:fs';
-import { ConfigError, type VmConfig } from '../config/vm-config.ts';
+import { ConfigError, diskMode, type VmConfig } from '../config/vm-config.ts';
 import { readKernelImage, refuseUnfit } from './boot-files.ts';
 import { parseElf } from './elf.ts';
 import { detectKernelFormat } from './kernel-format.ts';
@@ -46,7 +46,9 @@ export function statBootFile(path: string, what: 'kernel' | 'initrd', confine?: 
 export async function checkBootFiles(c: Pick<VmConfig, 'kernel' | 'initrd' | 'memoryMiB' | 'disks'>, confine?: ConfineFile): Promise<void> {
   // Disk images: the image rules (devices/virtio/disk-image.ts), confined as a boot file is (after
   // the stat, before anything is read).
-  for (const d of c.disks ?? []) checkDiskImage({ path: d.path, readonly: d.readonly === true }, confine && ((p) => confine(p, 'disk')));
+  for (const d of c.disks ?? []) {
+    checkDiskImage({ path: d.path, readonly: diskMode(d) === 'read-only', snapshot: diskMode(d) === 'snapshot' }, confine && ((p) => confine(p, 'disk')));
+  }
   let kernelBytes = 0;
   if (c.kernel !== undefined) {
     statBootFile(c.kernel, 'kernel', confine);

@@ -21,7 +21,7 @@ export const VM_OPTIONS = {
   'pvm-profile': { type: 'string' },
   rng: { type: 'string' },
   net: { type: 'string' },
-  /** FILE[,readonly=on], repeatable: one virtio-blk disk each. */
+  /** FILE[,readonly=on][,snapshot=on], repeatable: one virtio-blk disk each. */
   disk: { type: 'string', multiple: true },
 } as const;
 

@@ -4,7 +4,7 @@
 import { FEATURE_NAMES } from '../machine/features.ts';
 import { parseCpuList } from './knob-syntax.ts';
 import { formatNetOption, parseNetOption } from './net-config.ts';
-import { ConfigError, formatDiskOption, parseDiskOption, validateConfig, type VmConfig } from './vm-config.ts';
+import { ConfigError, DISK_OPTIONS, formatDiskOption, parseDiskOption, validateConfig, type VmConfig } from './vm-config.ts';
 
 const SIMPLE: Record<string, string> = {
   cpus: 'cpus', memory: 'memoryMiB', machine: 'machine', 'cpu-pm': 'cpuPm', 'mem-lock': 'memLock',
@@ -13,9 +13,9 @@ const SIMPLE: Record<string, string> = {
 
 /**
  * Every key a config string accepts: the one list the parser checks against, its message names
- * and the forms show as their hint (readonly= only right after a disk=FILE).
+ * and the forms show as their hint (readonly= and snapshot= only right after a disk=FILE).
  */
-export const CONFIG_STRING_KEYS: readonly string[] = [...Object.keys(SIMPLE), 'pin', 'net', 'hostfwd', 'disk', 'readonly', ...FEATURE_NAMES];
+export const CONFIG_STRING_KEYS: readonly string[] = [...Object.keys(SIMPLE), 'pin', 'net', 'hostfwd', 'disk', ...DISK_OPTIONS, ...FEATURE_NAMES];
 
 /** The keys of a config string that are none of CONFIG_STRING_KEYS, each once, in the order written. */
 export function unknownConfigKeys(spec: string): string[] {
@@ -47,25 +47,25 @@ export function parseConfigString(spec: string, base: Record<string, unknown> = 
   // `net=user,hostfwd=...,hostfwd=...`: the same text as `--net`, its parts being keys here too.
   let net: string | undefined;
   const hostfwd: string[] = [];
-  // disk=FILE, repeatable; a readonly=on right after it is that disk's (as in --disk FILE,readonly=on).
-  const disks: Record<string, unknown>[] = [];
-  let lastKey = '';
+  // disk=FILE, repeatable; readonly= and snapshot= right after it are that disk's (as in --disk
+  // FILE,readonly=on,snapshot=on): parsed as that text, so both surfaces keep one reading.
+  const disks: string[] = [];
+  let inDisk = false;
   for (const part of spec.split(',')) {
     if (part.trim() === '') continue;
     const eq = part.indexOf('=');
     if (eq <= 0) throw new ConfigError(`config string: "${part.slice(0, 40)}" is not key=value`);
     const key = part.slice(0, eq).trim();
     const value = part.slice(eq + 1).trim();
-    const prevKey = lastKey;
-    lastKey = key;
+    const afterDisk: boolean = inDisk;
+    inDisk = key === 'disk' || ((DISK_OPTIONS as readonly string[]).includes(key) && afterDisk);
     if (key === 'pin') raw.pin = parseCpuList(value);
     else if (key === 'net') net = value;
     else if (key === 'hostfwd') hostfwd.push(`hostfwd=${value}`);
-    else if (key === 'disk') disks.push(parseDiskOption(value));
-    else if (key === 'readonly') {
-      if (prevKey !== 'disk') throw new ConfigError('config string: readonly= belongs right after a disk=FILE');
-      disks[disks.length - 1]!.readonly = value;
-      lastKey = '';
+    else if (key === 'disk') disks.push(value);
+    else if ((DISK_OPTIONS as readonly string[]).includes(key)) {
+      if (!afterDisk) throw new ConfigError(`config string: ${key}= belongs right after a disk=FILE`);
+      disks[disks.length - 1] += `,${key}=${value}`;
     } else if (key in SIMPLE) raw[SIMPLE[key]!] = value;
     else if (FEATURE_NAMES.includes(key)) features[key] = value;
     else throw new ConfigError(`config string: unknown key "${key.slice(0, 40)}"`); // unknownConfigKeys has refused it
@@ -73,7 +73,7 @@ export function parseConfigString(spec: string, base: Record<string, unknown> = 
   if (Object.keys(features).length) raw.cpuFeatures = features;
   if (hostfwd.length && net !== 'user') throw new ConfigError('config string: hostfwd= needs net=user before it');
   if (net !== undefined) raw.net = parseNetOption([net, ...hostfwd].join(','));
-  if (disks.length) raw.disks = disks;
+  if (disks.length) raw.disks = disks.map(parseDiskOption);
   return validateConfig(raw);
 }
 

@@ -14,7 +14,7 @@ import type { MachineSpec } from '../machine-spec.ts';
 import { hostKind } from '../host.ts';
 import { RunnabilityError, checkHostFit, checkKnobConflicts, cpuPmTurnedOffNote, effectiveFeatures, type EffectiveFeature } from './rules.ts';
 import { macForVm } from './net-config.ts';
-import { ConfigError, type VmConfig } from './vm-config.ts';
+import { ConfigError, diskMode, type VmConfig } from './vm-config.ts';
 
 export { RunnabilityError };
 export type { FeatureSource } from './rules.ts';
@@ -186,7 +186,8 @@ function machineOf(c: VmConfig, resolution: Resolution, kind: HostCapabilities['
     spec.net = { mac: macForVm(c.name), backEnd: c.net };
   }
   // Checked with the boot files (checkBootFiles), opened and locked at build time (disk-image.ts).
-  if (c.disks) spec.disks = c.disks.map((d) => ({ path: d.path, readonly: d.readonly === true }));
+  // diskMode reads readonly and snapshot together (readonly wins): the spec carries its answer.
+  if (c.disks) spec.disks = c.disks.map((d) => ({ path: d.path, readonly: diskMode(d) === 'read-only', snapshot: diskMode(d) === 'snapshot' }));
   if (c.haltPollNs !== undefined) spec.haltPollNs = c.haltPollNs;
   const pins = vcpuPins(c);
   if (pins) spec.pin = pins;

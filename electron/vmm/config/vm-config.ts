@@ -47,10 +47,23 @@ export interface VmConfig {
   disks?: DiskConfig[];
 }
 
-/** One disk: a raw image file, read-write unless readonly. */
+/** One disk: a raw image file, read-write unless readonly or snapshot (diskMode: what the two mean together). */
 export interface DiskConfig {
   path: string;
   readonly?: true;
+  /** QEMU's snapshot=on: the guest writes, but to a throwaway overlay; the image is never written. */
+  snapshot?: true;
+}
+
+/** How the guest uses a disk: the one reading of readonly and snapshot, for the device, the exports and the wizard. */
+export type DiskMode = 'read-write' | 'read-only' | 'snapshot';
+
+/**
+ * readonly=on wins over snapshot=on (as in QEMU, which accepts both and then refuses the guest's
+ * writes): a guest that may not write has nothing to throw away, so no overlay is made.
+ */
+export function diskMode(d: Pick<DiskConfig, 'readonly' | 'snapshot'>): DiskMode {
+  return d.readonly ? 'read-only' : d.snapshot ? 'snapshot' : 'read-write';
 }
 
 export const DEFAULTS = { cpus: 1, name: 'vm' } as const;
@@ -156,44 +169,52 @@ export function checkBootPath(value: unknown, field: 'kernel' | 'initrd'): strin
 /**
  * One disk's rule, for every surface: an absolute path (as checkBootPath, for the same reason) to
  * a file checked when the VM starts (devices/virtio/disk-image.ts), with no comma in it (the
- * `FILE,readonly=on` text of --disk and config strings splits at commas), and readonly on/off.
+ * `FILE,readonly=on` text of --disk and config strings splits at commas), readonly on/off and
+ * snapshot on/off (both on: read-only, see diskMode; both kept as given, so turning readonly off
+ * later leaves the snapshot the user asked for).
  */
 export function checkDisk(value: unknown): DiskConfig {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new ConfigError('a disk must be an object { path, readonly }');
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new ConfigError('a disk must be an object { path, readonly, snapshot }');
   const r = value as Record<string, unknown>;
-  for (const key of Object.keys(r)) if (key !== 'path' && key !== 'readonly') throw new ConfigError(`unknown disk field "${key.slice(0, 40)}"; valid: path, readonly`);
+  for (const key of Object.keys(r)) if (!DISK_FIELDS.includes(key)) throw new ConfigError(`unknown disk field "${key.slice(0, 40)}"; valid: ${DISK_FIELDS.join(', ')}`);
   const p = path(r.path, 'disk');
   if (!p.startsWith('/')) throw new ConfigError(`disk must be an absolute path (its full path on the host, starting with /), got "${p.slice(0, 200)}"`);
   if (p.includes(',')) throw new ConfigError(`disk path "${p.slice(0, 200)}" contains a comma, which separates disk options; rename the file or link to it`);
   const disk: DiskConfig = { path: p };
   if (r.readonly !== undefined && bool(r.readonly, 'disk readonly')) disk.readonly = true;
+  if (r.snapshot !== undefined && bool(r.snapshot, 'disk snapshot')) disk.snapshot = true;
   return disk;
 }
 
+const DISK_FIELDS = ['path', 'readonly', 'snapshot'];
+/** The on/off options after `FILE,` in --disk and config strings: DiskConfig's flags, by their QEMU names. */
+export const DISK_OPTIONS = ['readonly', 'snapshot'] as const;
+
 export function checkDisks(value: unknown): DiskConfig[] {
-  if (!Array.isArray(value)) throw new ConfigError('disks must be a list of { path, readonly }');
+  if (!Array.isArray(value)) throw new ConfigError('disks must be a list of { path, readonly, snapshot }');
   if (value.length > MAX_DISKS) throw new ConfigError(`${value.length} disks given; at most ${MAX_DISKS} are allowed`);
   return value.map(checkDisk);
 }
 
-/** `FILE[,readonly=on|off]` (--disk, and a config string's disk=...) as the raw fields checkDisk takes. */
+/** `FILE[,readonly=on|off][,snapshot=on|off]` (--disk, and a config string's disk=...) as the raw fields checkDisk takes. */
 export function parseDiskOption(text: string): Record<string, unknown> {
   const [file, ...opts] = text.split(',');
   const raw: Record<string, unknown> = { path: file };
   for (const o of opts) {
     const eq = o.indexOf('=');
     const key = eq < 0 ? o : o.slice(0, eq);
-    if (key !== 'readonly') {
-      throw new ConfigError(`disk option "${o.slice(0, 40)}" is not known; valid: readonly=on|off${eq < 0 ? ' (a disk path may not contain a comma)' : ''}`);
+    if (!(DISK_OPTIONS as readonly string[]).includes(key)) {
+      throw new ConfigError(`disk option "${o.slice(0, 40)}" is not known; valid: ${DISK_OPTIONS.map((k) => `${k}=on|off`).join(', ')}${eq < 0 ? ' (a disk path may not contain a comma)' : ''}`);
     }
-    raw.readonly = eq < 0 ? '' : o.slice(eq + 1);
+    if (key in raw) throw new ConfigError(`disk option ${key}= is given twice`);
+    raw[key] = eq < 0 ? '' : o.slice(eq + 1);
   }
   return raw;
 }
 
 /** A disk as --disk and config strings write it. */
 export function formatDiskOption(d: DiskConfig): string {
-  return d.readonly ? `${d.path},readonly=on` : d.path;
+  return `${d.path}${d.readonly ? ',readonly=on' : ''}${d.snapshot ? ',snapshot=on' : ''}`;
 }
 
 /** Validates untrusted input (CLI, JSON, API, config strings) into a VmConfig; throws ConfigError. */

@@ -8,6 +8,7 @@ import {
   describePins, type ExportPlan, featureValue, haltPollAdvice, machineTypeNote, madeForLine, passthroughDefault,
 } from './plan.ts';
 import { toYaml, type YamlValue } from './yaml.ts';
+import { diskMode } from '../config/vm-config.ts';
 import { macForVm } from '../config/net-config.ts';
 
 /** Features KubeVirt has a field for. */
@@ -56,9 +57,14 @@ export function kubevirtYaml(plan: ExportPlan): string {
       '  (cpu.features are CPUID features, not KVM\'s), and host-passthrough sets it otherwise. Use a hook sidecar that',
       '  adds <qemu:commandline> -global host-x86_64-cpu.FEATURE=on|off (the libvirt export has the lines).');
   }
-  if (c.disks?.length) {
+  if (c.disks?.some((d) => diskMode(d) !== 'snapshot')) {
     gaps.push('disks: the images are hostDisk volumes (the HostDisk feature gate must be on, and each path must exist on the',
       '  node that runs the VM); a PersistentVolumeClaim or DataVolume is the usual way to carry them instead.');
+  }
+  const snapshots = (c.disks ?? []).flatMap((d, i) => (diskMode(d) === 'snapshot' ? [`${snapshotClaim(plan, i)} (${d.path})`] : []));
+  if (snapshots.length) {
+    gaps.push(`snapshot=on disks are ephemeral volumes (the guest's writes vanish with the VM, the image is never written), which`,
+      `  KubeVirt offers over a PersistentVolumeClaim only: create ${snapshots.length > 1 ? 'these claims' : 'this claim'} holding the raw image first: ${snapshots.join(', ')}.`);
   }
   const comments = [
     `VM "${c.name}" exported by Unhalt for KubeVirt: kubectl apply -f FILE, then virtctl start ${plan.slug}.`,
@@ -119,16 +125,26 @@ export function kubevirtYaml(plan: ExportPlan): string {
               } : { autoattachPodInterface: false }),
               autoattachSerialConsole: true,
               ...(c.rng ? { rng: {} } : {}),
-              ...(c.disks?.length ? { disks: c.disks.map((d, i) => ({ name: `disk${i}`, disk: { bus: 'virtio', ...(d.readonly ? { readonly: true } : {}) } })) } : {}),
+              ...(c.disks?.length ? { disks: c.disks.map((d, i) => ({ name: `disk${i}`, disk: { bus: 'virtio', ...(diskMode(d) === 'read-only' ? { readonly: true } : {}) } })) } : {}),
             },
           },
           ...(c.net?.mode === 'user' ? { networks: [{ name: 'default', pod: {} }] } : {}),
-          ...(c.disks?.length ? { volumes: c.disks.map((d, i) => ({ name: `disk${i}`, hostDisk: { path: d.path, type: 'Disk' } })) } : {}),
+          // A snapshot disk is an ephemeral volume: KubeVirt's throwaway overlay exists only over a claim, not a hostDisk.
+          ...(c.disks?.length ? {
+            volumes: c.disks.map((d, i): YamlValue => (diskMode(d) === 'snapshot'
+              ? { name: `disk${i}`, ephemeral: { persistentVolumeClaim: { claimName: snapshotClaim(plan, i), readOnly: true } } }
+              : { name: `disk${i}`, hostDisk: { path: d.path, type: 'Disk' } })),
+          } : {}),
         },
       },
     },
   };
   return toYaml(manifest, comments);
+}
+
+/** The claim a snapshot disk's ephemeral volume reads: named after the VM and the disk. */
+function snapshotClaim(plan: ExportPlan, i: number): string {
+  return `${plan.slug}-disk${i}`;
 }
 
 function baseName(path: string): string {

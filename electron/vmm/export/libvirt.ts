@@ -8,6 +8,7 @@
 import {
   describePins, type ExportPlan, featureValue, haltPollAdvice, machineTypeNote, madeForLine, passthroughDefault, shellQuote,
 } from './plan.ts';
+import { diskMode } from '../config/vm-config.ts';
 import { macForVm, type NetConfig } from '../config/net-config.ts';
 
 const QEMU_NS = 'http://libvirt.org/schemas/domain/qemu/1.0';
@@ -95,7 +96,8 @@ export function libvirtXml(plan: ExportPlan): string {
     ...(c.rng ? ["    <rng model='virtio'>", "      <backend model='random'>/dev/urandom</backend>", '    </rng>'] : []),
     ...(c.disks ?? []).flatMap((d, i) => ["    <disk type='file' device='disk'>", "      <driver name='qemu' type='raw'/>",
       `      <source file='${esc(d.path)}'/>`, `      <target dev='vd${String.fromCharCode(97 + i)}' bus='virtio'/>`,
-      ...(d.readonly ? ['      <readonly/>'] : []), '    </disk>']),
+      // <transient/>: libvirt's snapshot=on (the guest's writes go to an overlay deleted when the domain stops).
+      ...(diskMode(d) === 'read-only' ? ['      <readonly/>'] : diskMode(d) === 'snapshot' ? ['      <transient/>'] : []), '    </disk>']),
     ...(c.net ? libvirtInterface(c.net, macForVm(c.name)) : []),
     '  </devices>');
   if (qemuArgs.length) x.push('  <qemu:commandline>', ...qemuArgs.map((a) => `    <qemu:arg value='${esc(a)}'/>`), '  </qemu:commandline>');

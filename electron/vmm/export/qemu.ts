@@ -2,7 +2,7 @@
 // QEMU has most of Unhalt's knobs under the same names, since Unhalt took them from QEMU:
 // `-cpu host,kvm-pv-unhalt=on,...`, `-overcommit cpu-pm=on` and `mem-lock=on`. What it has
 // not (per-VM halt polling, vCPU pinning) is said in the comments with what to do instead.
-import type { VmConfig } from '../config/vm-config.ts';
+import { diskMode, type VmConfig } from '../config/vm-config.ts';
 import { formatHostForward, macForVm, type NetConfig } from '../config/net-config.ts';
 import type { HostKind } from '../host.ts';
 import { describePins, type ExportPlan, haltPollAdvice, machineTypeNote, madeForLine, shellQuote } from './plan.ts';
@@ -46,8 +46,11 @@ function qemuOptions(plan: ExportPlan): Option[] {
   // rng=on: virtio-rng on PCI, fed from the host's getrandom (QEMU's default rng-builtin backend, as Unhalt's device).
   if (c.rng) opts.push(['-device', 'virtio-rng-pci']);
   // disks: raw images on virtio-blk-pci, in order (the first is vda); QEMU locks them as Unhalt does.
+  // snapshot=on is QEMU's own option of that name and meaning (its overlay in $TMPDIR, as ours).
   (c.disks ?? []).forEach((d, i) => {
-    opts.push(['-drive', `file=${d.path.replace(/,/g, ',,')},if=none,id=disk${i},format=raw${d.readonly ? ',readonly=on' : ''}`],
+    const mode = diskMode(d);
+    const flag = mode === 'read-only' ? ',readonly=on' : mode === 'snapshot' ? ',snapshot=on' : '';
+    opts.push(['-drive', `file=${d.path.replace(/,/g, ',,')},if=none,id=disk${i},format=raw${flag}`],
       ['-device', `virtio-blk-pci,drive=disk${i}`]);
   });
   // disable-legacy=on: a modern-only 1af4:1041 as Unhalt's card is (QEMU's default is the transitional 1af4:1000).

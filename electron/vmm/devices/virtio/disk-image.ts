@@ -6,7 +6,9 @@
 // VM holds.
 //
 // The hold is an flock(2) on the open image, as QEMU's image locking does: exclusive for a
-// read-write disk, shared for readonly=on (several readers, no writer). The kernel drops it when
+// read-write disk, shared for readonly=on and snapshot=on (several readers, no writer: a snapshot's
+// image is only read, and must not change under its overlay). A snapshot=on disk's image is
+// opened O_RDONLY, its writes go to an overlay (disk-overlay.ts) made here with the open. The kernel drops it when
 // the fd closes or the process dies however it dies (SIGKILL included), so a crashed VMM never
 // leaves a disk locked. A refusal names the holder: a VM of this process by its name, another
 // process by its pid and command line (from /proc/locks, which lists flock holders by pid).
@@ -15,6 +17,7 @@ import { basename } from 'node:path';
 import { EAGAIN, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, LOCK_EX, LOCK_NB, LOCK_SH, errno, libc } from '../../../../native/kvm/libc.ts';
 import { ConfigError, checkDisk, integer } from '../../config/vm-config.ts';
 import { shownPath } from '../../config/shown-path.ts';
+import { createOverlay, type DiskOverlay } from './disk-overlay.ts';
 
 export const SECTOR_BYTES = 512;
 /** qcow2's magic, "QFI\xfb", at offset 0. */
@@ -25,8 +28,16 @@ export const DISK_ID_BYTES = 20;
 /** A disk as a machine spec lists it (config/resolve.ts fills it from VmConfig.disks). */
 export interface DiskSpec {
   path: string;
+  /** The guest may not write (readonly=on, with or without snapshot=on: diskMode). */
   readonly: boolean;
+  /** snapshot=on (and not readonly): the guest's writes go to a throwaway overlay. */
+  snapshot?: boolean;
 }
+
+/** The image itself is only read: a read-only disk, or a snapshot's base. */
+const imageReadOnly = (d: DiskSpec) => d.readonly || d.snapshot === true;
+/** What the lock table and the refusals call a disk's use of its image. */
+const useOf = (d: DiskSpec) => (d.readonly ? 'read-only' : d.snapshot ? 'snapshot' : 'read-write');
 
 /** What the I/O thread's back end needs: plain data (the fd is process-wide). */
 export interface DiskBackend {
@@ -37,6 +48,8 @@ export interface DiskBackend {
   discard: boolean;
   /** GET_ID's answer (at most DISK_ID_BYTES bytes). */
   serial: string;
+  /** snapshot=on: where the guest's writes go (fd is then the image, opened O_RDONLY). */
+  overlay?: DiskOverlay;
 }
 
 function fail(path: string, why: string): never {
@@ -99,7 +112,7 @@ function openImage(path: string, readonly: boolean): number {
     const code = (e as NodeJS.ErrnoException).code;
     // readonly=on is the way out only for a file that may be read: say so only then.
     if (!readonly && (code === 'EACCES' || code === 'EPERM' || code === 'EROFS') && mayRead(path)) {
-      fail(path, `may not be written (${code}); add readonly=on to use it read-only`);
+      fail(path, `may not be written (${code}); add readonly=on to use it read-only, or snapshot=on to throw the guest's writes away`);
     }
     if (code === 'EACCES' || code === 'EPERM') fail(path, `cannot be read (${code})`);
     fail(path, `cannot be opened (${code ?? (e as Error).message})`);
@@ -125,7 +138,7 @@ export function checkDiskImage(disk: DiskSpec, confine?: (path: string) => void)
   statImage(disk.path);
   // Where it may come from (the service's allowed folders) before anything is read from it.
   confine?.(disk.path);
-  const fd = openImage(disk.path, disk.readonly);
+  const fd = openImage(disk.path, imageReadOnly(disk));
   try {
     const size = fstatSync(fd).size;
     checkContent(disk.path, fd, size);
@@ -165,7 +178,9 @@ export function createRawImage(path: string, sizeMiB: unknown): void {
 }
 
 // This process's held images, by device and inode: who to name when a second VM asks.
-const held = new Map<string, { vm: string; readonly: boolean }[]>();
+const held = new Map<string, HeldBy[]>();
+/** shared: the flock is LOCK_SH (read-only or snapshot); use: how the refusal names it. */
+interface HeldBy { vm: string; shared: boolean; use: string }
 const keyOf = (st: Stats) => `${st.dev}:${st.ino}`;
 
 /** An image opened and locked for one VM; close() unlocks it (so does the process's death). */
@@ -173,10 +188,10 @@ export class OpenDisk {
   readonly path: string;
   readonly backend: DiskBackend;
   private readonly key: string;
-  private readonly entry: { vm: string; readonly: boolean };
+  private readonly entry: HeldBy;
   private closed = false;
 
-  private constructor(path: string, backend: DiskBackend, key: string, entry: { vm: string; readonly: boolean }) {
+  private constructor(path: string, backend: DiskBackend, key: string, entry: HeldBy) {
     this.path = path;
     this.backend = backend;
     this.key = key;
@@ -186,24 +201,36 @@ export class OpenDisk {
   /** Opens and locks the image for VM `vm`; throws ConfigError (one line) for every refusal. */
   static open(disk: DiskSpec, vm: string): OpenDisk {
     statImage(disk.path);
-    const fd = openImage(disk.path, disk.readonly);
+    const shared = imageReadOnly(disk);
+    const fd = openImage(disk.path, shared);
+    let overlay: DiskOverlay | undefined;
     try {
       const st = fstatSync(fd);
       checkContent(disk.path, fd, st.size);
-      if (libc.flock(fd, (disk.readonly ? LOCK_SH : LOCK_EX) | LOCK_NB) !== 0) {
+      if (libc.flock(fd, (shared ? LOCK_SH : LOCK_EX) | LOCK_NB) !== 0) {
         const err = errno();
         if (err !== EAGAIN) fail(disk.path, `cannot be locked (errno ${err})`);
-        fail(disk.path, `is in use by ${describeHolder(st, disk.readonly)}; stop that VM first${disk.readonly ? '' : ', or add readonly=on if every user only reads it'}`);
+        fail(disk.path, `is in use by ${describeHolder(st, shared)}; stop that VM first${shared ? '' : ', or add readonly=on (or snapshot=on) if every user only reads it'}`);
       }
+      if (disk.snapshot && !disk.readonly) {
+        try {
+          overlay = createOverlay(st.size);
+        } catch (e) {
+          fail(disk.path, `snapshot=on: the overlay for the guest's writes ${(e as Error).message}`);
+        }
+      }
+      // No DISCARD on a snapshot: holes may not be punched in the image, and the overlay's granules
+      // are whole by rule (disk-overlay.ts); a guest without the feature simply does not discard.
       const backend: DiskBackend = {
-        fd, sizeBytes: st.size, readonly: disk.readonly, discard: !disk.readonly && punchesHoles(fd, st.size),
-        serial: basename(disk.path).slice(0, DISK_ID_BYTES),
+        fd, sizeBytes: st.size, readonly: disk.readonly, discard: !shared && punchesHoles(fd, st.size),
+        serial: basename(disk.path).slice(0, DISK_ID_BYTES), ...(overlay ? { overlay } : {}),
       };
       const key = keyOf(st);
-      const entry = { vm, readonly: disk.readonly };
+      const entry: HeldBy = { vm, shared, use: useOf(disk) };
       held.set(key, [...(held.get(key) ?? []), entry]);
       return new OpenDisk(disk.path, backend, key, entry);
     } catch (e) {
+      if (overlay) closeSync(overlay.fd);
       closeSync(fd);
       throw e;
     }
@@ -215,6 +242,8 @@ export class OpenDisk {
     const rest = (held.get(this.key) ?? []).filter((e) => e !== this.entry);
     if (rest.length) held.set(this.key, rest);
     else held.delete(this.key);
+    // The overlay has no name: closing it gives its blocks back, and the guest's writes are gone.
+    if (this.backend.overlay) closeSync(this.backend.overlay.fd);
     closeSync(this.backend.fd); // drops the flock
   }
 }
@@ -230,8 +259,8 @@ function punchesHoles(fd: number, size: number): boolean {
 
 /** Who holds the image: a VM of this process by name, else the pid (and command line) /proc/locks gives. */
 function describeHolder(st: Stats, wantReadonly: boolean): string {
-  const mine = (held.get(keyOf(st)) ?? []).filter((e) => !wantReadonly || !e.readonly);
-  if (mine.length) return `VM "${mine[0]!.vm}" (${mine[0]!.readonly ? 'read-only' : 'read-write'}, this process, pid ${process.pid})`;
+  const mine = (held.get(keyOf(st)) ?? []).filter((e) => !wantReadonly || !e.shared);
+  if (mine.length) return `VM "${mine[0]!.vm}" (${mine[0]!.use}, this process, pid ${process.pid})`;
   const pid = flockHolder(st.ino, wantReadonly);
   if (pid === undefined) return 'another process';
   // `unhalt run --name NAME` says its VM's name on its command line; of any other process only

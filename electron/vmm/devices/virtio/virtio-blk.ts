@@ -8,6 +8,8 @@
 // SharedArrayBuffer's own addresses (no copy), on the I/O thread. FLUSH is fdatasync, so what
 // the guest flushed survives the VMM's death (test/kvm/virtio-blk.test.ts kills it). DISCARD
 // punches holes (fallocate PUNCH_HOLE | KEEP_SIZE), offered only where the file system can.
+// A snapshot=on disk (disk-overlay.ts) reads each granule from its overlay or its image, writes
+// only the overlay, and answers FLUSH at once: nothing it holds is meant to outlive the VM.
 //
 // What a guest can get wrong, and what it gets:
 // - a chain with no room for the header or no device-writable byte for the status: no status
@@ -20,6 +22,7 @@
 //   VIRTIO_BLK_S_UNSUPP.
 import type { DiskBackend } from './disk-image.ts';
 import { DISK_ID_BYTES, SECTOR_BYTES } from './disk-image.ts';
+import { OverlayMap } from './disk-overlay.ts';
 import { ramAddressOnce, type GuestRam } from './guest-ram.ts';
 import type { Chain } from './virtqueue.ts';
 import { SERVE_NEEDS_RESET, type VirtioDeviceType } from './virtio-device-type.ts';
@@ -129,12 +132,15 @@ export class BlkServer {
   /** Guest RAM's address for the request being served (io_ hands the file calls raw addresses). */
   private ramBase = -1;
   private readonly ramAddress: (ram: GuestRam) => number;
+  /** snapshot=on: the granules the overlay holds (disk-overlay.ts). */
+  private readonly overlay: OverlayMap | undefined;
 
   constructor(disk: DiskBackend, stats: Float64Array, io: BlkFileIo) {
     this.disk = disk;
     this.stats = stats;
     this.io = io;
     this.ramAddress = ramAddressOnce((ram) => io.ramAddress(ram));
+    this.overlay = disk.overlay ? new OverlayMap(disk.overlay, disk.fd, disk.sizeBytes) : undefined;
   }
 
   /** Serves one chain; the used length (data written + the status byte), or SERVE_NEEDS_RESET. */
@@ -165,7 +171,8 @@ export class BlkServer {
         break;
       case BLK_T.flush:
         this.stats[BLK_STAT.flushes]!++;
-        if (!this.disk.readonly && this.io.fdatasync(this.disk.fd) !== 0) status = BLK_S.ioerr;
+        // Read-only: nothing to sync. A snapshot: its overlay dies with the VM, so syncing buys nothing.
+        if (!this.disk.readonly && !this.overlay && this.io.fdatasync(this.disk.fd) !== 0) status = BLK_S.ioerr;
         break;
       case BLK_T.getId: {
         const n = Math.min(dataIn, DISK_ID_BYTES);
@@ -236,12 +243,32 @@ export class BlkServer {
     return BLK_S.ok;
   }
 
-  /** pread/pwrite of n bytes at RAM offset `off`, file offset `at`, retried until done. */
+  /** n bytes between RAM offset `off` and disk offset `at`: the image, or a snapshot's overlay over it. */
   private io_(toFile: boolean, off: number, n: number, at: number): boolean {
+    const ov = this.overlay;
+    if (!ov || n === 0) return this.file(this.disk.fd, toFile, off, n, at);
+    if (toFile) {
+      if (!ov.prepareWrite(at, n) || !this.file(ov.fd, true, off, n, at)) return false;
+      ov.markWritten(at, n);
+      return true;
+    }
+    // A read: each run of granules from wherever it is held.
+    while (n > 0) {
+      const k = ov.runLength(at, n);
+      if (!this.file(ov.holds(at) ? ov.fd : this.disk.fd, false, off, k, at)) return false;
+      off += k;
+      at += k;
+      n -= k;
+    }
+    return true;
+  }
+
+  /** pread/pwrite of n bytes at RAM offset `off`, file offset `at` of `fd`, retried until done. */
+  private file(fd: number, toFile: boolean, off: number, n: number, at: number): boolean {
     while (n > 0) {
       const r = toFile
-        ? this.io.pwriteAddress(this.disk.fd, this.ramBase + off, n, at)
-        : this.io.preadAddress(this.disk.fd, this.ramBase + off, n, at);
+        ? this.io.pwriteAddress(fd, this.ramBase + off, n, at)
+        : this.io.preadAddress(fd, this.ramBase + off, n, at);
       if (r <= 0) return false; // an error, or the file shrank under us (EOF)
       off += r;
       at += r;
