@@ -20,6 +20,10 @@ export interface HomeLayout {
   settings: string;
   logs: string;
   experiments: string;
+  /** Host commands the user confirmed (host-commands.ts): the only ones the API may run. */
+  hostCommands: string;
+  /** The user's saved benchmarks, one NAME.json each (saved-workloads.ts). */
+  workloads: string;
 }
 
 export function homeLayout(home: string): HomeLayout {
@@ -31,5 +35,7 @@ export function homeLayout(home: string): HomeLayout {
     settings: join(home, 'settings.json'),
     logs: join(home, 'logs'),
     experiments: join(home, 'experiments'),
+    hostCommands: join(home, 'host-commands.json'),
+    workloads: join(home, 'workloads'),
   };
 }
