@@ -147,6 +147,31 @@ describe.skipIf(!kvmAvailable)('unhalt bench --vm with a host command', () => {
     expect(missing.stderr).toContain('unhalt: failed: a (unhalt) run 1: the host command (/nonexistent/loadgen --rate 10) could not start: no program "/nonexistent/loadgen" (give its path, or put it on PATH)\n');
   }, scaled(300_000));
 
+  it('the advisor tunes a library VM for a saved workload, with the metric\'s direction as its goal', async () => {
+    const { home, blkDisk } = await homeWithVms();
+    const before = sha(blkDisk);
+    const script = join(home, 'rate.mjs');
+    writeFileSync(script, 'console.log(`rate=${(1000 + 50 * Math.random()).toFixed(1)}`);');
+    const saved = await runCli(['bench', '--vm', 'blk', ...AB, '--runs', '1', '--host-cmd', `${node} ${script}`, '--ready', 'flushed, holding',
+      '--metric', 'rate=([0-9.]+)', '--higher-is-better', '--unit', 'ops/s', '--save-workload', 'rate'], { env: { UNHALT_HOME: home } });
+    expect(saved.code, saved.stderr).toBe(0);
+    const refused = await runCli(['tune', '--config', 'cpus=1', '--workload', 'rate', '--budget', '30s'], { env: { UNHALT_HOME: home } });
+    expect(refused.stderr).toBe('unhalt: --workload rate is a saved benchmark: tune it on a VM of the library (unhalt tune VM --workload rate)\n');
+    const wrongGoal = await runCli(['tune', 'blk', '--workload', 'rate', '--goal', 'latency-p50', '--budget', '30s'], { env: { UNHALT_HOME: home } });
+    expect(wrongGoal.stderr).toBe('unhalt: workload rate measures a rate (ops/s), not a latency; use --goal throughput\n');
+    const r = await runCli(['tune', 'blk', '--workload', 'rate', '--budget', '30s', '--format', 'json'], { env: { UNHALT_HOME: home }, killAfterMs: scaled(180_000) });
+    expect(r.code, r.stderr).toBe(0);
+    const j = JSON.parse(r.stdout);
+    expect(j.tune).toMatchObject({ goal: 'throughput', workload: 'rate', vmName: 'blk', vm: { name: 'blk', image: blkDisk }, bench: { metric: 'rate=([0-9.]+)', higherIsBetter: true } });
+    expect(j.rows.length).toBeGreaterThanOrEqual(2);
+    expect(j.rows[0]).toMatchObject({ config: 'current', unit: 'ops/s' });
+    expect(j.advice.recommendation.kind).toMatch(/^(keep|change)$/);
+    expect(j.conditions.kvm.haltPollNs).toEqual(expect.any(String));
+    // A recommendation is the VM's own configuration (its disk as saved), never the runs' throwaway one.
+    if (j.recommendedConfig) expect(j.recommendedConfig).toContain(`disk=${blkDisk}`), expect(j.recommendedConfig).not.toContain('snapshot');
+    expect(sha(blkDisk)).toBe(before);
+  }, scaled(240_000));
+
   it('refuses bad input in one line, before anything runs', async () => {
     const { home } = await homeWithVms();
     const cases: [string[], string][] = [
