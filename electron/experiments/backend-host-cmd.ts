@@ -17,6 +17,8 @@ import { lastLine, readMetric, type UserBenchmark } from './user-bench.ts';
 
 /** The console text kept for matching --ready (a service's banner is a line, not megabytes). */
 const CONSOLE_KEEP = 64 * 1024;
+/** How long output may still arrive after the command exited (a background child holding the pipe). */
+const EXIT_DRAIN_MS = 2000;
 /** The command's stdout kept for the metric (the summary is at its end). */
 const STDOUT_KEEP = 1024 * 1024;
 
@@ -95,14 +97,23 @@ function runCommand(argv: string[], deadline: Deadline, started: (c: ReturnType<
       clearTimeout(timer);
       resolve({ stdout, ms: performance.now() - t0, error: `${what} could not start: ${e.code === 'ENOENT' ? `no program "${argv[0]!.slice(0, 80)}" (give its path, or put it on PATH)` : e.message}` });
     });
-    child.on('close', (code, sig) => {
+    // The figure is read once the command has exited and its output is drained. A program that
+    // left a background child holding its stdout would keep 'close' away: after EXIT_DRAIN_MS
+    // the pipes are closed from our side and what was read counts.
+    let drain: NodeJS.Timeout | undefined;
+    const finish = (code: number | null, sig: NodeJS.Signals | null) => {
       clearTimeout(timer);
+      clearTimeout(drain);
       const ms = performance.now() - t0;
       const tail = lastLine(stderr);
       if (timedOut) resolve({ stdout, ms, error: `${what} ${stoppedAt(deadline)}` });
       else if (sig) resolve({ stdout, ms, error: `${what} was ended by ${sig}${tail ? `: ${tail}` : ''}` });
       else if (code !== 0) resolve({ stdout, ms, error: `${what} exited with status ${code}${tail ? `: ${tail}` : ''}` });
       else resolve({ stdout, ms });
+    };
+    child.on('exit', (code, sig) => {
+      drain = setTimeout(() => { child.stdout!.destroy(); child.stderr!.destroy(); finish(code, sig); }, EXIT_DRAIN_MS);
     });
+    child.on('close', finish);
   });
 }

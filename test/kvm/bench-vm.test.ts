@@ -141,6 +141,11 @@ describe.skipIf(!kvmAvailable)('unhalt bench --vm with a host command', () => {
     expect(j.failures.map((f: { error: string }) => f.error)).toEqual(Array(2).fill('the guest never printed /NEVER PRINTED/ on its console: stopped at its 2.0 s deadline (set by --deadline)'));
     expect(j.raw.every((x: { value: null }) => x.value === null)).toBe(true);
 
+    const slow = await runCli(['bench', '--vm', 'blk', ...AB, '--runs', '1', '--ready', 'flushed, holding', '--deadline', '2', '--metric', 'v=(\\d+)',
+      '--host-cmd', `${node} -e 'setTimeout(() => {}, 60000)'`, '--format', 'json'], { env });
+    expect(slow.code).toBe(2);
+    expect(JSON.parse(slow.stdout).failures[0].error).toBe(`the host command (${node} -e 'setTimeout(() => {}, 60000)') stopped at its 2.0 s deadline (set by --deadline)`);
+
     const missing = await runCli(['bench', '--vm', 'blk', ...AB, '--runs', '1', '--ready', 'flushed, holding', '--metric', 'v=(\\d+)',
       '--host-cmd', '/nonexistent/loadgen --rate 10'], { env });
     expect(missing.code).toBe(2);
@@ -171,6 +176,16 @@ describe.skipIf(!kvmAvailable)('unhalt bench --vm with a host command', () => {
     if (j.recommendedConfig) expect(j.recommendedConfig).toContain(`disk=${blkDisk}`), expect(j.recommendedConfig).not.toContain('snapshot');
     expect(sha(blkDisk)).toBe(before);
   }, scaled(240_000));
+
+  it('a command that leaves a background child holding its stdout still gives its figure', async () => {
+    const { home } = await homeWithVms();
+    const t0 = performance.now();
+    const r = await runCli(['bench', '--vm', 'blk', ...AB, '--runs', '1', '--ready', 'flushed, holding', '--metric', 'v=(\\d+)',
+      '--host-cmd', "sh -c 'sleep 20 & echo v=5'", '--format', 'json'], { env: { UNHALT_HOME: home } });
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout).rows.map((x: { median: number }) => x.median)).toEqual([5, 5]);
+    expect(performance.now() - t0).toBeLessThan(scaled(15_000)); // not the sleep's 20 s
+  }, scaled(120_000));
 
   it('refuses bad input in one line, before anything runs', async () => {
     const { home } = await homeWithVms();
