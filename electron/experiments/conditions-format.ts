@@ -15,7 +15,7 @@ export interface HostConditions {
   smt: string;
   /** /sys/devices/system/cpu/vulnerabilities: each file's first line, by name. */
   mitigations: Record<string, string> | typeof UNKNOWN;
-  /** 1-minute load average at each run's start: min, mean, max over the runs. */
+  /** 1-minute load average at each run's start (a tune: each round's): min, mean, max. */
   load?: { min: number; mean: number; max: number; samples: number };
 }
 

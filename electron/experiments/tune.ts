@@ -20,7 +20,7 @@ export type { TuneSpec };
 import type { ExperimentProgress, ExperimentResultRow, ExperimentSpec, RunFailure, RunRecord } from './types.ts';
 import { workload, workloadNames, type Workload } from './workloads.ts';
 import { benchWorkload } from './bench-workload.ts';
-import { hostConditions, type HostConditions } from './conditions.ts';
+import { LoadSampler, hostConditions, type HostConditions } from './conditions.ts';
 import { validateSpec } from './spec.ts';
 import type { UserBenchmark } from './user-bench.ts';
 import { configOnVm } from './vm-base.ts';
@@ -192,6 +192,7 @@ export async function runTune(rawSpec: unknown, onProgress: (p: ExperimentProgre
     return s;
   };
   let round = 0;
+  const load = new LoadSampler(); // the host's load at each round's start, for the conditions
   const runCount = new Map<string, number>();
   let advice: Advice;
   try {
@@ -221,6 +222,7 @@ export async function runTune(rawSpec: unknown, onProgress: (p: ExperimentProgre
       onRound: (c, n) => { round = n; now = `round ${n}: ${c.label} vs current`; report(now); },
       measure: async (c, runs, sig) => {
         const t = performance.now();
+        load.sample();
         const pair = pairSpec(spec, c, runs);
         if (!names.includes(pair.candidate.name)) { names.push(pair.candidate.name); configs.push(pair.candidate); }
         const r = await compareConfigs(pair, (p) => { now = `round ${round}: ${c.label} vs current, run ${p.done + 1}/${p.total}`; }, sig);
@@ -251,7 +253,7 @@ export async function runTune(rawSpec: unknown, onProgress: (p: ExperimentProgre
     status: raw.length === 0 || failures.length === raw.length ? 'failed' : failures.length ? 'partial' : 'ok',
     unit: w.unit, rows, comparisons, raw, failures, wallMs: performance.now() - t0,
     environment: { hostKind: host.kind, hostCpus: host.hostCpus.length, hostSpeed: speed, haltPollParams: host.haltPollParams, node: process.versions.node },
-    conditions: hostConditions(),
+    conditions: { ...hostConditions(), load: load.summary() },
     notes: [],
   };
 }
