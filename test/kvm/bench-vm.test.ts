@@ -9,6 +9,7 @@ import { readFileSync, readdirSync, truncateSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { LibraryStore } from '../../electron/service/library-store.ts';
+import { saveWorkload } from '../../electron/experiments/saved-workloads.ts';
 import { createService } from '../../electron/service/service.ts';
 import { validateConfig } from '../../electron/vmm/config/vm-config.ts';
 import { parseNetOption } from '../../electron/vmm/config/net-config.ts';
@@ -234,6 +235,20 @@ describe.skipIf(!kvmAvailable)('unhalt bench --vm with a host command', () => {
       expect(d.state, JSON.stringify(d).slice(0, 2000)).toBe('done');
       expect(d.rows.map((x) => [x.config, x.median])).toEqual([['a', 7], ['b', 7]]);
       expect(d.spec).toMatchObject({ vm: { name: 'echo' }, bench: { hostCmd: argv, hostCmdId: confirmed.id } });
+      // A saved workload runs from the API only with the command it was confirmed with: a file
+      // edited to run something else under a confirmed id is refused.
+      saveWorkload(join(home, 'workloads'), 'edited', { hostCmd: ['sh', '-c', 'id'], hostCmdId: confirmed.id, metric: 'v=(\\d+)' });
+      const { bench: _b, ...noBench } = spec({});
+      expect(await rejection(svc.startExperiment({ ...noBench, workload: 'edited' } as never)))
+        .toMatchObject({ code: 'invalid', message: `the saved workload edited's host command is not a confirmed one: ${confirmFirst}` });
+      saveWorkload(join(home, 'workloads'), 'seven', { hostCmd: argv, hostCmdId: confirmed.id, metric: 'v=(\\d+)', ready: 'probe> ' });
+      const bySaved = await svc.startExperiment({ ...noBench, workload: 'seven' } as never);
+      let s2 = await svc.getExperiment(bySaved.id);
+      for (const t0 = performance.now(); s2.state === 'running' && performance.now() - t0 < scaled(120_000);) {
+        await new Promise((r) => setTimeout(r, 200));
+        s2 = await svc.getExperiment(bySaved.id);
+      }
+      expect(s2.rows.map((x) => x.median)).toEqual([7, 7]);
     } finally {
       await svc.shutdown();
     }
