@@ -8,7 +8,7 @@ import { ConfigError, integer } from '../vmm/config/vm-config.ts';
 import { homeLayout, unhaltHome } from '../service/paths.ts';
 import { failureLines, formatCsv, formatMarkdown, statusLine } from '../experiments/format.ts';
 import { ExperimentCancelled, ExperimentError, LINUX_ON_PVM, prepareExperiment, runExperiment } from '../experiments/runner.ts';
-import { fewRunsWarning } from '../experiments/spec.ts';
+import { HOST_CMD_WORKLOAD, fewRunsWarning } from '../experiments/spec.ts';
 import { hostKind } from '../vmm/host.ts';
 import { workloadNames } from '../experiments/workloads.ts';
 import type { ExperimentSpec } from '../experiments/types.ts';
@@ -66,7 +66,7 @@ export async function benchCommand(argv: string[]): Promise<number> {
       if (eq <= 0) throw new UsageError(`--config must be NAME='key=value,...', got "${c.slice(0, 40)}"`);
       return { name: c.slice(0, eq), config: c.slice(eq + 1) };
     });
-    spec = { guest: guest as ExperimentSpec['guest'], workload: bench?.name ?? values.workload!, configs, runs };
+    spec = { guest: guest as ExperimentSpec['guest'], workload: bench ? bench.name ?? HOST_CMD_WORKLOAD : values.workload!, configs, runs };
     if (vm) spec.vm = { name: vm.name, config: vm, ...(vmImage(vm) ? { image: vmImage(vm)! } : {}) };
     if (bench) spec.bench = bench.bench;
     if (values.deadline !== undefined) {

@@ -18,7 +18,6 @@ export const MAX_COMMAND_LENGTH = 4096;
 
 export function splitCommand(text: string): string[] {
   if (text.length > MAX_COMMAND_LENGTH) throw new ExperimentError(`the command is ${text.length} characters long; at most ${MAX_COMMAND_LENGTH} are allowed`);
-  // eslint-disable-next-line no-control-regex
   if (/[\x00-\x08\x0a-\x1f\x7f]/.test(text)) throw new ExperimentError('the command must be one line without control characters (tabs and spaces separate arguments)');
   const args: string[] = [];
   let cur = '';
