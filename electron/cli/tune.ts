@@ -16,18 +16,20 @@ import { ExperimentCancelled, ExperimentError, LINUX_ON_PVM } from '../experimen
 import { GOAL_KINDS, parseBudget } from '../experiments/tune-limits.ts';
 import { formatTuneMarkdown } from '../experiments/tune-format.ts';
 import { formatConfigString } from '../vmm/config/config-string.ts';
-import { prepareTune, runTune, type TuneSpec } from '../experiments/tune.ts';
+import { benchGoal, prepareTune, runTune, type TuneSpec } from '../experiments/tune.ts';
 import { EXIT_CODES, SIGNAL_EXIT_CODES, UsageError, parse, say } from './args.ts';
 import { libraryRecord } from './library-vm.ts';
 import { onStopSignals, type StopSignal } from './stop-signals.ts';
 import { deliverReport, experimentId, keepRecord } from './experiment-output.ts';
+import { isBuiltInWorkload, loadWorkload } from '../experiments/saved-workloads.ts';
+import { vmImage } from '../experiments/vm-base.ts';
 
 export const TUNE_OPTIONS = {
   config: { type: 'string' },
   guest: { type: 'string' },
   workload: { type: 'string' },
   'workload-args': { type: 'string' },
-  goal: { type: 'string', default: 'latency-p50' },
+  goal: { type: 'string' },
   'latency-bound': { type: 'string' },
   budget: { type: 'string' },
   format: { type: 'string', default: 'markdown' },
@@ -41,7 +43,11 @@ export async function tuneCommand(argv: string[]): Promise<number> {
     if ((named === undefined) === (values.config === undefined)) throw new UsageError('name one VM of the library (unhalt tune VM ...) or give --config \'cpus=1,...\', not both');
     if (values.guest !== undefined && values.config === undefined) throw new UsageError('--guest goes with --config (a library VM has its guest)');
     if (!values.workload) throw new UsageError(`--workload NAME is required (${workloadNames()})`);
-    if (!(GOAL_KINDS as readonly string[]).includes(values.goal)) throw new UsageError(`--goal must be one of ${GOAL_KINDS.join(', ')}, got "${values.goal.slice(0, 40)}"`);
+    if (values.goal !== undefined && !(GOAL_KINDS as readonly string[]).includes(values.goal)) throw new UsageError(`--goal must be one of ${GOAL_KINDS.join(', ')}, got "${values.goal.slice(0, 40)}"`);
+    // A saved workload (the user's own benchmark): its metric's direction is the goal unless --goal says otherwise.
+    const saved = !isBuiltInWorkload(values.workload) ? loadWorkload(homeLayout(unhaltHome()).workloads, values.workload) : undefined;
+    if (saved && named === undefined) throw new UsageError(`--workload ${values.workload} is a saved benchmark: tune it on a VM of the library (unhalt tune VM --workload ${values.workload})`);
+    const goal = values.goal ?? (saved ? benchGoal(saved) : 'latency-p50');
     if (values.budget === undefined) throw new UsageError('--budget is required: how long the search may take, such as 90s, 5m or 1h');
     if (!['markdown', 'md', 'json'].includes(values.format)) throw new UsageError(`--format must be markdown or json, got "${values.format.slice(0, 20)}"`);
     let budgetS: number;
@@ -51,8 +57,13 @@ export async function tuneCommand(argv: string[]): Promise<number> {
       throw new UsageError(`--budget: ${(e as Error).message}`);
     }
     if (values.output) checkOutputPath(values.output, 'the tune output');
-    const raw: Record<string, unknown> = { workload: values.workload, goal: values.goal, budgetS };
-    if (named !== undefined) {
+    const raw: Record<string, unknown> = { workload: values.workload, goal, budgetS };
+    if (named !== undefined && saved) {
+      // The VM as saved (its own disks, attached snapshot=on by every run) and the user's benchmark.
+      const vm = libraryRecord(named);
+      const image = vmImage(vm.config);
+      Object.assign(raw, { vm: { name: vm.config.name, config: vm.config, ...(image ? { image } : {}) }, bench: saved, config: '', vmId: vm.id, vmName: vm.config.name });
+    } else if (named !== undefined) {
       const vm = libraryRecord(named);
       if (vm.config.guest !== 'probe' && vm.config.guest !== 'linux') throw new UsageError(`VM "${vm.config.name}" boots its own kernel: the advisor runs the bench workloads, which need the probe or the Linux guest`);
       Object.assign(raw, { guest: vm.config.guest, config: formatConfigString(vm.config), vmId: vm.id, vmName: vm.config.name });

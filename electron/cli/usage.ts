@@ -18,18 +18,27 @@ SIGINT/SIGTERM.
 export const BENCH_USAGE = `usage: unhalt bench --workload NAME --config A='cpus=2,cpu-pm=off' --config B='cpus=2,cpu-pm=on'
                     [--guest probe|linux] [--workload-args S] [--runs N] [--vs-qemu] [--bare]
                     [--deadline S] [--format md|json|csv] [--output F]
+       unhalt bench --vm VM --config A='halt-poll-ns=0' --config B='halt-poll-ns=200000'
+                    (--workload NAME | --host-cmd 'CMD' --metric 'REGEX' [--ready 'REGEX']
+                    [--higher-is-better] [--unit TEXT] [--save-workload NAME]) [--runs N] ...
 An A/B experiment: one workload under two or more configurations; kept under UNHALT_HOME.
+--vm: each config is that library VM's configuration with the named knobs changed; its writable
+disks are attached snapshot=on for the runs (the images never change). --host-cmd runs on the host
+once the console printed --ready, as an argument vector (quotes and backslashes group words; no
+shell, no expansion); --metric's one capture group in its stdout is the figure (lower is better
+unless --higher-is-better). --save-workload NAME keeps it for --workload NAME and unhalt tune.
 Linux workloads: pipe, messaging, ctx (the agent's), and from the workloads disk, which bench
 attaches: perf-pipe, perf-messaging, cyclictest, iperf3-tcp, stress-ng-switch, sockperf-tcp-rr
 (docs/own-guest.md).
 `;
 
-export const TUNE_USAGE = `usage: unhalt tune VM --workload NAME --budget 5m [--goal latency-p50|latency-p99|throughput|host-cpu]
+export const TUNE_USAGE = `usage: unhalt tune VM --workload NAME|SAVED --budget 5m [--goal latency-p50|latency-p99|throughput|host-cpu]
                    [--latency-bound N] [--workload-args S] [--format markdown|json] [--output F]
        unhalt tune --config 'cpus=1,halt-poll-ns=0' [--guest probe|linux] --workload NAME --budget 5m ...
 The tuning advisor: searches halt-poll-ns, cpu-pm, kvm-pv-unhalt and pinning (what this host can
 run) with alternating runs against the current configuration, within the budget, and recommends
 a configuration with its evidence, or to keep the current one. Kept under UNHALT_HOME.
+A saved workload (bench --save-workload) runs on the VM as saved; its goal is its metric's direction.
 Exit codes as for bench: 0 ok, 1 bad input (nothing ran), 2 runs failed, 130/143 SIGINT/SIGTERM.
 `;
 

@@ -2,6 +2,8 @@
 // never left out silently: a config with no value gets a row marked "failed", every failed run a
 // line with its reason, and an experiment where nothing gave a value says so instead of a table.
 import type { Sizing } from './pacing.ts';
+import { joinCommand } from './argv-split.ts';
+import { conditionsLines } from './conditions-format.ts';
 import type { Comparison, ExperimentResult, ExperimentResultRow, RunFailure } from './types.ts';
 
 const num = (v: number | null | undefined, digits = 0): string => (v === null || v === undefined || !Number.isFinite(v) ? '—' : v.toFixed(digits));
@@ -36,6 +38,7 @@ export function formatMarkdown(r: ExperimentResult): string {
   const args = r.workloadArgsUsed ?? r.spec.workloadArgs;
   const lines = [
     `workload: ${r.spec.workload}${args ? ` (${args})` : ''}, guest: ${r.spec.guest}, runs: ${r.spec.runs}, host: ${String(r.environment.hostKind)}`,
+    ...headerLines(r),
   ];
   const status = statusLine(r);
   if (status) lines.push('', `**${status}.**`);
@@ -57,6 +60,20 @@ export function formatMarkdown(r: ExperimentResult): string {
   if (r.failures.length) lines.push('', ...failureLines(r.failures));
   if (r.notes.length) lines.push('', ...r.notes.map((n) => `note: ${n}`));
   return `${lines.join('\n')}\n`;
+}
+
+/** What the experiment ran on and under which conditions: the VM, the benchmark, how knobs were applied, the host. */
+export function headerLines(r: ExperimentResult): string[] {
+  const out: string[] = [];
+  const { vm, bench } = r.spec;
+  if (vm) out.push(`vm: ${vm.name}${vm.image ? `, image ${vm.image}` : ''}; every writable disk attached snapshot=on (the runs leave the images unchanged)`);
+  if (bench) {
+    const dir = bench.higherIsBetter ? 'higher is better' : 'lower is better';
+    out.push(`benchmark: host command ${joinCommand(bench.hostCmd)}${bench.ready ? ` after the console printed /${bench.ready}/` : ' once the VM runs'}; metric /${bench.metric}/${bench.unit ? ` in ${bench.unit}` : ''}, ${dir}`);
+  }
+  if (r.knobsApplied === 'boot') out.push('knobs: every run booted its configuration (none was changed in a running guest)');
+  if (r.conditions) out.push(...conditionsLines(r.conditions));
+  return out;
 }
 
 /** The rows with values, and a "failed" row where a config and runner gave none, in run order. */

@@ -43,6 +43,15 @@ export const TARGET_RUN_MS = 5_000;
 /** A probe run on this project's hardware-speed hosts: boot plus scenario take 0.2-5 s; the budget it always had. */
 export const PROBE_RUN_BUDGET_MS = 120_000;
 
+/**
+ * A user's VM from start to its --ready line on hardware: a distribution's boot to its service
+ * takes seconds to a minute; generous on purpose (a hung guest is still noticed), and scaled by
+ * the guest slowdown like every guest-side phase.
+ */
+export const USER_READY_ON_HARDWARE_MS = 60_000;
+/** A user's host command (a load generator's run) at hardware speed; scaled by the host clock's slowdown. */
+export const HOST_CMD_BUDGET_MS = 600_000;
+
 export interface Deadline {
   ms: number;
   /** Where the figure comes from, for the failure message ("5x the slowest boot so far, 14.2 s"). */
@@ -81,6 +90,18 @@ export function firstCalibrationDeadline(slowdown: number): Deadline {
 export function probeRunDeadline(slowdown: number): Deadline {
   const ms = Math.ceil(slowdown * PROBE_RUN_BUDGET_MS);
   return { ms, why: slowdown > 1 ? `the probe's ${seconds(PROBE_RUN_BUDGET_MS)} budget, scaled by this host's guest slowdown (${times(slowdown)})` : `the probe's ${seconds(PROBE_RUN_BUDGET_MS)} budget` };
+}
+
+/** Boot to the user's --ready line: the slowest measured so far, else the prediction from the host's clock. */
+export function userReadyDeadline(guestSlowdown: number, slowestReadyMs?: number): Deadline {
+  if (slowestReadyMs !== undefined) return deadlineFrom(slowestReadyMs, `the slowest boot to ready so far (${seconds(slowestReadyMs)})`);
+  const expected = guestSlowdown * USER_READY_ON_HARDWARE_MS;
+  return { ms: expected, why: `a ${seconds(USER_READY_ON_HARDWARE_MS)} budget for a boot to ready${clock(guestSlowdown)}` };
+}
+
+export function hostCmdDeadline(hostSlowdown: number): Deadline {
+  const ms = Math.ceil(hostSlowdown * HOST_CMD_BUDGET_MS);
+  return { ms, why: `the host command's ${seconds(HOST_CMD_BUDGET_MS)} budget${hostSlowdown > 1 ? `, scaled by this host's clock (${times(hostSlowdown)} slower)` : ''}` };
 }
 
 /** A workload command of `size` units at `perUnitMs` each. */

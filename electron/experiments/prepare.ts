@@ -13,6 +13,8 @@ import { qemuCommand } from './backend-qemu.ts';
 import type { ExperimentSpec } from './types.ts';
 import { ExperimentError, validateSpec } from './spec.ts';
 import { linuxWorkloadArgs, workload, type Workload } from './workloads.ts';
+import { benchWorkload } from './bench-workload.ts';
+import { configOnVm } from './vm-base.ts';
 
 /** Why a Linux-guest experiment is refused on PVM hosts (one line). */
 export const LINUX_ON_PVM = 'the Linux guest cannot run on this host: its KVM is PVM (guest ring 0 is emulated), where a stock '
@@ -50,10 +52,13 @@ export function prepareExperiment(raw: unknown, host?: HostSource): PreparedExpe
   const spec = validateSpec(raw);
   let work: Workload;
   try {
-    work = workload(spec.guest, spec.workload);
+    work = spec.bench ? benchWorkload(spec.workload, spec.bench, spec.guest) : workload(spec.guest as 'probe' | 'linux', spec.workload);
   } catch (e) {
     throw new ExperimentError((e as Error).message);
   }
+  // The user's own benchmark runs on the host against our VM: QEMU and a bare row have no part in it yet.
+  if (spec.bench && spec.vsQemu) throw new ExperimentError('--vs-qemu is not available with a host command yet; drop --vs-qemu');
+  if (spec.bench && spec.bare) throw new ExperimentError('--bare is not available with a host command (it runs on the host already); drop --bare');
   const args = spec.workloadArgs ?? '';
   let linuxArgs: string[] | undefined;
   if (work.guest === 'linux') {
@@ -71,18 +76,26 @@ export function prepareExperiment(raw: unknown, host?: HostSource): PreparedExpe
   const configs = spec.configs.map(({ name, config }): Prepared => {
     let c: VmConfig;
     try {
-      const base: Record<string, unknown> = { guest: spec.guest, name: 'bench' };
-      if (work.cmdline) base.append = work.cmdline(args); // Linux: the default kernel command line
-      c = parseConfigString(String(config), base);
+      // A built-in workload sets the guest's command line (probe: its scenario); the user's own
+      // benchmark runs the VM as it is.
+      const append = work.cmdline && !spec.bench ? work.cmdline(args) : undefined;
+      if (spec.vm) {
+        c = configOnVm(spec.vm.config, String(config), append);
+      } else {
+        const base: Record<string, unknown> = { guest: spec.guest, name: 'bench' };
+        if (append !== undefined) base.append = append; // Linux: the default kernel command line
+        c = parseConfigString(String(config), base);
+      }
     } catch (e) {
       throw new ExperimentError(`configuration "${name}": ${(e as Error).message}`);
     }
     // Disks are no knob: the workloads run in the guest's RAM, and an experiment's configuration
     // (API, bench) must not hand the host's files to a guest past the service's allowed folders.
-    if (c.disks) throw new ExperimentError(`configuration "${name}": disk= is not a bench knob (the workloads use no disk); drop it`);
+    // A library VM's own disks were checked when it was saved; configOnVm made them throwaway.
+    if (c.disks && !spec.vm) throw new ExperimentError(`configuration "${name}": disk= is not a bench knob (the workloads use no disk); drop it`);
     // The tool workloads' programs are on the workloads disk: attached read-only by the runner
     // itself (a file of the kit's, not the user's), so the guest's /init mounts it.
-    if (work.tool) c = { ...c, disks: [{ path: LINUX_WORKLOADS_DISK, readonly: true }] };
+    if (work.tool) c = { ...c, disks: [...(c.disks ?? []), { path: LINUX_WORKLOADS_DISK, readonly: true }] };
     if (c.cpus < work.minCpus) throw new ExperimentError(`configuration "${name}": workload ${work.name} needs at least ${work.minCpus} vCPUs (cpus=${work.minCpus})`);
     return { name, config: c };
   });

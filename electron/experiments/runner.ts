@@ -31,7 +31,9 @@ import { BARE_BUDGET_MS, runBare } from './backend-bare.ts';
 import { linuxPacing, runLinuxOnUnhalt } from './backend-linux.ts';
 import { runOnUnhalt } from './backend-probe.ts';
 import { runOnQemu } from './backend-qemu.ts';
-import { probeRunDeadline, userDeadline } from './pacing.ts';
+import { hostCmdDeadline, probeRunDeadline, userDeadline, userReadyDeadline } from './pacing.ts';
+import { runHostCmdOnUnhalt } from './backend-host-cmd.ts';
+import { LoadSampler, hostConditions } from './conditions.ts';
 import { prepareExperiment } from './prepare.ts';
 import type { ExperimentProgress, ExperimentResult, ExperimentSpec, RunRecord } from './types.ts';
 import { ExperimentError, fewRunsWarning, runnersOf, totalRuns } from './spec.ts';
@@ -66,6 +68,13 @@ export async function runExperiment(
   const pacing = linuxArgs ? linuxPacing(work, spec.workloadArgs ?? '', linuxArgs, speed.guestSlowdown, deadlineMs) : undefined;
   const probeDeadline = deadlineMs !== undefined ? userDeadline(deadlineMs) : probeRunDeadline(speed.guestSlowdown);
   const raw: RunRecord[] = [];
+  const load = new LoadSampler();
+  // The user's benchmark: the boot to ready is timed by the slowest one so far once there is one.
+  let slowestReadyMs: number | undefined;
+  const hostCmdRun = (p: (typeof prepared)[number]) => runHostCmdOnUnhalt(p, spec.bench!, host, {
+    ready: deadlineMs !== undefined ? userDeadline(deadlineMs) : userReadyDeadline(speed.guestSlowdown, slowestReadyMs),
+    command: deadlineMs !== undefined ? userDeadline(deadlineMs) : hostCmdDeadline(speed.slowdown),
+  }, signal);
   let done = 0;
   const cancelled = () => { if (signal?.aborted) throw new ExperimentCancelled(); };
   for (let run = 1; run <= spec.runs; run++) {
@@ -73,8 +82,11 @@ export async function runExperiment(
       for (const runner of runners) {
         cancelled();
         onProgress({ done, total, current: `${p.name} (${runner}) run ${run}/${spec.runs}` });
+        load.sample();
         const rec = await recorded(() => (runner === 'qemu' ? runOnQemu(p, work, probeDeadline, signal)
-          : pacing ? runLinuxOnUnhalt(p, work, linuxArgs!, host, pacing, signal) : runOnUnhalt(p, work, host, probeDeadline, signal)));
+          : spec.bench ? hostCmdRun(p)
+            : pacing ? runLinuxOnUnhalt(p, work, linuxArgs!, host, pacing, signal) : runOnUnhalt(p, work, host, probeDeadline, signal)));
+        if (rec.fields.ready_ms !== undefined) slowestReadyMs = Math.max(slowestReadyMs ?? 0, rec.fields.ready_ms);
         cancelled(); // a run cut short by the cancel is not a result
         raw.push({ ...rec, config: p.name, runner, run });
         done++;
@@ -114,6 +126,10 @@ export async function runExperiment(
     failures,
     ...(sizing ? { sizing, workloadArgsUsed: withSize(linuxArgs!, sizing.param, sizing.size).join(' ') } : {}),
     environment: { ...environment(host, prepared, spec), hostSpeed: speed },
+    conditions: { ...hostConditions(), load: load.summary() },
+    // Every knob is applied at boot today, also those KVM could change in a running guest
+    // (halt-poll-ns, pin): each run is a boot of its own, so no run inherits another's state.
+    knobsApplied: 'boot',
     notes: few ? [few, ...notes] : notes,
   };
 }
@@ -152,7 +168,8 @@ function environment(host: HostCapabilities, prepared: Prepared[], spec: Experim
       features: host.kvmFeatures, disableExits: disableExitNames(host.disableExits), haltPoll: host.haltPoll,
       binaryStats: host.binaryStats, maxVcpus: host.maxVcpus, haltPollParams: host.haltPollParams,
     },
-    guest: spec.guest === 'probe' ? PROBE_KERNEL : spec.guest,
+    guest: spec.vm ? spec.vm.config.kernel ?? spec.guest : spec.guest === 'probe' ? PROBE_KERNEL : spec.guest,
+    ...(spec.vm ? { vm: { name: spec.vm.name, image: spec.vm.image ?? null } } : {}),
     ...(spec.guest === 'linux' ? { linuxKit: linuxKitInfo() ?? null, linuxWorkloadArgs: spec.workloadArgs ?? '' } : {}),
     ...(spec.guest === 'linux' && spec.bare ? { bare: { binary: LINUX_HOST_WORKLOAD } } : {}),
     configs: prepared.map((p) => ({ name: p.name, config: p.config, resolved: resolveMachine(p.config, host).resolution, qemu: p.qemuArgs })),

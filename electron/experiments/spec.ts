@@ -5,26 +5,42 @@
 // show them without importing this file.
 import { parseConfigString } from '../vmm/config/config-string.ts';
 import type { ExperimentSpec } from './types.ts';
+import { ExperimentError } from './spec-error.ts';
+import { validateUserBenchmark } from './user-bench.ts';
+import { validateConfig } from '../vmm/config/vm-config.ts';
 import { CONFIG_NAME, MAX_CONFIGS, MAX_DEADLINE_S, MAX_RUNS, MAX_WORKLOAD_ARGS, FEW_RUNS } from './limits.ts';
 
 export { CONFIG_NAME, MAX_CONFIGS, MAX_DEADLINE_S, MAX_RUNS, MAX_WORKLOAD_ARGS, FEW_RUNS };
 
-/** A spec or an experiment that cannot be run as given; the message is one line for a user. */
-export class ExperimentError extends Error {
-  override name = 'ExperimentError';
-}
+export { ExperimentError };
 
-const SPEC_FIELDS = new Set(['guest', 'workload', 'workloadArgs', 'configs', 'runs', 'vsQemu', 'bare', 'deadlineS']);
+const SPEC_FIELDS = new Set(['guest', 'workload', 'workloadArgs', 'configs', 'runs', 'vsQemu', 'bare', 'deadlineS', 'vm', 'bench']);
 
-/** Checks the shape, the limits and every config string of a spec; returns a clean copy. */
+/** The label of an experiment whose figure is the user's own host command's (no workload named). */
+export const HOST_CMD_WORKLOAD = 'host-cmd';
+
+/**
+ * Checks the shape, the limits and every config string of a spec; returns a clean copy. `vm` and
+ * `bench` arrive here resolved (a VM's whole configuration, a command's argument vector): the
+ * CLI builds them from what its user typed, the API only through experiment-api.ts, which
+ * refuses them raw and resolves a VM id and a confirmed command id instead.
+ */
 export function validateSpec(raw: unknown): ExperimentSpec {
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new ExperimentError('an experiment must be an object');
   const r = raw as Record<string, unknown>;
   for (const k of Object.keys(r)) if (!SPEC_FIELDS.has(k)) throw new ExperimentError(`unknown experiment field "${clip(k)}"`);
-  if (r.guest !== 'probe' && r.guest !== 'linux') throw new ExperimentError(`experiment guest must be probe or linux, got ${describe(r.guest)}`);
-  const workload = text(r.workload, 'workload', 64);
+  const vm = r.vm === undefined ? undefined : checkVm(r.vm);
+  const bench = r.bench === undefined ? undefined : validateUserBenchmark(r.bench);
+  // A library VM has its own guest; a bare config string names one of ours.
+  const guest = vm ? vm.config.guest : r.guest;
+  if (vm && r.guest !== undefined && r.guest !== guest) throw new ExperimentError(`the experiment's guest is ${describe(r.guest)} but VM "${vm.name}" boots ${guest}; leave the guest out with a VM`);
+  if (guest !== 'probe' && guest !== 'linux' && !(guest === 'custom' && vm)) throw new ExperimentError(`experiment guest must be probe or linux, got ${describe(r.guest)}`);
+  if (guest === 'custom' && !bench) throw new ExperimentError(`VM "${vm!.name}" boots its own kernel, where the built-in workloads cannot run: give your own benchmark (--host-cmd 'CMD' --metric 'REGEX')`);
+  const workload = r.workload === undefined && bench ? HOST_CMD_WORKLOAD : text(r.workload, 'workload', 64);
   if (!/^[a-z0-9][a-z0-9_-]{0,31}$/.test(workload)) throw new ExperimentError(`workload "${clip(workload)}" must be a lower-case name (letters, digits, - and _)`);
-  const spec: ExperimentSpec = { guest: r.guest, workload, configs: [], runs: 0 };
+  const spec: ExperimentSpec = { guest, workload, configs: [], runs: 0 };
+  if (vm) spec.vm = vm;
+  if (bench) spec.bench = bench;
   if (r.workloadArgs !== undefined) {
     const args = text(r.workloadArgs, 'workloadArgs', MAX_WORKLOAD_ARGS);
     if (!/^[\x20-\x7e]*$/.test(args)) throw new ExperimentError('workload arguments must be one line of printable ASCII');
@@ -43,7 +59,9 @@ export function validateSpec(raw: unknown): ExperimentSpec {
     names.add(n);
     const configText = text(config, `configuration "${n}"`, 4096);
     try {
-      parseConfigString(configText, { guest: spec.guest });
+      // On a VM: its configuration with the named knobs changed (the one parser, on top of it).
+      if (vm && /(^|,)\s*(disk|readonly|snapshot)\s*=/.test(configText)) throw new Error('disk= is not a bench knob: the runs use the VM\'s own disks, each attached snapshot=on; drop it');
+      parseConfigString(configText, vm ? { ...vm.config } : { guest: spec.guest });
     } catch (e) {
       throw new ExperimentError(`configuration "${n}": ${(e as Error).message}`);
     }
@@ -65,6 +83,23 @@ export function validateSpec(raw: unknown): ExperimentSpec {
     spec.deadlineS = r.deadlineS;
   }
   return spec;
+}
+
+/** A library VM as the experiment's base: its name, its first disk's image, its whole configuration (checked as any saved VM's). */
+function checkVm(v: unknown): NonNullable<ExperimentSpec['vm']> {
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new ExperimentError('vm must be an object { name, config }');
+  const { name, image, config, ...rest } = v as Record<string, unknown>;
+  if (Object.keys(rest).length) throw new ExperimentError(`vm: unknown field "${clip(Object.keys(rest)[0]!)}"`);
+  const n = text(name, 'vm name', 256);
+  let c;
+  try {
+    c = validateConfig(config);
+  } catch (e) {
+    throw new ExperimentError(`VM "${clip(n)}": ${(e as Error).message}`);
+  }
+  const out: NonNullable<ExperimentSpec['vm']> = { name: n, config: c };
+  if (image !== undefined) out.image = text(image, 'vm image', 4096);
+  return out;
 }
 
 /** Which runners an experiment uses: every config under Unhalt, also under QEMU, and a bare row (Linux workloads only). */

@@ -3,6 +3,8 @@
 import { fmt, ns, seconds, type Advice, type PointReport } from './advisor.ts';
 import { formatP } from './stats.ts';
 import type { TuneResult } from './tune.ts';
+import { joinCommand } from './argv-split.ts';
+import { conditionsLines } from './conditions-format.ts';
 
 const pct = (v: number | undefined) => (v === undefined ? '—' : `${Math.round(v * 100)} %`);
 const msOf = (v: number | undefined) => (v === undefined ? '—' : `${+(v / 1e6).toPrecision(3)} ms`);
@@ -15,10 +17,17 @@ export function formatTuneMarkdown(t: TuneResult): string {
   const lines: string[] = [
     `# Tuning advisor: ${s.workload}${s.workloadArgs ? ` (${s.workloadArgs})` : ''}${s.vmName ? ` for VM "${s.vmName}"` : ''}`,
     '',
-    `goal: ${a.goalText}; current configuration: \`${s.config}\`; budget ${seconds(a.budget.budgetMs)}, used ${seconds(a.budget.usedMs)} (${a.budget.rounds} rounds, ${a.budget.runs} runs${a.budget.stoppedBy === 'budget' ? ', stopped by the budget' : ''})`,
+    `goal: ${a.goalText}; current configuration: ${s.vm ? `VM "${s.vm.name}" as saved${s.config ? `, with \`${s.config}\`` : ''}` : `\`${s.config}\``}; budget ${seconds(a.budget.budgetMs)}, used ${seconds(a.budget.usedMs)} (${a.budget.rounds} rounds, ${a.budget.runs} runs${a.budget.stoppedBy === 'budget' ? ', stopped by the budget' : ''})`,
     '',
     `**Recommendation: ${a.recommendation.kind === 'change' ? `${a.recommendation.label}` : 'keep the current configuration'}** — ${a.headline}`,
   ];
+  // On a library VM with the user's benchmark: what ran, and on which host (as bench's header says it).
+  const header = [
+    ...(s.vm ? [`vm: ${s.vm.name}${s.vm.image ? `, image ${s.vm.image}` : ''}; every writable disk attached snapshot=on (the runs leave the images unchanged)`] : []),
+    ...(s.bench ? [`benchmark: host command ${joinCommand(s.bench.hostCmd)}${s.bench.ready ? ` after the console printed /${s.bench.ready}/` : ''}; metric /${s.bench.metric}/${s.bench.unit ? ` in ${s.bench.unit}` : ''}, ${s.bench.higherIsBetter ? 'higher' : 'lower'} is better`] : []),
+    ...(t.conditions ? conditionsLines(t.conditions) : []),
+  ];
+  if (header.length) lines.push('', ...header);
   if (t.recommendedConfig) lines.push('', `recommended configuration: \`${t.recommendedConfig}\``);
   lines.push('', `confidence: ${a.confidence.text}`, '', '## Why', '', ...a.why.map((w) => `- ${w}`));
   if (a.price) {

@@ -1,6 +1,7 @@
 // The tuning advisor's goals and budget rule as plain data and one pure function: the advisor
 // (advisor.ts), `unhalt tune`, the API (tune.ts) and the app's form (through
 // electron/service/api.ts) read a budget with the same rule and the same words.
+import type { ExperimentSpec } from './types.ts';
 
 export const GOAL_KINDS = ['latency-p50', 'latency-p99', 'throughput', 'host-cpu'] as const;
 export type GoalKind = (typeof GOAL_KINDS)[number];
@@ -14,7 +15,8 @@ export const GOAL_LABELS: Readonly<Record<GoalKind, string>> = {
 
 /** A tune request, checked (tune.ts validateTuneSpec): what `unhalt tune` and the API run. */
 export interface TuneSpec {
-  guest: 'probe' | 'linux';
+  /** probe or linux; custom only on a library VM with the user's own benchmark. */
+  guest: 'probe' | 'linux' | 'custom';
   workload: string;
   workloadArgs?: string;
   /** The current configuration, as a config string (config-string.ts). */
@@ -26,6 +28,13 @@ export interface TuneSpec {
   /** host-cpu: the workload's figure every recommendation must meet, in its unit. */
   latencyBound?: number;
   budgetS: number;
+  /**
+   * A library VM tuned with the user's saved benchmark (`unhalt tune VM --workload SAVED`):
+   * `config` is then the knobs changed on top of the VM (empty: the VM as it is), and every run
+   * attaches its writable disks snapshot=on (experiments' vm-base.ts).
+   */
+  vm?: ExperimentSpec['vm'];
+  bench?: ExperimentSpec['bench'];
 }
 
 /** A budget below this cannot hold two rounds of probe runs anywhere. */

@@ -19,6 +19,11 @@ import { GOAL_KINDS, MAX_BUDGET_S, MIN_BUDGET_S, type GoalKind, type TuneSpec } 
 export type { TuneSpec };
 import type { ExperimentProgress, ExperimentResultRow, ExperimentSpec, RunFailure, RunRecord } from './types.ts';
 import { workload, workloadNames, type Workload } from './workloads.ts';
+import { benchWorkload } from './bench-workload.ts';
+import { LoadSampler, hostConditions, type HostConditions } from './conditions.ts';
+import { validateSpec } from './spec.ts';
+import type { UserBenchmark } from './user-bench.ts';
+import { configOnVm } from './vm-base.ts';
 
 export { AdvisorError, applyDelta };
 
@@ -40,26 +45,51 @@ export interface TuneResult {
   failures: RunFailure[];
   wallMs: number;
   environment: Record<string, unknown>;
+  conditions?: HostConditions;
   notes: string[];
 }
 
-const FIELDS = new Set(['guest', 'workload', 'workloadArgs', 'config', 'vmId', 'vmName', 'goal', 'latencyBound', 'budgetS']);
+const FIELDS = new Set(['guest', 'workload', 'workloadArgs', 'config', 'vmId', 'vmName', 'goal', 'latencyBound', 'budgetS', 'vm', 'bench']);
+
+/** The goal a user's benchmark implies: its metric's direction (lower: the p50 of its figure; higher: the figure as a throughput). */
+export function benchGoal(bench: UserBenchmark): GoalKind {
+  return bench.higherIsBetter ? 'throughput' : 'latency-p50';
+}
+
+/** The workload a tune measures: a built-in one, or the user's benchmark. */
+function tuneWorkload(spec: Pick<TuneSpec, 'guest' | 'workload' | 'bench'>): Workload {
+  return spec.bench ? benchWorkload(spec.workload, spec.bench, spec.guest) : workload(spec.guest, spec.workload);
+}
+
+/** The configuration a tune starts from: the config string alone, or on a library VM its knobs changed on top of it. */
+function currentConfig(spec: Pick<TuneSpec, 'guest' | 'config' | 'vm'>): VmConfig {
+  return spec.vm ? configOnVm(spec.vm.config, spec.config) : parseConfigString(spec.config, { guest: spec.guest });
+}
 
 /** The one check of a tune request (shape, limits, the config, the goal against the workload); a clean copy. */
 export function validateTuneSpec(raw: unknown): TuneSpec {
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new ExperimentError('a tune request must be an object');
   const r = raw as Record<string, unknown>;
   for (const k of Object.keys(r)) if (!FIELDS.has(k)) throw new ExperimentError(`unknown tune field "${String(k).slice(0, 40)}"`);
-  if (r.guest !== 'probe' && r.guest !== 'linux') throw new ExperimentError('the guest must be probe or linux: the advisor runs the bench workloads, which need one of them');
+  // A VM and a benchmark come only from the CLI (a library VM by name, a saved workload): the
+  // API's startTune builds its request from named fields and passes neither.
+  const checked = r.vm !== undefined || r.bench !== undefined
+    ? validateSpec({ vm: r.vm, bench: r.bench, workload: r.workload, configs: [{ name: 'a', config: '' }, { name: 'b', config: '' }], runs: 1 })
+    : undefined;
+  if (checked?.bench && !checked.vm) throw new ExperimentError('the user\'s own benchmark is tuned on a VM of the library: unhalt tune VM --workload SAVED');
+  const guest = checked?.vm ? checked.guest : r.guest;
+  if (guest !== 'probe' && guest !== 'linux' && !(guest === 'custom' && checked?.bench)) throw new ExperimentError('the guest must be probe or linux: the advisor runs the bench workloads, which need one of them');
   if (typeof r.workload !== 'string' || !r.workload) throw new ExperimentError(`a workload is required (${workloadNames()})`);
   let w: Workload;
   try {
-    w = workload(r.guest, r.workload);
+    w = tuneWorkload({ guest, workload: r.workload, ...(checked?.bench ? { bench: checked.bench } : {}) });
   } catch (e) {
     throw new ExperimentError((e as Error).message);
   }
   if (!GOAL_KINDS.includes(r.goal as GoalKind)) throw new ExperimentError(`the goal must be one of ${GOAL_KINDS.join(', ')}, got ${JSON.stringify(r.goal)?.slice(0, 40)}`);
-  const spec: TuneSpec = { guest: r.guest, workload: w.name, config: '', goal: r.goal as GoalKind, budgetS: 0 };
+  const spec: TuneSpec = { guest, workload: w.name, config: '', goal: r.goal as GoalKind, budgetS: 0 };
+  if (checked?.vm) spec.vm = checked.vm;
+  if (checked?.bench) spec.bench = checked.bench;
   if (r.latencyBound !== undefined) {
     if (typeof r.latencyBound !== 'number') throw new ExperimentError(`the latency bound must be a number (${w.unit})`);
     spec.latencyBound = r.latencyBound;
@@ -79,13 +109,14 @@ export function validateTuneSpec(raw: unknown): TuneSpec {
   if (typeof r.config !== 'string') throw new ExperimentError('the configuration must be a config string such as cpus=1,halt-poll-ns=0');
   let c: VmConfig;
   try {
-    c = parseConfigString(r.config, { guest: spec.guest });
+    c = currentConfig({ guest: spec.guest, config: r.config, ...(spec.vm ? { vm: spec.vm } : {}) });
   } catch (e) {
     throw new ExperimentError(`the configuration: ${(e as Error).message}`);
   }
   if (c.cpus < w.minCpus) throw new ExperimentError(`workload ${w.name} needs at least ${w.minCpus} vCPUs; this configuration has ${c.cpus}`);
-  // Every knob written out, the machine type as its version: the baseline and the advice never depend on a default that may change.
-  spec.config = formatConfigString(c);
+  // Every knob written out, the machine type as its version: the baseline and the advice never
+  // depend on a default that may change. On a VM: the knobs given, on top of its saved configuration.
+  spec.config = spec.vm ? r.config : formatConfigString(c);
   for (const k of ['vmId', 'vmName'] as const) {
     if (r[k] === undefined) continue;
     if (typeof r[k] !== 'string' || (r[k] as string).length > 100) throw new ExperimentError(`${k} must be text of at most 100 characters`);
@@ -98,6 +129,7 @@ export function validateTuneSpec(raw: unknown): TuneSpec {
 export function priorRunMs(guest: TuneSpec['guest'], slowdown: number): number {
   // Probe: boot in milliseconds, a workload of ~0.5-1 s, VM set-up and teardown; Linux: its boot
   // to the agent (4 s on hardware) and a ~5 s calibrated command, with the calibration itself.
+  // A custom kernel (the user's own VM and benchmark): a distribution's boot, like Linux's.
   return guest === 'probe' ? 1500 * slowdown : (4_000 * slowdown + 10_000);
 }
 
@@ -122,8 +154,9 @@ function pairSpec(spec: TuneSpec, c: Candidate, runs: number) {
   return {
     guest: spec.guest, workload: spec.workload, runs,
     ...(spec.workloadArgs ? { workloadArgs: spec.workloadArgs } : {}),
+    ...(spec.vm ? { vm: spec.vm } : {}), ...(spec.bench ? { bench: spec.bench } : {}),
     baseline: { name: CURRENT, config: spec.config },
-    candidate: { name: rowName(c.label) || 'candidate', config: extra ? `${spec.config},${extra}` : spec.config },
+    candidate: { name: rowName(c.label) || 'candidate', config: extra ? (spec.config ? `${spec.config},${extra}` : extra) : spec.config },
   };
 }
 
@@ -134,8 +167,8 @@ function pairSpec(spec: TuneSpec, c: Candidate, runs: number) {
 export async function runTune(rawSpec: unknown, onProgress: (p: ExperimentProgress) => void = () => {}, signal?: AbortSignal): Promise<TuneResult> {
   const host = probeHost();
   const spec = prepareTune(rawSpec, host);
-  const w = workload(spec.guest, spec.workload);
-  const current = parseConfigString(spec.config, { guest: spec.guest });
+  const w = tuneWorkload(spec);
+  const current = currentConfig(spec);
   const { resolution } = resolveMachine(current, host);
   const speed = hostSpeed();
   const raw: RunRecord[] = [];
@@ -159,6 +192,7 @@ export async function runTune(rawSpec: unknown, onProgress: (p: ExperimentProgre
     return s;
   };
   let round = 0;
+  const load = new LoadSampler(); // the host's load at each round's start, for the conditions
   const runCount = new Map<string, number>();
   let advice: Advice;
   try {
@@ -188,6 +222,7 @@ export async function runTune(rawSpec: unknown, onProgress: (p: ExperimentProgre
       onRound: (c, n) => { round = n; now = `round ${n}: ${c.label} vs current`; report(now); },
       measure: async (c, runs, sig) => {
         const t = performance.now();
+        load.sample();
         const pair = pairSpec(spec, c, runs);
         if (!names.includes(pair.candidate.name)) { names.push(pair.candidate.name); configs.push(pair.candidate); }
         const r = await compareConfigs(pair, (p) => { now = `round ${round}: ${c.label} vs current, run ${p.done + 1}/${p.total}`; }, sig);
@@ -206,13 +241,19 @@ export async function runTune(rawSpec: unknown, onProgress: (p: ExperimentProgre
   const failures = failuresOf(raw);
   const rows = summarize(names, ['unhalt'], raw, w);
   const comparisons = advice.points.map((p) => p.comparison!).filter(Boolean).map((c) => ({ ...c, candidate: rowName(c.candidate) }));
-  const recommendedConfig = advice.recommendation.kind === 'change' ? formatConfigString(applyDelta(current, advice.recommendation.delta)) : undefined;
+  // On a VM: the VM's own saved configuration with the advice (its disks as saved, not the runs' snapshot ones).
+  const own = spec.vm ? parseConfigString(spec.config, { ...spec.vm.config }) : current;
+  const recommendedConfig = advice.recommendation.kind === 'change' ? formatConfigString(applyDelta(own, advice.recommendation.delta)) : undefined;
   return {
     kind: 'tune', tune: spec, advice, ...(recommendedConfig ? { recommendedConfig } : {}),
-    spec: { guest: spec.guest, workload: spec.workload, ...(spec.workloadArgs ? { workloadArgs: spec.workloadArgs } : {}), configs, runs: ROUND_RUNS },
+    spec: {
+      guest: spec.guest, workload: spec.workload, ...(spec.workloadArgs ? { workloadArgs: spec.workloadArgs } : {}), configs, runs: ROUND_RUNS,
+      ...(spec.vm ? { vm: spec.vm } : {}), ...(spec.bench ? { bench: spec.bench } : {}),
+    },
     status: raw.length === 0 || failures.length === raw.length ? 'failed' : failures.length ? 'partial' : 'ok',
     unit: w.unit, rows, comparisons, raw, failures, wallMs: performance.now() - t0,
     environment: { hostKind: host.kind, hostCpus: host.hostCpus.length, hostSpeed: speed, haltPollParams: host.haltPollParams, node: process.versions.node },
+    conditions: { ...hostConditions(), load: load.summary() },
     notes: [],
   };
 }

@@ -1,10 +1,14 @@
 // Experiment types, shared with the service API (electron/service/api.ts re-exports them).
 import type { Sizing } from './pacing.ts';
 import type { Comparison } from './stats.ts';
+import type { GuestKind, VmConfig } from '../vmm/config/vm-config.ts';
+import type { UserBenchmark } from './user-bench.ts';
+import type { HostConditions } from './conditions-format.ts';
 
-export type { Comparison };
+export type { Comparison, UserBenchmark };
 export interface ExperimentSpec {
-  guest: 'probe' | 'linux';
+  /** probe or linux; custom only on a library VM with the user's own benchmark. */
+  guest: GuestKind;
   workload: string;
   workloadArgs?: string;
   configs: { name: string; config: string }[];
@@ -13,6 +17,13 @@ export interface ExperimentSpec {
   bare?: boolean;
   /** Seconds every phase of a run may take, instead of the deadlines derived from this host's speed (pacing.ts). */
   deadlineS?: number;
+  /**
+   * A library VM: each config is its configuration with the named knobs changed, its writable
+   * disks attached snapshot=on. Resolved by the surface (the CLI by name; the API by VM id).
+   */
+  vm?: { name: string; image?: string; config: VmConfig };
+  /** The user's own benchmark (a host command and the metric read from it) instead of a workload's figure. */
+  bench?: UserBenchmark;
 }
 
 export interface ExperimentResultRow {
@@ -89,5 +100,9 @@ export interface ExperimentResult {
   /** Linux workloads: how the size was found, and the calibration's time per unit. */
   sizing?: Sizing;
   environment: Record<string, unknown>;
+  /** The host's conditions behind the verdict (conditions.ts); absent from results saved before them. */
+  conditions?: HostConditions;
+  /** How the knobs were applied: 'boot' = every run booted its configuration (none changed in a running guest). */
+  knobsApplied?: 'boot' | 'in-boot';
   notes: string[];
 }

@@ -366,6 +366,12 @@ export interface UnhaltApi {
   unsubscribe(id: string): Promise<void>;
 
   startExperiment(spec: ExperimentSpec): Promise<ExperimentSummary>;
+  /**
+   * Stores a host command (an argument vector) for experiments to run, after the UI showed it in
+   * full and the user confirmed it; an experiment names it by the returned id (bench.hostCmdId).
+   * startExperiment refuses a host command given any other way (experiment-api.ts).
+   */
+  confirmHostCommand(argv: string[]): Promise<{ id: string; argv: string[] }>;
   listExperiments(): Promise<ExperimentSummary[]>;
   getExperiment(id: string): Promise<ExperimentDetail>;
   /** Stops the running experiment promptly (its VMs and QEMU end); resolves once it has stopped. */
@@ -431,6 +437,7 @@ export const API_METHODS = {
   subscribe: { kind: 'subscription', params: 1 },
   unsubscribe: { kind: 'subscription', params: 1 },
   startExperiment: { kind: 'call', params: 1 },
+  confirmHostCommand: { kind: 'call', params: 1 },
   listExperiments: { kind: 'call', params: 0 },
   getExperiment: { kind: 'call', params: 1 },
   cancelExperiment: { kind: 'call', params: 1 },

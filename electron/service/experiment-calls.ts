@@ -8,6 +8,9 @@ import { ApiError } from './errors.ts';
 import { Experiments } from './experiments.ts';
 import type { ServiceState } from './service-state.ts';
 import { clip } from './validate.ts';
+import { resolveApiSpec } from './experiment-api.ts';
+import { confirmHostCommand } from './host-commands.ts';
+import { ExperimentError } from '../experiments/spec-error.ts';
 
 /** Tests: where the experiment runner comes from (experiments.ts). */
 export type LoadExperimentRunner = ConstructorParameters<typeof Experiments>[2];
@@ -24,7 +27,20 @@ export class ExperimentCalls {
 
   startExperiment(raw: unknown): Promise<ExperimentSummary> {
     this.s.assertNotShuttingDown();
-    return this.experiments.start(raw, () => this.s.probe());
+    // A VM by id and a host command by its confirmation only (experiment-api.ts).
+    const spec = resolveApiSpec(raw, this.s.layout, (id) => this.s.record(id));
+    return this.experiments.start(spec, () => this.s.probe());
+  }
+
+  /** Stores a host command the UI showed in full and its user confirmed; its id goes in an experiment's bench.hostCmdId. */
+  confirmHostCommand(rawArgv: unknown): { id: string; argv: string[] } {
+    try {
+      const { id, argv } = confirmHostCommand(this.s.layout.hostCommands, rawArgv);
+      return { id, argv };
+    } catch (e) {
+      if (e instanceof ExperimentError) throw new ApiError('invalid', e.message);
+      throw e;
+    }
   }
 
   listExperiments(): ExperimentSummary[] {

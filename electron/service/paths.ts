@@ -22,6 +22,10 @@ export interface HomeLayout {
   experiments: string;
   /** What `unhalt import` made per imported VM: kernel, initrd, seed (image-import.ts). */
   imports: string;
+  /** Host commands the user confirmed (host-commands.ts): the only ones the API may run. */
+  hostCommands: string;
+  /** The user's saved benchmarks, one NAME.json each (saved-workloads.ts). */
+  workloads: string;
 }
 
 export function homeLayout(home: string): HomeLayout {
@@ -34,5 +38,7 @@ export function homeLayout(home: string): HomeLayout {
     logs: join(home, 'logs'),
     experiments: join(home, 'experiments'),
     imports: join(home, 'imports'),
+    hostCommands: join(home, 'host-commands.json'),
+    workloads: join(home, 'workloads'),
   };
 }

@@ -159,6 +159,7 @@ export class ServiceCore implements ApiCallHandlers {
 
   // ---- API: experiments and tuning (experiment-calls.ts) ----
   startExperiment(raw: unknown): Promise<ExperimentSummary> { return this.experiments.startExperiment(raw); }
+  confirmHostCommand(rawArgv: unknown): { id: string; argv: string[] } { return this.experiments.confirmHostCommand(rawArgv); }
   listExperiments(): ExperimentSummary[] { return this.experiments.listExperiments(); }
   getExperiment(rawId: unknown): ExperimentDetail { return this.experiments.getExperiment(rawId); }
   cancelExperiment(rawId: unknown): Promise<ExperimentSummary> { return this.experiments.cancelExperiment(rawId); }

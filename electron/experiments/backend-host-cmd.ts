@@ -1,0 +1,119 @@
+// The user's own benchmark's back end: one run boots the VM on Unhalt, waits until its console
+// prints the --ready expression (the guest's service is up), runs the host command as an
+// argument vector (spawn, no shell) while the VM runs, reads the metric from the command's
+// stdout, stops the VM, and records the KVM stats deltas from the moment the guest was ready.
+// Anything short of a number is a failed run with its reason: the VM ended or the deadline came
+// before ready, the command could not start, exited non-zero or by a signal, ran past its
+// deadline, or its output has no match for the metric (or a match that is no number).
+import { spawn } from 'node:child_process';
+import { resolveMachine } from '../vmm/config/resolve.ts';
+import type { HostCapabilities } from '../vmm/machine/host-caps.ts';
+import { Sampler } from '../vmm/telemetry/sampler.ts';
+import { VirtualMachine } from '../vmm/vm.ts';
+import { onAbort, statsDelta, stoppedAt, type Prepared, type RunOutcome } from './backend.ts';
+import type { Deadline } from './pacing.ts';
+import { joinCommand } from './argv-split.ts';
+import { lastLine, readMetric, type UserBenchmark } from './user-bench.ts';
+
+/** The console text kept for matching --ready (a service's banner is a line, not megabytes). */
+const CONSOLE_KEEP = 64 * 1024;
+/** How long output may still arrive after the command exited (a background child holding the pipe). */
+const EXIT_DRAIN_MS = 2000;
+/** The command's stdout kept for the metric (the summary is at its end). */
+const STDOUT_KEEP = 1024 * 1024;
+
+export interface HostCmdDeadlines {
+  ready: Deadline;
+  command: Deadline;
+}
+
+export async function runHostCmdOnUnhalt(p: Prepared, bench: UserBenchmark, host: HostCapabilities, deadlines: HostCmdDeadlines, signal?: AbortSignal): Promise<RunOutcome> {
+  const { spec } = resolveMachine(p.config, host);
+  const t0 = performance.now();
+  const vm = await VirtualMachine.start(spec);
+  const sampler = Sampler.forVm(vm, { intervalMs: 100 });
+  let child: ReturnType<typeof spawn> | undefined;
+  const unlisten = onAbort(signal, () => { child?.kill('SIGKILL'); void vm.stop(); });
+  const fail = async (error: string): Promise<RunOutcome> => {
+    child?.kill('SIGKILL');
+    await vm.stop();
+    unlisten();
+    return { value: null, fields: {}, wallMs: performance.now() - t0, error, ...statsDelta(sampler) };
+  };
+  try {
+    const ready = await waitReady(vm, bench.ready, deadlines.ready);
+    if (ready.error) return await fail(ready.error);
+    const readyT = performance.now() - t0;
+    const ran = await runCommand(bench.hostCmd, deadlines.command, (c) => { child = c; });
+    if (ran.error) return await fail(ran.error);
+    const metric = readMetric(ran.stdout, bench.metric);
+    if ('error' in metric) return await fail(metric.error);
+    await vm.stop();
+    unlisten();
+    // The counters over the benchmark, not the boot: from the sample before ready on.
+    return { value: metric.value, fields: { ready_ms: readyT, command_ms: ran.ms }, wallMs: performance.now() - t0, ...statsDelta(sampler, readyT) };
+  } catch (e) {
+    return fail(`the run failed: ${(e as Error)?.message ?? String(e)}`);
+  }
+}
+
+/** Until the console prints `ready` (at once without one), the VM ends, or the deadline passes. */
+function waitReady(vm: VirtualMachine, ready: string | undefined, deadline: Deadline): Promise<{ error?: string }> {
+  if (ready === undefined) return Promise.resolve({});
+  const re = new RegExp(ready);
+  const decoder = new TextDecoder();
+  let text = '';
+  return new Promise((resolve) => {
+    const done = (r: { error?: string }) => {
+      clearTimeout(timer);
+      vm.off('console', onConsole);
+      resolve(r);
+    };
+    const onConsole = (b: Uint8Array) => {
+      text = (text + decoder.decode(b, { stream: true })).slice(-CONSOLE_KEEP);
+      if (re.test(text)) done({});
+    };
+    const timer = setTimeout(() => done({ error: `the guest never printed /${ready}/ on its console: ${stoppedAt(deadline)}` }), deadline.ms);
+    vm.on('console', onConsole);
+    void vm.ended.then((end) => done({ error: `the VM ended before the guest printed /${ready}/ on its console (${end.message})` }));
+  });
+}
+
+/** Runs argv without a shell; its stdout, or why it gave none to read. */
+function runCommand(argv: string[], deadline: Deadline, started: (c: ReturnType<typeof spawn>) => void): Promise<{ stdout: string; ms: number; error?: string }> {
+  const shown = joinCommand(argv);
+  const what = `the host command (${shown.length > 80 ? `${shown.slice(0, 80)}…` : shown})`;
+  const t0 = performance.now();
+  return new Promise((resolve) => {
+    let stdout = '';
+    let stderr = '';
+    let timedOut = false;
+    const child = spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'], shell: false });
+    started(child);
+    child.stdout!.setEncoding('utf8').on('data', (d: string) => { stdout = (stdout + d).slice(-STDOUT_KEEP); });
+    child.stderr!.setEncoding('utf8').on('data', (d: string) => { stderr = (stderr + d).slice(-16 * 1024); });
+    const timer = setTimeout(() => { timedOut = true; child.kill('SIGKILL'); }, deadline.ms);
+    child.on('error', (e: NodeJS.ErrnoException) => {
+      clearTimeout(timer);
+      resolve({ stdout, ms: performance.now() - t0, error: `${what} could not start: ${e.code === 'ENOENT' ? `no program "${argv[0]!.slice(0, 80)}" (give its path, or put it on PATH)` : e.message}` });
+    });
+    // The figure is read once the command has exited and its output is drained. A program that
+    // left a background child holding its stdout would keep 'close' away: after EXIT_DRAIN_MS
+    // the pipes are closed from our side and what was read counts.
+    let drain: NodeJS.Timeout | undefined;
+    const finish = (code: number | null, sig: NodeJS.Signals | null) => {
+      clearTimeout(timer);
+      clearTimeout(drain);
+      const ms = performance.now() - t0;
+      const tail = lastLine(stderr);
+      if (timedOut) resolve({ stdout, ms, error: `${what} ${stoppedAt(deadline)}` });
+      else if (sig) resolve({ stdout, ms, error: `${what} was ended by ${sig}${tail ? `: ${tail}` : ''}` });
+      else if (code !== 0) resolve({ stdout, ms, error: `${what} exited with status ${code}${tail ? `: ${tail}` : ''}` });
+      else resolve({ stdout, ms });
+    };
+    child.on('exit', (code, sig) => {
+      drain = setTimeout(() => { child.stdout!.destroy(); child.stderr!.destroy(); finish(code, sig); }, EXIT_DRAIN_MS);
+    });
+    child.on('close', finish);
+  });
+}
