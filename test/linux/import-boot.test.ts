@@ -6,7 +6,7 @@
 // the VM. The image is attached snapshot=on, so it is byte for byte as before.
 // The image is native/guest/linux/build-cloud-image.mjs's (Debian packages only), built by the
 // nested lane before L1; a systemd boot under TCG takes minutes, so this is the lane's one.
-import { spawnSync } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -85,8 +85,12 @@ describe.skipIf(!hw)('a cloud image imported and booted', () => {
     expect(said).toMatch(/^cloud\r?$/m);
 
     // The key the seed authorized, through the forward the import proposed.
-    const ssh = spawnSync('ssh', ['-i', key, '-p', String(imported.sshPort), '-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null',
-      '-o', 'BatchMode=yes', '-o', `ConnectTimeout=${Math.round(STEP_MS / 1000)}`, 'tester@127.0.0.1', 'echo ssh=$((6*7))'], { encoding: 'utf8', timeout: 3 * STEP_MS });
+    // Asynchronously: the VM's user network is served by this process, which must keep running.
+    const ssh = await new Promise<{ stdout: string; stderr: string }>((done) => {
+      execFile('ssh', ['-i', key, '-p', String(imported.sshPort), '-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null',
+        '-o', 'BatchMode=yes', '-o', `ConnectTimeout=${Math.round(STEP_MS / 1000)}`, 'tester@127.0.0.1', 'echo ssh=$((6*7))'],
+      { encoding: 'utf8', timeout: 3 * STEP_MS }, (_e, stdout, stderr) => done({ stdout, stderr }));
+    });
     expect(ssh.stdout, ssh.stderr).toContain('ssh=42');
 
     // The agent, started by the seed from the tools disk, talks on ttyS1.
