@@ -4,14 +4,15 @@
 // data for `unhalt import` (docs/own-guest.md) — a user's image, not ours:
 //
 //   mmdebstrap --variant=minbase --include=systemd-sysv,udev,cloud-init,openssh-server,sudo,
-//     initramfs-tools,KERNEL=VERSION SUITE DIR        (KERNEL: the Linux kit's kernel package)
+//     initramfs-tools,ifupdown,isc-dhcp-client,locales,KERNEL=VERSION SUITE DIR        (KERNEL: the Linux kit's kernel package)
 //   GPT: p1 root ext4 (label "root", /boot inside it), p14 BIOS boot, p15 EFI system (vfat)
 //   /boot/grub/grub.cfg as grub-mkconfig writes it: a default entry with
 //     linux /boot/vmlinuz-RELEASE root=PARTUUID=... ro console=tty0 console=ttyS0,115200 ...
 //
 // No boot loader is installed (Unhalt boots the kernel directly, and so does the import); the rest
-// is what cloud-init needs to apply a NoCloud seed: systemd, networkd (in systemd), sshd, and
-// locales (cloud-init sets en_US.UTF-8 and reports an error without them).
+// is what cloud-init needs to apply a NoCloud seed: systemd, ifupdown with a DHCP client (as
+// Debian 12's cloud images: cloud-init writes /etc/network/interfaces.d), sshd, and locales
+// (cloud-init sets en_US.UTF-8 and reports an error without them).
 //
 //   node native/guest/linux/build-cloud-image.mjs [--force] [--quiet] [--suite bookworm]
 //
@@ -63,7 +64,7 @@ const started = Date.now();
 const staging = mkdtempSync(join(tmpdir(), 'unhalt-cloud-image-'));
 process.on('exit', () => rmSync(staging, { recursive: true, force: true }));
 const root = join(staging, 'root');
-const include = ['systemd-sysv', 'udev', 'kmod', 'cloud-init', 'openssh-server', 'sudo', 'initramfs-tools', 'iproute2', 'locales', `${kernel.package}=${kernel.version}`].join(',');
+const include = ['systemd-sysv', 'udev', 'kmod', 'cloud-init', 'openssh-server', 'sudo', 'initramfs-tools', 'iproute2', 'ifupdown', 'isc-dhcp-client', 'locales', `${kernel.package}=${kernel.version}`].join(',');
 log(`mmdebstrap --variant=minbase --include=${include} ${suite}`);
 // cloud-init sets LANG=en_US.UTF-8 unless told otherwise: generate it, as an installed system has it.
 const locale = 'echo "en_US.UTF-8 UTF-8" > "$1/etc/locale.gen" && chroot "$1" locale-gen';
