@@ -6,16 +6,16 @@
 // in UNHALT_HOME/imports/ID/ and is gone again if any step fails.
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { closeSync, existsSync, mkdirSync, openSync, readSync, rmSync, statSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, rmSync, statSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { basename, join, resolve } from 'node:path';
-import { ConfigError, DEFAULTS, checkDisk, normalizeVmName, sameVmName, validateConfig, type DiskConfig, type VmConfig } from '../vmm/config/vm-config.ts';
+import { ConfigError, DEFAULTS, checkDisk, checkVmName, sameVmName, validateConfig, type DiskConfig, type VmConfig } from '../vmm/config/vm-config.ts';
 import { MAX_NAME_LENGTH } from '../vmm/config/limits.ts';
 import { isQcow2 } from '../vmm/devices/virtio/disk-image.ts';
 import { LINUX_WORKLOADS_DISK } from '../vmm/guests-linux.ts';
 import { USER_NET } from '../vmm/config/net-config.ts';
 import { ImageError, extractBootFiles, inspectImage, type BootSource } from '../vmm/image/inspect.ts';
-import { SeedError, checkUser, defaultSshKey, hashPassword, readSshKey, writeSeed } from '../vmm/image/nocloud-seed.ts';
+import { SeedError, checkUser, defaultSshKey, hashPassword, readSmallFile, readSshKey, writeSeed } from '../vmm/image/nocloud-seed.ts';
 import { QEMU_IMG, QemuImgProgress } from './disk-conversion.ts';
 import type { ImportRequestDto } from './api.ts';
 import type { ImportedFrom } from './library-schema.ts';
@@ -72,6 +72,8 @@ export interface ImportContext {
 export async function importImage(req: ImportRequest, ctx: ImportContext): Promise<ImportResult> {
   const image = checkImagePath(req.image);
   const login = await guestLogin(req);
+  // The name before any work: a bad or taken one is the user's to fix at once.
+  const name = freeImportName(req.name ?? nameFromImage(image), ctx.names, req.name !== undefined);
   const id = randomUUID();
   const dir = join(homeLayout(ctx.home).imports, id);
   const say = ctx.progress ?? (() => {});
@@ -90,7 +92,6 @@ export async function importImage(req: ImportRequest, ctx: ImportContext): Promi
     stop();
     say(`found ${source.osName ?? 'Linux'}: kernel ${source.kernel}${source.initrd ? `, initrd ${source.initrd}` : ''}`);
     const files = await extractBootFiles(raw, source, dir);
-    const name = freeImportName(req.name ?? nameFromImage(image), ctx.names, req.name !== undefined);
     say('writing the cloud-init seed');
     const seed = join(dir, 'seed.iso');
     await writeSeed({ instanceId: id, hostname: hostnameFor(name), user: login.user, sshKeys: login.keys, passwordHash: login.passwordHash, agent: existsSync(LINUX_WORKLOADS_DISK) }, seed);
@@ -140,7 +141,7 @@ function checkImagePath(given: string): string {
 async function guestLogin(req: ImportRequest): Promise<{ user: string; keys: string[]; passwordHash?: string }> {
   const user = req.user ?? defaultUser();
   checkUser(user); // before any work: a bad name is the user's to fix at once
-  const password = req.password ?? (req.passwordFile !== undefined ? readPasswordFile(req.passwordFile) : undefined);
+  const password = req.password ?? (req.passwordFile !== undefined ? await readPasswordFile(req.passwordFile) : undefined);
   const passwordHash = password !== undefined ? await hashPassword(password) : undefined;
   const keys = req.sshKeyFile !== undefined ? [await readSshKey(req.sshKeyFile)] : passwordHash ? [] : [(await defaultSshKey()).key];
   return { user, keys, ...(passwordHash ? { passwordHash } : {}) };
@@ -153,24 +154,16 @@ function defaultUser(): string {
   return name === 'root' || !/^[a-z_][a-z0-9_-]{0,31}$/.test(name) ? 'unhalt' : name;
 }
 
-function readPasswordFile(file: string): string {
+async function readPasswordFile(file: string): Promise<string> {
   const path = resolve(file);
-  let text: string;
+  let bytes: Buffer;
   try {
-    const fd = openSync(path, 'r');
-    try {
-      const buf = Buffer.alloc(4097);
-      const n = readSync(fd, buf, 0, buf.length, 0);
-      if (n > 4096) throw new ImageError(`${path}: longer than 4096 bytes; a password file holds one line, the password`);
-      text = buf.subarray(0, n).toString('utf8');
-    } finally {
-      closeSync(fd);
-    }
+    bytes = await readSmallFile(path, 4096);
   } catch (e) {
-    if (e instanceof ImageError) throw e;
     throw new ImageError(`--password-file ${path}: cannot be read (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
   }
-  const password = text.split('\n')[0]!.replace(/\r$/, '');
+  if (bytes.length > 4096) throw new ImageError(`${path}: longer than 4096 bytes; a password file holds one line, the password`);
+  const password = bytes.toString('utf8').split('\n')[0]!.replace(/\r$/, '');
   if (!password) throw new ImageError(`--password-file ${path}: its first line is empty; write the password on it`);
   return password;
 }
@@ -184,7 +177,7 @@ export function nameFromImage(image: string): string {
 /** A free name: the one asked for (refused if taken), else the image's with -2, -3, ... */
 function freeImportName(name: string, names: readonly string[], asked: boolean): string {
   const taken = (n: string) => names.some((o) => sameVmName(o, n));
-  const base = normalizeVmName(name);
+  const base = checkVmName(name);
   if (!taken(base)) return base;
   if (asked) throw new ConfigError(`a VM named "${base}" already exists; choose another name with --name`);
   for (let i = 2; ; i++) {

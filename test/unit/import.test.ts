@@ -120,7 +120,18 @@ describe('unhalt import, as an unprivileged user', () => {
     const emptyPw = join(home, 'pw');
     writeFileSync(emptyPw, '\n');
     chownSync(emptyPw, NOBODY, NOBODY);
+    // A FIFO with no writer, an endless device, a folder: refused unread (a FIFO once hung the import past SIGTERM).
+    const fifo = join(home, 'key.fifo');
+    expect(spawnSync('mkfifo', [fifo]).status).toBe(0);
+    chownSync(fifo, NOBODY, NOBODY);
     const cases: [string[], RegExp][] = [
+      [['import', CLOUD_IMAGE, '--ssh-key', fifo], /^unhalt: cannot read the SSH key .*key\.fifo: not a regular file$/],
+      [['import', CLOUD_IMAGE, '--ssh-key', '/dev/zero'], /^unhalt: cannot read the SSH key \/dev\/zero: not a regular file$/],
+      [['import', CLOUD_IMAGE, '--ssh-key', home], /^unhalt: cannot read the SSH key .*: not a regular file$/],
+      [['import', CLOUD_IMAGE, '--password-file', fifo], /^unhalt: --password-file .*key\.fifo: cannot be read \(not a regular file\)$/],
+      [['import', CLOUD_IMAGE, '--password-file', '/dev/zero'], /^unhalt: --password-file \/dev\/zero: cannot be read \(not a regular file\)$/],
+      // A bad name is refused before the image is read (no step line before it).
+      [['import', CLOUD_IMAGE, '--name', 'a/b\u001b[2J'], /^unhalt: name "a\/b\?\[2J" may use letters, digits/],
       [['import', join(home, 'missing.qcow2')], /missing\.qcow2: no such file; give the path of a cloud image/],
       [['import', text], /notes\.img: not a disk image: it has no partition table \(GPT or MBR\) and no file system at its start$/],
       [['import', CLOUD_IMAGE, '--password-file', emptyPw], /its first line is empty/],
@@ -135,6 +146,7 @@ describe('unhalt import, as an unprivileged user', () => {
       // The refusal is the last line, alone (steps the import had begun come before it).
       const lines = r.stderr.trim().split('\n');
       expect(lines.at(-1)).toMatch(message);
+      if (args.includes('--name') || args.includes('--ssh-key') || /^\/dev\/|fifo$/.test(args.at(-1)!)) expect(lines, r.stderr).toHaveLength(1);
       expect(lines.slice(0, -1).every((l) => /^unhalt: (reading|found|writing|converting)/.test(l)), r.stderr).toBe(true);
     }
     expect(existsSync(join(unhalt, 'imports')) ? readdirSync(join(unhalt, 'imports')) : []).toEqual([]);
