@@ -196,6 +196,13 @@ describe.skipIf(!haveTools)('inspectImage on images built without root', () => {
     expect(s.rootPartition).toMatchObject({ index: 1, mbrType: 0x83 });
   });
 
+  it('a grub.cfg line ending in a backslash goes on on the next line, as GRUB reads it', async () => {
+    const grub = "menuentry 'x' {\n # a comment \\\n linux /boot/vmlinuz-6.1.0-18-cloud-amd64 root=/dev/vda1 ro \\\n   init=/bin/sh\n initrd /boot/initrd.img-6.1.0-18-cloud-amd64\n}\n";
+    const s = await inspectImage(ext4(debianRoot(grub)));
+    expect(s.cmdline).toBe('root=/dev/vda1 ro init=/bin/sh');
+    expect(s.initrd).toBe('/boot/initrd.img-6.1.0-18-cloud-amd64');
+  });
+
   it('a whole-disk ext4 without grub.cfg: the newest /boot/vmlinuz-* and its initrd, root=UUID=', async () => {
     const img = ext4(rootTree({
       'boot/vmlinuz-6.1.0-9-amd64': 'old',
@@ -315,6 +322,23 @@ describe.skipIf(!haveTools)('inspectImage refusals: one line each', () => {
       expect(got).toBe(`${img}: ${message}`);
       expect(got).not.toContain('\n');
     }
+    // A NUL, a byte that is not UTF-8 (read as U+FFFD), a Unicode line separator: refused, not passed to the kernel.
+    const entry = (args: string) => `menuentry 'x' {\n linux /boot/vmlinuz-6.1.0-18-cloud-amd64 root=/dev/vda1 ${args}\n}\n`;
+    const odd: [string, string][] = [
+      [entry('a=\0b'), 'grub.cfg line 2: a NUL byte; fix the image\'s grub.cfg'],
+      [entry('a=\ud800'), 'refused: grub.cfg\'s entry "x" has a control or non-ASCII character in its command line ("a=\\ufffd"); fix the image\'s boot configuration'],
+      [entry('a=\u2028b'), 'refused: grub.cfg\'s entry "x" has a control or non-ASCII character in its command line ("a=\\u2028b"); fix the image\'s boot configuration'],
+    ];
+    for (const [grub, message] of odd) {
+      const bad = ext4(debianRoot(grub));
+      expect(await refusal(bad)).toBe(`${bad}: ${message}`);
+    }
+    // `set a="$a$a"` doubles a value on every line: bounded, refused at once instead of building 2^40 bytes.
+    const doubling = `set a=xxxxxxxxxxxxxxxx\n${'set a="$a$a"\n'.repeat(40)}${entry('$a')}`;
+    const big = ext4(debianRoot(doubling));
+    const t0 = Date.now();
+    expect(await refusal(big)).toBe(`${big}: refused: grub.cfg's entry "x" has a 65551-byte command line; Linux takes at most 2047`);
+    expect(Date.now() - t0).toBeLessThan(5000);
     // A symlink's target is checked as a path from grub.cfg is.
     const img = ext4({ ...debianRoot("menuentry 'x' {\n linux /vmlinuz\n}\n"), vmlinuz: { link: 'boot/a b' } });
     expect(await refusal(img)).toBe(`${img}: refused: the symlink target path "/boot/a b" read from the image is not a plain absolute path (letters, digits and ._+-@~,:= only); fix the image's boot configuration`);
