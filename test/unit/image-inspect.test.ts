@@ -7,6 +7,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, readdirSync, readSync, rmSync, symlinkSync, truncateSync, writeFileSync, writeSync, closeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { crc32 } from 'node:zlib';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ExtReader } from '../../electron/vmm/image/ext-reader.ts';
 import { ImageError, extractBootFiles, inspectImage } from '../../electron/vmm/image/inspect.ts';
@@ -382,5 +383,36 @@ describe.skipIf(!haveTools)('the pieces under inspectImage', () => {
     expect(() => parsePartitionTable(head, 3 * MiB)).toThrow('damaged GPT: its partition entries checksum does not match; download or copy the image again');
     head[512 + 80] ^= 1;
     expect(() => parsePartitionTable(head, 3 * MiB)).toThrow('damaged GPT: its header checksum does not match; download or copy the image again');
+  });
+
+  it('a GPT whose entries overlap or number more than 128 is refused before any is read', () => {
+    // A table written by hand (sfdisk refuses both), its checksums right: only its layout is wrong.
+    const gpt = (ranges: [number, number][]) => {
+      const head = Buffer.alloc(MiB);
+      head[446 + 4] = 0xee;
+      head.writeUInt32LE(1, 446 + 8);
+      head.writeUInt32LE(0xffffffff, 446 + 12);
+      head.writeUInt16LE(0xaa55, 510);
+      const entries = Buffer.alloc(Math.max(128, ranges.length) * 128);
+      ranges.forEach(([first, last], i) => {
+        Buffer.from('AF3DC60F838472478E793D69D8477DE4', 'hex').copy(entries, i * 128);
+        entries.writeBigUInt64LE(BigInt(first), i * 128 + 32);
+        entries.writeBigUInt64LE(BigInt(last), i * 128 + 40);
+      });
+      entries.copy(head, 1024);
+      const h = head.subarray(512, 1024);
+      h.write('EFI PART', 0, 'latin1');
+      h.writeUInt32LE(92, 12);
+      h.writeBigUInt64LE(2n, 72);
+      h.writeUInt32LE(entries.length / 128, 80);
+      h.writeUInt32LE(128, 84);
+      h.writeUInt32LE(crc32(entries), 88);
+      h.writeUInt32LE(crc32(h.subarray(0, 92)), 16);
+      return head;
+    };
+    expect(parsePartitionTable(gpt([[2048, 4095], [4096, 6143]]), 4 * MiB).partitions).toHaveLength(2);
+    expect(() => parsePartitionTable(gpt([[2048, 6143], [4096, 6143]]), 4 * MiB)).toThrow('damaged partition table: partitions 1 and 2 overlap; download or copy the image again');
+    const many = Array.from({ length: 129 }, (_, i): [number, number] => [2048 + i * 8, 2048 + i * 8 + 7]);
+    expect(() => parsePartitionTable(gpt(many), 4 * MiB)).toThrow('damaged partition table: 129 partitions, more than the 128 read; download or copy the image again');
   });
 });

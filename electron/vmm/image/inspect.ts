@@ -92,7 +92,7 @@ async function inspect(rawPath: string): Promise<BootSource> {
     if (await holdsBoot(readers.get(p)!, '')) boot = { part: p, dir: '' };
   }
   if (rootPart === undefined) {
-    const found = parts.map((p) => `${what(p)}: ${p.fs.kind}`).join(', ');
+    const found = parts.slice(0, 8).map((p) => `${what(p)}: ${p.fs.kind}`).join(', ') + (parts.length > 8 ? `, and ${parts.length - 8} more` : '');
     const logical = layout.skippedLogical ? '; logical partitions (inside an extended one) are not read' : '';
     throw new ImageError(`no root file system: no partition is an ext file system with /etc/os-release, /sbin/init or /usr/lib/systemd (${found || 'no partitions'})${logical}`);
   }
