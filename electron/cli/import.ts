@@ -5,7 +5,7 @@
 // remove what it made; the image is never written.
 import { LibraryFileError } from '../service/library-schema.ts';
 import { LibraryStore } from '../service/library-store.ts';
-import { ImageError, SeedError, importImage } from '../service/image-import.ts';
+import { ImageError, SeedError, forwardedPorts, importImage } from '../service/image-import.ts';
 import { unhaltHome } from '../service/paths.ts';
 import { ConfigError, checkCpus, checkMemoryMiB } from '../vmm/config/vm-config.ts';
 import { EXIT_CODES, SIGNAL_EXIT_CODES, UsageError, parse, say } from './args.ts';
@@ -46,13 +46,14 @@ export async function importCommand(argv: string[]): Promise<number> {
     }, {
       home,
       names: vms.map((v) => v.config.name),
-      usedPorts: vms.flatMap((v) => (v.config.net?.mode === 'user' ? v.config.net.hostfwd.map((f) => f.hostPort) : [])),
+      usedPorts: forwardedPorts(vms),
       progress: progressLine(),
       signal: abort.signal,
     });
     if (stopped) { result.discard(); return SIGNAL_EXIT_CODES[stopped]; }
     const now = Date.now();
     await store.mutate((list) => {
+      result.claim(list);
       list.push({ id: crypto.randomUUID(), config: result.config, createdAt: now, updatedAt: now, imported: result.imported });
     }).catch((e) => { result.discard(); throw e; });
     const { config, imported } = result;

@@ -41,6 +41,17 @@ export interface ImportResult {
   source: BootSource;
   /** Removes what the import made (the library could not take the VM after all). */
   discard(): void;
+  /**
+   * Called under the library's lock, just before the VM is added: its name and SSH port again,
+   * against the VMs there now (another import or the app may have added one meanwhile). A name
+   * the user asked for that is taken now is refused (ConfigError); a port taken now moves up.
+   */
+  claim(vms: readonly { config: VmConfig }[]): void;
+}
+
+/** The host ports library VMs forward (an import never offers one of them). */
+export function forwardedPorts(vms: readonly { config: VmConfig }[]): number[] {
+  return vms.flatMap((v) => (v.config.net?.mode === 'user' ? v.config.net.hostfwd.map((f) => f.hostPort) : []));
 }
 
 /** The import was stopped by its caller (ctx.signal); nothing it made is left. */
@@ -111,7 +122,17 @@ export async function importImage(req: ImportRequest, ctx: ImportContext): Promi
       disks,
     });
     stop();
-    return { config, source, discard: () => rmSync(dir, { recursive: true, force: true }), imported: { image, dir, ...(source.osName ? { os: source.osName } : {}), user: login.user, sshPort } };
+    const imported: ImportRecord = { image, dir, ...(source.osName ? { os: source.osName } : {}), user: login.user, sshPort };
+    const claim = (vms: readonly { config: VmConfig }[]) => {
+      config.name = freeImportName(req.name ?? nameFromImage(image), vms.map((v) => v.config.name), req.name !== undefined);
+      const used = new Set(forwardedPorts(vms));
+      let port = imported.sshPort;
+      while (used.has(port)) port++;
+      if (port > 65535) throw new ImageError('no free host port at or above 2222 for the guest\'s SSH');
+      imported.sshPort = port;
+      if (config.net?.mode === 'user') config.net = { ...config.net, hostfwd: config.net.hostfwd.map((f) => (f.guestPort === 22 ? { ...f, hostPort: port } : f)) };
+    };
+    return { config, source, discard: () => rmSync(dir, { recursive: true, force: true }), imported, claim };
   } catch (e) {
     rmSync(dir, { recursive: true, force: true });
     throw ctx.signal?.aborted ? new ImportStopped() : e;

@@ -202,4 +202,28 @@ describe('importImage and deleteVm in the API', () => {
     expect(existsSync(CLOUD_IMAGE)).toBe(true);
     expect(sha256(CLOUD_IMAGE)).toBe(imageSha);
   }, scaled(300_000));
+
+  it('imports at the same time get different names and SSH ports; a name taken meanwhile is refused and leaves nothing', async () => {
+    // A small whole-disk ext4 with a root and a kernel (mke2fs -d): quick to import many times.
+    const tree = join(home, 'tree');
+    mkdirSync(join(tree, 'etc'), { recursive: true });
+    mkdirSync(join(tree, 'sbin'));
+    mkdirSync(join(tree, 'boot'));
+    writeFileSync(join(tree, 'etc', 'os-release'), 'PRETTY_NAME="Tiny"\n');
+    writeFileSync(join(tree, 'sbin', 'init'), '#!/bin/sh\n');
+    writeFileSync(join(tree, 'boot', 'vmlinuz-1'), 'MZ not a kernel');
+    const image = join(home, 'tiny.img');
+    expect(spawnSync('mke2fs', ['-q', '-F', '-t', 'ext4', '-d', tree, image, '8M']).status).toBe(0);
+    const key = join(home, 'ssh', 'key.pub');
+    const before = existsSync(join(home, 'imports')) ? readdirSync(join(home, 'imports')).length : 0;
+    const recs = await Promise.all([1, 2, 3].map(() => svc.importImage({ image, sshKeyFile: key })));
+    expect(new Set(recs.map((r) => r.config.name)).size).toBe(3);
+    expect(new Set(recs.map((r) => r.imported!.sshPort)).size).toBe(3);
+    for (const r of recs) expect(r.config.net).toMatchObject({ hostfwd: [{ hostPort: r.imported!.sshPort }] });
+    const both = await Promise.allSettled([svc.importImage({ image, sshKeyFile: key, name: 'same' }), svc.importImage({ image, sshKeyFile: key, name: 'Same' })]);
+    expect(both.filter((b) => b.status === 'fulfilled')).toHaveLength(1);
+    const lost = both.find((b) => b.status === 'rejected') as PromiseRejectedResult;
+    expect((lost.reason as Error).message).toMatch(/^a VM named "[Ss]ame" already exists; choose another name with --name$/);
+    expect(readdirSync(join(home, 'imports'))).toHaveLength(before + 4);
+  }, scaled(120_000));
 });
