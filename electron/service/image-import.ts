@@ -16,6 +16,7 @@ import { LINUX_WORKLOADS_DISK } from '../vmm/guests-linux.ts';
 import { USER_NET } from '../vmm/config/net-config.ts';
 import { ImageError, extractBootFiles, inspectImage, type BootSource } from '../vmm/image/inspect.ts';
 import { SeedError, checkUser, defaultSshKey, hashPassword, readSmallFile, readSshKey, writeSeed } from '../vmm/image/nocloud-seed.ts';
+import { checkBootFiles } from '../vmm/boot/boot-file-checks.ts';
 import { QEMU_IMG, QemuImgProgress } from './disk-conversion.ts';
 import type { ImportRequestDto } from './api.ts';
 import type { ImportedFrom } from './library-schema.ts';
@@ -121,6 +122,9 @@ export async function importImage(req: ImportRequest, ctx: ImportContext): Promi
       net: { mode: 'user', hostfwd: [{ protocol: 'tcp', hostAddress: '127.0.0.1', hostPort: sshPort, guestAddress: USER_NET.dhcpStart, guestPort: 22 }] },
       disks,
     });
+    // What `unhalt run` and the app check before a boot, checked now: an image whose "kernel" is
+    // not one, or whose kernel and initrd do not fit the memory, is refused here, not at its first start.
+    await checkBootFiles(config);
     stop();
     const imported: ImportRecord = { image, dir, ...(source.osName ? { os: source.osName } : {}), user: login.user, sshPort };
     const claim = (vms: readonly { config: VmConfig }[]) => {

@@ -203,18 +203,34 @@ describe('importImage and deleteVm in the API', () => {
     expect(sha256(CLOUD_IMAGE)).toBe(imageSha);
   }, scaled(300_000));
 
-  it('imports at the same time get different names and SSH ports; a name taken meanwhile is refused and leaves nothing', async () => {
-    // A small whole-disk ext4 with a root and a kernel (mke2fs -d): quick to import many times.
+  /** A small whole-disk ext4 with a root and a kernel (mke2fs -d): quick to import many times. */
+  function tinyImage(): string {
     const tree = join(home, 'tree');
+    const image = join(home, 'tiny.img');
+    if (existsSync(image)) return image;
     mkdirSync(join(tree, 'etc'), { recursive: true });
-    mkdirSync(join(tree, 'sbin'));
-    mkdirSync(join(tree, 'boot'));
+    mkdirSync(join(tree, 'sbin'), { recursive: true });
+    mkdirSync(join(tree, 'boot'), { recursive: true });
     writeFileSync(join(tree, 'etc', 'os-release'), 'PRETTY_NAME="Tiny"\n');
     writeFileSync(join(tree, 'sbin', 'init'), '#!/bin/sh\n');
-    writeFileSync(join(tree, 'boot', 'vmlinuz-1'), 'MZ not a kernel');
-    const image = join(home, 'tiny.img');
+    // A kernel as far as the boot checks look (the boot protocol's "HdrS" at 0x202); never booted here.
+    const kernel = Buffer.alloc(4096);
+    kernel.write('HdrS', 0x202, 'latin1');
+    writeFileSync(join(tree, 'boot', 'vmlinuz-1'), kernel);
     expect(spawnSync('mke2fs', ['-q', '-F', '-t', 'ext4', '-d', tree, image, '8M']).status).toBe(0);
+    return image;
+  }
+
+  it('imports at the same time get different names and SSH ports; a name taken meanwhile is refused and leaves nothing', async () => {
+    const image = tinyImage();
+    const tree = join(home, 'tree');
     const key = join(home, 'ssh', 'key.pub');
+    // A "kernel" that is not one is refused by the import, as a start would refuse it.
+    writeFileSync(join(tree, 'boot', 'vmlinuz-2'), 'MZ not a kernel');
+    const notKernel = join(home, 'not-kernel.img');
+    expect(spawnSync('mke2fs', ['-q', '-F', '-t', 'ext4', '-d', tree, notKernel, '8M']).status).toBe(0);
+    rmSync(join(tree, 'boot', 'vmlinuz-2'));
+    expect((await rejection(svc.importImage({ image: notKernel, sshKeyFile: key }))).message).toMatch(/^kernel .*\/vmlinuz-2 is neither a PVH ELF nor a Linux bzImage$/);
     const before = existsSync(join(home, 'imports')) ? readdirSync(join(home, 'imports')).length : 0;
     const recs = await Promise.all([1, 2, 3].map(() => svc.importImage({ image, sshKeyFile: key })));
     expect(new Set(recs.map((r) => r.config.name)).size).toBe(3);
@@ -225,5 +241,29 @@ describe('importImage and deleteVm in the API', () => {
     const lost = both.find((b) => b.status === 'rejected') as PromiseRejectedResult;
     expect((lost.reason as Error).message).toMatch(/^a VM named "[Ss]ame" already exists; choose another name with --name$/);
     expect(readdirSync(join(home, 'imports'))).toHaveLength(before + 4);
+  }, scaled(120_000));
+
+  it('deleting an imported VM keeps its folder while another VM uses it: a clone, or a hand-edited record', async () => {
+    const image = tinyImage();
+    const key = join(home, 'ssh', 'key.pub');
+    // A clone boots the original's kernel, initrd, seed: deleting the original with its files must not take them.
+    const orig = await svc.importImage({ image, sshKeyFile: key, name: 'orig' });
+    const clone = await svc.cloneVm(orig.id, 'orig-clone');
+    await svc.deleteVm(orig.id, true);
+    expect(existsSync(clone.config.kernel!)).toBe(true);
+    await svc.deleteVm(clone.id);
+    // A record whose imported.dir was edited to name another VM's folder.
+    const a = await svc.importImage({ image, sshKeyFile: key, name: 'edit-a' });
+    const b = await svc.importImage({ image, sshKeyFile: key, name: 'edit-b' });
+    await svc.shutdown();
+    const file = join(home, 'vms.json');
+    const lib = JSON.parse(readFileSync(file, 'utf8')) as { vms: { id: string; imported: { dir: string } }[] };
+    lib.vms.find((v) => v.id === a.id)!.imported.dir = b.imported!.dir;
+    writeFileSync(file, JSON.stringify(lib));
+    svc = await createService({ home, lockTimeoutMs: 500 });
+    await svc.deleteVm(a.id, true);
+    expect(readdirSync(b.imported!.dir)).toContain('seed.iso');
+    await svc.deleteVm(b.id, true);
+    expect(existsSync(b.imported!.dir)).toBe(false);
   }, scaled(120_000));
 });
