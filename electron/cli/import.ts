@@ -6,6 +6,8 @@
 import { LibraryFileError } from '../service/library-schema.ts';
 import { LibraryStore } from '../service/library-store.ts';
 import { ImageError, SeedError, forwardedPorts, importImage } from '../service/image-import.ts';
+import { describeIoError, errnoCode } from '../service/io-errors.ts';
+import { MakeDirError } from '../service/make-dir.ts';
 import { unhaltHome } from '../service/paths.ts';
 import { ConfigError, checkCpus, checkMemoryMiB } from '../vmm/config/vm-config.ts';
 import { EXIT_CODES, SIGNAL_EXIT_CODES, UsageError, parse, say } from './args.ts';
@@ -70,6 +72,11 @@ export async function importCommand(argv: string[]): Promise<number> {
     return EXIT_CODES.ok;
   } catch (e) {
     if (stopped) return SIGNAL_EXIT_CODES[stopped];
+    // UNHALT_HOME not writable, or full: the host's condition, said in one line like a refusal.
+    if (e instanceof MakeDirError || /^E[A-Z]+$/.test(errnoCode(e) ?? '')) {
+      say(e instanceof MakeDirError ? e.message : `the import failed in ${unhaltHome()}: ${describeIoError(e)}`);
+      return EXIT_CODES.badInput;
+    }
     if (!(e instanceof UsageError || e instanceof ConfigError || e instanceof ImageError || e instanceof SeedError || e instanceof LibraryFileError)) throw e;
     say(e instanceof LibraryFileError ? `the VM library cannot be read: ${e.message}` : e.message);
     return EXIT_CODES.badInput;

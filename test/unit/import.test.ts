@@ -154,6 +154,15 @@ describe('unhalt import, as an unprivileged user', () => {
     expect(sha256(CLOUD_IMAGE)).toBe(imageSha);
   }, scaled(300_000));
 
+  it('an UNHALT_HOME the user cannot write is one line, not a stack trace', async () => {
+    const { home } = nobodyHome('readonly-home');
+    const rootOwned = join(work, 'root-owned');
+    mkdirSync(rootOwned, { mode: 0o755 });
+    const r = await runCli(['import', CLOUD_IMAGE], { prefix: AS_NOBODY, env: { HOME: home, UNHALT_HOME: join(rootOwned, 'unhalt'), USER: 'nobody' }, killAfterMs: scaled(120_000) });
+    expect(r.code, r.stderr).toBe(1);
+    expect(r.stderr).toBe(`unhalt: cannot create the folder ${join(rootOwned, 'unhalt')}: permission denied (EACCES)\n`);
+  }, scaled(180_000));
+
   it('SIGINT while a qcow2 converts: exit 130, no VM, nothing left under UNHALT_HOME/imports', async () => {
     const { home, unhalt } = nobodyHome('sigint');
     const qcow2 = join(home, 'img.qcow2');
