@@ -9,6 +9,7 @@ import { ImageError, SeedError, forwardedPorts, importImage } from '../service/i
 import { describeIoError, errnoCode } from '../service/io-errors.ts';
 import { MakeDirError } from '../service/make-dir.ts';
 import { unhaltHome } from '../service/paths.ts';
+import { shownPath } from '../vmm/config/shown-path.ts';
 import { ConfigError, checkCpus, checkMemoryMiB } from '../vmm/config/vm-config.ts';
 import { EXIT_CODES, SIGNAL_EXIT_CODES, UsageError, parse, say } from './args.ts';
 import { onStopSignals } from './stop-signals.ts';
@@ -59,7 +60,7 @@ export async function importCommand(argv: string[]): Promise<number> {
       list.push({ id: crypto.randomUUID(), config: result.config, createdAt: now, updatedAt: now, imported: result.imported });
     }).catch((e) => { result.discard(); throw e; });
     const { config, imported } = result;
-    say(`imported ${imported.image} as the VM "${config.name}" (${imported.os ?? 'Linux'}; ${config.cpus} vCPUs, ${config.memoryMiB} MiB)`);
+    say(`imported ${shownPath(imported.image)} as the VM "${config.name}" (${imported.os ?? 'Linux'}; ${config.cpus} vCPUs, ${config.memoryMiB} MiB)`);
     process.stdout.write([
       `VM:      ${config.name}`,
       `kernel:  ${config.kernel}`,

@@ -17,6 +17,7 @@ import { USER_NET } from '../vmm/config/net-config.ts';
 import { ImageError, extractBootFiles, inspectImage, type BootSource } from '../vmm/image/inspect.ts';
 import { SeedError, checkUser, defaultSshKey, hashPassword, readSmallFile, readSshKey, writeSeed } from '../vmm/image/nocloud-seed.ts';
 import { checkBootFiles } from '../vmm/boot/boot-file-checks.ts';
+import { shownPath } from '../vmm/config/shown-path.ts';
 import { QEMU_IMG, QemuImgProgress } from './disk-conversion.ts';
 import type { ImportRequestDto } from './api.ts';
 import type { ImportedFrom } from './library-schema.ts';
@@ -124,7 +125,13 @@ export async function importImage(req: ImportRequest, ctx: ImportContext): Promi
     });
     // What `unhalt run` and the app check before a boot, checked now: an image whose "kernel" is
     // not one, or whose kernel and initrd do not fit the memory, is refused here, not at its first start.
-    await checkBootFiles(config);
+    await checkBootFiles(config).catch((e: unknown) => {
+      // Named as the image holds them: the copies are about to be removed.
+      if (!(e instanceof ConfigError)) throw e;
+      let m = e.message.replaceAll(shownPath(files.kernel), `${source.kernel} (in the image)`);
+      if (files.initrd) m = m.replaceAll(shownPath(files.initrd), `${source.initrd} (in the image)`);
+      throw new ImageError(`${shownPath(image)}: ${m}`);
+    });
     stop();
     const imported: ImportRecord = { image, dir, ...(source.osName ? { os: source.osName } : {}), user: login.user, sshPort };
     const claim = (vms: readonly { config: VmConfig }[]) => {
@@ -150,13 +157,13 @@ function checkImagePath(given: string): string {
   try {
     st = statSync(path);
   } catch (e) {
-    throw new ImageError(`${path}: ${(e as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (e as Error).message}; give the path of a cloud image (.qcow2 or .raw)`);
+    throw new ImageError(`${shownPath(path)}: ${(e as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (e as Error).message}; give the path of a cloud image (.qcow2 or .raw)`);
   }
-  if (!st.isFile()) throw new ImageError(`${path}: is not a file; give the path of a cloud image (.qcow2 or .raw)`);
+  if (!st.isFile()) throw new ImageError(`${shownPath(path)}: is not a file; give the path of a cloud image (.qcow2 or .raw)`);
   try {
     closeSync(openSync(path, 'r'));
   } catch (e) {
-    throw new ImageError(`${path}: cannot be read (${(e as NodeJS.ErrnoException).code ?? (e as Error).message}); give a file you can read`);
+    throw new ImageError(`${shownPath(path)}: cannot be read (${(e as NodeJS.ErrnoException).code ?? (e as Error).message}); give a file you can read`);
   }
   checkDisk({ path });
   return path;
@@ -185,11 +192,11 @@ async function readPasswordFile(file: string): Promise<string> {
   try {
     bytes = await readSmallFile(path, 4096);
   } catch (e) {
-    throw new ImageError(`--password-file ${path}: cannot be read (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+    throw new ImageError(`--password-file ${shownPath(path)}: cannot be read (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
   }
-  if (bytes.length > 4096) throw new ImageError(`${path}: longer than 4096 bytes; a password file holds one line, the password`);
+  if (bytes.length > 4096) throw new ImageError(`${shownPath(path)}: longer than 4096 bytes; a password file holds one line, the password`);
   const password = bytes.toString('utf8').split('\n')[0]!.replace(/\r$/, '');
-  if (!password) throw new ImageError(`--password-file ${path}: its first line is empty; write the password on it`);
+  if (!password) throw new ImageError(`--password-file ${shownPath(path)}: its first line is empty; write the password on it`);
   return password;
 }
 

@@ -133,6 +133,8 @@ describe('unhalt import, as an unprivileged user', () => {
       // A bad name is refused before the image is read (no step line before it).
       [['import', CLOUD_IMAGE, '--name', 'a/b\u001b[2J'], /^unhalt: name "a\/b\?\[2J" may use letters, digits/],
       [['import', join(home, 'missing.qcow2')], /missing\.qcow2: no such file; give the path of a cloud image/],
+      // A path's line break or escape sequence is shown as '?', never sent to the terminal.
+      [['import', join(home, 'missing\n\u001b[2J.qcow2')], /missing\?\?\[2J\.qcow2: no such file; give the path of a cloud image/],
       [['import', text], /notes\.img: not a disk image: it has no partition table \(GPT or MBR\) and no file system at its start$/],
       [['import', CLOUD_IMAGE, '--password-file', emptyPw], /its first line is empty/],
       [['import', CLOUD_IMAGE, '--ssh-key', join(home, 'nokey.pub')], /nokey\.pub/],
@@ -239,7 +241,7 @@ describe('importImage and deleteVm in the API', () => {
     const notKernel = join(home, 'not-kernel.img');
     expect(spawnSync('mke2fs', ['-q', '-F', '-t', 'ext4', '-d', tree, notKernel, '8M']).status).toBe(0);
     rmSync(join(tree, 'boot', 'vmlinuz-2'));
-    expect((await rejection(svc.importImage({ image: notKernel, sshKeyFile: key }))).message).toMatch(/^kernel .*\/vmlinuz-2 is neither a PVH ELF nor a Linux bzImage$/);
+    expect((await rejection(svc.importImage({ image: notKernel, sshKeyFile: key }))).message).toBe(`${notKernel}: kernel /boot/vmlinuz-2 (in the image) is neither a PVH ELF nor a Linux bzImage`);
     const before = existsSync(join(home, 'imports')) ? readdirSync(join(home, 'imports')).length : 0;
     const recs = await Promise.all([1, 2, 3].map(() => svc.importImage({ image, sshKeyFile: key })));
     expect(new Set(recs.map((r) => r.config.name)).size).toBe(3);
