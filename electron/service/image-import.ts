@@ -123,9 +123,10 @@ export async function importImage(req: ImportRequest, ctx: ImportContext): Promi
       net: { mode: 'user', hostfwd: [{ protocol: 'tcp', hostAddress: '127.0.0.1', hostPort: sshPort, guestAddress: USER_NET.dhcpStart, guestPort: 22 }] },
       disks,
     });
-    // What `unhalt run` and the app check before a boot, checked now: an image whose "kernel" is
-    // not one, or whose kernel and initrd do not fit the memory, is refused here, not at its first start.
-    await checkBootFiles(config).catch((e: unknown) => {
+    // What `unhalt run` and the app check of the boot files before a boot, checked now: an image whose
+    // "kernel" is not one, or whose kernel and initrd do not fit the memory, is refused here.
+    // Not the disks: an image the user may only read is theirs to make writable before a start.
+    await checkBootFiles({ ...config, disks: [] }).catch((e: unknown) => {
       // Named as the image holds them: the copies are about to be removed.
       if (!(e instanceof ConfigError)) throw e;
       let m = e.message.replaceAll(shownPath(files.kernel), `${source.kernel} (in the image)`);
