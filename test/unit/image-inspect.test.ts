@@ -367,6 +367,17 @@ describe.skipIf(!haveTools)('the pieces under inspectImage', () => {
     await expect(r.lstat('/etc')).rejects.toThrow('partition 1: debugfs cannot read its ext file system ("Filesystem has unsupported feature(s)"); install a newer e2fsprogs (debugfs -V shows this one)');
   });
 
+  it('extractBootFiles never takes a name the import uses (seed.iso, disk.raw) or a hidden one', async () => {
+    const grub = "menuentry 'x' {\n linux /boot/seed.iso root=/dev/vda1\n initrd /boot/.hidden\n}\n";
+    const img = ext4(rootTree({ 'boot/grub/grub.cfg': grub, 'boot/seed.iso': KERNEL, 'boot/.hidden': INITRD }));
+    const dest = mkdtempSync(join(scratch, 'dest-'));
+    writeFileSync(join(dest, 'disk.raw'), 'the converted image');
+    const files = await extractBootFiles(img, await inspectImage(img), dest);
+    expect(files).toEqual({ kernel: join(dest, 'boot-seed.iso'), initrd: join(dest, 'boot-hidden') });
+    expect(readFileSync(files.kernel, 'utf8')).toBe(KERNEL);
+    expect(readFileSync(join(dest, 'disk.raw'), 'utf8')).toBe('the converted image');
+  });
+
   it('extractBootFiles leaves nothing in destDir when a file is gone', async () => {
     const img = disk('gpt', [{ sizeMiB: 8, type: 'L', image: ext4(debianRoot(), { uuid: ROOT_UUID }) }]);
     const s = await inspectImage(img);
