@@ -5,8 +5,11 @@
 // remove what it made; the image is never written.
 import { LibraryFileError } from '../service/library-schema.ts';
 import { LibraryStore } from '../service/library-store.ts';
-import { ImageError, SeedError, importImage } from '../service/image-import.ts';
+import { ImageError, SeedError, forwardedPorts, importImage } from '../service/image-import.ts';
+import { describeIoError, errnoCode } from '../service/io-errors.ts';
+import { MakeDirError } from '../service/make-dir.ts';
 import { unhaltHome } from '../service/paths.ts';
+import { shownPath } from '../vmm/config/shown-path.ts';
 import { ConfigError, checkCpus, checkMemoryMiB } from '../vmm/config/vm-config.ts';
 import { EXIT_CODES, SIGNAL_EXIT_CODES, UsageError, parse, say } from './args.ts';
 import { onStopSignals } from './stop-signals.ts';
@@ -46,17 +49,18 @@ export async function importCommand(argv: string[]): Promise<number> {
     }, {
       home,
       names: vms.map((v) => v.config.name),
-      usedPorts: vms.flatMap((v) => (v.config.net?.mode === 'user' ? v.config.net.hostfwd.map((f) => f.hostPort) : [])),
+      usedPorts: forwardedPorts(vms),
       progress: progressLine(),
       signal: abort.signal,
     });
     if (stopped) { result.discard(); return SIGNAL_EXIT_CODES[stopped]; }
     const now = Date.now();
     await store.mutate((list) => {
+      result.claim(list);
       list.push({ id: crypto.randomUUID(), config: result.config, createdAt: now, updatedAt: now, imported: result.imported });
     }).catch((e) => { result.discard(); throw e; });
     const { config, imported } = result;
-    say(`imported ${imported.image} as the VM "${config.name}" (${imported.os ?? 'Linux'}; ${config.cpus} vCPUs, ${config.memoryMiB} MiB)`);
+    say(`imported ${shownPath(imported.image)} as the VM "${config.name}" (${imported.os ?? 'Linux'}; ${config.cpus} vCPUs, ${config.memoryMiB} MiB)`);
     process.stdout.write([
       `VM:      ${config.name}`,
       `kernel:  ${config.kernel}`,
@@ -69,6 +73,11 @@ export async function importCommand(argv: string[]): Promise<number> {
     return EXIT_CODES.ok;
   } catch (e) {
     if (stopped) return SIGNAL_EXIT_CODES[stopped];
+    // UNHALT_HOME not writable, or full: the host's condition, said in one line like a refusal.
+    if (e instanceof MakeDirError || /^E[A-Z]+$/.test(errnoCode(e) ?? '')) {
+      say(e instanceof MakeDirError ? e.message : `the import failed in ${unhaltHome()}: ${describeIoError(e)}`);
+      return EXIT_CODES.badInput;
+    }
     if (!(e instanceof UsageError || e instanceof ConfigError || e instanceof ImageError || e instanceof SeedError || e instanceof LibraryFileError)) throw e;
     say(e instanceof LibraryFileError ? `the VM library cannot be read: ${e.message}` : e.message);
     return EXIT_CODES.badInput;

@@ -6,16 +6,18 @@
 // in UNHALT_HOME/imports/ID/ and is gone again if any step fails.
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { closeSync, existsSync, mkdirSync, openSync, readSync, rmSync, statSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, rmSync, statSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { basename, join, resolve } from 'node:path';
-import { ConfigError, DEFAULTS, checkDisk, normalizeVmName, sameVmName, validateConfig, type DiskConfig, type VmConfig } from '../vmm/config/vm-config.ts';
+import { ConfigError, DEFAULTS, checkDisk, checkVmName, sameVmName, validateConfig, type DiskConfig, type VmConfig } from '../vmm/config/vm-config.ts';
 import { MAX_NAME_LENGTH } from '../vmm/config/limits.ts';
 import { isQcow2 } from '../vmm/devices/virtio/disk-image.ts';
 import { LINUX_WORKLOADS_DISK } from '../vmm/guests-linux.ts';
 import { USER_NET } from '../vmm/config/net-config.ts';
 import { ImageError, extractBootFiles, inspectImage, type BootSource } from '../vmm/image/inspect.ts';
-import { SeedError, checkUser, defaultSshKey, hashPassword, readSshKey, writeSeed } from '../vmm/image/nocloud-seed.ts';
+import { SeedError, checkUser, defaultSshKey, hashPassword, readSmallFile, readSshKey, writeSeed } from '../vmm/image/nocloud-seed.ts';
+import { checkBootFiles } from '../vmm/boot/boot-file-checks.ts';
+import { shownPath } from '../vmm/config/shown-path.ts';
 import { QEMU_IMG, QemuImgProgress } from './disk-conversion.ts';
 import type { ImportRequestDto } from './api.ts';
 import type { ImportedFrom } from './library-schema.ts';
@@ -41,6 +43,17 @@ export interface ImportResult {
   source: BootSource;
   /** Removes what the import made (the library could not take the VM after all). */
   discard(): void;
+  /**
+   * Called under the library's lock, just before the VM is added: its name and SSH port again,
+   * against the VMs there now (another import or the app may have added one meanwhile). A name
+   * the user asked for that is taken now is refused (ConfigError); a port taken now moves up.
+   */
+  claim(vms: readonly { config: VmConfig }[]): void;
+}
+
+/** The host ports library VMs forward (an import never offers one of them). */
+export function forwardedPorts(vms: readonly { config: VmConfig }[]): number[] {
+  return vms.flatMap((v) => (v.config.net?.mode === 'user' ? v.config.net.hostfwd.map((f) => f.hostPort) : []));
 }
 
 /** The import was stopped by its caller (ctx.signal); nothing it made is left. */
@@ -72,6 +85,8 @@ export interface ImportContext {
 export async function importImage(req: ImportRequest, ctx: ImportContext): Promise<ImportResult> {
   const image = checkImagePath(req.image);
   const login = await guestLogin(req);
+  // The name before any work: a bad or taken one is the user's to fix at once.
+  const name = freeImportName(req.name ?? nameFromImage(image), ctx.names, req.name !== undefined);
   const id = randomUUID();
   const dir = join(homeLayout(ctx.home).imports, id);
   const say = ctx.progress ?? (() => {});
@@ -90,7 +105,6 @@ export async function importImage(req: ImportRequest, ctx: ImportContext): Promi
     stop();
     say(`found ${source.osName ?? 'Linux'}: kernel ${source.kernel}${source.initrd ? `, initrd ${source.initrd}` : ''}`);
     const files = await extractBootFiles(raw, source, dir);
-    const name = freeImportName(req.name ?? nameFromImage(image), ctx.names, req.name !== undefined);
     say('writing the cloud-init seed');
     const seed = join(dir, 'seed.iso');
     await writeSeed({ instanceId: id, hostname: hostnameFor(name), user: login.user, sshKeys: login.keys, passwordHash: login.passwordHash, agent: existsSync(LINUX_WORKLOADS_DISK) }, seed);
@@ -109,8 +123,28 @@ export async function importImage(req: ImportRequest, ctx: ImportContext): Promi
       net: { mode: 'user', hostfwd: [{ protocol: 'tcp', hostAddress: '127.0.0.1', hostPort: sshPort, guestAddress: USER_NET.dhcpStart, guestPort: 22 }] },
       disks,
     });
+    // What `unhalt run` and the app check of the boot files before a boot, checked now: an image whose
+    // "kernel" is not one, or whose kernel and initrd do not fit the memory, is refused here.
+    // Not the disks: an image the user may only read is theirs to make writable before a start.
+    await checkBootFiles({ ...config, disks: [] }).catch((e: unknown) => {
+      // Named as the image holds them: the copies are about to be removed.
+      if (!(e instanceof ConfigError)) throw e;
+      let m = e.message.replaceAll(shownPath(files.kernel), `${source.kernel} (in the image)`);
+      if (files.initrd) m = m.replaceAll(shownPath(files.initrd), `${source.initrd} (in the image)`);
+      throw new ImageError(`${shownPath(image)}: ${m}`);
+    });
     stop();
-    return { config, source, discard: () => rmSync(dir, { recursive: true, force: true }), imported: { image, dir, ...(source.osName ? { os: source.osName } : {}), user: login.user, sshPort } };
+    const imported: ImportRecord = { image, dir, ...(source.osName ? { os: source.osName } : {}), user: login.user, sshPort };
+    const claim = (vms: readonly { config: VmConfig }[]) => {
+      config.name = freeImportName(req.name ?? nameFromImage(image), vms.map((v) => v.config.name), req.name !== undefined);
+      const used = new Set(forwardedPorts(vms));
+      let port = imported.sshPort;
+      while (used.has(port)) port++;
+      if (port > 65535) throw new ImageError('no free host port at or above 2222 for the guest\'s SSH');
+      imported.sshPort = port;
+      if (config.net?.mode === 'user') config.net = { ...config.net, hostfwd: config.net.hostfwd.map((f) => (f.guestPort === 22 ? { ...f, hostPort: port } : f)) };
+    };
+    return { config, source, discard: () => rmSync(dir, { recursive: true, force: true }), imported, claim };
   } catch (e) {
     rmSync(dir, { recursive: true, force: true });
     throw ctx.signal?.aborted ? new ImportStopped() : e;
@@ -124,13 +158,13 @@ function checkImagePath(given: string): string {
   try {
     st = statSync(path);
   } catch (e) {
-    throw new ImageError(`${path}: ${(e as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (e as Error).message}; give the path of a cloud image (.qcow2 or .raw)`);
+    throw new ImageError(`${shownPath(path)}: ${(e as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (e as Error).message}; give the path of a cloud image (.qcow2 or .raw)`);
   }
-  if (!st.isFile()) throw new ImageError(`${path}: is not a file; give the path of a cloud image (.qcow2 or .raw)`);
+  if (!st.isFile()) throw new ImageError(`${shownPath(path)}: is not a file; give the path of a cloud image (.qcow2 or .raw)`);
   try {
     closeSync(openSync(path, 'r'));
   } catch (e) {
-    throw new ImageError(`${path}: cannot be read (${(e as NodeJS.ErrnoException).code ?? (e as Error).message}); give a file you can read`);
+    throw new ImageError(`${shownPath(path)}: cannot be read (${(e as NodeJS.ErrnoException).code ?? (e as Error).message}); give a file you can read`);
   }
   checkDisk({ path });
   return path;
@@ -140,7 +174,7 @@ function checkImagePath(given: string): string {
 async function guestLogin(req: ImportRequest): Promise<{ user: string; keys: string[]; passwordHash?: string }> {
   const user = req.user ?? defaultUser();
   checkUser(user); // before any work: a bad name is the user's to fix at once
-  const password = req.password ?? (req.passwordFile !== undefined ? readPasswordFile(req.passwordFile) : undefined);
+  const password = req.password ?? (req.passwordFile !== undefined ? await readPasswordFile(req.passwordFile) : undefined);
   const passwordHash = password !== undefined ? await hashPassword(password) : undefined;
   const keys = req.sshKeyFile !== undefined ? [await readSshKey(req.sshKeyFile)] : passwordHash ? [] : [(await defaultSshKey()).key];
   return { user, keys, ...(passwordHash ? { passwordHash } : {}) };
@@ -153,25 +187,17 @@ function defaultUser(): string {
   return name === 'root' || !/^[a-z_][a-z0-9_-]{0,31}$/.test(name) ? 'unhalt' : name;
 }
 
-function readPasswordFile(file: string): string {
+async function readPasswordFile(file: string): Promise<string> {
   const path = resolve(file);
-  let text: string;
+  let bytes: Buffer;
   try {
-    const fd = openSync(path, 'r');
-    try {
-      const buf = Buffer.alloc(4097);
-      const n = readSync(fd, buf, 0, buf.length, 0);
-      if (n > 4096) throw new ImageError(`${path}: longer than 4096 bytes; a password file holds one line, the password`);
-      text = buf.subarray(0, n).toString('utf8');
-    } finally {
-      closeSync(fd);
-    }
+    bytes = await readSmallFile(path, 4096);
   } catch (e) {
-    if (e instanceof ImageError) throw e;
-    throw new ImageError(`--password-file ${path}: cannot be read (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+    throw new ImageError(`--password-file ${shownPath(path)}: cannot be read (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
   }
-  const password = text.split('\n')[0]!.replace(/\r$/, '');
-  if (!password) throw new ImageError(`--password-file ${path}: its first line is empty; write the password on it`);
+  if (bytes.length > 4096) throw new ImageError(`${shownPath(path)}: longer than 4096 bytes; a password file holds one line, the password`);
+  const password = bytes.toString('utf8').split('\n')[0]!.replace(/\r$/, '');
+  if (!password) throw new ImageError(`--password-file ${shownPath(path)}: its first line is empty; write the password on it`);
   return password;
 }
 
@@ -184,7 +210,7 @@ export function nameFromImage(image: string): string {
 /** A free name: the one asked for (refused if taken), else the image's with -2, -3, ... */
 function freeImportName(name: string, names: readonly string[], asked: boolean): string {
   const taken = (n: string) => names.some((o) => sameVmName(o, n));
-  const base = normalizeVmName(name);
+  const base = checkVmName(name);
   if (!taken(base)) return base;
   if (asked) throw new ConfigError(`a VM named "${base}" already exists; choose another name with --name`);
   for (let i = 2; ; i++) {

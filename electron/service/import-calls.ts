@@ -7,7 +7,7 @@ import { dirname, join, resolve } from 'node:path';
 import type { FolderListing, ImportRequestDto, VmRecord } from './api.ts';
 import { confineToAllowedFolders, folderIsAllowed } from './allowed-folders.ts';
 import { ApiError, toApiError } from './errors.ts';
-import { ImageError, ImportStopped, SeedError, importImage } from './image-import.ts';
+import { ImageError, ImportStopped, SeedError, forwardedPorts, importImage } from './image-import.ts';
 import type { LibraryRecord } from './library-schema.ts';
 import type { ServiceState } from './service-state.ts';
 import { clip, textArg } from './validate.ts';
@@ -70,14 +70,14 @@ export class ImportCalls {
       const result = await importImage(req, {
         home: this.s.layout.home,
         names: vms.map((v) => v.config.name),
-        usedPorts: vms.flatMap((v) => (v.config.net?.mode === 'user' ? v.config.net.hostfwd.map((f) => f.hostPort) : [])),
+        usedPorts: forwardedPorts(vms),
         progress: (step, percent) => this.s.broadcast({ type: 'import', progress: { image: req.image, step, ...(percent !== undefined ? { percent } : {}) } }),
         signal: abort.signal,
       });
       const now = Date.now();
       const rec: LibraryRecord = { id: crypto.randomUUID(), config: result.config, createdAt: now, updatedAt: now, imported: result.imported };
       try {
-        await this.s.mutate((list) => { list.push(rec); });
+        await this.s.mutate((list) => { result.claim(list); list.push(rec); });
       } catch (e) {
         result.discard();
         throw e;

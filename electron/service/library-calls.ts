@@ -122,6 +122,7 @@ export class LibraryCalls {
     const id = this.s.record(rawId).id;
     if (rawRemoveImported !== undefined && typeof rawRemoveImported !== 'boolean') throw new ApiError('invalid', 'removeImported must be true or false');
     let imported: ImportedFrom | undefined;
+    let shared = false;
     this.assertNotRunning(id);
     await this.s.mutate((vms) => {
       // Checked again inside the change: the first check was before the wait for the library's
@@ -131,9 +132,11 @@ export class LibraryCalls {
       if (i < 0) throw new ApiError('not-found', `there is no VM with the id "${id}"`);
       imported = vms[i]!.imported;
       vms.splice(i, 1);
+      // A folder another VM still uses (a hand-edited or copied record) is kept.
+      if (imported) shared = vms.some((v) => usesFolder(v, imported!.dir));
     });
     // What the import made, only inside UNHALT_HOME/imports: the user's image is never touched.
-    if (rawRemoveImported === true && imported && isInsideImports(imported.dir, this.s.layout.imports)) rmSync(imported.dir, { recursive: true, force: true });
+    if (rawRemoveImported === true && imported && !shared && isInsideImports(imported.dir, this.s.layout.imports)) rmSync(imported.dir, { recursive: true, force: true });
     const sup = this.s.supervisors.get(id);
     if (sup) sup.removeLogs();
     else new ConsoleLogFile(consoleLogPath(this.s.layout.logs, id)).remove();
@@ -162,6 +165,13 @@ function freeName(vms: LibraryRecord[], name: string): string {
     const candidate = `${normalizeVmName(name).slice(0, MAX_NAME_LENGTH - suffix.length)}${suffix}`;
     if (!vms.some((v) => sameVmName(v.config.name, candidate))) return candidate;
   }
+}
+
+/** Whether VM `v` has its import folder, or a kernel, initrd or disk, in folder `dir`. */
+function usesFolder(v: LibraryRecord, dir: string): boolean {
+  const d = resolve(dir);
+  const inside = (p: string | undefined) => p !== undefined && (resolve(p) === d || resolve(p).startsWith(`${d}/`));
+  return inside(v.imported?.dir) || inside(v.config.kernel) || inside(v.config.initrd) || (v.config.disks ?? []).some((k) => inside(k.path));
 }
 
 /** A folder the import made: directly under UNHALT_HOME/imports (a hand-edited library cannot aim elsewhere). */

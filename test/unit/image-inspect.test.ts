@@ -7,6 +7,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, readdirSync, readSync, rmSync, symlinkSync, truncateSync, writeFileSync, writeSync, closeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { crc32 } from 'node:zlib';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ExtReader } from '../../electron/vmm/image/ext-reader.ts';
 import { ImageError, extractBootFiles, inspectImage } from '../../electron/vmm/image/inspect.ts';
@@ -196,6 +197,13 @@ describe.skipIf(!haveTools)('inspectImage on images built without root', () => {
     expect(s.rootPartition).toMatchObject({ index: 1, mbrType: 0x83 });
   });
 
+  it('a grub.cfg line ending in a backslash goes on on the next line, as GRUB reads it', async () => {
+    const grub = "menuentry 'x' {\n # a comment \\\n linux /boot/vmlinuz-6.1.0-18-cloud-amd64 root=/dev/vda1 ro \\\n   init=/bin/sh\n initrd /boot/initrd.img-6.1.0-18-cloud-amd64\n}\n";
+    const s = await inspectImage(ext4(debianRoot(grub)));
+    expect(s.cmdline).toBe('root=/dev/vda1 ro init=/bin/sh');
+    expect(s.initrd).toBe('/boot/initrd.img-6.1.0-18-cloud-amd64');
+  });
+
   it('a whole-disk ext4 without grub.cfg: the newest /boot/vmlinuz-* and its initrd, root=UUID=', async () => {
     const img = ext4(rootTree({
       'boot/vmlinuz-6.1.0-9-amd64': 'old',
@@ -315,6 +323,23 @@ describe.skipIf(!haveTools)('inspectImage refusals: one line each', () => {
       expect(got).toBe(`${img}: ${message}`);
       expect(got).not.toContain('\n');
     }
+    // A NUL, a byte that is not UTF-8 (read as U+FFFD), a Unicode line separator: refused, not passed to the kernel.
+    const entry = (args: string) => `menuentry 'x' {\n linux /boot/vmlinuz-6.1.0-18-cloud-amd64 root=/dev/vda1 ${args}\n}\n`;
+    const odd: [string, string][] = [
+      [entry('a=\0b'), 'grub.cfg line 2: a NUL byte; fix the image\'s grub.cfg'],
+      [entry('a=\ud800'), 'refused: grub.cfg\'s entry "x" has a control or non-ASCII character in its command line ("a=\\ufffd"); fix the image\'s boot configuration'],
+      [entry('a=\u2028b'), 'refused: grub.cfg\'s entry "x" has a control or non-ASCII character in its command line ("a=\\u2028b"); fix the image\'s boot configuration'],
+    ];
+    for (const [grub, message] of odd) {
+      const bad = ext4(debianRoot(grub));
+      expect(await refusal(bad)).toBe(`${bad}: ${message}`);
+    }
+    // `set a="$a$a"` doubles a value on every line: bounded, refused at once instead of building 2^40 bytes.
+    const doubling = `set a=xxxxxxxxxxxxxxxx\n${'set a="$a$a"\n'.repeat(40)}${entry('$a')}`;
+    const big = ext4(debianRoot(doubling));
+    const t0 = Date.now();
+    expect(await refusal(big)).toBe(`${big}: refused: grub.cfg's entry "x" has a 65551-byte command line; Linux takes at most 2047`);
+    expect(Date.now() - t0).toBeLessThan(5000);
     // A symlink's target is checked as a path from grub.cfg is.
     const img = ext4({ ...debianRoot("menuentry 'x' {\n linux /vmlinuz\n}\n"), vmlinuz: { link: 'boot/a b' } });
     expect(await refusal(img)).toBe(`${img}: refused: the symlink target path "/boot/a b" read from the image is not a plain absolute path (letters, digits and ._+-@~,:= only); fix the image's boot configuration`);
@@ -342,6 +367,17 @@ describe.skipIf(!haveTools)('the pieces under inspectImage', () => {
     await expect(r.lstat('/etc')).rejects.toThrow('partition 1: debugfs cannot read its ext file system ("Filesystem has unsupported feature(s)"); install a newer e2fsprogs (debugfs -V shows this one)');
   });
 
+  it('extractBootFiles never takes a name the import uses (seed.iso, disk.raw) or a hidden one', async () => {
+    const grub = "menuentry 'x' {\n linux /boot/seed.iso root=/dev/vda1\n initrd /boot/.hidden\n}\n";
+    const img = ext4(rootTree({ 'boot/grub/grub.cfg': grub, 'boot/seed.iso': KERNEL, 'boot/.hidden': INITRD }));
+    const dest = mkdtempSync(join(scratch, 'dest-'));
+    writeFileSync(join(dest, 'disk.raw'), 'the converted image');
+    const files = await extractBootFiles(img, await inspectImage(img), dest);
+    expect(files).toEqual({ kernel: join(dest, 'boot-seed.iso'), initrd: join(dest, 'boot-hidden') });
+    expect(readFileSync(files.kernel, 'utf8')).toBe(KERNEL);
+    expect(readFileSync(join(dest, 'disk.raw'), 'utf8')).toBe('the converted image');
+  });
+
   it('extractBootFiles leaves nothing in destDir when a file is gone', async () => {
     const img = disk('gpt', [{ sizeMiB: 8, type: 'L', image: ext4(debianRoot(), { uuid: ROOT_UUID }) }]);
     const s = await inspectImage(img);
@@ -358,5 +394,36 @@ describe.skipIf(!haveTools)('the pieces under inspectImage', () => {
     expect(() => parsePartitionTable(head, 3 * MiB)).toThrow('damaged GPT: its partition entries checksum does not match; download or copy the image again');
     head[512 + 80] ^= 1;
     expect(() => parsePartitionTable(head, 3 * MiB)).toThrow('damaged GPT: its header checksum does not match; download or copy the image again');
+  });
+
+  it('a GPT whose entries overlap or number more than 128 is refused before any is read', () => {
+    // A table written by hand (sfdisk refuses both), its checksums right: only its layout is wrong.
+    const gpt = (ranges: [number, number][]) => {
+      const head = Buffer.alloc(MiB);
+      head[446 + 4] = 0xee;
+      head.writeUInt32LE(1, 446 + 8);
+      head.writeUInt32LE(0xffffffff, 446 + 12);
+      head.writeUInt16LE(0xaa55, 510);
+      const entries = Buffer.alloc(Math.max(128, ranges.length) * 128);
+      ranges.forEach(([first, last], i) => {
+        Buffer.from('AF3DC60F838472478E793D69D8477DE4', 'hex').copy(entries, i * 128);
+        entries.writeBigUInt64LE(BigInt(first), i * 128 + 32);
+        entries.writeBigUInt64LE(BigInt(last), i * 128 + 40);
+      });
+      entries.copy(head, 1024);
+      const h = head.subarray(512, 1024);
+      h.write('EFI PART', 0, 'latin1');
+      h.writeUInt32LE(92, 12);
+      h.writeBigUInt64LE(2n, 72);
+      h.writeUInt32LE(entries.length / 128, 80);
+      h.writeUInt32LE(128, 84);
+      h.writeUInt32LE(crc32(entries), 88);
+      h.writeUInt32LE(crc32(h.subarray(0, 92)), 16);
+      return head;
+    };
+    expect(parsePartitionTable(gpt([[2048, 4095], [4096, 6143]]), 4 * MiB).partitions).toHaveLength(2);
+    expect(() => parsePartitionTable(gpt([[2048, 6143], [4096, 6143]]), 4 * MiB)).toThrow('damaged partition table: partitions 1 and 2 overlap; download or copy the image again');
+    const many = Array.from({ length: 129 }, (_, i): [number, number] => [2048 + i * 8, 2048 + i * 8 + 7]);
+    expect(() => parsePartitionTable(gpt(many), 4 * MiB)).toThrow('damaged partition table: 129 partitions, more than the 128 read; download or copy the image again');
   });
 });

@@ -120,8 +120,21 @@ describe('unhalt import, as an unprivileged user', () => {
     const emptyPw = join(home, 'pw');
     writeFileSync(emptyPw, '\n');
     chownSync(emptyPw, NOBODY, NOBODY);
+    // A FIFO with no writer, an endless device, a folder: refused unread (a FIFO once hung the import past SIGTERM).
+    const fifo = join(home, 'key.fifo');
+    expect(spawnSync('mkfifo', [fifo]).status).toBe(0);
+    chownSync(fifo, NOBODY, NOBODY);
     const cases: [string[], RegExp][] = [
+      [['import', CLOUD_IMAGE, '--ssh-key', fifo], /^unhalt: cannot read the SSH key .*key\.fifo: not a regular file$/],
+      [['import', CLOUD_IMAGE, '--ssh-key', '/dev/zero'], /^unhalt: cannot read the SSH key \/dev\/zero: not a regular file$/],
+      [['import', CLOUD_IMAGE, '--ssh-key', home], /^unhalt: cannot read the SSH key .*: not a regular file$/],
+      [['import', CLOUD_IMAGE, '--password-file', fifo], /^unhalt: --password-file .*key\.fifo: cannot be read \(not a regular file\)$/],
+      [['import', CLOUD_IMAGE, '--password-file', '/dev/zero'], /^unhalt: --password-file \/dev\/zero: cannot be read \(not a regular file\)$/],
+      // A bad name is refused before the image is read (no step line before it).
+      [['import', CLOUD_IMAGE, '--name', 'a/b\u001b[2J'], /^unhalt: name "a\/b\?\[2J" may use letters, digits/],
       [['import', join(home, 'missing.qcow2')], /missing\.qcow2: no such file; give the path of a cloud image/],
+      // A path's line break or escape sequence is shown as '?', never sent to the terminal.
+      [['import', join(home, 'missing\n\u001b[2J.qcow2')], /missing\?\?\[2J\.qcow2: no such file; give the path of a cloud image/],
       [['import', text], /notes\.img: not a disk image: it has no partition table \(GPT or MBR\) and no file system at its start$/],
       [['import', CLOUD_IMAGE, '--password-file', emptyPw], /its first line is empty/],
       [['import', CLOUD_IMAGE, '--ssh-key', join(home, 'nokey.pub')], /nokey\.pub/],
@@ -135,12 +148,22 @@ describe('unhalt import, as an unprivileged user', () => {
       // The refusal is the last line, alone (steps the import had begun come before it).
       const lines = r.stderr.trim().split('\n');
       expect(lines.at(-1)).toMatch(message);
+      if (args.includes('--name') || args.includes('--ssh-key') || /^\/dev\/|fifo$/.test(args.at(-1)!)) expect(lines, r.stderr).toHaveLength(1);
       expect(lines.slice(0, -1).every((l) => /^unhalt: (reading|found|writing|converting)/.test(l)), r.stderr).toBe(true);
     }
     expect(existsSync(join(unhalt, 'imports')) ? readdirSync(join(unhalt, 'imports')) : []).toEqual([]);
     expect(existsSync(join(unhalt, 'vms.json')) ? library(unhalt).vms : []).toEqual([]);
     expect(sha256(CLOUD_IMAGE)).toBe(imageSha);
   }, scaled(300_000));
+
+  it('an UNHALT_HOME the user cannot write is one line, not a stack trace', async () => {
+    const { home } = nobodyHome('readonly-home');
+    const rootOwned = join(work, 'root-owned');
+    mkdirSync(rootOwned, { mode: 0o755 });
+    const r = await runCli(['import', CLOUD_IMAGE], { prefix: AS_NOBODY, env: { HOME: home, UNHALT_HOME: join(rootOwned, 'unhalt'), USER: 'nobody' }, killAfterMs: scaled(120_000) });
+    expect(r.code, r.stderr).toBe(1);
+    expect(r.stderr).toBe(`unhalt: cannot create the folder ${join(rootOwned, 'unhalt')}: permission denied (EACCES)\n`);
+  }, scaled(180_000));
 
   it('SIGINT while a qcow2 converts: exit 130, no VM, nothing left under UNHALT_HOME/imports', async () => {
     const { home, unhalt } = nobodyHome('sigint');
@@ -190,4 +213,68 @@ describe('importImage and deleteVm in the API', () => {
     expect(existsSync(CLOUD_IMAGE)).toBe(true);
     expect(sha256(CLOUD_IMAGE)).toBe(imageSha);
   }, scaled(300_000));
+
+  /** A small whole-disk ext4 with a root and a kernel (mke2fs -d): quick to import many times. */
+  function tinyImage(): string {
+    const tree = join(home, 'tree');
+    const image = join(home, 'tiny.img');
+    if (existsSync(image)) return image;
+    mkdirSync(join(tree, 'etc'), { recursive: true });
+    mkdirSync(join(tree, 'sbin'), { recursive: true });
+    mkdirSync(join(tree, 'boot'), { recursive: true });
+    writeFileSync(join(tree, 'etc', 'os-release'), 'PRETTY_NAME="Tiny"\n');
+    writeFileSync(join(tree, 'sbin', 'init'), '#!/bin/sh\n');
+    // A kernel as far as the boot checks look (the boot protocol's "HdrS" at 0x202); never booted here.
+    const kernel = Buffer.alloc(4096);
+    kernel.write('HdrS', 0x202, 'latin1');
+    writeFileSync(join(tree, 'boot', 'vmlinuz-1'), kernel);
+    expect(spawnSync('mke2fs', ['-q', '-F', '-t', 'ext4', '-d', tree, image, '8M']).status).toBe(0);
+    return image;
+  }
+
+  it('imports at the same time get different names and SSH ports; a name taken meanwhile is refused and leaves nothing', async () => {
+    const image = tinyImage();
+    const tree = join(home, 'tree');
+    const key = join(home, 'ssh', 'key.pub');
+    // A "kernel" that is not one is refused by the import, as a start would refuse it.
+    writeFileSync(join(tree, 'boot', 'vmlinuz-2'), 'MZ not a kernel');
+    const notKernel = join(home, 'not-kernel.img');
+    expect(spawnSync('mke2fs', ['-q', '-F', '-t', 'ext4', '-d', tree, notKernel, '8M']).status).toBe(0);
+    rmSync(join(tree, 'boot', 'vmlinuz-2'));
+    expect((await rejection(svc.importImage({ image: notKernel, sshKeyFile: key }))).message).toBe(`${notKernel}: kernel /boot/vmlinuz-2 (in the image) is neither a PVH ELF nor a Linux bzImage`);
+    const before = existsSync(join(home, 'imports')) ? readdirSync(join(home, 'imports')).length : 0;
+    const recs = await Promise.all([1, 2, 3].map(() => svc.importImage({ image, sshKeyFile: key })));
+    expect(new Set(recs.map((r) => r.config.name)).size).toBe(3);
+    expect(new Set(recs.map((r) => r.imported!.sshPort)).size).toBe(3);
+    for (const r of recs) expect(r.config.net).toMatchObject({ hostfwd: [{ hostPort: r.imported!.sshPort }] });
+    const both = await Promise.allSettled([svc.importImage({ image, sshKeyFile: key, name: 'same' }), svc.importImage({ image, sshKeyFile: key, name: 'Same' })]);
+    expect(both.filter((b) => b.status === 'fulfilled')).toHaveLength(1);
+    const lost = both.find((b) => b.status === 'rejected') as PromiseRejectedResult;
+    expect((lost.reason as Error).message).toMatch(/^a VM named "[Ss]ame" already exists; choose another name with --name$/);
+    expect(readdirSync(join(home, 'imports'))).toHaveLength(before + 4);
+  }, scaled(120_000));
+
+  it('deleting an imported VM keeps its folder while another VM uses it: a clone, or a hand-edited record', async () => {
+    const image = tinyImage();
+    const key = join(home, 'ssh', 'key.pub');
+    // A clone boots the original's kernel, initrd, seed: deleting the original with its files must not take them.
+    const orig = await svc.importImage({ image, sshKeyFile: key, name: 'orig' });
+    const clone = await svc.cloneVm(orig.id, 'orig-clone');
+    await svc.deleteVm(orig.id, true);
+    expect(existsSync(clone.config.kernel!)).toBe(true);
+    await svc.deleteVm(clone.id);
+    // A record whose imported.dir was edited to name another VM's folder.
+    const a = await svc.importImage({ image, sshKeyFile: key, name: 'edit-a' });
+    const b = await svc.importImage({ image, sshKeyFile: key, name: 'edit-b' });
+    await svc.shutdown();
+    const file = join(home, 'vms.json');
+    const lib = JSON.parse(readFileSync(file, 'utf8')) as { vms: { id: string; imported: { dir: string } }[] };
+    lib.vms.find((v) => v.id === a.id)!.imported.dir = b.imported!.dir;
+    writeFileSync(file, JSON.stringify(lib));
+    svc = await createService({ home, lockTimeoutMs: 500 });
+    await svc.deleteVm(a.id, true);
+    expect(readdirSync(b.imported!.dir)).toContain('seed.iso');
+    await svc.deleteVm(b.id, true);
+    expect(existsSync(b.imported!.dir)).toBe(false);
+  }, scaled(120_000));
 });

@@ -118,6 +118,17 @@ export function normalizeVmName(name: string): string {
   return name.trim().replace(/\s+/g, ' ');
 }
 
+/** A VM's name as stored (normalised), or one line saying what is wrong with it. */
+export function checkVmName(raw: unknown): string {
+  const name = normalizeVmName(text(raw, 'name', Number.MAX_SAFE_INTEGER));
+  if (name.length > MAX_NAME_LENGTH) throw new ConfigError(`name is ${name.length} characters long; at most ${MAX_NAME_LENGTH} are allowed`);
+  if (!/^[A-Za-z0-9][A-Za-z0-9 ._-]*$/.test(name)) {
+    // Shown without its control characters: the name is the user's text, echoed to a terminal.
+    throw new ConfigError(`name "${name.slice(0, 40).replace(/[\x00-\x1f\x7f-\x9f]/g, '?')}" may use letters, digits, space, dot, dash and underscore, and must start with a letter or digit`);
+  }
+  return name;
+}
+
 /** Whether two names denote the same VM (case does not make a different name). */
 export function sameVmName(a: string, b: string): boolean {
   return normalizeVmName(a).toLowerCase() === normalizeVmName(b).toLowerCase();
@@ -234,11 +245,7 @@ export function validateConfig(raw: unknown): VmConfig {
     throw new ConfigError(`configuration version ${JSON.stringify(r.version)?.slice(0, 20)} is not supported (this Unhalt reads version ${CONFIG_VERSION})`);
   }
   // The limit applies to the name as stored, after normalising; the raw text only has to be sane.
-  const name = r.name === undefined ? DEFAULTS.name : normalizeVmName(text(r.name, 'name', Number.MAX_SAFE_INTEGER));
-  if (name.length > MAX_NAME_LENGTH) throw new ConfigError(`name is ${name.length} characters long; at most ${MAX_NAME_LENGTH} are allowed`);
-  if (!/^[A-Za-z0-9][A-Za-z0-9 ._-]*$/.test(name)) {
-    throw new ConfigError(`name "${name.slice(0, 40)}" may use letters, digits, space, dot, dash and underscore, and must start with a letter or digit`);
-  }
+  const name = r.name === undefined ? DEFAULTS.name : checkVmName(r.name);
   const kernel = r.kernel === undefined ? undefined : checkBootPath(r.kernel, 'kernel');
   const guest = r.guest === undefined ? (kernel ? 'custom' : 'probe') : r.guest;
   if (!GUESTS.includes(guest as GuestKind)) throw new ConfigError(`guest must be one of ${GUESTS.join(', ')}, got ${JSON.stringify(guest)?.slice(0, 40)}`);

@@ -21,6 +21,8 @@ export interface BootEntry {
 
 /** Linux's x86 COMMAND_LINE_SIZE, less the terminating NUL. */
 const MAX_CMDLINE = 2047;
+/** The longest value a `$var` expansion may build (`set a="$a$a"` doubles it on every line). */
+const MAX_EXPANSION = 64 * 1024;
 
 /** grubenv's `name=value` lines (saved_entry, kernelopts ...). */
 export function parseGrubenv(text: string): Record<string, string> {
@@ -47,9 +49,9 @@ export function parseGrubCfg(text: string, env: Record<string, string> = {}): Bo
   const stack = [top];
   const vars: Record<string, string> = { ...env };
   const defaults: { raw: string; line: number }[] = [];
-  text.split('\n').forEach((raw, i) => {
+  if (text.includes('\0')) throw new ImageError(`grub.cfg line ${text.slice(0, text.indexOf('\0')).split('\n').length}: a NUL byte; fix the image's grub.cfg`);
+  joinContinuations(text.split('\n')).forEach(({ raw, n }) => {
     const line = raw.trim();
-    const n = i + 1;
     if (line === '' || line.startsWith('#')) return;
     const cur = stack[stack.length - 1];
     if (line === '}') {
@@ -94,6 +96,18 @@ export function parseGrubCfg(text: string, env: Record<string, string> = {}): Bo
   }
   const node = pick(entries, chosen ?? '0');
   return entryFrom(node, vars);
+}
+
+/** Lines as GRUB reads them: a line ending in an unescaped backslash goes on on the next one (not a comment's). */
+function joinContinuations(lines: string[]): { raw: string; n: number }[] {
+  const out: { raw: string; n: number }[] = [];
+  for (let i = 0; i < lines.length; i++) {
+    const n = i + 1;
+    let raw = lines[i]!;
+    while (!raw.trimStart().startsWith('#') && /(^|[^\\])(\\\\)*\\$/.test(raw) && i + 1 < lines.length) raw = raw.slice(0, -1) + lines[++i]!;
+    out.push({ raw, n });
+  }
+  return out;
 }
 
 /** menuentry and submenu nodes inside non-menu blocks (an `if` never opens a brace; functions do). */
@@ -175,7 +189,7 @@ function cmdlineOf(words: string[], where: string): string {
   const out: string[] = [];
   for (const w of words) {
     if (w.startsWith('BOOT_IMAGE=') || w === '') continue;
-    if (/[\x00-\x1f\x7f]/.test(w)) throw new ImageError(`refused: ${where} has a control character in its command line (${quoteFromImage(w)}); fix the image's boot configuration`);
+    if (/[^\x20-\x7e]/.test(w)) throw new ImageError(`refused: ${where} has a control or non-ASCII character in its command line (${quoteFromImage(w)}); fix the image's boot configuration`);
     if (/\s/.test(w)) {
       if (w.includes('"')) throw new ImageError(`refused: ${where} has a command-line word with both spaces and quotes (${quoteFromImage(w)}); fix the image's boot configuration`);
       const eq = w.indexOf('=');
@@ -262,6 +276,7 @@ function expand(word: string, vars: Record<string, string>, line: number, what: 
       if (!(name in vars)) throw new ImageError(`grub.cfg line ${line}: ${what} uses the variable $${name}, which grub.cfg and grubenv do not set; fix the image's grub.cfg`);
       // Unquoted, a value splits into words as GRUB splits it (Fedora's `$kernelopts`): NUL marks the cuts.
       out += quote ? vars[name] : vars[name].trim().replace(/\s+/g, '\0');
+      if (out.length > MAX_EXPANSION) throw new ImageError(`grub.cfg line ${line}: ${what} expands ${quoteFromImage(word)} to more than ${MAX_EXPANSION} characters; fix the image's grub.cfg`);
       i += m[0].length - 1;
       continue;
     }

@@ -5,6 +5,7 @@
 // extractBootFiles copies the chosen kernel and initrd out: nothing is written but into destDir,
 // through a private staging folder there that a failure removes.
 import { mkdtemp, open, rename, rm, stat, writeFile, readFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { qcow2ConvertCommand } from '../devices/virtio/disk-image.ts';
 import { shownPath } from '../config/shown-path.ts';
@@ -92,7 +93,7 @@ async function inspect(rawPath: string): Promise<BootSource> {
     if (await holdsBoot(readers.get(p)!, '')) boot = { part: p, dir: '' };
   }
   if (rootPart === undefined) {
-    const found = parts.map((p) => `${what(p)}: ${p.fs.kind}`).join(', ');
+    const found = parts.slice(0, 8).map((p) => `${what(p)}: ${p.fs.kind}`).join(', ') + (parts.length > 8 ? `, and ${parts.length - 8} more` : '');
     const logical = layout.skippedLogical ? '; logical partitions (inside an extended one) are not read' : '';
     throw new ImageError(`no root file system: no partition is an ext file system with /etc/os-release, /sbin/init or /usr/lib/systemd (${found || 'no partitions'})${logical}`);
   }
@@ -223,14 +224,20 @@ function prettyName(osRelease: string | undefined): string | undefined {
   return v || undefined;
 }
 
+/** Names in the import's folder that are not the boot files' (image-import.ts writes them). */
+export const RESERVED_NAMES = ['seed.iso', 'disk.raw'];
+
 /** Copies `source`'s kernel and initrd (early images joined in front) into destDir. On failure destDir holds nothing new. */
 export async function extractBootFiles(rawPath: string, source: BootSource, destDir: string): Promise<{ kernel: string; initrd?: string }> {
   const stage = await mkdtemp(join(destDir, '.unhalt-boot-')).catch((e: NodeJS.ErrnoException) => {
     throw new ImageError(`cannot write into ${shownPath(destDir)} (${e.code}); give a folder you can write`);
   });
   const reader = new ExtReader(rawPath, source.bootPartition.startBytes, source.bootPartition.index === 0 ? 'the whole-disk file system' : `partition ${source.bootPartition.index}`);
-  const kernelName = basename(source.kernel);
-  let initrdName = source.initrd !== undefined ? basename(source.initrd) : undefined;
+  // The image names them: never a name the importer uses in destDir (seed.iso, disk.raw), a hidden
+  // one (the staging folder is .unhalt-boot-*), or a file already there.
+  const own = (name: string) => (/^\./.test(name) || RESERVED_NAMES.includes(name) || existsSync(join(destDir, name)) ? `boot-${name.replace(/^\.+/, '')}` : name);
+  const kernelName = own(basename(source.kernel));
+  let initrdName = source.initrd !== undefined ? own(basename(source.initrd)) : undefined;
   if (initrdName === kernelName) initrdName = `initrd-${initrdName}`;
   const placed: string[] = [];
   try {

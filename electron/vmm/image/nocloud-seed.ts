@@ -19,7 +19,8 @@
 // `agent/start-agent` elsewhere (docs/guest-contract.md, "The agent in a distribution's guest").
 import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { mkdtemp, open, readdir, rename, rm, writeFile } from 'node:fs/promises';
 import { homedir, tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 
@@ -283,16 +284,34 @@ export function hashPassword(plain: string): Promise<string> {
   });
 }
 
+/**
+ * At most `max` + 1 bytes of the regular file `file`: a FIFO, a device (/dev/zero), a folder is
+ * refused without reading it. Opened non-blocking, so a FIFO with no writer cannot hang the caller
+ * (nor a signal that would stop it). Throws the errno's code ("EISDIR", "not a regular file").
+ */
+export async function readSmallFile(file: string, max: number): Promise<Buffer> {
+  const h = await open(file, constants.O_RDONLY | constants.O_NONBLOCK);
+  try {
+    if (!(await h.stat()).isFile()) throw Object.assign(new Error('not a regular file'), { code: 'not a regular file' });
+    const buf = Buffer.alloc(max + 1);
+    let n = 0;
+    for (let r; n < buf.length && (r = await h.read(buf, n, buf.length - n, n)).bytesRead > 0;) n += r.bytesRead;
+    return buf.subarray(0, n);
+  } finally {
+    await h.close();
+  }
+}
+
 /** The public key line in `file`, checked; one clear line when it is not one. */
 export async function readSshKey(file: string): Promise<string> {
-  let size: number;
+  let bytes: Buffer;
   try {
-    size = (await stat(file)).size;
+    bytes = await readSmallFile(file, KEY_FILE_MAX);
   } catch (e) {
     throw new SeedError(`cannot read the SSH key ${file}: ${(e as NodeJS.ErrnoException).code ?? String(e)}`);
   }
-  if (size > KEY_FILE_MAX) throw new SeedError(`${file} is not an SSH public key (${size} bytes; a public key is one line)`);
-  const text = (await readFile(file, 'utf8')).replace(/\s+$/, '');
+  if (bytes.length > KEY_FILE_MAX) throw new SeedError(`${file} is not an SSH public key (more than ${KEY_FILE_MAX} bytes; a public key is one line)`);
+  const text = bytes.toString('utf8').replace(/\s+$/, '');
   if (/-----BEGIN [A-Z ]*PRIVATE KEY-----/.test(text) || /^PuTTY-User-Key-File/.test(text)) {
     throw new SeedError(`${file} is a private key: give its public half${file.endsWith('.pub') ? '' : ` (${file}.pub)`}, never the private key`);
   }

@@ -10,6 +10,8 @@ import { ImageError } from './image-error.ts';
 /** How many bytes from the image's start parsePartitionTable wants (GPT entries sit in the first 1 MiB). */
 export const TABLE_PROBE_BYTES = 1024 * 1024;
 export const SECTOR = 512;
+/** The most used partitions a table may have (GPT's usual 128 slots). */
+export const MAX_PARTITIONS = 128;
 
 export interface Partition {
   /** 1-based as Linux numbers them (vda1 ...); 0 for a whole-disk file system. */
@@ -52,6 +54,13 @@ export function parsePartitionTable(head: Buffer, fileBytes: number): PartitionL
     layout = { scheme: 'none', partitions: [{ index: 0, startBytes: 0, sizeBytes: fileBytes }] };
   } else {
     throw new ImageError('not a disk image: it has no partition table (GPT or MBR) and no file system at its start');
+  }
+  // A table made to cost: every partition is read with debugfs, and none of a real disk's overlap.
+  if (layout.partitions.length > MAX_PARTITIONS) throw new ImageError(`damaged partition table: ${layout.partitions.length} partitions, more than the ${MAX_PARTITIONS} read; download or copy the image again`);
+  const byStart = [...layout.partitions].sort((a, b) => a.startBytes - b.startBytes);
+  for (let i = 1; i < byStart.length; i++) {
+    const [a, b] = [byStart[i - 1]!, byStart[i]!];
+    if (b.startBytes < a.startBytes + a.sizeBytes) throw new ImageError(`damaged partition table: partitions ${Math.min(a.index, b.index)} and ${Math.max(a.index, b.index)} overlap; download or copy the image again`);
   }
   for (const p of layout.partitions) {
     if (p.startBytes + p.sizeBytes > fileBytes) {
