@@ -174,12 +174,6 @@ export function consoleText(vmId: string): string {
   return lines.join('\n').replace(/\n+$/, '');
 }
 
-/** The console's size in character cells (the end-to-end test hook: kernel lines need 80 columns). */
-export function consoleSize(vmId: string): { cols: number; rows: number } | undefined {
-  const e = entries.get(vmId);
-  return e ? { cols: e.term.cols, rows: e.term.rows } : undefined;
-}
-
 /** Terminal colours follow the app theme. */
 export function setConsoleTheme(t: ITheme): void {
   theme = t;
