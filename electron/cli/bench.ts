@@ -8,7 +8,7 @@ import { ConfigError, integer } from '../vmm/config/vm-config.ts';
 import { homeLayout, unhaltHome } from '../service/paths.ts';
 import { failureLines, formatCsv, formatMarkdown, statusLine } from '../experiments/format.ts';
 import { ExperimentCancelled, ExperimentError, LINUX_ON_PVM, prepareExperiment, runExperiment } from '../experiments/runner.ts';
-import { HOST_CMD_WORKLOAD, fewRunsWarning } from '../experiments/spec.ts';
+import { userBenchLabel, fewRunsWarning } from '../experiments/spec.ts';
 import { hostKind } from '../vmm/host.ts';
 import { workloadNames } from '../experiments/workloads.ts';
 import type { ExperimentSpec } from '../experiments/types.ts';
@@ -29,6 +29,7 @@ export const BENCH_OPTIONS = {
   vm: { type: 'string' },
   workload: { type: 'string' },
   'host-cmd': { type: 'string' },
+  'guest-cmd': { type: 'string' },
   ready: { type: 'string' },
   metric: { type: 'string' },
   'higher-is-better': { type: 'boolean' },
@@ -55,7 +56,7 @@ export async function benchCommand(argv: string[]): Promise<number> {
     // Before anything else: on PVM the Linux guest cannot boot, whatever the other options say.
     if (guest === 'linux' && hostKind() === 'pvm') throw new ExperimentError(LINUX_ON_PVM);
     const bench = userBenchmarkOf(values);
-    if (!values.workload && !bench) throw new UsageError(`--workload NAME or --host-cmd 'CMD' --metric 'REGEX' is required (${workloadNames()}${savedList()})`);
+    if (!values.workload && !bench) throw new UsageError(`--workload NAME, --host-cmd 'CMD' or --guest-cmd 'CMD' (with --metric 'REGEX') is required (${workloadNames()}${savedList()})`);
     if (!['md', 'json', 'csv'].includes(values.format)) throw new UsageError(`--format must be md, json or csv, got "${values.format}"`);
     // Its range is the spec's (experiments/spec.ts, checked by prepareExperiment for every surface).
     const runs = integer(values.runs, '--runs', Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER);
@@ -66,7 +67,7 @@ export async function benchCommand(argv: string[]): Promise<number> {
       if (eq <= 0) throw new UsageError(`--config must be NAME='key=value,...', got "${c.slice(0, 40)}"`);
       return { name: c.slice(0, eq), config: c.slice(eq + 1) };
     });
-    spec = { guest: guest as ExperimentSpec['guest'], workload: bench ? bench.name ?? HOST_CMD_WORKLOAD : values.workload!, configs, runs };
+    spec = { guest: guest as ExperimentSpec['guest'], workload: bench ? bench.name ?? userBenchLabel(bench.bench) : values.workload!, configs, runs };
     if (vm) spec.vm = { name: vm.name, config: vm, ...(vmImage(vm) ? { image: vmImage(vm)! } : {}) };
     if (bench) spec.bench = bench.bench;
     if (values.deadline !== undefined) {
@@ -79,9 +80,9 @@ export async function benchCommand(argv: string[]): Promise<number> {
     if (values.bare) spec.bare = true;
     prepareExperiment(spec);
     if (bench?.save) {
-      // Saving is the user's confirmation of the command: the app may then run it by name.
+      // Saving is the user's confirmation of a host command: the app may then run it by name.
       const layout = homeLayout(unhaltHome());
-      spec.bench!.hostCmdId = confirmHostCommand(layout.hostCommands, spec.bench!.hostCmd).id;
+      if (spec.bench!.hostCmd) spec.bench!.hostCmdId = confirmHostCommand(layout.hostCommands, spec.bench!.hostCmd).id;
       say(`workload saved: ${saveWorkload(layout.workloads, bench.name!, spec.bench!)} (use it with --workload ${bench.name})`);
     }
     const few = fewRunsWarning(spec.runs);
@@ -132,23 +133,26 @@ export async function benchCommand(argv: string[]): Promise<number> {
 type BenchValues = ReturnType<typeof parse<typeof BENCH_OPTIONS>>['values'];
 
 /**
- * The user's own benchmark from the options: --host-cmd with its --metric (and --ready,
- * --higher-is-better, --unit), or a saved workload's by --workload NAME; undefined for a
- * built-in workload. `name` labels the experiment (the saved or to-be-saved name).
+ * The user's own benchmark from the options: --host-cmd or --guest-cmd with its --metric (and
+ * --ready, --higher-is-better, --unit), or a saved workload's by --workload NAME; undefined for
+ * a built-in workload. `name` labels the experiment (the saved or to-be-saved name).
  */
 function userBenchmarkOf(values: BenchValues): { bench: UserBenchmark; name?: string; save?: true } | undefined {
   const home = homeLayout(unhaltHome());
   const partsOnly = (['ready', 'metric', 'higher-is-better', 'unit'] as const).filter((k) => values[k] !== undefined);
-  if (values['host-cmd'] === undefined) {
-    if (values['save-workload'] !== undefined) throw new UsageError('--save-workload NAME saves a --host-cmd benchmark; give --host-cmd \'CMD\' --metric \'REGEX\' with it');
+  if (values['host-cmd'] !== undefined && values['guest-cmd'] !== undefined) throw new UsageError('--host-cmd and --guest-cmd both name what to measure: give one');
+  const opt = values['guest-cmd'] !== undefined ? 'guest-cmd' : 'host-cmd';
+  const cmd = values[opt];
+  if (cmd === undefined) {
+    if (values['save-workload'] !== undefined) throw new UsageError('--save-workload NAME saves the user\'s own benchmark; give --host-cmd \'CMD\' or --guest-cmd \'CMD\' with --metric \'REGEX\'');
     const saved = values.workload !== undefined && !isBuiltInWorkload(values.workload) ? loadWorkload(home.workloads, values.workload) : undefined;
-    if (partsOnly.length && !saved) throw new UsageError(`--${partsOnly[0]} goes with --host-cmd 'CMD' (the user's own benchmark); add --host-cmd or drop --${partsOnly[0]}`);
-    if (partsOnly.length) throw new UsageError(`--${partsOnly[0]}: the saved workload ${values.workload} has its own; save a new one with --host-cmd ... --save-workload NAME`);
+    if (partsOnly.length && !saved) throw new UsageError(`--${partsOnly[0]} goes with --host-cmd 'CMD' or --guest-cmd 'CMD' (the user's own benchmark); add one or drop --${partsOnly[0]}`);
+    if (partsOnly.length) throw new UsageError(`--${partsOnly[0]}: the saved workload ${values.workload} has its own; save a new one with --host-cmd or --guest-cmd ... --save-workload NAME`);
     return saved ? { bench: saved, name: values.workload } : undefined;
   }
-  if (values.workload !== undefined) throw new UsageError('--workload and --host-cmd both name what to measure: give one (save a command with --save-workload NAME, reuse it with --workload NAME)');
-  if (values.metric === undefined) throw new UsageError("--host-cmd needs --metric 'REGEX' with one capture group: the figure in the command's output, such as 'latency_ms=([0-9.]+)'");
-  const raw: Record<string, unknown> = { hostCmd: splitCommand(values['host-cmd']), metric: values.metric };
+  if (values.workload !== undefined) throw new UsageError(`--workload and --${opt} both name what to measure: give one (save a command with --save-workload NAME, reuse it with --workload NAME)`);
+  if (values.metric === undefined) throw new UsageError(`--${opt} needs --metric 'REGEX' with one capture group: the figure in the command's output, such as 'latency_ms=([0-9.]+)'`);
+  const raw: Record<string, unknown> = { [opt === 'guest-cmd' ? 'guestCmd' : 'hostCmd']: splitCommand(cmd), metric: values.metric };
   if (values.ready !== undefined) raw.ready = values.ready;
   if (values['higher-is-better']) raw.higherIsBetter = true;
   if (values.unit !== undefined) raw.unit = values.unit;

@@ -19,14 +19,16 @@ export const BENCH_USAGE = `usage: unhalt bench --workload NAME --config A='cpus
                     [--guest probe|linux] [--workload-args S] [--runs N] [--vs-qemu] [--bare]
                     [--deadline S] [--format md|json|csv] [--output F]
        unhalt bench --vm VM --config A='halt-poll-ns=0' --config B='halt-poll-ns=200000'
-                    (--workload NAME | --host-cmd 'CMD' --metric 'REGEX' [--ready 'REGEX']
+                    (--workload NAME | (--host-cmd | --guest-cmd) 'CMD' --metric 'REGEX' [--ready 'REGEX']
                     [--higher-is-better] [--unit TEXT] [--save-workload NAME]) [--runs N] ...
 An A/B experiment: one workload under two or more configurations; kept under UNHALT_HOME.
 --vm: each config is that library VM's configuration with the named knobs changed; its writable
 disks are attached snapshot=on for the runs (the images never change). --host-cmd runs on the host
 once the console printed --ready, as an argument vector (quotes and backslashes group words; no
-shell, no expansion); --metric's one capture group in its stdout is the figure (lower is better
-unless --higher-is-better). --save-workload NAME keeps it for --workload NAME and unhalt tune.
+shell, no expansion); --guest-cmd runs in the guest through its agent (the Linux guest, or a VM
+imported with the tools disk) once it is ready; --metric's one capture group in the command's
+output is the figure (lower is better unless --higher-is-better). --save-workload NAME keeps it
+for --workload NAME and unhalt tune.
 Linux workloads: pipe, messaging, ctx (the agent's), and from the workloads disk, which bench
 attaches: perf-pipe, perf-messaging, cyclictest, iperf3-tcp, stress-ng-switch, sockperf-tcp-rr
 (docs/own-guest.md).

@@ -1,17 +1,17 @@
 // The user's own benchmark as a Workload (workloads.ts's shape), so the summary, the verdicts and
 // the tables treat its figure like any workload's: its unit and its direction are the user's.
 import type { GuestKind } from '../vmm/config/vm-config.ts';
-import type { UserBenchmark } from './user-bench.ts';
+import { benchCommandOf, type UserBenchmark } from './user-bench.ts';
 import type { Workload } from './workloads.ts';
 
 export function benchWorkload(name: string, b: UserBenchmark, guest: GuestKind): Workload {
   return {
     name,
-    // The guest kind is only a label here: the host command measures, whatever the guest runs.
+    // The guest kind is only a label here: the user's command measures, whatever the guest runs.
     guest: guest === 'linux' ? 'linux' : 'probe',
-    summary: `host command ${b.hostCmd[0]} (metric /${b.metric}/)`,
+    summary: `${benchCommandOf(b).where} command ${benchCommandOf(b).argv[0]} (metric /${b.metric}/)`,
     event: '',
-    value: () => Number.NaN, // the figure comes from the command's stdout (user-bench.ts readMetric)
+    value: () => Number.NaN, // the figure comes from the command's output (user-bench.ts readMetric)
     unit: b.unit ?? '',
     lowerIsBetter: b.higherIsBetter !== true,
     minCpus: 1,

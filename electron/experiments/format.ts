@@ -2,7 +2,7 @@
 // never left out silently: a config with no value gets a row marked "failed", every failed run a
 // line with its reason, and an experiment where nothing gave a value says so instead of a table.
 import type { Sizing } from './pacing.ts';
-import { joinCommand } from './argv-split.ts';
+import { describeBench } from './user-bench.ts';
 import { conditionsLines } from './conditions-format.ts';
 import type { Comparison, ExperimentResult, ExperimentResultRow, RunFailure } from './types.ts';
 
@@ -62,15 +62,17 @@ export function formatMarkdown(r: ExperimentResult): string {
   return `${lines.join('\n')}\n`;
 }
 
+/** The library VM an experiment or a tune ran on, in one line. */
+export function vmLine(vm: { name: string; image?: string }): string {
+  return `vm: ${vm.name}${vm.image ? `, image ${vm.image}` : ''}; every writable disk attached snapshot=on (the runs leave the images unchanged)`;
+}
+
 /** What the experiment ran on and under which conditions: the VM, the benchmark, how knobs were applied, the host. */
 export function headerLines(r: ExperimentResult): string[] {
   const out: string[] = [];
   const { vm, bench } = r.spec;
-  if (vm) out.push(`vm: ${vm.name}${vm.image ? `, image ${vm.image}` : ''}; every writable disk attached snapshot=on (the runs leave the images unchanged)`);
-  if (bench) {
-    const dir = bench.higherIsBetter ? 'higher is better' : 'lower is better';
-    out.push(`benchmark: host command ${joinCommand(bench.hostCmd)}${bench.ready ? ` after the console printed /${bench.ready}/` : ' once the VM runs'}; metric /${bench.metric}/${bench.unit ? ` in ${bench.unit}` : ''}, ${dir}`);
-  }
+  if (vm) out.push(vmLine(vm));
+  if (bench) out.push(`benchmark: ${describeBench(bench)}`);
   if (r.knobsApplied === 'boot') out.push('knobs: every run booted its configuration (none was changed in a running guest)');
   if (r.conditions) out.push(...conditionsLines(r.conditions));
   return out;

@@ -99,9 +99,10 @@ export function userReadyDeadline(guestSlowdown: number, slowestReadyMs?: number
   return { ms: expected, why: `a ${seconds(USER_READY_ON_HARDWARE_MS)} budget for a boot to ready${clock(guestSlowdown)}` };
 }
 
-export function hostCmdDeadline(hostSlowdown: number): Deadline {
-  const ms = Math.ceil(hostSlowdown * HOST_CMD_BUDGET_MS);
-  return { ms, why: `the host command's ${seconds(HOST_CMD_BUDGET_MS)} budget${hostSlowdown > 1 ? `, scaled by this host's clock (${times(hostSlowdown)} slower)` : ''}` };
+/** The user's command: a fixed budget, scaled by the host's clock (a host command) or the guest's (a guest command). */
+export function userCmdDeadline(where: 'host' | 'guest', slowdown: number): Deadline {
+  const ms = Math.ceil(slowdown * HOST_CMD_BUDGET_MS);
+  return { ms, why: `the ${where} command's ${seconds(HOST_CMD_BUDGET_MS)} budget${slowdown > 1 ? `, scaled by this ${where}'s clock (${times(slowdown)} slower)` : ''}` };
 }
 
 /** A workload command of `size` units at `perUnitMs` each. */

@@ -14,6 +14,7 @@ import type { ExperimentSpec } from './types.ts';
 import { ExperimentError, validateSpec } from './spec.ts';
 import { linuxWorkloadArgs, workload, type Workload } from './workloads.ts';
 import { benchWorkload } from './bench-workload.ts';
+import { benchCommandOf } from './user-bench.ts';
 import { configOnVm } from './vm-base.ts';
 
 /** Why a Linux-guest experiment is refused on PVM hosts (one line). */
@@ -56,9 +57,9 @@ export function prepareExperiment(raw: unknown, host?: HostSource): PreparedExpe
   } catch (e) {
     throw new ExperimentError((e as Error).message);
   }
-  // The user's own benchmark runs on the host against our VM: QEMU and a bare row have no part in it yet.
-  if (spec.bench && spec.vsQemu) throw new ExperimentError('--vs-qemu is not available with a host command yet; drop --vs-qemu');
-  if (spec.bench && spec.bare) throw new ExperimentError('--bare is not available with a host command (it runs on the host already); drop --bare');
+  // The user's own benchmark runs against our VM (a guest command through our agent): QEMU and a bare row have no part in it yet.
+  if (spec.bench && spec.vsQemu) throw new ExperimentError(`--vs-qemu is not available with a ${benchCommandOf(spec.bench).where} command yet; drop --vs-qemu`);
+  if (spec.bench && spec.bare) throw new ExperimentError(`--bare is not available with a ${benchCommandOf(spec.bench).where} command (there is no bare-metal row of the user's own benchmark); drop --bare`);
   const args = spec.workloadArgs ?? '';
   let linuxArgs: string[] | undefined;
   if (work.guest === 'linux') {
@@ -95,7 +96,9 @@ export function prepareExperiment(raw: unknown, host?: HostSource): PreparedExpe
     if (c.disks && !spec.vm) throw new ExperimentError(`configuration "${name}": disk= is not a bench knob (the workloads use no disk); drop it`);
     // The tool workloads' programs are on the workloads disk: attached read-only by the runner
     // itself (a file of the kit's, not the user's), so the guest's /init mounts it.
-    if (work.tool) c = { ...c, disks: [...(c.disks ?? []), { path: LINUX_WORKLOADS_DISK, readonly: true }] };
+    // A guest command on our Linux guest may use them too (the agent puts them on its PATH).
+    const toolsForCmd = spec.bench?.guestCmd !== undefined && !spec.vm && spec.guest === 'linux' && existsSync(LINUX_WORKLOADS_DISK);
+    if (work.tool || toolsForCmd) c = { ...c, disks: [...(c.disks ?? []), { path: LINUX_WORKLOADS_DISK, readonly: true }] };
     if (c.cpus < work.minCpus) throw new ExperimentError(`configuration "${name}": workload ${work.name} needs at least ${work.minCpus} vCPUs (cpus=${work.minCpus})`);
     return { name, config: c };
   });

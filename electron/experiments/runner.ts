@@ -31,8 +31,9 @@ import { BARE_BUDGET_MS, runBare } from './backend-bare.ts';
 import { linuxPacing, runLinuxOnUnhalt } from './backend-linux.ts';
 import { runOnUnhalt } from './backend-probe.ts';
 import { runOnQemu } from './backend-qemu.ts';
-import { hostCmdDeadline, probeRunDeadline, userDeadline, userReadyDeadline } from './pacing.ts';
-import { runHostCmdOnUnhalt } from './backend-host-cmd.ts';
+import { userCmdDeadline, probeRunDeadline, userDeadline, userReadyDeadline } from './pacing.ts';
+import { benchCommandOf } from './user-bench.ts';
+import { runUserCmdOnUnhalt } from './backend-user-cmd.ts';
 import { LoadSampler, hostConditions } from './conditions.ts';
 import { prepareExperiment } from './prepare.ts';
 import type { ExperimentProgress, ExperimentResult, ExperimentSpec, RunRecord } from './types.ts';
@@ -71,9 +72,10 @@ export async function runExperiment(
   const load = new LoadSampler();
   // The user's benchmark: the boot to ready is timed by the slowest one so far once there is one.
   let slowestReadyMs: number | undefined;
-  const hostCmdRun = (p: (typeof prepared)[number]) => runHostCmdOnUnhalt(p, spec.bench!, host, {
+  const hostCmdRun = (p: (typeof prepared)[number]) => runUserCmdOnUnhalt(p, spec.bench!, host, {
     ready: deadlineMs !== undefined ? userDeadline(deadlineMs) : userReadyDeadline(speed.guestSlowdown, slowestReadyMs),
-    command: deadlineMs !== undefined ? userDeadline(deadlineMs) : hostCmdDeadline(speed.slowdown),
+    command: deadlineMs !== undefined ? userDeadline(deadlineMs)
+      : benchCommandOf(spec.bench!).where === 'guest' ? userCmdDeadline('guest', speed.guestSlowdown) : userCmdDeadline('host', speed.slowdown),
   }, signal);
   let done = 0;
   const cancelled = () => { if (signal?.aborted) throw new ExperimentCancelled(); };

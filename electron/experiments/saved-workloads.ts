@@ -7,16 +7,16 @@ import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { writeFileAtomic } from '../service/atomic-file.ts';
 import { makeDirs } from '../service/make-dir.ts';
-import { HOST_CMD_WORKLOAD } from './spec.ts';
+import { GUEST_CMD_WORKLOAD, HOST_CMD_WORKLOAD } from './spec.ts';
 import { ExperimentError } from './spec-error.ts';
 import { validateUserBenchmark, type UserBenchmark } from './user-bench.ts';
 import { LINUX_WORKLOADS, WORKLOADS } from './workloads.ts';
 
 const NAME = /^[a-z0-9][a-z0-9_-]{0,31}$/;
 
-/** Whether `name` is one of ours (any guest's workload, or the host command's label). */
+/** Whether `name` is one of ours (any guest's workload, or the user commands' labels). */
 export function isBuiltInWorkload(name: string): boolean {
-  return name === HOST_CMD_WORKLOAD || [...WORKLOADS, ...LINUX_WORKLOADS].some((w) => w.name === name);
+  return name === HOST_CMD_WORKLOAD || name === GUEST_CMD_WORKLOAD || [...WORKLOADS, ...LINUX_WORKLOADS].some((w) => w.name === name);
 }
 
 /** A name a workload may be saved under; the reason in one line otherwise. */

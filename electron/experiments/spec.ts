@@ -18,6 +18,11 @@ const SPEC_FIELDS = new Set(['guest', 'workload', 'workloadArgs', 'configs', 'ru
 
 /** The label of an experiment whose figure is the user's own host command's (no workload named). */
 export const HOST_CMD_WORKLOAD = 'host-cmd';
+/** The same for the user's own guest command. */
+export const GUEST_CMD_WORKLOAD = 'guest-cmd';
+
+/** The label of an unnamed user benchmark. */
+export const userBenchLabel = (b: { guestCmd?: unknown }): string => (b.guestCmd !== undefined ? GUEST_CMD_WORKLOAD : HOST_CMD_WORKLOAD);
 
 /**
  * Checks the shape, the limits and every config string of a spec; returns a clean copy. `vm` and
@@ -35,8 +40,9 @@ export function validateSpec(raw: unknown): ExperimentSpec {
   const guest = vm ? vm.config.guest : r.guest;
   if (vm && r.guest !== undefined && r.guest !== guest) throw new ExperimentError(`the experiment's guest is ${describe(r.guest)} but VM "${vm.name}" boots ${guest}; leave the guest out with a VM`);
   if (guest !== 'probe' && guest !== 'linux' && !(guest === 'custom' && vm)) throw new ExperimentError(`experiment guest must be probe or linux, got ${describe(r.guest)}`);
-  if (guest === 'custom' && !bench) throw new ExperimentError(`VM "${vm!.name}" boots its own kernel, where the built-in workloads cannot run: give your own benchmark (--host-cmd 'CMD' --metric 'REGEX')`);
-  const workload = r.workload === undefined && bench ? HOST_CMD_WORKLOAD : text(r.workload, 'workload', 64);
+  if (guest === 'custom' && !bench) throw new ExperimentError(`VM "${vm!.name}" boots its own kernel, where the built-in workloads cannot run: give your own benchmark (--host-cmd 'CMD' or --guest-cmd 'CMD', with --metric 'REGEX')`);
+  if (bench?.guestCmd && guest === 'probe') throw new ExperimentError('a guest command runs through the Linux agent, which the probe guest does not have: use --guest linux, or --vm with a Linux VM (an imported one has the agent)');
+  const workload = r.workload === undefined && bench ? userBenchLabel(bench) : text(r.workload, 'workload', 64);
   if (!/^[a-z0-9][a-z0-9_-]{0,31}$/.test(workload)) throw new ExperimentError(`workload "${clip(workload)}" must be a lower-case name (letters, digits, - and _)`);
   const spec: ExperimentSpec = { guest, workload, configs: [], runs: 0 };
   if (vm) spec.vm = vm;

@@ -3,7 +3,8 @@
 import { fmt, ns, seconds, type Advice, type PointReport } from './advisor.ts';
 import { formatP } from './stats.ts';
 import type { TuneResult } from './tune.ts';
-import { joinCommand } from './argv-split.ts';
+import { describeBench } from './user-bench.ts';
+import { vmLine } from './format.ts';
 import { conditionsLines } from './conditions-format.ts';
 
 const pct = (v: number | undefined) => (v === undefined ? '—' : `${Math.round(v * 100)} %`);
@@ -23,8 +24,8 @@ export function formatTuneMarkdown(t: TuneResult): string {
   ];
   // On a library VM with the user's benchmark: what ran, and on which host (as bench's header says it).
   const header = [
-    ...(s.vm ? [`vm: ${s.vm.name}${s.vm.image ? `, image ${s.vm.image}` : ''}; every writable disk attached snapshot=on (the runs leave the images unchanged)`] : []),
-    ...(s.bench ? [`benchmark: host command ${joinCommand(s.bench.hostCmd)}${s.bench.ready ? ` after the console printed /${s.bench.ready}/` : ''}; metric /${s.bench.metric}/${s.bench.unit ? ` in ${s.bench.unit}` : ''}, ${s.bench.higherIsBetter ? 'higher' : 'lower'} is better`] : []),
+    ...(s.vm ? [vmLine(s.vm)] : []),
+    ...(s.bench ? [`benchmark: ${describeBench(s.bench)}`] : []),
     ...(t.conditions ? conditionsLines(t.conditions) : []),
   ];
   if (header.length) lines.push('', ...header);

@@ -1,19 +1,22 @@
 // The user's own benchmark: a program run on the host while the VM is up and ready (a load
-// generator against a forwarded port), what the console prints when the guest's service is up,
-// and the regular expression that reads the figure from the program's stdout. Pure: the checks
-// every surface shares (spec.ts calls them) and the reading of a run's output. The command is an
-// argument vector (argv-split.ts), run without a shell (backend-host-cmd.ts).
-import { MAX_ARGS, MAX_COMMAND_LENGTH } from './argv-split.ts';
+// generator against a forwarded port) or in the guest through its agent (a benchmark of the
+// guest's own), what the console prints when the guest's service is up, and the regular
+// expression that reads the figure from the program's output. Pure: the checks every surface
+// shares (spec.ts calls them) and the reading of a run's output. The command is an argument
+// vector (argv-split.ts), run without a shell (backend-user-cmd.ts).
+import { MAX_ARGS, MAX_COMMAND_LENGTH, joinCommand } from './argv-split.ts';
 import { ExperimentError } from './spec-error.ts';
 
 export interface UserBenchmark {
-  /** The program and its arguments, run as they are (no shell). */
-  hostCmd: string[];
+  /** The program and its arguments, run as they are on the host (no shell). One of hostCmd and guestCmd. */
+  hostCmd?: string[];
   /** Where the command came from the API: the id its confirmation was stored under (host-commands.ts). */
   hostCmdId?: string;
+  /** The program and its arguments, run in the guest by its agent (`exec`, no shell). */
+  guestCmd?: string[];
   /** What the guest's console prints when its service is up; the command starts after it. Absent: as soon as the VM runs. */
   ready?: string;
-  /** A regular expression with exactly one capture group: the figure, in the command's stdout. */
+  /** A regular expression with exactly one capture group: the figure, in the command's stdout (a guest command's stdout and stderr). */
   metric: string;
   /** Larger figures are better (a rate); default: smaller are (a time). */
   higherIsBetter?: true;
@@ -22,16 +25,18 @@ export interface UserBenchmark {
 }
 
 const MAX_REGEX = 512;
-const BENCH_FIELDS = new Set(['hostCmd', 'hostCmdId', 'ready', 'metric', 'higherIsBetter', 'unit']);
+const BENCH_FIELDS = new Set(['hostCmd', 'hostCmdId', 'guestCmd', 'ready', 'metric', 'higherIsBetter', 'unit']);
 
 /** Checks a benchmark from any surface (shape, the regular expressions); returns a clean copy. */
 export function validateUserBenchmark(raw: unknown): UserBenchmark {
-  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new ExperimentError('bench must be an object { hostCmd, metric, ready?, higherIsBetter?, unit? }');
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new ExperimentError('bench must be an object { hostCmd or guestCmd, metric, ready?, higherIsBetter?, unit? }');
   const r = raw as Record<string, unknown>;
   for (const k of Object.keys(r)) if (!BENCH_FIELDS.has(k)) throw new ExperimentError(`unknown bench field "${k.slice(0, 40)}"; valid: ${[...BENCH_FIELDS].join(', ')}`);
-  const argv = checkArgv(r.hostCmd);
-  const b: UserBenchmark = { hostCmd: argv, metric: metricRegex(r.metric) && String(r.metric) };
+  if ((r.hostCmd === undefined) === (r.guestCmd === undefined)) throw new ExperimentError('a benchmark runs one command: give a host command (--host-cmd) or a guest command (--guest-cmd), not both or neither');
+  const metric = metricRegex(r.metric) && String(r.metric);
+  const b: UserBenchmark = r.hostCmd !== undefined ? { hostCmd: checkArgv(r.hostCmd, 'host'), metric } : { guestCmd: checkArgv(r.guestCmd, 'guest'), metric };
   if (r.hostCmdId !== undefined) {
+    if (!b.hostCmd) throw new ExperimentError('hostCmdId goes with a host command; a guest command needs no confirmation');
     if (typeof r.hostCmdId !== 'string' || !/^[0-9a-f]{16}$/.test(r.hostCmdId)) throw new ExperimentError('hostCmdId must be the id confirmHostCommand returned');
     b.hostCmdId = r.hostCmdId;
   }
@@ -51,14 +56,28 @@ export function validateUserBenchmark(raw: unknown): UserBenchmark {
 }
 
 /** An argument vector as stored: 1 to MAX_ARGS strings, none with NUL, of bounded total length. */
-export function checkArgv(v: unknown): string[] {
-  if (!Array.isArray(v) || v.length === 0 || v.some((a) => typeof a !== 'string')) throw new ExperimentError('the host command must be a list of one or more strings: the program, then its arguments');
-  if (v.length > MAX_ARGS) throw new ExperimentError(`the host command has ${v.length} arguments; at most ${MAX_ARGS} are allowed`);
+export function checkArgv(v: unknown, where: 'host' | 'guest' = 'host'): string[] {
+  const what = `the ${where} command`;
+  if (!Array.isArray(v) || v.length === 0 || v.some((a) => typeof a !== 'string')) throw new ExperimentError(`${what} must be a list of one or more strings: the program, then its arguments`);
+  if (v.length > MAX_ARGS) throw new ExperimentError(`${what} has ${v.length} arguments; at most ${MAX_ARGS} are allowed`);
   const argv = v as string[];
-  if (argv[0] === '') throw new ExperimentError('the host command names no program: its first word is empty');
-  if (argv.some((a) => a.includes('\0'))) throw new ExperimentError('the host command contains a NUL character, which no program argument can hold');
-  if (argv.reduce((n, a) => n + a.length + 1, 0) > MAX_COMMAND_LENGTH * 2) throw new ExperimentError('the host command is too long');
+  if (argv[0] === '') throw new ExperimentError(`${what} names no program: its first word is empty`);
+  if (argv.some((a) => a.includes('\0'))) throw new ExperimentError(`${what} contains a NUL character, which no program argument can hold`);
+  // A guest command travels as UTF-8 in one agent line (exec.c): bounded in bytes too.
+  if (argv.reduce((n, a) => n + Buffer.byteLength(a) + 1, 0) > MAX_COMMAND_LENGTH * 2) throw new ExperimentError(`${what} is too long`);
   return [...argv];
+}
+
+/** Where the benchmark's command runs, and the command. */
+export function benchCommandOf(b: UserBenchmark): { where: 'host' | 'guest'; argv: string[] } {
+  return b.guestCmd ? { where: 'guest', argv: b.guestCmd } : { where: 'host', argv: b.hostCmd! };
+}
+
+/** The benchmark in one line, for the reports (bench and tune). */
+export function describeBench(b: UserBenchmark): string {
+  const { where, argv } = benchCommandOf(b);
+  const after = b.ready ? ` after the console printed /${b.ready}/` : where === 'guest' ? ' once the guest\'s agent was ready' : ' once the VM runs';
+  return `${where} command ${joinCommand(argv)}${after}; metric /${b.metric}/${b.unit ? ` in ${b.unit}` : ''}, ${b.higherIsBetter ? 'higher' : 'lower'} is better`;
 }
 
 /** --metric's regular expression: it must compile and have exactly one capture group. */
@@ -84,14 +103,14 @@ function compile(v: unknown, what: string): RegExp {
  * The figure from the command's stdout: the LAST match (a benchmark that prints progress ends
  * with its summary), as a number; otherwise the reason, in one line, for a failed run.
  */
-export function readMetric(stdout: string, metric: string): { value: number } | { error: string } {
+export function readMetric(stdout: string, metric: string, where: 'host' | 'guest' = 'host'): { value: number } | { error: string } {
   const re = new RegExp(metricRegex(metric).source, 'g');
   let last: RegExpExecArray | undefined;
   for (let m = re.exec(stdout); m; m = re.exec(stdout)) {
     last = m;
     if (m[0] === '') re.lastIndex++; // an empty match would not move on
   }
-  if (!last) return { error: `the host command's output has no match for --metric /${metric}/ (${stdout.length ? `last line: "${lastLine(stdout)}"` : 'it printed nothing'})` };
+  if (!last) return { error: `the ${where} command's output has no match for --metric /${metric}/ (${stdout.length ? `last line: "${lastLine(stdout)}"` : 'it printed nothing'})` };
   const text = (last[1] ?? '').trim();
   const value = Number(text);
   if (text === '' || !Number.isFinite(value)) return { error: `--metric /${metric}/ matched "${text.slice(0, 40)}", which is not a number` };

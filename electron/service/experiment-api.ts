@@ -4,7 +4,8 @@
 // by id (`vm: "ID"`, resolved from the library: its disks were checked against the allowed
 // folders when it was saved) and a host command by the id of its confirmation
 // (`bench: { hostCmdId, metric, ... }`, host-commands.ts), or a saved workload by name. So the
-// holder of the host-mode token cannot run a program on the host by starting an experiment.
+// holder of the host-mode token cannot run a program on the host by starting an experiment. A
+// guest command (`bench: { guestCmd: [...] }`) runs in the guest through its agent and is taken as it is.
 import { ApiError } from './errors.ts';
 import { confirmedHostCommand } from './host-commands.ts';
 import type { HomeLayout } from './paths.ts';
@@ -26,9 +27,11 @@ export function resolveApiSpec(raw: unknown, layout: HomeLayout, record: (id: un
     r.vm = { name: rec.config.name, config: rec.config, ...(image ? { image } : {}) };
   }
   if (r.bench !== undefined) {
-    if (typeof r.bench !== 'object' || r.bench === null || Array.isArray(r.bench)) throw new ApiError('invalid', 'bench must be an object { hostCmdId, metric, ready?, higherIsBetter?, unit? }');
+    if (typeof r.bench !== 'object' || r.bench === null || Array.isArray(r.bench)) throw new ApiError('invalid', 'bench must be an object { hostCmdId or guestCmd, metric, ready?, higherIsBetter?, unit? }');
     const b = { ...(r.bench as Record<string, unknown>) };
     if (b.hostCmd !== undefined) throw new ApiError('invalid', CONFIRM_FIRST);
+    // A guest command runs inside the guest, through its agent: nothing on the host to confirm.
+    if (b.guestCmd !== undefined && b.hostCmdId === undefined) return { ...r, bench: b };
     if (typeof b.hostCmdId !== 'string') throw new ApiError('invalid', `bench.hostCmdId is missing: ${CONFIRM_FIRST}`);
     const confirmed = confirmedHostCommand(layout.hostCommands, b.hostCmdId);
     if (!confirmed) throw new ApiError('invalid', `host command ${clip(b.hostCmdId, 20)} was never confirmed: ${CONFIRM_FIRST}`);
@@ -36,9 +39,11 @@ export function resolveApiSpec(raw: unknown, layout: HomeLayout, record: (id: un
   } else if (typeof r.workload === 'string' && !isBuiltInWorkload(r.workload)) {
     // A saved workload: its command must still be a confirmed one (the file may have been edited).
     const saved = loadWorkload(layout.workloads, r.workload);
-    if (saved) {
+    if (saved?.hostCmd) {
       const confirmed = saved.hostCmdId !== undefined ? confirmedHostCommand(layout.hostCommands, saved.hostCmdId) : undefined;
       if (!confirmed || JSON.stringify(confirmed.argv) !== JSON.stringify(saved.hostCmd)) throw new ApiError('invalid', `the saved workload ${r.workload}'s host command is not a confirmed one: ${CONFIRM_FIRST}`);
+      r.bench = saved;
+    } else if (saved) {
       r.bench = saved;
     }
   }

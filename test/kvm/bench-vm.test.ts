@@ -192,7 +192,10 @@ describe.skipIf(!kvmAvailable)('unhalt bench --vm with a host command', () => {
     const { home } = await homeWithVms();
     const cases: [string[], string][] = [
       [['--vm', 'web', ...AB, '--host-cmd', 'x'], "--host-cmd needs --metric 'REGEX' with one capture group: the figure in the command's output, such as 'latency_ms=([0-9.]+)'"],
-      [['--vm', 'web', ...AB, '--workload', 'timer', '--metric', 'v=(\\d)'], "--metric goes with --host-cmd 'CMD' (the user's own benchmark); add --host-cmd or drop --metric"],
+      [['--vm', 'web', ...AB, '--workload', 'timer', '--metric', 'v=(\\d)'], "--metric goes with --host-cmd 'CMD' or --guest-cmd 'CMD' (the user's own benchmark); add one or drop --metric"],
+      [['--vm', 'web', ...AB, '--host-cmd', 'x', '--guest-cmd', 'y', '--metric', 'v=(\\d)'], '--host-cmd and --guest-cmd both name what to measure: give one'],
+      [['--vm', 'web', ...AB, '--guest-cmd', 'y'], "--guest-cmd needs --metric 'REGEX' with one capture group: the figure in the command's output, such as 'latency_ms=([0-9.]+)'"],
+      [['--vm', 'web', ...AB, '--guest-cmd', 'y', '--metric', 'v=(\\d)'], 'a guest command runs through the Linux agent, which the probe guest does not have: use --guest linux, or --vm with a Linux VM (an imported one has the agent)'],
       [['--vm', 'web', ...AB, '--host-cmd', "x 'y", '--metric', 'v=(\\d)'], 'the command has an unbalanced single quote (at character 3): close it'],
       [['--vm', 'web', ...AB, '--host-cmd', 'x', '--metric', 'v=\\d'], "--metric must have exactly one capture group (the figure), such as 'latency_ms=([0-9.]+)'; it has 0"],
       [['--vm', 'web', ...AB, '--host-cmd', 'x', '--metric', 'v=(\\d)', '--save-workload', 'timer'], "--save-workload timer: that is a built-in workload's name; choose another (a saved workload never shadows one of ours)"],

@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { AgentEvent } from '../../electron/vmm/agent/line-protocol.ts';
+import { execLine, GuestExec } from '../../electron/experiments/guest-exec.ts';
 import { resolveMachine } from '../../electron/vmm/config/resolve.ts';
 import { validateConfig, type VmConfig } from '../../electron/vmm/config/vm-config.ts';
 import { LINUX_KIT_DIR, linuxKitBuilt } from '../../electron/vmm/guests-linux.ts';
@@ -34,14 +35,14 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
+const home = join(dir, 'home');
+const unhalt = join(home, 'unhalt');
 const sha256 = (file: string) => createHash('sha256').update(readFileSync(file)).digest('hex');
 
 describe.skipIf(!hw)('a cloud image imported and booted', () => {
   it('boots to a login on ttyS0 with the seed applied (password on the console, key over SSH), the agent on ttyS1, poweroff; the image unchanged', async () => {
     if (!existsSync(CLOUD_IMAGE)) throw new Error(`${CLOUD_IMAGE} is missing: the nested lane builds it before L1 (node native/guest/linux/build-cloud-image.mjs, as root)`);
     const before = sha256(CLOUD_IMAGE);
-    const home = join(dir, 'home');
-    const unhalt = join(home, 'unhalt');
     const key = join(dir, 'id_ed25519');
     expect(spawnSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', key]).status).toBe(0);
     const pw = join(dir, 'password');
@@ -99,8 +100,56 @@ describe.skipIf(!hw)('a cloud image imported and booted', () => {
       await new Promise((res) => setTimeout(res, 500));
     }
 
+    // A guest command through it (unhalt bench --guest-cmd's path): a vector, no shell of ours,
+    // the distribution's own programs and the tools disk's on its PATH.
+    const exec = new GuestExec();
+    const answered = new Promise<void>((res) => vm.on('agent', (e: AgentEvent) => { if (exec.onEvent(e)) res(); }));
+    vm.sendAgent(execLine(['sh', '-c', 'id -u; hostname; command -v perf; echo "$1"', 'sh', 'two words; $(no)'], 2 * STEP_MS));
+    await answered;
+    const want = '0\ncloud\n/opt/workloads/bin/perf\ntwo words; $(no)\n';
+    expect(exec.result, exec.refused).toEqual({ output: want, status: 0, signal: 0, timedOut: false, outBytes: want.length });
+
     vm.sendConsole('sudo poweroff\r');
     expect((await vm.ended).kind).toBe('poweroff');
+    expect(sha256(CLOUD_IMAGE)).toBe(before);
+  }, 45 * STEP_MS);
+
+  it('unhalt bench --vm: an A/B of halt-poll-ns with a host command against the forwarded SSH port gives a verdict; the image unchanged', async () => {
+    const lib = JSON.parse(readFileSync(join(unhalt, 'vms.json'), 'utf8')) as { vms: { imported: { sshPort: number } }[] };
+    const port = lib.vms[0]!.imported.sshPort;
+    // The user's load generator: connections to the guest's sshd through the forward, each timed
+    // until its banner; the median of them.
+    const client = join(dir, 'ssh-banner.mjs');
+    writeFileSync(client, [
+      "import { connect } from 'node:net';",
+      'const times = [];',
+      'const once = () => new Promise((ok, fail) => {',
+      '  const t0 = performance.now();',
+      "  const s = connect(Number(process.argv[2]), '127.0.0.1');",
+      "  s.on('data', (d) => { if (String(d).startsWith('SSH-')) { times.push(performance.now() - t0); s.destroy(); ok(); } });",
+      "  s.on('error', fail);",
+      '});',
+      'for (let i = 0; i < 10; i++) await once();',
+      'times.sort((a, b) => a - b);',
+      'console.log(`banner_ms=${times[5].toFixed(3)}`);',
+    ].join('\n'));
+    const before = sha256(CLOUD_IMAGE);
+    const out = join(dir, 'ab.json');
+    const t0 = performance.now();
+    const r = await runCli(['bench', '--vm', 'cloud', '--config', 'a=halt-poll-ns=0', '--config', 'b=halt-poll-ns=200000', '--runs', '1',
+      '--host-cmd', `${process.execPath} ${client} ${port}`, '--ready', 'login: ', '--metric', 'banner_ms=([0-9.]+)', '--unit', 'ms', '--format', 'json', '--output', out],
+    { env: { HOME: home, UNHALT_HOME: unhalt }, killAfterMs: 45 * STEP_MS });
+    console.log(`import-boot: the A/B took ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+    expect(r.code, r.stderr).toBe(0);
+    const j = JSON.parse(readFileSync(out, 'utf8'));
+    console.log(`import-boot: ${j.rows.map((x: { config: string; median: number }) => `${x.config} ${x.median.toFixed(2)} ms`).join(', ')}; ${j.comparisons[0]?.text ?? 'no verdict'}`);
+    expect(j.failures).toEqual([]);
+    expect(j.rows.map((x: { config: string }) => x.config)).toEqual(['a', 'b']);
+    for (const row of j.rows) expect(row.median).toBeGreaterThan(0);
+    expect(j.comparisons).toHaveLength(1);
+    expect(j.comparisons[0]).toMatchObject({ baseline: 'a', candidate: 'b', verdict: expect.any(String), text: expect.any(String) });
+    expect(j.environment.configs.map((c: { config: { haltPollNs: number } }) => c.config.haltPollNs)).toEqual([0, 200000]);
+    expect(j.spec.vm).toMatchObject({ name: 'cloud' });
     expect(sha256(CLOUD_IMAGE)).toBe(before);
   }, 45 * STEP_MS);
 });

@@ -92,6 +92,25 @@ describe.skipIf(!hw)('the workloads disk in a stock Linux on hardware-semantics 
     expect(result.unit).toBe('ms');
   }, 12 * STEP_MS);
 
+  it('unhalt bench --guest linux --guest-cmd: the user\'s own command in the guest through the agent, the tools disk on its PATH, an A/B of halt-poll-ns', async () => {
+    const out = join(dir, 'guest-cmd.json');
+    const r = await runCli(['bench', '--guest', 'linux', '--guest-cmd', 'perf bench sched pipe -l 2000', '--metric', 'Total time: ([0-9.]+) \\[sec\\]', '--unit', 's', '--runs', '1',
+      '--config', 'a=cpus=2,halt-poll-ns=0', '--config', 'b=cpus=2,halt-poll-ns=200000', '--format', 'json', '--output', out],
+    { env: { ...process.env, UNHALT_HOME: home } });
+    expect(r.code, r.stdout + r.stderr).toBe(0);
+    const result = JSON.parse(readFileSync(out, 'utf8'));
+    console.log(`linux-workloads guest-cmd: ${result.rows.map((x: { config: string; median: number }) => `${x.config} ${x.median} s`).join('; ')}`);
+    expect(result.failures).toEqual([]);
+    expect(result.spec).toMatchObject({ workload: 'guest-cmd', bench: { guestCmd: ['perf', 'bench', 'sched', 'pipe', '-l', '2000'] } });
+    for (const row of result.rows) expect(row.median).toBeGreaterThan(0);
+    expect(result.environment.configs.map((c: { config: { haltPollNs: number } }) => c.config.haltPollNs)).toEqual([0, 200000]);
+    // A command that fails in the guest is a failed run with its reason, never a number.
+    const failing = await runCli(['bench', '--guest', 'linux', '--guest-cmd', "sh -c 'echo v=1; echo no server >&2; exit 3'", '--metric', 'v=(\\d+)', '--runs', '1',
+      '--config', 'a=cpus=1', '--config', 'b=cpus=2'], { env: { ...process.env, UNHALT_HOME: home } });
+    expect(failing.code).toBe(2);
+    expect(failing.stderr).toContain("unhalt: failed: a (unhalt) run 1: the guest command (sh -c 'echo v=1; echo no server >&2; exit 3') exited with status 3: no server");
+  }, 12 * STEP_MS);
+
   it('in one guest the agent\'s pipe and messaging agree with perf bench sched within 20 %; cyclictest, iperf3, stress-ng and sockperf\'s request-response run and report', async () => {
     // One vCPU: both tools then time the same thing, context switches on one CPU. With two, where
     // each side of a round trip runs is the scheduler's choice, and in L1 a round trip that

@@ -87,6 +87,7 @@ describe('experiments on a library VM', () => {
     const custom = validateConfig({ name: 'mine', guest: 'custom', kernel: '/k/vmlinuz' });
     expect(() => validateSpec({ ...base, workload: 'timer', vm: { name: 'mine', config: custom } })).toThrow(/boots its own kernel, where the built-in workloads cannot run: give your own benchmark/);
     expect(validateSpec({ ...base, vm: { name: 'mine', config: custom }, bench: { hostCmd: ['x'], metric: 'v=(\\d+)' } })).toMatchObject({ guest: 'custom', workload: 'host-cmd' });
+    expect(validateSpec({ ...base, vm: { name: 'mine', config: custom }, bench: { guestCmd: ['x'], metric: 'v=(\\d+)' } })).toMatchObject({ guest: 'custom', workload: 'guest-cmd' });
   });
 });
 

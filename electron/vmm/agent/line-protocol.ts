@@ -3,7 +3,9 @@
 //   @u1 EVENT key=value key=value ...
 //
 // EVENT and keys are [a-z0-9_]+ (at most 32 characters); values are decimal integers, possibly
-// negative (at most 20 digits); units live in key names (`p50_ns=...`). A line is at most 512
+// negative (at most 20 digits); units live in key names (`p50_ns=...`). One key is bytes, not a
+// number: `hex=` (lower-case hex digits, an even count, last on the line) carries a byte string,
+// the output of the agent's `exec` (exec_out lines), as `data`. A line is at most 512
 // bytes. Lines that do not start with "@u1 " are not protocol lines (the agent channel may carry
 // other text) and are ignored; lines that start with it but break a rule are malformed: counted
 // and dropped, never thrown. Unknown events and keys are passed through for the consumer to
@@ -12,12 +14,15 @@
 export interface AgentEvent {
   event: string;
   fields: Record<string, number>;
+  /** The bytes of a `hex=` field, where the line has one. */
+  data?: Uint8Array;
 }
 
 export const PROTOCOL_PREFIX = '@u1 ';
 export const MAX_LINE_BYTES = 512;
 const NAME = /^[a-z0-9_]{1,32}$/;
 const INTEGER = /^-?[0-9]{1,20}$/;
+const HEX = /^(?:[0-9a-f]{2})*$/;
 
 /** Parses one line; returns the event, 'ignored' for non-protocol text, or 'malformed'. */
 export function parseAgentLine(line: string): AgentEvent | 'ignored' | 'malformed' {
@@ -28,17 +33,23 @@ export function parseAgentLine(line: string): AgentEvent | 'ignored' | 'malforme
   const event = parts.shift();
   if (!event || !NAME.test(event)) return 'malformed';
   const fields: Record<string, number> = Object.create(null);
-  for (const part of parts) {
+  let data: Uint8Array | undefined;
+  for (const [i, part] of parts.entries()) {
     const eq = part.indexOf('=');
     if (eq <= 0) return 'malformed';
     const key = part.slice(0, eq);
     const value = part.slice(eq + 1);
+    if (key === 'hex') {
+      if (i !== parts.length - 1 || !HEX.test(value)) return 'malformed';
+      data = Uint8Array.from(Buffer.from(value, 'hex'));
+      continue;
+    }
     if (!NAME.test(key) || !INTEGER.test(value)) return 'malformed';
     const n = Number(value);
     if (!Number.isSafeInteger(n)) return 'malformed';
     fields[key] = n;
   }
-  return { event, fields };
+  return data ? { event, fields, data } : { event, fields };
 }
 
 /**

@@ -23,8 +23,8 @@ const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, '..', '..', '..');
 export const WORKLOADS_DIR = join(here, 'workloads');
 export const AGENT_SRC = join(here, 'agent', 'agent.c');
-/** The agent's other sources: the workloads disk's tools (not part of the host's unhalt-workload). */
-const AGENT_EXTRA = [join(here, 'agent', 'tools.c'), join(here, 'agent', 'tools.h')];
+/** The agent's other sources: the workloads disk's tools and `exec` (not part of the host's unhalt-workload). */
+const AGENT_EXTRA = [join(here, 'agent', 'tools.c'), join(here, 'agent', 'tools.h'), join(here, 'agent', 'exec.c'), join(here, 'agent', 'exec.h')];
 export const HOST_OUT_DIR = join(root, 'assets', 'guests', 'linux', 'host');
 const CFLAGS = ['-std=gnu11', '-O2', '-Wall', '-Wextra', '-Werror=implicit-function-declaration'];
 
@@ -68,7 +68,7 @@ export function buildLinuxBinaries({ outDir = HOST_OUT_DIR, static: isStatic = f
   for (const [name, main] of [['workload', join(WORKLOADS_DIR, 'main.c')], ['agent', AGENT_SRC]]) {
     const tmp = `${out[name]}.tmp-${process.pid}`;
     try {
-      compile(cc, [...flags, '-o', tmp, main, lib, ...(name === 'agent' ? [AGENT_EXTRA[0]] : [])]);
+      compile(cc, [...flags, '-o', tmp, main, lib, ...(name === 'agent' ? AGENT_EXTRA.filter((f) => f.endsWith('.c')) : [])]);
     } catch (e) {
       rmSync(tmp, { force: true });
       if (isStatic && e instanceof BuildError && /cannot find -lc|crt1\.o/.test(e.message)) {

@@ -27,6 +27,8 @@
 //                                  process every interval: @u1 ctxprobe rounds=N p50_ns=N
 //                                  p99_ns=N max_ns=N (it keeps running during workloads)
 //   probe off                   -> @u1 probe on=0
+//   exec hex=ARGV [timeout_ms=N] -> the user's own command: @u1 exec_out ... lines, then
+//                                  @u1 exec status=N ... (exec.c)
 //   poweroff                    -> @u1 poweroff, then init powers the VM off (ACPI S5;
 //                                  busybox, systemd or sysvinit: cmd_poweroff)
 //
@@ -53,9 +55,13 @@
 #include <unistd.h>
 
 #include "../workloads/workloads.h"
+#include "exec.h"
 #include "tools.h"
 
 #define LINE_MAX_BYTES 512
+// A command line in may be longer than an event out: `exec` carries a whole argument vector
+// (4 KiB of text at most, host-side) as hex.
+#define COMMAND_MAX_BYTES 16384
 
 static int chan = -1;    // events out (and commands in, unless --stdio)
 static int chan_in = -1; // commands in
@@ -339,6 +345,10 @@ static void cmd_poweroff(int argc, char **argv) {
   reboot(RB_POWER_OFF);
 }
 
+static void cmd_exec(int argc, char **argv) {
+  exec_command(argc, argv, emit);
+}
+
 static const struct command {
   const char *name;
   void (*run)(int argc, char **argv);
@@ -350,6 +360,7 @@ static const struct command {
     {"run", cmd_run},
     {"probe", cmd_probe},
     {"poweroff", cmd_poweroff},
+    {"exec", cmd_exec},
 };
 
 static void dispatch(char *line) {
@@ -410,7 +421,7 @@ int main(int argc, char **argv) {
   }
   report_ready("ready");
 
-  char buf[LINE_MAX_BYTES + 1];
+  static char buf[COMMAND_MAX_BYTES + 1];
   size_t len = 0;
   int skipping = 0;
   for (;;) {
@@ -431,7 +442,7 @@ int main(int argc, char **argv) {
       if (!skipping) dispatch(buf);
       len = 0;
       skipping = 0;
-    } else if (len < LINE_MAX_BYTES) {
+    } else if (len < COMMAND_MAX_BYTES) {
       buf[len++] = c;
     } else if (!skipping) {
       skipping = 1;

@@ -1,10 +1,11 @@
 // The user's own benchmark's back end: one run boots the VM on Unhalt, waits until its console
-// prints the --ready expression (the guest's service is up), runs the host command as an
-// argument vector (spawn, no shell) while the VM runs, reads the metric from the command's
-// stdout, stops the VM, and records the KVM stats deltas from the moment the guest was ready.
-// Anything short of a number is a failed run with its reason: the VM ended or the deadline came
-// before ready, the command could not start, exited non-zero or by a signal, ran past its
-// deadline, or its output has no match for the metric (or a match that is no number).
+// prints the --ready expression (the guest's service is up) and, for a guest command, until the
+// guest's agent is ready; runs the command as an argument vector — on the host (spawn, no shell)
+// or in the guest (the agent's `exec`, guest-exec.ts) — reads the metric from its output, stops
+// the VM, and records the KVM stats deltas from the moment the guest was ready. Anything short
+// of a number is a failed run with its reason: the VM ended or the deadline came before ready,
+// the command could not start, exited non-zero or by a signal, ran past its deadline, or its
+// output has no match for the metric (or a match that is no number).
 import { spawn } from 'node:child_process';
 import { resolveMachine } from '../vmm/config/resolve.ts';
 import type { HostCapabilities } from '../vmm/machine/host-caps.ts';
@@ -13,7 +14,9 @@ import { VirtualMachine } from '../vmm/vm.ts';
 import { onAbort, statsDelta, stoppedAt, type Prepared, type RunOutcome } from './backend.ts';
 import type { Deadline } from './pacing.ts';
 import { joinCommand } from './argv-split.ts';
-import { lastLine, readMetric, type UserBenchmark } from './user-bench.ts';
+import { lastLine, readMetric, benchCommandOf, type UserBenchmark } from './user-bench.ts';
+import { execLine, GuestExec } from './guest-exec.ts';
+import type { AgentEvent } from '../vmm/agent/line-protocol.ts';
 
 /** The console text kept for matching --ready (a service's banner is a line, not megabytes). */
 const CONSOLE_KEEP = 64 * 1024;
@@ -27,11 +30,14 @@ export interface HostCmdDeadlines {
   command: Deadline;
 }
 
-export async function runHostCmdOnUnhalt(p: Prepared, bench: UserBenchmark, host: HostCapabilities, deadlines: HostCmdDeadlines, signal?: AbortSignal): Promise<RunOutcome> {
+export async function runUserCmdOnUnhalt(p: Prepared, bench: UserBenchmark, host: HostCapabilities, deadlines: HostCmdDeadlines, signal?: AbortSignal): Promise<RunOutcome> {
   const { spec } = resolveMachine(p.config, host);
+  const { where, argv } = benchCommandOf(bench);
   const t0 = performance.now();
   const vm = await VirtualMachine.start(spec);
   const sampler = Sampler.forVm(vm, { intervalMs: 100 });
+  // Listened for from the start: the agent may be ready before the console's --ready line.
+  const agentReady = where === 'guest' ? waitAgentReady(vm, deadlines.ready) : undefined;
   let child: ReturnType<typeof spawn> | undefined;
   const unlisten = onAbort(signal, () => { child?.kill('SIGKILL'); void vm.stop(); });
   const fail = async (error: string): Promise<RunOutcome> => {
@@ -43,10 +49,12 @@ export async function runHostCmdOnUnhalt(p: Prepared, bench: UserBenchmark, host
   try {
     const ready = await waitReady(vm, bench.ready, deadlines.ready);
     if (ready.error) return await fail(ready.error);
+    const agent = await agentReady;
+    if (agent?.error) return await fail(agent.error);
     const readyT = performance.now() - t0;
-    const ran = await runCommand(bench.hostCmd, deadlines.command, (c) => { child = c; });
+    const ran = where === 'guest' ? await runInGuest(vm, argv, deadlines.command) : await runCommand(argv, deadlines.command, (c) => { child = c; });
     if (ran.error) return await fail(ran.error);
-    const metric = readMetric(ran.stdout, bench.metric);
+    const metric = readMetric(ran.stdout, bench.metric, where);
     if ('error' in metric) return await fail(metric.error);
     await vm.stop();
     unlisten();
@@ -76,6 +84,51 @@ function waitReady(vm: VirtualMachine, ready: string | undefined, deadline: Dead
     const timer = setTimeout(() => done({ error: `the guest never printed /${ready}/ on its console: ${stoppedAt(deadline)}` }), deadline.ms);
     vm.on('console', onConsole);
     void vm.ended.then((end) => done({ error: `the VM ended before the guest printed /${ready}/ on its console (${end.message})` }));
+  });
+}
+
+/** Until the guest's agent says `@u1 ready` on ttyS1, the VM ends, or the deadline passes. */
+function waitAgentReady(vm: VirtualMachine, deadline: Deadline): Promise<{ error?: string }> {
+  return new Promise((resolve) => {
+    const done = (r: { error?: string }) => {
+      clearTimeout(timer);
+      vm.off('agent', onAgent);
+      resolve(r);
+    };
+    const onAgent = (e: AgentEvent) => { if (e.event === 'ready') done({}); };
+    const timer = setTimeout(() => done({ error: `the guest's agent never reported ready on ttyS1 (a guest command runs through it: a VM imported with the tools disk starts it): ${stoppedAt(deadline)}` }), deadline.ms);
+    vm.on('agent', onAgent);
+    void vm.ended.then((end) => done({ error: `the VM ended before the guest's agent was ready (${end.message})` }));
+  });
+}
+
+/** Runs argv in the guest through its agent; its output, or why it gave none to read. */
+function runInGuest(vm: VirtualMachine, argv: string[], deadline: Deadline): Promise<{ stdout: string; ms: number; error?: string }> {
+  const shown = joinCommand(argv);
+  const what = `the guest command (${shown.length > 80 ? `${shown.slice(0, 80)}…` : shown})`;
+  const t0 = performance.now();
+  const exec = new GuestExec();
+  return new Promise((resolve) => {
+    const done = (r: { stdout: string; error?: string }) => {
+      clearTimeout(timer);
+      vm.off('agent', onAgent);
+      resolve({ ...r, ms: performance.now() - t0 });
+    };
+    const onAgent = (e: AgentEvent) => {
+      if (!exec.onEvent(e)) return;
+      const r = exec.result;
+      if (!r) return done({ stdout: '', error: `${what}: ${exec.refused}` });
+      const tail = lastLine(r.output);
+      if (r.timedOut) done({ stdout: r.output, error: `${what} ${stoppedAt(deadline)}` });
+      else if (r.signal) done({ stdout: r.output, error: `${what} was ended by signal ${r.signal}${tail ? `: ${tail}` : ''}` });
+      else if (r.status !== 0) done({ stdout: r.output, error: `${what} exited with status ${r.status}${tail ? `: ${tail}` : ''}` });
+      else done({ stdout: r.output });
+    };
+    // The agent kills the command at the deadline; ours is later, for an agent that never answers.
+    const timer = setTimeout(() => done({ stdout: '', error: `${what}: no answer from the guest's agent: ${stoppedAt(deadline)}` }), deadline.ms + 10_000);
+    vm.on('agent', onAgent);
+    void vm.ended.then((end) => done({ stdout: '', error: `the VM ended while ${what} ran (${end.message})` }));
+    vm.sendAgent(execLine(argv, deadline.ms));
   });
 }
 
