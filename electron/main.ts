@@ -47,7 +47,9 @@ async function start(): Promise<void> {
 
   const home = unhaltHome();
   try {
-    service = await createService({ home, ownerCommand: 'the Unhalt app', spareVcpuWorkers: SERVICE_SPARE_VCPU_WORKERS });
+    // A host command's confirmation code in a native dialog: the main process's, out of the renderer's reach.
+    const announce = (text: string) => void dialog.showMessageBox({ type: 'warning', title: 'Run a command on this machine?', message: text.split('\n')[0]!, detail: text.split('\n').slice(1).join('\n').trim() });
+    service = await createService({ home, ownerCommand: 'the Unhalt app', spareVcpuWorkers: SERVICE_SPARE_VCPU_WORKERS, announce });
   } catch (e) {
     // A second app or `unhalt serve` on this home: its message names the owner (home-owner.ts).
     return fail(e instanceof HomeBusyError ? e : new Error(`cannot open the VM library in ${home}: ${(e as Error).message}`));

@@ -38,7 +38,8 @@ export async function serveCommand(argv: string[]): Promise<number> {
   let service: UnhaltService;
   let server: HostServer;
   try {
-    service = await createService({ home, ownerCommand: 'unhalt serve', spareVcpuWorkers: SERVICE_SPARE_VCPU_WORKERS });
+    // A host command's confirmation code goes to this terminal only: the browser's token cannot read it.
+    service = await createService({ home, ownerCommand: 'unhalt serve', spareVcpuWorkers: SERVICE_SPARE_VCPU_WORKERS, announce: (text) => say(text) });
   } catch (e) {
     const known = e instanceof MakeDirError || e instanceof HomeBusyError;
     say(known ? e.message : `cannot open the VM library in ${home}: ${describeIoError(e)}`);

@@ -66,7 +66,8 @@ export async function runExperiment(
   const speed = hostSpeed();
   const deadlineMs = spec.deadlineS !== undefined ? spec.deadlineS * 1000 : undefined;
   // Guest-side phases scale by the guest slowdown (the clock's, floored where the CPU is emulated).
-  const pacing = linuxArgs ? linuxPacing(work, spec.workloadArgs ?? '', linuxArgs, speed.guestSlowdown, deadlineMs) : undefined;
+  // (Not for the user's own benchmark: its command is as long as the user made it.)
+  const pacing = linuxArgs && !spec.bench ? linuxPacing(work, spec.workloadArgs ?? '', linuxArgs, speed.guestSlowdown, deadlineMs) : undefined;
   const probeDeadline = deadlineMs !== undefined ? userDeadline(deadlineMs) : probeRunDeadline(speed.guestSlowdown);
   const raw: RunRecord[] = [];
   const load = new LoadSampler();

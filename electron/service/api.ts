@@ -10,6 +10,7 @@
 // the renderer still loads nothing from electron/.
 import type { VmConfig } from '../vmm/config/vm-config.ts';
 import type { Comparison, ExperimentResultRow, ExperimentSpec } from '../experiments/types.ts';
+import type { UserBenchmark } from '../experiments/user-bench.ts';
 import type { ExportedText, ExportFormat, ExportHost } from '../vmm/export/types.ts';
 import type { Advice } from '../experiments/advisor.ts';
 import type { TuneSpec } from '../experiments/tune-limits.ts';
@@ -200,6 +201,18 @@ export { GOAL_KINDS, GOAL_LABELS, MAX_BUDGET_S, MIN_BUDGET_S, parseBudget, type 
 export type AdviceDto = Advice;
 export type TuneSpecDto = TuneSpec;
 
+/** A host command waiting for the code its confirmation needs (requestHostCommand). */
+export interface HostCommandRequest {
+  requestId: string;
+  argv: string[];
+}
+
+/** A saved user benchmark: its name and what it runs and reads. */
+export interface SavedWorkloadDto {
+  name: string;
+  bench: UserBenchmark;
+}
+
 /** What the VM page's advisor asks for (startTune): the rest comes from the VM. */
 export interface TuneRequest {
   workload: string;
@@ -367,11 +380,20 @@ export interface UnhaltApi {
 
   startExperiment(spec: ExperimentSpec): Promise<ExperimentSummary>;
   /**
-   * Stores a host command (an argument vector) for experiments to run, after the UI showed it in
-   * full and the user confirmed it; an experiment names it by the returned id (bench.hostCmdId).
-   * startExperiment refuses a host command given any other way (experiment-api.ts).
+   * Asks to run a host command (an argument vector) in experiments. Nothing is stored yet: the
+   * service shows a one-time code where only the person at this machine sees it (the terminal of
+   * `unhalt serve`, the app's native dialog), so a holder of the API's token alone cannot confirm
+   * it (host-command-requests.ts). The UI shows the command in full and asks for that code.
    */
-  confirmHostCommand(argv: string[]): Promise<{ id: string; argv: string[] }>;
+  requestHostCommand(argv: string[]): Promise<HostCommandRequest>;
+  /**
+   * With the code the person typed: stores the request's command as confirmed; an experiment
+   * names it by the returned id (bench.hostCmdId). A wrong code is refused (three end the
+   * request); startExperiment refuses a host command given any other way (experiment-api.ts).
+   */
+  confirmHostCommand(requestId: string, code: string): Promise<{ id: string; argv: string[] }>;
+  /** The user's own benchmarks saved by name (`--save-workload`, or the compare view), for the workload fields. */
+  listSavedWorkloads(): Promise<SavedWorkloadDto[]>;
   listExperiments(): Promise<ExperimentSummary[]>;
   getExperiment(id: string): Promise<ExperimentDetail>;
   /** Stops the running experiment promptly (its VMs and QEMU end); resolves once it has stopped. */
@@ -437,7 +459,9 @@ export const API_METHODS = {
   subscribe: { kind: 'subscription', params: 1 },
   unsubscribe: { kind: 'subscription', params: 1 },
   startExperiment: { kind: 'call', params: 1 },
-  confirmHostCommand: { kind: 'call', params: 1 },
+  requestHostCommand: { kind: 'call', params: 1 },
+  confirmHostCommand: { kind: 'call', params: 2 },
+  listSavedWorkloads: { kind: 'call', params: 0 },
   listExperiments: { kind: 'call', params: 0 },
   getExperiment: { kind: 'call', params: 1 },
   cancelExperiment: { kind: 'call', params: 1 },

@@ -13,8 +13,9 @@ import type { LibraryRecord } from './library-schema.ts';
 import { isBuiltInWorkload, loadWorkload } from '../experiments/saved-workloads.ts';
 import { vmImage } from '../experiments/vm-base.ts';
 import { clip } from './validate.ts';
+import type { UserBenchmark } from '../experiments/user-bench.ts';
 
-const CONFIRM_FIRST = 'a host command from the API must be confirmed first: show it to the user in full, call confirmHostCommand(argv) once they confirm, then give bench.hostCmdId';
+const CONFIRM_FIRST = 'a host command from the API must be confirmed first: requestHostCommand(argv), then confirmHostCommand(requestId, code) with the code the person at this machine was shown, then give bench.hostCmdId';
 
 /** The API's raw spec with `vm` and `bench` resolved; every other field as it came (spec.ts checks them). */
 export function resolveApiSpec(raw: unknown, layout: HomeLayout, record: (id: unknown) => LibraryRecord): unknown {
@@ -37,15 +38,26 @@ export function resolveApiSpec(raw: unknown, layout: HomeLayout, record: (id: un
     if (!confirmed) throw new ApiError('invalid', `host command ${clip(b.hostCmdId, 20)} was never confirmed: ${CONFIRM_FIRST}`);
     r.bench = { ...b, hostCmd: confirmed.argv };
   } else if (typeof r.workload === 'string' && !isBuiltInWorkload(r.workload)) {
-    // A saved workload: its command must still be a confirmed one (the file may have been edited).
-    const saved = loadWorkload(layout.workloads, r.workload);
-    if (saved?.hostCmd) {
-      const confirmed = saved.hostCmdId !== undefined ? confirmedHostCommand(layout.hostCommands, saved.hostCmdId) : undefined;
-      if (!confirmed || JSON.stringify(confirmed.argv) !== JSON.stringify(saved.hostCmd)) throw new ApiError('invalid', `the saved workload ${r.workload}'s host command is not a confirmed one: ${CONFIRM_FIRST}`);
-      r.bench = saved;
-    } else if (saved) {
-      r.bench = saved;
-    }
+    const saved = resolveSavedWorkload(layout, r.workload);
+    if (saved) r.bench = saved;
   }
   return r;
+}
+
+/**
+ * A saved workload as the API may run it, or undefined when there is none of that name: its host
+ * command must still be a confirmed one (the file may have been edited since it was saved).
+ */
+export function resolveSavedWorkload(layout: HomeLayout, name: string): UserBenchmark | undefined {
+  let saved;
+  try {
+    saved = loadWorkload(layout.workloads, name);
+  } catch (e) {
+    throw new ApiError('invalid', (e as Error).message);
+  }
+  if (saved?.hostCmd) {
+    const confirmed = saved.hostCmdId !== undefined ? confirmedHostCommand(layout.hostCommands, saved.hostCmdId) : undefined;
+    if (!confirmed || JSON.stringify(confirmed.argv) !== JSON.stringify(saved.hostCmd)) throw new ApiError('invalid', `the saved workload ${name}'s host command is not a confirmed one: ${CONFIRM_FIRST}`);
+  }
+  return saved;
 }

@@ -11,6 +11,11 @@ import { clip } from './validate.ts';
 import { resolveApiSpec } from './experiment-api.ts';
 import { confirmHostCommand } from './host-commands.ts';
 import { ExperimentError } from '../experiments/spec-error.ts';
+import { HostCommandRefused, HostCommandRequests } from './host-command-requests.ts';
+import type { HostCommandRequest, SavedWorkloadDto } from './api.ts';
+import { isBuiltInWorkload, loadWorkload, savedWorkloadNames } from '../experiments/saved-workloads.ts';
+import { resolveSavedWorkload } from './experiment-api.ts';
+import { vmImage } from '../experiments/vm-base.ts';
 
 /** Tests: where the experiment runner comes from (experiments.ts). */
 export type LoadExperimentRunner = ConstructorParameters<typeof Experiments>[2];
@@ -19,8 +24,11 @@ export class ExperimentCalls {
   private readonly s: ServiceState;
   private readonly experiments: Experiments;
 
-  constructor(state: ServiceState, loadRunner?: LoadExperimentRunner) {
+  private readonly requests?: HostCommandRequests;
+
+  constructor(state: ServiceState, loadRunner?: LoadExperimentRunner, announce?: (text: string) => void) {
     this.s = state;
+    if (announce) this.requests = new HostCommandRequests(announce);
     this.experiments = new Experiments(state.layout.experiments, (experiment) => state.broadcast({ type: 'experiment', experiment }),
       loadRunner, (id) => state.broadcast({ type: 'experiment-deleted', id }));
   }
@@ -32,15 +40,42 @@ export class ExperimentCalls {
     return this.experiments.start(spec, () => this.s.probe());
   }
 
-  /** Stores a host command the UI showed in full and its user confirmed; its id goes in an experiment's bench.hostCmdId. */
-  confirmHostCommand(rawArgv: unknown): { id: string; argv: string[] } {
+  /** A host command to confirm: its one-time code goes out of band (host-command-requests.ts). */
+  requestHostCommand(rawArgv: unknown): HostCommandRequest {
+    if (!this.requests) throw new ApiError('host', 'this service has nowhere to show a confirmation code to the person at this machine, so it confirms no host command: run it with unhalt bench --host-cmd instead');
     try {
-      const { id, argv } = confirmHostCommand(this.s.layout.hostCommands, rawArgv);
-      return { id, argv };
+      return this.requests.request(rawArgv);
     } catch (e) {
       if (e instanceof ExperimentError) throw new ApiError('invalid', e.message);
+      if (e instanceof HostCommandRefused) throw new ApiError('conflict', e.message);
       throw e;
     }
+  }
+
+  /** The request's command, confirmed by its code, stored for experiments (bench.hostCmdId). */
+  confirmHostCommand(requestId: unknown, code: unknown): { id: string; argv: string[] } {
+    if (!this.requests) throw new ApiError('host', 'this service confirms no host command (see requestHostCommand)');
+    try {
+      const argv = this.requests.confirm(requestId, code);
+      const { id } = confirmHostCommand(this.s.layout.hostCommands, argv);
+      return { id, argv };
+    } catch (e) {
+      if (e instanceof HostCommandRefused) throw new ApiError('invalid', e.message);
+      throw e;
+    }
+  }
+
+  /** The saved benchmarks that load (a damaged file is left out here; using it says why). */
+  listSavedWorkloads(): SavedWorkloadDto[] {
+    const dir = this.s.layout.workloads;
+    return savedWorkloadNames(dir).flatMap((name) => {
+      try {
+        const bench = loadWorkload(dir, name);
+        return bench ? [{ name, bench }] : [];
+      } catch {
+        return [];
+      }
+    });
   }
 
   listExperiments(): ExperimentSummary[] {
@@ -67,8 +102,19 @@ export class ExperimentCalls {
     const { workload, workloadArgs, goal, latencyBound, budgetS, ...rest } = raw as Record<string, unknown>;
     const unknownField = Object.keys(rest)[0];
     if (unknownField !== undefined) throw new ApiError('invalid', `unknown tune field "${clip(unknownField, 40)}"`);
+    // A saved benchmark (the user's own command): the VM as saved, its disks attached snapshot=on
+    // by every run, as `unhalt tune VM --workload SAVED` does; a host command only if confirmed.
+    const saved = typeof workload === 'string' && !isBuiltInWorkload(workload) ? resolveSavedWorkload(this.s.layout, workload) : undefined;
+    if (saved) {
+      const image = vmImage(rec.config);
+      return this.experiments.startTune({
+        guest: rec.config.guest, config: '', vmId: rec.id, vmName: rec.config.name, workload, goal, budgetS,
+        vm: { name: rec.config.name, config: rec.config, ...(image ? { image } : {}) }, bench: saved,
+        ...(workloadArgs !== undefined ? { workloadArgs } : {}), ...(latencyBound !== undefined ? { latencyBound } : {}),
+      }, () => this.s.probe());
+    }
     if (rec.config.guest !== 'probe' && rec.config.guest !== 'linux') {
-      throw new ApiError('invalid', `VM "${rec.config.name}" boots its own kernel: the advisor runs the bench workloads, which need the probe or the Linux guest`);
+      throw new ApiError('invalid', `VM "${rec.config.name}" boots its own kernel: the advisor runs the bench workloads, which need the probe or the Linux guest; give it your own benchmark (a saved workload)`);
     }
     return this.experiments.startTune({
       // Without its disks: the workloads use none, and an experiment takes no files (runner.ts).

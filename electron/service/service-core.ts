@@ -14,7 +14,8 @@
 import { watch, type FSWatcher } from 'node:fs';
 import { basename } from 'node:path';
 import type {
-  AllowedFolder, ApiCallHandlers, DiskConversionDto, FolderListing, ExperimentDetail, ExportedConfigDto, ExperimentSummary, HostInfo, ResolvedDto, Subscription, VmRecord, VmStatus,
+  AllowedFolder, ApiCallHandlers, DiskConversionDto, FolderListing, ExperimentDetail, ExportedConfigDto, ExperimentSummary, HostCommandRequest, HostInfo, ResolvedDto,
+  SavedWorkloadDto, Subscription, VmRecord, VmStatus,
 } from './api.ts';
 import { ConfigCalls } from './config-calls.ts';
 import { ExperimentCalls, type LoadExperimentRunner } from './experiment-calls.ts';
@@ -48,6 +49,12 @@ export interface ServiceOptions {
   spareVcpuWorkers?: number;
   /** Tests: where the experiment runner comes from. */
   loadExperimentRunner?: LoadExperimentRunner;
+  /**
+   * Where a host command's confirmation code is shown to the person at this machine, out of the
+   * API's reach (host-command-requests.ts): `unhalt serve` prints it on its terminal, the app shows
+   * a native dialog. Without one the API cannot confirm host commands (the CLI still runs its own).
+   */
+  announce?: (text: string) => void;
 }
 
 /** Serves every 'call' of the API table (api.ts); sessions forward to it by name. */
@@ -79,7 +86,7 @@ export class ServiceCore implements ApiCallHandlers {
     this.imports = new ImportCalls(this.state);
     this.lifecycle = new LifecycleCalls(this.state);
     this.knobs = new KnobCalls(this.state);
-    this.experiments = new ExperimentCalls(this.state, options.loadExperimentRunner);
+    this.experiments = new ExperimentCalls(this.state, options.loadExperimentRunner, options.announce);
   }
 
   /** The service is shutting down or has shut down (close()). */
@@ -159,7 +166,9 @@ export class ServiceCore implements ApiCallHandlers {
 
   // ---- API: experiments and tuning (experiment-calls.ts) ----
   startExperiment(raw: unknown): Promise<ExperimentSummary> { return this.experiments.startExperiment(raw); }
-  confirmHostCommand(rawArgv: unknown): { id: string; argv: string[] } { return this.experiments.confirmHostCommand(rawArgv); }
+  requestHostCommand(rawArgv: unknown): HostCommandRequest { return this.experiments.requestHostCommand(rawArgv); }
+  confirmHostCommand(requestId: unknown, code: unknown): { id: string; argv: string[] } { return this.experiments.confirmHostCommand(requestId, code); }
+  listSavedWorkloads(): SavedWorkloadDto[] { return this.experiments.listSavedWorkloads(); }
   listExperiments(): ExperimentSummary[] { return this.experiments.listExperiments(); }
   getExperiment(rawId: unknown): ExperimentDetail { return this.experiments.getExperiment(rawId); }
   cancelExperiment(rawId: unknown): Promise<ExperimentSummary> { return this.experiments.cancelExperiment(rawId); }

@@ -216,19 +216,28 @@ describe.skipIf(!kvmAvailable)('unhalt bench --vm with a host command', () => {
 
   it('the API runs a host command only once it was confirmed, on a VM named by its id', async () => {
     const home = tempHome('bench-vm-api');
-    const svc = await createService({ home });
+    const shown: string[] = [];
+    const svc = await createService({ home, announce: (t) => shown.push(t) });
     try {
       const vm = await svc.createVm({ name: 'echo', guest: 'probe', cpus: 1, append: 'scenario=echo' });
       const argv = [node, '-e', 'console.log("v=7")'];
       const spec = (bench: Record<string, unknown>) => ({ vm: vm.id, runs: 1, configs: [{ name: 'a', config: 'halt-poll-ns=0' }, { name: 'b', config: 'halt-poll-ns=200000' }], bench: { metric: 'v=(\\d+)', ready: 'probe> ', ...bench } });
-      const confirmFirst = 'a host command from the API must be confirmed first: show it to the user in full, call confirmHostCommand(argv) once they confirm, then give bench.hostCmdId';
+      const confirmFirst = 'a host command from the API must be confirmed first: requestHostCommand(argv), then confirmHostCommand(requestId, code) with the code the person at this machine was shown, then give bench.hostCmdId';
       expect(await rejection(svc.startExperiment(spec({ hostCmd: argv }) as never))).toMatchObject({ code: 'invalid', message: confirmFirst });
       expect(await rejection(svc.startExperiment(spec({ hostCmdId: '0123456789abcdef' }) as never))).toMatchObject({ code: 'invalid', message: `host command 0123456789abcdef was never confirmed: ${confirmFirst}` });
       expect(await rejection(svc.startExperiment({ ...spec({}), vm: { name: 'x', config: {} } } as never))).toMatchObject({ code: 'invalid', message: 'vm must be the id of a VM of the library' });
-      expect(await rejection(svc.confirmHostCommand('sh -c x' as never))).toMatchObject({ code: 'invalid', message: expect.stringMatching(/must be a list of one or more strings/) });
-      const confirmed = await svc.confirmHostCommand(argv);
+      expect(await rejection(svc.requestHostCommand('sh -c x' as never))).toMatchObject({ code: 'invalid', message: expect.stringMatching(/must be a list of one or more strings/) });
+      // The token holder gets a request, never its code: that goes to the person at this machine.
+      const asked = await svc.requestHostCommand(argv);
+      expect(asked).toEqual({ requestId: expect.any(String), argv });
+      const code = /type the code (\d{3}) (\d{3})/.exec(shown.at(-1)!)!.slice(1).join('');
+      expect(shown.at(-1)).toContain(`run this command on this machine: ${node} -e 'console.log("v=7")'`);
+      const wrong = code === '000000' ? '000001' : '000000';
+      expect(await rejection(svc.confirmHostCommand(asked.requestId, wrong))).toMatchObject({ code: 'invalid', message: 'wrong code: type the 6 digits Unhalt showed where it runs (2 tries left)' });
+      const confirmed = await svc.confirmHostCommand(asked.requestId, `${code.slice(0, 3)} ${code.slice(3)}`);
       expect(confirmed).toEqual({ id: expect.stringMatching(/^[0-9a-f]{16}$/), argv });
-      expect(await svc.confirmHostCommand(argv)).toEqual(confirmed); // the same command, the same id
+      // A code works once.
+      expect(await rejection(svc.confirmHostCommand(asked.requestId, code))).toMatchObject({ code: 'invalid', message: expect.stringMatching(/^no such host command request/) });
       const started = await svc.startExperiment(spec({ hostCmdId: confirmed.id }) as never);
       let d = await svc.getExperiment(started.id);
       for (const t0 = performance.now(); d.state === 'running' && performance.now() - t0 < scaled(120_000);) {
