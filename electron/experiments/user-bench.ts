@@ -64,7 +64,8 @@ export function checkArgv(v: unknown, where: 'host' | 'guest' = 'host'): string[
   if (argv[0] === '') throw new ExperimentError(`${what} names no program: its first word is empty`);
   if (argv.some((a) => a.includes('\0'))) throw new ExperimentError(`${what} contains a NUL character, which no program argument can hold`);
   // A guest command travels as UTF-8 in one agent line (exec.c): bounded in bytes too.
-  if (argv.reduce((n, a) => n + Buffer.byteLength(a) + 1, 0) > MAX_COMMAND_LENGTH * 2) throw new ExperimentError(`${what} is too long`);
+  const utf8 = new TextEncoder();
+  if (argv.reduce((n, a) => n + utf8.encode(a).length + 1, 0) > MAX_COMMAND_LENGTH * 2) throw new ExperimentError(`${what} is too long`);
   return [...argv];
 }
 

@@ -41,7 +41,8 @@ export function parseAgentLine(line: string): AgentEvent | 'ignored' | 'malforme
     const value = part.slice(eq + 1);
     if (key === 'hex') {
       if (i !== parts.length - 1 || !HEX.test(value)) return 'malformed';
-      data = Uint8Array.from(Buffer.from(value, 'hex'));
+      data = new Uint8Array(value.length / 2);
+      for (let j = 0; j < data.length; j++) data[j] = parseInt(value.slice(2 * j, 2 * j + 2), 16);
       continue;
     }
     if (!NAME.test(key) || !INTEGER.test(value)) return 'malformed';
