@@ -16,7 +16,7 @@ const IPC_EVENT = 'unhalt:event';
 const METHODS = [
   'host', 'listVms', 'getVm', 'createVm', 'updateVm', 'renameVm', 'keepLiveKnobs', 'cloneVm', 'deleteVm', 'listFolder', 'importImage', 'describeConfig', 'checkBootFiles', 'exportConfig',
   'startVm', 'stopVm', 'forceStopVm', 'resetVm', 'pauseVm', 'resumeVm', 'status', 'setHaltPollNs', 'setPin',
-  'sendConsole', 'subscribe', 'unsubscribe', 'startExperiment', 'requestHostCommand', 'confirmHostCommand', 'listSavedWorkloads', 'listExperiments', 'getExperiment',
+  'sendConsole', 'subscribe', 'unsubscribe', 'startExperiment', 'requestHostCommand', 'confirmHostCommand', 'listSavedWorkloads', 'saveWorkload', 'listExperiments', 'getExperiment',
   'cancelExperiment', 'deleteExperiment', 'startTune', 'applyTune',
   'dismissLibraryNotices', 'listAllowedFolders', 'addAllowedFolder', 'removeAllowedFolder', 'createDiskImage', 'convertDiskImage',
 ] as const;

@@ -52,9 +52,7 @@ export interface TuneResult {
 const FIELDS = new Set(['guest', 'workload', 'workloadArgs', 'config', 'vmId', 'vmName', 'goal', 'latencyBound', 'budgetS', 'vm', 'bench']);
 
 /** The goal a user's benchmark implies: its metric's direction (lower: the p50 of its figure; higher: the figure as a throughput). */
-export function benchGoal(bench: UserBenchmark): GoalKind {
-  return bench.higherIsBetter ? 'throughput' : 'latency-p50';
-}
+export { benchGoal } from './user-bench.ts';
 
 /** The workload a tune measures: a built-in one, or the user's benchmark. */
 function tuneWorkload(spec: Pick<TuneSpec, 'guest' | 'workload' | 'bench'>): Workload {

@@ -69,6 +69,11 @@ export function checkArgv(v: unknown, where: 'host' | 'guest' = 'host'): string[
   return [...argv];
 }
 
+/** The advisor's goal for the user's benchmark: its metric's direction. */
+export function benchGoal(bench: UserBenchmark): 'throughput' | 'latency-p50' {
+  return bench.higherIsBetter ? 'throughput' : 'latency-p50';
+}
+
 /** Where the benchmark's command runs, and the command. */
 export function benchCommandOf(b: UserBenchmark): { where: 'host' | 'guest'; argv: string[] } {
   return b.guestCmd ? { where: 'guest', argv: b.guestCmd } : { where: 'host', argv: b.hostCmd! };

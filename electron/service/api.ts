@@ -394,6 +394,8 @@ export interface UnhaltApi {
   confirmHostCommand(requestId: string, code: string): Promise<{ id: string; argv: string[] }>;
   /** The user's own benchmarks saved by name (`--save-workload`, or the compare view), for the workload fields. */
   listSavedWorkloads(): Promise<SavedWorkloadDto[]>;
+  /** Saves a benchmark ({ hostCmdId or guestCmd, metric, ... }) under a name the advisor and experiments can use. */
+  saveWorkload(name: string, bench: Omit<UserBenchmark, 'hostCmd'>): Promise<SavedWorkloadDto>;
   listExperiments(): Promise<ExperimentSummary[]>;
   getExperiment(id: string): Promise<ExperimentDetail>;
   /** Stops the running experiment promptly (its VMs and QEMU end); resolves once it has stopped. */
@@ -462,6 +464,7 @@ export const API_METHODS = {
   requestHostCommand: { kind: 'call', params: 1 },
   confirmHostCommand: { kind: 'call', params: 2 },
   listSavedWorkloads: { kind: 'call', params: 0 },
+  saveWorkload: { kind: 'call', params: 2 },
   listExperiments: { kind: 'call', params: 0 },
   getExperiment: { kind: 'call', params: 1 },
   cancelExperiment: { kind: 'call', params: 1 },

@@ -13,7 +13,8 @@ import { confirmHostCommand } from './host-commands.ts';
 import { ExperimentError } from '../experiments/spec-error.ts';
 import { HostCommandRefused, HostCommandRequests } from './host-command-requests.ts';
 import type { HostCommandRequest, SavedWorkloadDto } from './api.ts';
-import { isBuiltInWorkload, loadWorkload, savedWorkloadNames } from '../experiments/saved-workloads.ts';
+import { checkSaveName, isBuiltInWorkload, loadWorkload, saveWorkload, savedWorkloadNames } from '../experiments/saved-workloads.ts';
+import { validateUserBenchmark } from '../experiments/user-bench.ts';
 import { resolveSavedWorkload } from './experiment-api.ts';
 import { vmImage } from '../experiments/vm-base.ts';
 
@@ -61,6 +62,20 @@ export class ExperimentCalls {
       return { id, argv };
     } catch (e) {
       if (e instanceof HostCommandRefused) throw new ApiError('invalid', e.message);
+      throw e;
+    }
+  }
+
+  /** Saves the user's benchmark under a name (a host command by its confirmation id only). */
+  saveWorkload(rawName: unknown, rawBench: unknown): SavedWorkloadDto {
+    const resolved = resolveApiSpec({ bench: rawBench }, this.s.layout, (id) => this.s.record(id)) as { bench: unknown };
+    try {
+      const name = checkSaveName(typeof rawName === 'string' ? rawName : '');
+      const bench = validateUserBenchmark(resolved.bench);
+      saveWorkload(this.s.layout.workloads, name, bench);
+      return { name, bench };
+    } catch (e) {
+      if (e instanceof ExperimentError) throw new ApiError('invalid', e.message);
       throw e;
     }
   }

@@ -169,6 +169,7 @@ export class ServiceCore implements ApiCallHandlers {
   requestHostCommand(rawArgv: unknown): HostCommandRequest { return this.experiments.requestHostCommand(rawArgv); }
   confirmHostCommand(requestId: unknown, code: unknown): { id: string; argv: string[] } { return this.experiments.confirmHostCommand(requestId, code); }
   listSavedWorkloads(): SavedWorkloadDto[] { return this.experiments.listSavedWorkloads(); }
+  saveWorkload(name: unknown, bench: unknown): SavedWorkloadDto { return this.experiments.saveWorkload(name, bench); }
   listExperiments(): ExperimentSummary[] { return this.experiments.listExperiments(); }
   getExperiment(rawId: unknown): ExperimentDetail { return this.experiments.getExperiment(rawId); }
   cancelExperiment(rawId: unknown): Promise<ExperimentSummary> { return this.experiments.cancelExperiment(rawId); }

@@ -68,6 +68,8 @@ export const EXPECTED_MINUTES: Record<string, number> = {
   // Not yet timed in L1: ~35 s here, most of it waiting for samples (real time in L1 too).
   'test/e2e/chart-drawing.test.ts': 4,
   'test/e2e/compare.test.ts': 3,
+  // Not yet timed in L1: four probe boots and a tune started and cancelled.
+  'test/e2e/compare-own.test.ts': 3,
   'test/e2e/device-telemetry.test.ts': 2,
   'test/e2e/fields.test.ts': 2.7,
   'test/e2e/net.test.ts': 0.8,

@@ -10,6 +10,7 @@ export const E2E_VM_FILES = [
   'test/e2e/chart-drawing.test.ts',
   'test/e2e/chart-figures.test.ts',
   'test/e2e/compare.test.ts',
+  'test/e2e/compare-own.test.ts',
   'test/e2e/device-telemetry.test.ts',
   'test/e2e/fields.test.ts',
   'test/e2e/net.test.ts',

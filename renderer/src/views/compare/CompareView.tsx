@@ -1,5 +1,7 @@
-// A/B experiments: pick a workload and two or more configurations, run, and read the result as
-// a before/after table with ratios (to the first configuration and to QEMU / bare metal).
+// A/B experiments: pick what to run on (one of our guests, or a VM of the library: each config is
+// then that VM with the named knobs changed, its disks throwaway), a workload or the user's own
+// benchmark, and two or more configurations; run, and read the result as a before/after table
+// with ratios (to the first configuration and to QEMU / bare metal).
 import { Fragment, useEffect, useId, useState } from 'react';
 import { CONFIG_NAME, FEW_RUNS, MAX_RUNS, type ExperimentDetail, type ExperimentSpec, type ExperimentSummary } from '../../../../electron/service/api.ts';
 import { CONFIG_STRING_KEYS, parseConfigString } from '../../../../electron/vmm/config/config-string.ts';
@@ -10,6 +12,12 @@ import { ConfirmAction } from '../ConfirmAction.tsx';
 import { TuneResult } from './TuneResult.tsx';
 import { startBlocked, startButtonProps } from '../KvmNotice.tsx';
 import { workloadChoices } from '../../lib/workloads.ts';
+import type { VmConfig } from '../../../../electron/vmm/config/vm-config.ts';
+import { splitCommand } from '../../../../electron/experiments/argv-split.ts';
+import { describeBench } from '../../../../electron/experiments/user-bench.ts';
+import { EMPTY_OWN_BENCHMARK, OwnBenchmarkFields, ownBenchmarkProblems, type OwnBenchmarkDraft } from './OwnBenchmarkFields.tsx';
+import { HostCommandDialog } from './HostCommandDialog.tsx';
+import type { SavedWorkloadDto } from '../../../../electron/service/api.ts';
 
 interface ConfigRow {
   name: string;
@@ -40,9 +48,10 @@ export const PRESETS: { label: string; configs: ConfigRow[]; workload?: { probe:
 ];
 
 /** What the service would say about a configuration string (experiments/spec.ts checks it with the same parser), or undefined. */
-function configStringProblem(text: string, guest: 'probe' | 'linux'): string | undefined {
+function configStringProblem(text: string, base: Partial<VmConfig>): string | undefined {
   try {
-    parseConfigString(text.trim(), { guest });
+    if (base.name !== undefined && /(^|,)\s*(disk|readonly|snapshot)\s*=/.test(text)) throw new Error('disk= is not a bench knob: the runs use the VM\'s own disks, each attached snapshot=on; drop it');
+    parseConfigString(text.trim(), { ...base });
     return undefined;
   } catch (e) {
     return errorMessage(e);
@@ -71,11 +80,26 @@ export function CompareView({ experimentId }: { experimentId?: string }) {
   );
 }
 
+/** A library VM has our agent: the Linux guest, or an imported VM whose disks include the tools disk. */
+function hasAgent(config: VmConfig): boolean {
+  return config.guest === 'linux' || (config.disks ?? []).some((d) => /workloads\.ext4$/.test(d.path));
+}
+
 function ExperimentForm() {
   const id = useId();
   const host = useApp((s) => s.host);
+  const vms = useApp((s) => s.vms);
   const linuxBuilt = !!host?.guests.find((g) => g.kind === 'linux')?.built;
-  const [guest, setGuest] = useState<'probe' | 'linux'>('probe');
+  // What the experiment runs on: one of our guests, or a VM of the library by id.
+  const [target, setTarget] = useState<string>('probe');
+  const vm = vms.find((v) => `vm:${v.id}` === target);
+  const guest: 'probe' | 'linux' | 'custom' = vm ? vm.config.guest : (target as 'probe' | 'linux');
+  const [own, setOwn] = useState(false);
+  const [draft, setDraft] = useState<OwnBenchmarkDraft>(EMPTY_OWN_BENCHMARK);
+  const [showOwnProblems, setShowOwnProblems] = useState(false);
+  const [confirming, setConfirming] = useState<{ argv: string[]; go: (hostCmdId: string) => void } | null>(null);
+  const [saved, setSaved] = useState<SavedWorkloadDto[]>([]);
+  useEffect(() => { api.listSavedWorkloads().then(setSaved, () => setSaved([])); }, []);
   const [workload, setWorkload] = useState('timer');
   const [args, setArgs] = useState('');
   const [configs, setConfigs] = useState<ConfigRow[]>(PRESETS[2]!.configs);
@@ -88,7 +112,10 @@ function ExperimentForm() {
   const [starting, setStarting] = useState(false);
   const setRow = (i: number, patch: Partial<ConfigRow>) => setConfigs((c) => c.map((r, j) => (j === i ? { ...r, ...patch } : r)));
   // Each config string checked as it is typed, by the parser the service checks a spec with.
-  const configProblems = configs.map((c) => configStringProblem(c.config, guest));
+  const configProblems = configs.map((c) => configStringProblem(c.config, vm ? vm.config : { guest }));
+  // A VM booting its own kernel runs no built-in workload: only the user's benchmark (own or saved).
+  const ownOnly = guest === 'custom';
+  const measuringOwn = own || ownOnly;
   const runs = /^\s*\d+\s*$/.test(runsText) ? Number(runsText) : NaN;
   const checkRuns = (): boolean => {
     const bad = !(Number.isSafeInteger(runs) && runs >= 1 && runs <= MAX_RUNS);
@@ -105,12 +132,50 @@ function ExperimentForm() {
     if (new Set(configs.map((c) => c.name.trim())).size !== configs.length) return setError('Two configurations have the same name.');
     const badConfig = configProblems.findIndex((p) => p !== undefined);
     if (badConfig >= 0) return setError(`Configuration "${configs[badConfig]!.name.trim()}": ${configProblems[badConfig]}`);
-    const spec: ExperimentSpec = {
-      guest, workload: workload.trim(), configs: configs.map((c) => ({ name: c.name.trim(), config: c.config.trim() })), runs,
-    };
+    // The API's form of a spec: a library VM by its id, a host command by its confirmation (experiment-api.ts).
+    const spec = {
+      workload: workload.trim(), configs: configs.map((c) => ({ name: c.name.trim(), config: c.config.trim() })), runs,
+    } as unknown as Omit<ExperimentSpec, 'bench'> & { vm?: string; bench?: Record<string, unknown> };
+    if (vm) (spec as { vm?: string }).vm = vm.id;
+    else spec.guest = guest as 'probe' | 'linux';
+    if (measuringOwn) {
+      const problems = ownBenchmarkProblems(draft);
+      const first = Object.values(problems)[0];
+      if (first) {
+        setShowOwnProblems(true);
+        return setError(`Your benchmark: ${first}`);
+      }
+      const argv = splitCommand(draft.command.trim());
+      const bench: Record<string, unknown> = { metric: draft.metric };
+      if (draft.ready) bench.ready = draft.ready;
+      if (draft.unit) bench.unit = draft.unit;
+      if (draft.higherIsBetter) bench.higherIsBetter = true;
+      // Labelled by the name it is saved under (as unhalt bench --save-workload does), else host-cmd / guest-cmd.
+      if (draft.saveAs) spec.workload = draft.saveAs;
+      else delete (spec as { workload?: string }).workload;
+      const run = async (hostCmdId?: string) => {
+        spec.bench = hostCmdId ? { ...bench, hostCmdId } : { ...bench, guestCmd: argv };
+        if (draft.saveAs) {
+          try {
+            await api.saveWorkload(draft.saveAs, spec.bench as never);
+            setSaved(await api.listSavedWorkloads());
+          } catch (e) {
+            return setError(`Not saved: ${errorMessage(e)}`);
+          }
+        }
+        await startSpec(spec as unknown as ExperimentSpec);
+      };
+      if (draft.where === 'guest') return run();
+      // A command on this machine: shown in full and confirmed with the code first.
+      setConfirming({ argv, go: (hostCmdId) => { setConfirming(null); void run(hostCmdId); } });
+      return;
+    }
     if (args.trim()) spec.workloadArgs = args.trim();
     if (vsQemu) spec.vsQemu = true;
     if (bare) spec.bare = true;
+    await startSpec(spec as unknown as ExperimentSpec);
+  };
+  const startSpec = async (spec: ExperimentSpec) => {
     setStarting(true);
     try {
       const x = await api.startExperiment(spec);
@@ -121,43 +186,78 @@ function ExperimentForm() {
       setStarting(false);
     }
   };
-  const workloads = workloadChoices(guest);
+  const builtIn = guest === 'custom' ? [] : workloadChoices(guest);
+  const workloads = [...builtIn, ...saved.map((w) => ({ name: w.name, summary: `your benchmark: ${w.bench.guestCmd ? 'guest' : 'host'} command ${(w.bench.guestCmd ?? w.bench.hostCmd ?? [''])[0]}`, params: undefined }))];
   const wl = workloads.find((w) => w.name === workload.trim());
   return (
+    <>
     <form className="panel experiment-form" aria-labelledby={`${id}-h`} onSubmit={(e) => { e.preventDefault(); void start(); }}>
       <h2 id={`${id}-h`}>New experiment</h2>
       <div className="field-row top">
         <div className="field">
-          <label htmlFor={`${id}-guest`}>Guest</label>
-          <select id={`${id}-guest`} value={guest} onChange={(e) => {
-            const g = e.target.value as 'probe' | 'linux';
-            setGuest(g);
-            setWorkload(workloadChoices(g)[0]?.name ?? '');
+          <label htmlFor={`${id}-guest`}>Run on</label>
+          <select id={`${id}-guest`} value={target} onChange={(e) => {
+            const t = e.target.value;
+            setTarget(t);
+            const v = vms.find((x) => `vm:${x.id}` === t);
+            const g = v ? v.config.guest : t;
+            setWorkload(g === 'custom' ? '' : workloadChoices(g as 'probe' | 'linux')[0]?.name ?? '');
             setArgs('');
+            if (v) {
+              // On a VM the configs are knob changes: its own vCPU count unless a config says otherwise.
+              setConfigs((cs) => cs.map((c) => ({ ...c, config: c.config.replace(/^cpus=\d+,?/, '') })));
+              setVsQemu(false);
+            }
+            if (v && !hasAgent(v.config)) setDraft((d) => ({ ...d, where: 'host' }));
           }}>
             <option value="probe">probe (diagnostic guest)</option>
             <option value="linux" disabled={!linuxBuilt}>Linux{linuxBuilt ? '' : ' (kit not built)'}</option>
+            {vms.length > 0 && (
+              <optgroup label="Your VMs (each config: the VM with those knobs changed)">
+                {vms.map((v) => <option key={v.id} value={`vm:${v.id}`}>{v.config.name}</option>)}
+              </optgroup>
+            )}
           </select>
         </div>
-        <div className="field grow">
-          <label htmlFor={`${id}-wl`}>Workload</label>
-          <input id={`${id}-wl`} list={`${id}-wls`} value={workload} autoComplete="off" spellCheck={false}
-            onChange={(e) => { setWorkload(e.target.value); if (workloads.some((w) => w.name === e.target.value)) setArgs(''); }} />
-          <datalist id={`${id}-wls`}>{workloads.map((w) => <option key={w.name} value={w.name}>{w.summary}</option>)}</datalist>
-        </div>
+        {!ownOnly && (
+          <div className="field" role="radiogroup" aria-label="What to measure">
+            <span className="label">Measure</span>
+            <label className="toggle inline">
+              <input type="radio" name={`${id}-measure`} checked={!own} onChange={() => setOwn(false)} />
+              <span>A workload</span>
+            </label>
+            <label className="toggle inline">
+              <input type="radio" name={`${id}-measure`} checked={own} onChange={() => setOwn(true)} />
+              <span>My own command</span>
+            </label>
+          </div>
+        )}
       </div>
-      <p className="hint">{wl?.summary ?? '\u00a0'}</p>
-      <div className="field">
-        <label htmlFor={`${id}-args`}>Workload parameters</label>
-        <input id={`${id}-args`} value={args} placeholder={wl?.params ?? 'key=value …'} autoComplete="off" spellCheck={false} onChange={(e) => setArgs(e.target.value)} />
-      </div>
+      {vm && <p className="hint" data-testid="compare-on-vm">On {vm.config.name}: every run boots it as saved with the configuration&apos;s knobs changed; its writable disks are attached snapshot=on, so the runs never change them.</p>}
+      {measuringOwn ? (
+        <OwnBenchmarkFields draft={draft} set={(patch) => setDraft((d) => ({ ...d, ...patch }))} guestHasAgent={vm ? hasAgent(vm.config) : guest === 'linux'} showProblems={showOwnProblems} />
+      ) : (
+        <>
+          <div className="field grow">
+            <label htmlFor={`${id}-wl`}>Workload</label>
+            <input id={`${id}-wl`} list={`${id}-wls`} value={workload} autoComplete="off" spellCheck={false}
+              onChange={(e) => { setWorkload(e.target.value); if (workloads.some((w) => w.name === e.target.value)) setArgs(''); }} />
+            <datalist id={`${id}-wls`}>{workloads.map((w) => <option key={w.name} value={w.name}>{w.summary}</option>)}</datalist>
+          </div>
+          <p className="hint">{wl?.summary ?? '\u00a0'}</p>
+          <div className="field">
+            <label htmlFor={`${id}-args`}>Workload parameters</label>
+            <input id={`${id}-args`} value={args} placeholder={wl?.params ?? 'key=value …'} autoComplete="off" spellCheck={false} onChange={(e) => setArgs(e.target.value)} />
+          </div>
+        </>
+      )}
       <fieldset className="field">
         <legend>Configurations</legend>
         <div className="presets" role="group" aria-label="Presets">
           {PRESETS.map((p) => (
             <button key={p.label} type="button" className="btn small" onClick={() => {
-              setConfigs(p.configs);
-              if (p.workload) {
+              setConfigs(vm ? p.configs.map((c) => ({ ...c, config: c.config.replace(/^cpus=\d+,?/, '') })) : p.configs);
+              if (p.workload && guest !== 'custom') {
                 setWorkload(p.workload[guest]);
                 setArgs('');
               }
@@ -203,22 +303,29 @@ function ExperimentForm() {
               ? `Fewer than ${FEW_RUNS} runs rarely show a difference as significant.` : '\u00a0')}
           </p>
         </div>
-        <label className="toggle inline">
-          <input type="checkbox" checked={vsQemu} onChange={(e) => setVsQemu(e.target.checked)} />
-          <span>Also under QEMU</span>
-        </label>
-        <label className="toggle inline">
-          <input type="checkbox" checked={bare} onChange={(e) => setBare(e.target.checked)} />
-          <span>Bare-host reference</span>
-        </label>
+        {!measuringOwn && (
+          <>
+            <label className="toggle inline">
+              <input type="checkbox" checked={vsQemu} onChange={(e) => setVsQemu(e.target.checked)} />
+              <span>Also under QEMU</span>
+            </label>
+            <label className="toggle inline">
+              <input type="checkbox" checked={bare} onChange={(e) => setBare(e.target.checked)} />
+              <span>Bare-host reference</span>
+            </label>
+          </>
+        )}
       </div>
-      {vsQemu && configs.some((c) => /(^|,)\s*(halt-poll-ns|pin)\s*=/.test(c.config)) && (
+      {!measuringOwn && vsQemu && configs.some((c) => /(^|,)\s*(halt-poll-ns|pin)\s*=/.test(c.config)) && (
         <p className="hint qemu-hint" role="note">QEMU has no per-VM halt polling and does not pin vCPUs: its rows run those configs at the host&apos;s
           halt polling, unpinned, and are marked so.</p>
       )}
       {error && <p className="error" role="alert">{error}</p>}
       <button type="submit" className="btn primary" {...startButtonProps(host, starting)}>{starting ? 'Starting…' : 'Run experiment'}</button>
     </form>
+    {/* Outside the form: a form of its own, whose submit must not submit this one. */}
+    {confirming && <HostCommandDialog argv={confirming.argv} onConfirmed={confirming.go} onCancel={() => setConfirming(null)} />}
+    </>
   );
 }
 
@@ -232,7 +339,7 @@ function PastExperiments({ experiments, selected }: { experiments: ExperimentSum
             <li key={x.id}>
               <button type="button" className="exp-item" aria-current={x.id === selected ? 'true' : undefined}
                 onClick={() => navigate({ view: 'compare', experimentId: x.id })}>
-                <span className="exp-name">{x.kind === 'tune' ? 'tune · ' : ''}{x.spec.guest} · {x.spec.workload}</span>
+                <span className="exp-name">{x.kind === 'tune' ? 'tune · ' : ''}{x.spec.vm?.name ?? x.spec.guest} · {x.spec.workload}</span>
                 <span className="exp-configs">{x.kind === 'tune' ? `advisor for ${x.tune?.vmName ?? 'a configuration'}` : x.spec.configs.map((c) => c.name).join(' vs ')}</span>
                 <span className={`badge exp-${x.state}`}>{x.state === 'running' ? `${x.progress.done}/${x.progress.total}` : x.state}</span>
                 <span className="muted small">{ago(x.createdAt)}</span>
@@ -276,11 +383,12 @@ function ExperimentPanel({ id, summary }: { id: string; summary?: ExperimentSumm
   const frac = x.progress.total ? x.progress.done / x.progress.total : 0;
   return (
     <section className="panel experiment" aria-labelledby="exp-h" data-experiment-id={x.id} data-state={x.state}>
-      <h2 id="exp-h">{x.spec.guest} · {x.spec.workload}{x.spec.workloadArgs ? ` ${x.spec.workloadArgs}` : ''}</h2>
+      <h2 id="exp-h">{x.spec.vm?.name ?? x.spec.guest} · {x.spec.workload}{x.spec.workloadArgs ? ` ${x.spec.workloadArgs}` : ''}</h2>
       <p className="muted small">
         {new Date(x.createdAt).toLocaleString()} · {x.spec.runs} run{x.spec.runs === 1 ? '' : 's'} per configuration
         {x.spec.vsQemu ? ' · with QEMU' : ''}{x.spec.bare ? ' · with a bare-host reference' : ''}
       </p>
+      {x.spec.bench && <p className="muted small mono" data-testid="experiment-bench">benchmark: {describeBench(x.spec.bench)}</p>}
       <div className="progress-row">
         <progress max={1} value={x.state === 'done' ? 1 : frac} aria-label="Experiment progress" />
         <span className="small">

@@ -6,7 +6,8 @@
 // recommendation in the VM's saved configuration (a stopped VM; a running one is refused, and
 // the reason shown). The run is an experiment like the others: it is also in the Compare list.
 import { useEffect, useId, useState } from 'react';
-import { GOAL_KINDS, GOAL_LABELS, parseBudget, type ExperimentDetail, type GoalKind, type TuneRequest, type VmRecord } from '../../../../electron/service/api.ts';
+import { GOAL_KINDS, GOAL_LABELS, parseBudget, type ExperimentDetail, type GoalKind, type SavedWorkloadDto, type TuneRequest, type VmRecord } from '../../../../electron/service/api.ts';
+import { benchGoal } from '../../../../electron/experiments/user-bench.ts';
 import { api, errorMessage, navigate, useApp } from '../../state/app.ts';
 import { workloadChoices, workloadProblem } from '../../lib/workloads.ts';
 import { startBlocked, startButtonProps } from '../KvmNotice.tsx';
@@ -17,7 +18,11 @@ export function TunePanel({ vm }: { vm: VmRecord }) {
   const host = useApp((s) => s.host);
   const [open, setOpen] = useState(false);
   const guest = vm.config.guest === 'linux' ? 'linux' : 'probe';
-  const [workload, setWorkload] = useState(guest === 'linux' ? 'pipe' : 'timer');
+  // A VM that boots its own kernel runs the user's saved benchmarks only (no built-in workload).
+  const ownKernel = vm.config.guest === 'custom';
+  const [saved, setSaved] = useState<SavedWorkloadDto[]>([]);
+  useEffect(() => { api.listSavedWorkloads().then(setSaved, () => setSaved([])); }, []);
+  const [workload, setWorkload] = useState(ownKernel ? '' : guest === 'linux' ? 'pipe' : 'timer');
   const [goal, setGoal] = useState<GoalKind>('latency-p50');
   const [bound, setBound] = useState('');
   const [budget, setBudget] = useState('5m');
@@ -34,7 +39,11 @@ export function TunePanel({ vm }: { vm: VmRecord }) {
     return () => { live = false; };
   }, [latest?.id, latest?.state]);
 
-  const checkWorkload = (v: string) => workloadProblem(guest, v);
+  const savedOf = (v: string) => saved.find((w) => w.name === v.trim());
+  const checkWorkload = (v: string) => (savedOf(v) ? undefined
+    : ownKernel ? (saved.length ? `pick one of your saved benchmarks (${saved.map((w) => w.name).join(', ')}): this VM boots its own kernel, where the built-in workloads cannot run`
+      : 'this VM boots its own kernel, where the built-in workloads cannot run: save your own benchmark first (Compare, "My own command", Save as workload)')
+      : workloadProblem(guest, v));
   const checkBudget = (v: string) => { try { parseBudget(v); return undefined; } catch (e) { return (e as Error).message; } };
   const checkBound = (v: string) => (goal !== 'host-cpu' ? undefined : /^[0-9]{1,12}(\.[0-9]{1,6})?$/.test(v.trim()) && Number(v) > 0 ? undefined
     : 'the latency bound must be a number above 0, in the workload\'s unit');
@@ -100,8 +109,17 @@ export function TunePanel({ vm }: { vm: VmRecord }) {
           <label htmlFor={`${id}-wl`}>Workload</label>
           <input id={`${id}-wl`} list={`${id}-wls`} value={workload} autoComplete="off" spellCheck={false}
             aria-invalid={!!fieldErrors.workload} aria-describedby={fieldErrors.workload ? `${id}-workload-err` : undefined}
-            onChange={(e) => { setWorkload(e.target.value); typed('workload', checkWorkload(e.target.value)); }} onBlur={() => leave('workload', checkWorkload(workload))} />
-          <datalist id={`${id}-wls`}>{workloadChoices(guest).map((w) => <option key={w.name} value={w.name}>{w.summary}</option>)}</datalist>
+            onChange={(e) => {
+              setWorkload(e.target.value);
+              typed('workload', checkWorkload(e.target.value));
+              // The user's benchmark says its own direction: the goal follows it.
+              const s = savedOf(e.target.value);
+              if (s) setGoal(benchGoal(s.bench));
+            }} onBlur={() => leave('workload', checkWorkload(workload))} />
+          <datalist id={`${id}-wls`}>
+            {(ownKernel ? [] : workloadChoices(guest)).map((w) => <option key={w.name} value={w.name}>{w.summary}</option>)}
+            {saved.map((w) => <option key={`saved-${w.name}`} value={w.name}>your benchmark: {w.bench.guestCmd ? 'guest' : 'host'} command {(w.bench.guestCmd ?? w.bench.hostCmd ?? [''])[0]}</option>)}
+          </datalist>
           {fieldError('workload')}
         </div>
         <div className="field">
