@@ -207,8 +207,8 @@ describe('the agent command path (unhalt-agent --stdio)', () => {
     expect(r.stderr).toMatch(/pipe: loops="x" is not a whole number/);
   });
 
-  it('bounds over-long lines', async () => {
-    const r = await agent([{ line: 'x'.repeat(2000) }, { line: 'ping seq=1' }]);
+  it('bounds over-long lines (16 KiB in: an exec\'s argument vector as hex)', async () => {
+    const r = await agent([{ line: 'x'.repeat(20000) }, { line: 'ping seq=1' }]);
     expect(r.events.map((e) => e.event)).toEqual(['ready', 'error', 'pong']);
     expect(r.events[1]!.fields.line_too_long).toBe(1);
   });

@@ -11,7 +11,8 @@
 //
 // then serves commands, one per line, from the same device: `NAME key=value ...`.
 // Every reply is a `@u1 EVENT ...` line (integers only, units in key names); an unknown
-// command gets `@u1 error unknown_command=1`. Commands (the COMMANDS table below):
+// command gets `@u1 error unknown_command=1`, a line over COMMAND_MAX_BYTES `@u1 error
+// line_too_long=1`. Commands (the COMMANDS table below):
 //
 //   ping seq=N                  -> @u1 pong seq=N
 //   info                        -> @u1 info ... (as ready)

@@ -1,0 +1,106 @@
+// From a cloud image file to a verdict on the user's own benchmark without a terminal (the app as
+// a person uses it: typing and clicking, headless Chromium against host mode): "Import a disk
+// image…" through the file browser, then Compare on the imported VM with "My own command" — a
+// load generator on this machine timing the guest's SSH banner through the forward the import
+// made — ready when the console shows the login prompt; the command confirmed with the code from
+// the terminal; an A/B of halt polling boots the distribution twice and gives its verdict; the
+// image is byte for byte as before. A stock Linux boots here: it runs where KVM has hardware
+// semantics (the nested lane's L1 on every host: test/support/e2e-files.ts E2E_LINUX_FILES).
+import { createHash } from 'node:crypto';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { CLOUD_IMAGE, ensureCloudImage } from '../support/cloud-image.ts';
+import { hardwareKvm, NEEDS_HARDWARE } from '../support/kvm-semantics.ts';
+import { kvmAvailable } from '../support/probe.ts';
+import { scaled } from '../support/time-scale.ts';
+import { artifact, hook, skipReason, typeInto, useApp, waitFor } from './support.ts';
+
+const reason = skipReason() ?? (kvmAvailable && hardwareKvm() ? null : NEEDS_HARDWARE);
+if (reason) console.warn(`[e2e import-compare] skipped: ${reason}`);
+
+const sha256 = (file: string) => createHash('sha256').update(readFileSync(file)).digest('hex');
+
+describe.skipIf(reason !== null)('a cloud image imported and compared in the app', () => {
+  const app = useApp({ width: 1500, height: 1600 });
+  let before = '';
+  beforeAll(() => {
+    ensureCloudImage();
+    before = sha256(CLOUD_IMAGE);
+  }, scaled(1_000_000));
+
+  it('imports the image, then an A/B of halt polling with my own host command against its SSH port gives a verdict; the image unchanged', async () => {
+    const { page } = app;
+    await app.goto();
+    await page.getByRole('button', { name: 'Import a disk image…' }).click();
+    await page.getByRole('heading', { name: 'Import a disk image', level: 1 }).waitFor();
+    const guests = dirname(dirname(CLOUD_IMAGE));
+    await page.getByRole('button', { name: guests, exact: false }).first().click();
+    await waitFor('the guests folder listed', async () => (await page.getByTestId('file-browser-path').textContent()) === guests, 15_000);
+    await page.getByRole('button', { name: /linux/ }).first().click();
+    await page.getByRole('button', { name: /cloud-image\.raw/ }).click();
+    await typeInto(page, 'Name', 'mine');
+    await page.getByRole('radio', { name: 'A password' }).click();
+    await typeInto(page, 'Password', 'correct horse');
+    const t0 = performance.now();
+    await page.locator('button[data-action="import"]').click();
+    await page.locator('section.vm-view').waitFor({ timeout: scaled(120_000) });
+    console.log(`import-compare: import took ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+    const vmId = (await page.locator('section.vm-view').getAttribute('data-vm-id'))!;
+    const state = await hook<{ vms: { id: string; imported?: { sshPort: number } }[] }>(page, 'state');
+    const port = state.vms.find((v) => v.id === vmId)!.imported!.sshPort;
+
+    // The user's load generator: ten connections to the guest's sshd, each timed to its banner.
+    const client = join(app.home, 'ssh-banner.mjs');
+    writeFileSync(client, [
+      "import { connect } from 'node:net';",
+      'const times = [];',
+      'const once = () => new Promise((ok, fail) => {',
+      '  const t0 = performance.now();',
+      "  const s = connect(Number(process.argv[2]), '127.0.0.1');",
+      "  s.on('data', (d) => { if (String(d).startsWith('SSH-')) { times.push(performance.now() - t0); s.destroy(); ok(); } });",
+      "  s.on('error', fail);",
+      '});',
+      'for (let i = 0; i < 10; i++) await once();',
+      'times.sort((a, b) => a - b);',
+      'console.log(`banner_ms=${times[5].toFixed(3)}`);',
+    ].join('\n'));
+
+    await page.getByRole('navigation', { name: 'Main' }).getByRole('button', { name: 'Compare' }).click();
+    await page.getByRole('heading', { name: 'Compare configurations' }).waitFor();
+    await page.getByLabel('Run on', { exact: true }).selectOption({ label: 'mine' });
+    await page.getByRole('radio', { name: 'My own command' }).click();
+    await typeInto(page, 'Command', `${process.execPath} ${client} ${port}`);
+    await typeInto(page, 'Metric', 'banner_ms=([0-9.]+)');
+    await typeInto(page, 'Ready when the console prints', 'login: ');
+    await typeInto(page, 'Unit', 'ms');
+    await typeInto(page, 'Configuration 1 name', 'poll 0');
+    await typeInto(page, 'Configuration 1 config string', 'halt-poll-ns=0');
+    await typeInto(page, 'Configuration 2 name', 'poll 200us');
+    await typeInto(page, 'Configuration 2 config string', 'halt-poll-ns=200000');
+    await typeInto(page, 'Runs each', '1');
+    await page.getByRole('button', { name: 'Run experiment' }).click();
+    const dialog = page.locator('dialog[data-confirm="host-command"]');
+    await dialog.waitFor();
+    const code = await waitFor('the code on the terminal', () => /type the code (\d{3}) (\d{3})/.exec(app.host.output())?.slice(1).join(''));
+    await typeInto(page, dialog.getByLabel('Code'), code);
+    const t1 = performance.now();
+    await dialog.getByRole('button', { name: 'Allow and run' }).click();
+
+    const panel = page.locator('section.experiment');
+    const done = await waitFor('the experiment to finish', async () => {
+      const s = await panel.getAttribute('data-state');
+      return s === 'running' ? '' : s;
+    }, 540_000, 1000);
+    console.log(`import-compare: the A/B took ${((performance.now() - t1) / 1000).toFixed(1)} s`);
+    await page.screenshot({ path: artifact('ui-import-compare/result.png'), fullPage: true });
+    expect(done, await panel.textContent() ?? '').toBe('done');
+    const rows = await page.getByTestId('results-table').locator('tbody tr').allTextContents();
+    console.log(`import-compare: ${rows.join(' | ')}`);
+    expect(rows).toHaveLength(2);
+    expect(rows[0]).toContain('poll 0');
+    expect(rows[1]).toMatch(/poll 200us.*\d\.\d+×/);
+    expect(await panel.getByTestId('experiment-bench').textContent()).toContain("after the console printed /login: /; metric /banner_ms=([0-9.]+)/ in ms");
+    expect(sha256(CLOUD_IMAGE)).toBe(before);
+  }, 600_000);
+});
