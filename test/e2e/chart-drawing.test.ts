@@ -25,6 +25,8 @@ if (reason) console.warn(`[e2e chart drawing] skipped: ${reason}`);
 
 const num = async (l: Locator, attr: string) => Number(await l.getAttribute(attr) ?? NaN);
 const means = async (l: Locator) => (await l.getAttribute('data-series-means') ?? '').split(' ').filter(Boolean).map(Number);
+/** Several figures of one chart read in one go: the chart redraws between separate reads (each sample). */
+const snapshot = (l: Locator, attrs: string[]) => l.evaluate((el, names) => Object.fromEntries(names.map((n) => [n, el.getAttribute(n) ?? ''])), attrs);
 
 /** Every legend row of a chart is inside its figure and not clipped; the first row explains the numbers. */
 async function legendShowsAll(chart: Locator, window: string): Promise<void> {
@@ -99,17 +101,18 @@ describe.skipIf(reason !== null)('live chart drawing', () => {
     }, 60_000, 250);
 
     // 1. The line reads the mean; the bursts are the band, ~10x higher.
-    const exitMeans = await means(exits);
+    const drawn = await snapshot(exits, ['data-series-means', 'data-line-max', 'data-band-max', 'data-window-max', 'data-window-mean']);
+    const exitMeans = drawn['data-series-means']!.split(' ').filter(Boolean).map(Number);
     const meanMax = Math.max(...exitMeans);
-    const lineMax = await num(exits, 'data-line-max');
-    const bandMax = await num(exits, 'data-band-max');
+    const lineMax = Number(drawn['data-line-max']);
+    const bandMax = Number(drawn['data-band-max']);
     console.log(`[e2e chart drawing] halt exits: series means ${exitMeans.map((m) => m.toFixed(1)).join(', ')}/s, line max ${lineMax.toFixed(1)}/s, band max ${bandMax.toFixed(1)}/s, bin ${await exits.getAttribute('data-bin-sec')} s`);
     expect(meanMax).toBeGreaterThan(0);
     expect(bandMax).toBeGreaterThan(4 * meanMax);
     expect(lineMax).toBeLessThanOrEqual(2.5 * meanMax);
     // 8. The header's max is the top of what is drawn (one vCPU's peak), its mean all vCPUs'.
-    expect(await num(exits, 'data-window-max')).toBeCloseTo(bandMax, 6);
-    expect(await num(exits, 'data-window-mean')).toBeCloseTo(exitMeans.reduce((a, b) => a + b, 0), 6);
+    expect(Number(drawn['data-window-max'])).toBeCloseTo(bandMax, 6);
+    expect(Number(drawn['data-window-mean'])).toBeCloseTo(exitMeans.reduce((a, b) => a + b, 0), 6);
     await waitFor('the header', async () => /^max [\d.]+( k)?\/s per vCPU · mean [\d.]+( k)?\/s all vCPUs \(last 1 min\)$/
       .test(await exits.locator('.chart-readout').textContent() ?? ''), 5000);
 
