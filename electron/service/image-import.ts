@@ -4,7 +4,6 @@
 // (vmm/image/nocloud-seed.ts), the tools disk for the agent, and user networking with a forward to
 // the guest's SSH. The image itself is never written by the import; what the import makes lives
 // in UNHALT_HOME/imports/ID/ and is gone again if any step fails.
-import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { closeSync, existsSync, mkdirSync, openSync, rmSync, statSync } from 'node:fs';
 import { userInfo } from 'node:os';
@@ -18,7 +17,7 @@ import { ImageError, extractBootFiles, inspectImage, type BootSource } from '../
 import { SeedError, checkUser, defaultSshKey, hashPassword, readSmallFile, readSshKey, writeSeed } from '../vmm/image/nocloud-seed.ts';
 import { checkBootFiles } from '../vmm/boot/boot-file-checks.ts';
 import { shownPath } from '../vmm/config/shown-path.ts';
-import { QEMU_IMG, QemuImgProgress } from './disk-conversion.ts';
+import { convertQcow2ToRaw, Qcow2ConvertError, Qcow2ConvertStopped } from '../vmm/image/qcow2-convert.ts';
 import type { ImportRequestDto } from './api.ts';
 import type { ImportedFrom } from './library-schema.ts';
 import { homeLayout } from './paths.ts';
@@ -251,24 +250,17 @@ async function portFreeNow(port: number): Promise<boolean> {
   });
 }
 
-/** qemu-img convert into a new file (never over one); the partial file is removed on failure. */
-function convertQcow2(source: string, target: string, progress: (pct: number) => void, signal?: AbortSignal): Promise<void> {
-  closeSync(openSync(target, 'wx', 0o600));
-  return new Promise((done, fail) => {
-    const child = spawn(QEMU_IMG, ['convert', '-p', '-f', 'qcow2', '-O', 'raw', source, target], { stdio: ['ignore', 'pipe', 'pipe'], ...(signal ? { signal } : {}) });
-    const reader = new QemuImgProgress();
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (t: string) => { const p = reader.feed(t); if (p !== undefined) progress(p); });
-    child.stderr.setEncoding('utf8').on('data', (t: string) => { stderr = (stderr + t).slice(-2000); });
-    child.on('error', (e) => {
-      rmSync(target, { force: true });
-      if ((e as Error).name === 'AbortError') return fail(new ImportStopped());
-      fail(new ImageError((e as NodeJS.ErrnoException).code === 'ENOENT' ? `${QEMU_IMG} is not installed (Debian: apt install qemu-utils): a qcow2 image is converted by it` : `qemu-img could not run: ${e.message}`));
-    });
-    child.on('close', (code, signal) => {
-      if (code === 0) return done();
-      rmSync(target, { force: true });
-      fail(new ImageError(signal ? `qemu-img was stopped (${signal})` : `${source}: qemu-img could not convert it: ${stderr.trim().split('\n').pop() ?? `exit ${code}`}`));
-    });
-  });
+/** The one qcow2 conversion (qcow2-convert.ts), its failures as this import's. */
+async function convertQcow2(source: string, target: string, progress: (pct: number) => void, signal?: AbortSignal): Promise<void> {
+  const run = convertQcow2ToRaw(source, target, { progress });
+  const off = signal ? (() => { const stop = () => run.stop(); signal.addEventListener('abort', stop, { once: true }); return () => signal.removeEventListener('abort', stop); })() : () => {};
+  try {
+    await run.done;
+  } catch (e) {
+    if (e instanceof Qcow2ConvertStopped || signal?.aborted) throw new ImportStopped();
+    if (e instanceof Qcow2ConvertError) throw new ImageError(/^qemu-img|is not installed/.test(e.message) && !/could not convert/.test(e.message) ? e.message : `${source}: ${e.message}`);
+    throw e;
+  } finally {
+    off();
+  }
 }

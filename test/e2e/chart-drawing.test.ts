@@ -26,7 +26,8 @@ if (reason) console.warn(`[e2e chart drawing] skipped: ${reason}`);
 const num = async (l: Locator, attr: string) => Number(await l.getAttribute(attr) ?? NaN);
 const means = async (l: Locator) => (await l.getAttribute('data-series-means') ?? '').split(' ').filter(Boolean).map(Number);
 /** Several figures of one chart read in one go: the chart redraws between separate reads (each sample). */
-const snapshot = (l: Locator, attrs: string[]) => l.evaluate((el, names) => Object.fromEntries(names.map((n) => [n, el.getAttribute(n) ?? ''])), attrs);
+const snapshot = (l: Locator, attrs: string[]): Promise<Record<string, string>> =>
+  l.evaluate((el, names) => Object.fromEntries(names.map((n) => [n, el.getAttribute(n) ?? ''])), attrs);
 
 /** Every legend row of a chart is inside its figure and not clipped; the first row explains the numbers. */
 async function legendShowsAll(chart: Locator, window: string): Promise<void> {
@@ -102,7 +103,7 @@ describe.skipIf(reason !== null)('live chart drawing', () => {
 
     // 1. The line reads the mean; the bursts are the band, ~10x higher.
     const drawn = await snapshot(exits, ['data-series-means', 'data-line-max', 'data-band-max', 'data-window-max', 'data-window-mean']);
-    const exitMeans = drawn['data-series-means']!.split(' ').filter(Boolean).map(Number);
+    const exitMeans: number[] = drawn['data-series-means']!.split(' ').filter(Boolean).map(Number);
     const meanMax = Math.max(...exitMeans);
     const lineMax = Number(drawn['data-line-max']);
     const bandMax = Number(drawn['data-band-max']);
