@@ -37,6 +37,12 @@ export interface VmStatus {
    * configuration, gone at the next start. Absent until one is made.
    */
   live?: LiveKnobs;
+  /**
+   * The guest's agent on ttyS1 this run: 'ready' once it said so; 'probing' while its live
+   * context-switch probe runs (started while a client watches the VM, stopped when none does).
+   * Absent: no agent has spoken (a guest without one, or one still booting).
+   */
+  agent?: 'ready' | 'probing';
 }
 
 export interface LiveKnobs {

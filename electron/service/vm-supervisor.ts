@@ -32,6 +32,9 @@ const TELEMETRY_FLUSH_MS = 200;
 const MAX_PENDING_CONSOLE = 256 * 1024;
 const MAX_PENDING_SAMPLES = 4000;
 const MAX_METRICS = 1000;
+/** The agent's live probe while the VM is watched: a sample a second of 100 pipe round trips (light on the guest). */
+const PROBE_INTERVAL_MS = 1000;
+const PROBE_ROUNDS = 100;
 const MAX_METRICS_PER_FLUSH = 50;
 /**
  * Records in a subscription's backfill (newest kept): ~1.5 KiB of JSON each, so this bounds the
@@ -67,6 +70,9 @@ export class VmSupervisor {
   private resolved?: ResolvedDto;
   /** Knobs changed while this run lasts (VmStatus.live). */
   private live: LiveKnobs = {};
+  /** The guest's agent said ready this run; its live probe is on (updateProbe). */
+  private agentReady = false;
+  private probing = false;
   private droppedByVm = 0;
   private droppedForSubscribers = 0;
   private starting?: Promise<unknown>;
@@ -106,7 +112,21 @@ export class VmSupervisor {
     const dropped = (this.vm?.droppedConsoleBytes ?? this.droppedByVm) + this.droppedForSubscribers + this.log.dropped;
     if (dropped) s.droppedConsoleBytes = dropped;
     if (this.state !== 'stopped' && Object.keys(this.live).length) s.live = { ...this.live };
+    if (this.state !== 'stopped' && this.agentReady) s.agent = this.probing ? 'probing' : 'ready';
     return s;
+  }
+
+  /**
+   * The agent's live context-switch probe (the latency chart of a Linux guest) runs while a client
+   * watches this VM and the agent is there: on at the agent's ready or a new subscriber, off when
+   * the last one leaves. An agent that restarted said ready again with its probe off.
+   */
+  private updateProbe(): void {
+    const want = this.agentReady && this.sinks.size > 0 && this.vm !== undefined && this.state !== 'stopped';
+    if (want === this.probing) return;
+    this.probing = want;
+    this.vm?.sendAgent(want ? `probe on interval_ms=${PROBE_INTERVAL_MS} rounds=${PROBE_ROUNDS}\n` : 'probe off\n');
+    this.emitStatus();
   }
 
   async start(input: StartInput): Promise<VmStatus> {
@@ -185,6 +205,8 @@ export class VmSupervisor {
 
   private onEnd(end: VmEnd): void {
     if (!this.vm) return;
+    this.agentReady = false;
+    this.probing = false;
     this.droppedByVm = this.vm.droppedConsoleBytes;
     this.vm = undefined;
     const message = end.kind === 'stopped' && this.forceMessage ? this.forceMessage : end.message;
@@ -314,11 +336,13 @@ export class VmSupervisor {
     const devices = this.sampler ? this.toApiSamples(this.sampler.deviceRecords().slice(-MAX_BACKFILL_SAMPLES)) : [];
     const markers = this.sampler ? this.sampler.markers.map((m) => this.toApiMarker(m)) : [...this.ownMarkers];
     this.sinks.add(sink);
+    this.updateProbe();
     return { console: this.scrollback.text(), samples, markers, metrics: [...this.metrics], ...(devices.length ? { devices } : {}) };
   }
 
   unsubscribe(sink: EventSink): void {
     this.sinks.delete(sink);
+    this.updateProbe();
   }
 
   /** A line of the service's own between guest output (on a line of its own, in the log too). */
@@ -356,6 +380,12 @@ export class VmSupervisor {
   }
 
   private onAgent(e: AgentEvent): void {
+    if (e.event === 'ready') {
+      this.agentReady = true;
+      this.probing = false; // a (re)started agent has no probe running
+      this.updateProbe();
+      this.emitStatus();
+    }
     const metric: GuestMetric = { t: Date.now(), event: e.event, fields: { ...e.fields } };
     this.metrics.push(metric);
     if (this.metrics.length > MAX_METRICS) this.metrics.shift();

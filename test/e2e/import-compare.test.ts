@@ -103,4 +103,34 @@ describe.skipIf(reason !== null)('a cloud image imported and compared in the app
     expect(await panel.getByTestId('experiment-bench').textContent()).toContain("after the console printed /login: /; metric /banner_ms=([0-9.]+)/ in ms");
     expect(sha256(CLOUD_IMAGE)).toBe(before);
   }, 600_000);
+
+  it('its VM page runs the agent\'s context-switch probe while open: the latency chart draws it; stopped when no page watches', async () => {
+    const { page } = app;
+    const state = await hook<{ vms: { id: string; config: { name: string } }[] }>(page, 'state');
+    const vmId = state.vms.find((v) => v.config.name === 'mine')!.id;
+    await app.goto(`#/vm/${vmId}`);
+    const latency = page.locator('figure[data-chart="latency"]');
+    await latency.waitFor();
+    // Before the start: the chart says what will report there.
+    expect(await latency.locator('.chart-empty').textContent()).toMatch(/start the VM; its agent's context-switch probe then reports here/);
+    await page.locator('button[data-action="start"]').click();
+    await waitFor('the agent ready and probing', async () => (await hook<{ vms: { id: string; status: { agent?: string } }[] }>(page, 'state'))
+      .vms.find((v) => v.id === vmId)?.status.agent === 'probing', 400_000, 1000);
+    await waitFor('context-switch samples drawn', async () => Number(await latency.getAttribute('data-points') ?? 0) >= 3, 60_000, 500);
+    const labels = await latency.locator('.u-legend .u-series .u-label').allTextContents();
+    expect(labels.some((l) => /^ctxprobe p50/.test(l)), labels.join(', ')).toBe(true);
+    await page.screenshot({ path: artifact('ui-import-compare/linux-vm-latency.png'), fullPage: true });
+    // No client follows the VM (the tab left the app): the probe is turned off; back, on again.
+    // The agent's own answers on ttyS1 say so (the VM's backfill keeps them).
+    await page.goto('about:blank');
+    await page.waitForTimeout(5000);
+    await app.goto(`#/vm/${vmId}`);
+    await waitFor('probe on, off, on', async () => {
+      const switches = (await hook<{ probeSwitches: boolean[] }>(page, 'telemetry', vmId)).probeSwitches;
+      return /1,0,1$/.test(switches.map(Number).join(','));
+    }, 60_000, 500);
+    await page.locator('button[data-action="stop"]').click();
+    await waitFor('the VM stopped', async () => (await page.getByTestId('vm-state').first().textContent()) === 'stopped', 120_000, 500);
+    expect(sha256(CLOUD_IMAGE)).toBe(before);
+  }, 600_000);
 });

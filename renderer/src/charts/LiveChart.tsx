@@ -9,12 +9,14 @@ import { downloadUrl, safeName } from '../lib/export.ts';
 import { chartFormat, windowText } from './stream-chart.ts';
 import { ChartHelp } from './ChartHelp.tsx';
 
-export function LiveChart({ vmId, vmName, def, windowSec, note }: {
+export function LiveChart({ vmId, vmName, def, windowSec, note, emptyText }: {
   vmId: string;
   vmName: string;
   def: ChartDef;
   windowSec: number;
   note?: React.ReactNode;
+  /** What the empty chart says, where this VM has a better reason than the chart's own (def.empty). */
+  emptyText?: string;
 }) {
   const box = useRef<HTMLDivElement>(null);
   const plot = useRef<HTMLDivElement>(null);
@@ -24,6 +26,8 @@ export function LiveChart({ vmId, vmName, def, windowSec, note }: {
   const chart = useRef<StreamChart | null>(null);
   const windowRef = useRef(windowSec);
   windowRef.current = windowSec;
+  const emptyRef = useRef(emptyText);
+  emptyRef.current = emptyText;
 
   useEffect(() => {
     const t = telemetryFor(vmId);
@@ -122,7 +126,7 @@ export function LiveChart({ vmId, vmName, def, windowSec, note }: {
     const note = exportNote.current;
     if (!c || !note) return;
     if (c.windowStats().total.max === null) {
-      note.textContent = `Nothing to export: no data in the last ${windowText(windowRef.current)}${def.empty ? ` (${def.empty})` : ''}.`;
+      note.textContent = `Nothing to export: no data in the last ${windowText(windowRef.current)}${(emptyRef.current ?? def.empty) ? ` (${emptyRef.current ?? def.empty})` : ''}.`;
       return;
     }
     note.textContent = '';
@@ -141,7 +145,7 @@ export function LiveChart({ vmId, vmName, def, windowSec, note }: {
       <span className="chart-export-note" role="status" ref={exportNote} />
       {note}
       <div className="chart-plot" ref={plot} style={{ minHeight: PLOT_HEIGHT + 46 }}>
-        <div className="chart-empty" ref={empty}>{def.empty}</div>
+        <div className="chart-empty" ref={empty}>{emptyText ?? def.empty}</div>
       </div>
     </figure>
   );

@@ -48,6 +48,8 @@ export class VmTelemetry {
   configuredVcpus = 0;
   /** Latency series seen so far ("ipi p50_ns"), in order of appearance. */
   latencyKeys: string[] = [];
+  /** The agent's `@u1 probe on=…` answers, in order: true on, false off. */
+  probeSwitches: boolean[] = [];
   /** Measurements behind each latency point, per event ("ipi" -> 50), from its rounds / count field. */
   latencyCounts: Record<string, number> = {};
   /** Bumps when the set of series changes (charts then rebuild instead of only redrawing). */
@@ -121,6 +123,7 @@ export class VmTelemetry {
     this.deviceTotals = {};
     this.markers = [];
     this.latencyKeys = [];
+    this.probeSwitches = [];
     this.latencyCounts = {};
     this.vcpus = 0;
     this.latest = {};
@@ -236,6 +239,8 @@ export class VmTelemetry {
   }
 
   addMetric(metric: GuestMetric): void {
+    // The agent's live probe switched on or off (the service does it while the VM is watched).
+    if (metric.event === 'probe' && typeof metric.fields?.on === 'number') this.probeSwitches.push(metric.fields.on === 1);
     if (!LATENCY_EVENTS.has(metric.event)) return; // a device's figures are not a wake-up latency
     const fields = metric.fields ?? {};
     let row = -1;

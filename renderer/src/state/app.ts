@@ -373,6 +373,7 @@ window.__unhalt = {
       maxHaltExitsPerS: t.maxHaltExitsPerS,
       markers: t.markers.length,
       latencySeries: t.latencyKeys,
+      probeSwitches: t.probeSwitches,
       devices: t.deviceNames,
       deviceRows: t.devices.length,
     };

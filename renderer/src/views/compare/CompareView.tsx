@@ -12,6 +12,7 @@ import { ConfirmAction } from '../ConfirmAction.tsx';
 import { TuneResult } from './TuneResult.tsx';
 import { startBlocked, startButtonProps } from '../KvmNotice.tsx';
 import { workloadChoices } from '../../lib/workloads.ts';
+import { hasAgent } from '../../lib/agent.ts';
 import type { VmConfig } from '../../../../electron/vmm/config/vm-config.ts';
 import { splitCommand } from '../../../../electron/experiments/argv-split.ts';
 import { describeBench } from '../../../../electron/experiments/user-bench.ts';
@@ -78,11 +79,6 @@ export function CompareView({ experimentId }: { experimentId?: string }) {
       </div>
     </section>
   );
-}
-
-/** A library VM has our agent: the Linux guest, or an imported VM whose disks include the tools disk. */
-function hasAgent(config: VmConfig): boolean {
-  return config.guest === 'linux' || (config.disks ?? []).some((d) => /workloads\.ext4$/.test(d.path));
 }
 
 function ExperimentForm() {

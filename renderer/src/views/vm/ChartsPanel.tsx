@@ -6,12 +6,25 @@ import { CHARTS, DRAWING_NOTE } from '../../charts/defs.ts';
 import { LiveChart } from '../../charts/LiveChart.tsx';
 import { telemetryFor } from '../../charts/telemetry-store.ts';
 import { DevicesPanel, hasDevices } from './DevicesPanel.tsx';
+import { hasAgent } from '../../lib/agent.ts';
 
 const WINDOWS = [
   { sec: 60, label: '1 min' },
   { sec: 300, label: '5 min' },
   { sec: 600, label: '10 min' },
 ];
+
+/** Why a VM's latency chart is empty, where its guest has (or could have) our agent. */
+export function latencyEmpty(vm: VmRecord): string | undefined {
+  const agent = vm.status.agent;
+  if (agent === 'probing' || agent === 'ready') return 'waiting for the agent\'s context-switch probe (a pipe round trip sample each second while this page is open)';
+  const mayHaveAgent = hasAgent(vm.config);
+  if (vm.config.guest === 'probe') return undefined; // the chart's own hint: the probe's live scenarios
+  if (vm.status.state === 'stopped') return mayHaveAgent ? 'no latency: start the VM; its agent\'s context-switch probe then reports here' : NO_AGENT;
+  return mayHaveAgent ? 'no latency yet: the guest\'s agent has not reported on ttyS1 (it starts late in a distribution\'s boot); its context-switch probe then reports here' : NO_AGENT;
+}
+
+const NO_AGENT = 'no latency: this VM has no Unhalt agent on ttyS1 to measure it (a VM imported with the tools disk has one; or run a workload in the guest that reports @u1 latency lines)';
 
 export function ChartsPanel({ vm }: { vm: VmRecord }) {
   const hostKind = useApp((s) => s.host?.kind);
@@ -42,7 +55,7 @@ export function ChartsPanel({ vm }: { vm: VmRecord }) {
       <div className="chart-grid">
         {CHARTS.map((def) => (
           <LiveChart key={def.id} vmId={vm.id} vmName={vm.config.name} def={def} windowSec={windowSec}
-            note={def.id === 'halt-exits' ? note : undefined} />
+            note={def.id === 'halt-exits' ? note : undefined} emptyText={def.id === 'latency' ? latencyEmpty(vm) : undefined} />
         ))}
       </div>
       {hasDevices(vm) && <DevicesPanel vm={vm} windowSec={windowSec} />}
