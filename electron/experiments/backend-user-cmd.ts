@@ -65,25 +65,36 @@ export async function runUserCmdOnUnhalt(p: Prepared, bench: UserBenchmark, host
   }
 }
 
+/** A guest's console as waitReady reads it: its bytes, and the end of the VM (how it ended). */
+export interface ConsoleSource {
+  listen(onBytes: (b: Uint8Array) => void): () => void;
+  ended: Promise<string>;
+}
+
+export const vmConsole = (vm: VirtualMachine): ConsoleSource => ({
+  listen: (f) => { vm.on('console', f); return () => vm.off('console', f); },
+  ended: vm.ended.then((end) => end.message),
+});
+
 /** Until the console prints `ready` (at once without one), the VM ends, or the deadline passes. */
-function waitReady(vm: VirtualMachine, ready: string | undefined, deadline: Deadline): Promise<{ error?: string }> {
+export function waitReady(vm: VirtualMachine | ConsoleSource, ready: string | undefined, deadline: Deadline): Promise<{ error?: string }> {
   if (ready === undefined) return Promise.resolve({});
+  const source = vm instanceof VirtualMachine ? vmConsole(vm) : vm;
   const re = new RegExp(ready);
   const decoder = new TextDecoder();
   let text = '';
   return new Promise((resolve) => {
     const done = (r: { error?: string }) => {
       clearTimeout(timer);
-      vm.off('console', onConsole);
+      off();
       resolve(r);
     };
-    const onConsole = (b: Uint8Array) => {
+    const off = source.listen((b: Uint8Array) => {
       text = (text + decoder.decode(b, { stream: true })).slice(-CONSOLE_KEEP);
       if (re.test(text)) done({});
-    };
+    });
     const timer = setTimeout(() => done({ error: `the guest never printed /${ready}/ on its console: ${stoppedAt(deadline)}` }), deadline.ms);
-    vm.on('console', onConsole);
-    void vm.ended.then((end) => done({ error: `the VM ended before the guest printed /${ready}/ on its console (${end.message})` }));
+    void source.ended.then((how) => done({ error: `the VM ended before the guest printed /${ready}/ on its console (${how})` }));
   });
 }
 
@@ -133,7 +144,7 @@ function runInGuest(vm: VirtualMachine, argv: string[], deadline: Deadline): Pro
 }
 
 /** Runs argv without a shell; its stdout, or why it gave none to read. */
-function runCommand(argv: string[], deadline: Deadline, started: (c: ReturnType<typeof spawn>) => void): Promise<{ stdout: string; ms: number; error?: string }> {
+export function runCommand(argv: string[], deadline: Deadline, started: (c: ReturnType<typeof spawn>) => void): Promise<{ stdout: string; ms: number; error?: string }> {
   const shown = joinCommand(argv);
   const what = `the host command (${shown.length > 80 ? `${shown.slice(0, 80)}…` : shown})`;
   const t0 = performance.now();

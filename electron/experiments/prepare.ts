@@ -9,7 +9,7 @@ import { LINUX_HOST_BUILD_HINT, LINUX_HOST_WORKLOAD, LINUX_WORKLOADS_DISK, LINUX
 import { hostKind } from '../vmm/host.ts';
 import { probeHost, type HostCapabilities } from '../vmm/machine/host-caps.ts';
 import type { Prepared } from './backend.ts';
-import { qemuCommand } from './backend-qemu.ts';
+import { qemuCommand, qemuExportCommand } from './backend-qemu.ts';
 import type { ExperimentSpec } from './types.ts';
 import { ExperimentError, validateSpec } from './spec.ts';
 import { linuxWorkloadArgs, workload, type Workload } from './workloads.ts';
@@ -58,7 +58,9 @@ export function prepareExperiment(raw: unknown, host?: HostSource): PreparedExpe
     throw new ExperimentError((e as Error).message);
   }
   // The user's own benchmark runs against our VM (a guest command through our agent): QEMU and a bare row have no part in it yet.
-  if (spec.bench && spec.vsQemu) throw new ExperimentError(`--vs-qemu is not available with a ${benchCommandOf(spec.bench).where} command yet; drop --vs-qemu`);
+  // A host command also runs against the same VM under QEMU (the export's command line); a guest
+  // command would need our agent's channel under QEMU, which the export does not wire two-way.
+  if (spec.bench?.guestCmd && spec.vsQemu) throw new ExperimentError('--vs-qemu is not available with a guest command: under QEMU, ttyS1 is a file, not a channel to the agent; use --host-cmd, or drop --vs-qemu');
   if (spec.bench && spec.bare) throw new ExperimentError(`--bare is not available with a ${benchCommandOf(spec.bench).where} command (there is no bare-metal row of the user's own benchmark); drop --bare`);
   const args = spec.workloadArgs ?? '';
   let linuxArgs: string[] | undefined;
@@ -68,7 +70,7 @@ export function prepareExperiment(raw: unknown, host?: HostSource): PreparedExpe
     } catch (e) {
       throw new ExperimentError((e as Error).message);
     }
-    if (spec.vsQemu) throw new ExperimentError('--vs-qemu is not available for the Linux guest yet (QEMU would need the initramfs and a two-way ttyS1); use --bare for the host reference');
+    if (spec.vsQemu && !spec.bench) throw new ExperimentError('--vs-qemu is not available for the Linux guest yet (QEMU would need the initramfs and a two-way ttyS1); use --bare for the host reference');
     if (work.tool && spec.bare) throw new ExperimentError(`--bare is not available for ${work.name}: it runs Debian's ${work.tool} from the workloads disk, which has no host build here; use pipe, messaging or ctx for a bare-metal reference`);
     if (work.tool && !existsSync(LINUX_WORKLOADS_DISK)) throw new ExperimentError(`${work.name} runs ${work.tool} from the workloads disk, which is not built (${LINUX_WORKLOADS_DISK}): ${LINUX_WORKLOADS_DISK_HINT}`);
     if (spec.bare && !existsSync(LINUX_HOST_WORKLOAD)) throw new ExperimentError(`--bare needs the host build of the Linux workloads (${LINUX_HOST_WORKLOAD}): ${LINUX_HOST_BUILD_HINT}`);
@@ -111,7 +113,7 @@ export function prepareExperiment(raw: unknown, host?: HostSource): PreparedExpe
     } catch (e) {
       throw new ExperimentError(`configuration "${p.name}": ${(e as Error).message}`);
     }
-    if (spec.vsQemu) Object.assign(p, qemuCommand(p.config, caps));
+    if (spec.vsQemu) Object.assign(p, spec.bench ? qemuExportCommand(p.config, caps) : qemuCommand(p.config, caps));
     return p;
   });
   if (spec.bare && work.guest !== 'linux') notes.push(`--bare: the ${work.name} workload runs inside the probe guest only; no bare-metal reference for it`);

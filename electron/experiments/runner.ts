@@ -30,7 +30,7 @@ import type { Prepared, RunOutcome } from './backend.ts';
 import { BARE_BUDGET_MS, runBare } from './backend-bare.ts';
 import { linuxPacing, runLinuxOnUnhalt } from './backend-linux.ts';
 import { runOnUnhalt } from './backend-probe.ts';
-import { runOnQemu } from './backend-qemu.ts';
+import { runOnQemu, runHostCmdOnQemu } from './backend-qemu.ts';
 import { userCmdDeadline, probeRunDeadline, userDeadline, userReadyDeadline } from './pacing.ts';
 import { benchCommandOf } from './user-bench.ts';
 import { runUserCmdOnUnhalt } from './backend-user-cmd.ts';
@@ -78,6 +78,10 @@ export async function runExperiment(
     command: deadlineMs !== undefined ? userDeadline(deadlineMs)
       : benchCommandOf(spec.bench!).where === 'guest' ? userCmdDeadline('guest', speed.guestSlowdown) : userCmdDeadline('host', speed.slowdown),
   }, signal);
+  const hostCmdOnQemu = (p: (typeof prepared)[number]) => runHostCmdOnQemu(p, spec.bench!, {
+    ready: deadlineMs !== undefined ? userDeadline(deadlineMs) : userReadyDeadline(speed.guestSlowdown, slowestReadyMs),
+    command: deadlineMs !== undefined ? userDeadline(deadlineMs) : userCmdDeadline('host', speed.slowdown),
+  }, signal);
   let done = 0;
   const cancelled = () => { if (signal?.aborted) throw new ExperimentCancelled(); };
   for (let run = 1; run <= spec.runs; run++) {
@@ -86,7 +90,7 @@ export async function runExperiment(
         cancelled();
         onProgress({ done, total, current: `${p.name} (${runner}) run ${run}/${spec.runs}` });
         load.sample();
-        const rec = await recorded(() => (runner === 'qemu' ? runOnQemu(p, work, probeDeadline, signal)
+        const rec = await recorded(() => (runner === 'qemu' ? (spec.bench ? hostCmdOnQemu(p) : runOnQemu(p, work, probeDeadline, signal))
           : spec.bench ? hostCmdRun(p)
             : pacing ? runLinuxOnUnhalt(p, work, linuxArgs!, host, pacing, signal) : runOnUnhalt(p, work, host, probeDeadline, signal)));
         if (rec.fields.ready_ms !== undefined) slowestReadyMs = Math.max(slowestReadyMs ?? 0, rec.fields.ready_ms);

@@ -90,6 +90,22 @@ describe.skipIf(!kvmAvailable)('unhalt bench --vm with a host command', () => {
     expect(JSON.parse(readFileSync(join(home, 'vms.json'), 'utf8')).vms[0].config.disks).toEqual([{ path: webDisk }]);
   }, scaled(300_000));
 
+  it('--vs-qemu: the same VM under QEMU with the export\'s command line, the same host command against the same forward; the disk unchanged', async () => {
+    const { home, port, webDisk, client } = await homeWithVms();
+    const before = sha(webDisk);
+    const r = await runCli(['bench', '--vm', 'web', ...AB, '--runs', '1', '--vs-qemu', '--host-cmd', `${node} ${client} ${port}`,
+      '--ready', 'listening on 8080', '--metric', 'latency_ms=([0-9.]+)', '--unit', 'ms', '--format', 'json'], { env: { UNHALT_HOME: home }, killAfterMs: scaled(300_000) });
+    expect(r.code, r.stderr + r.stdout.slice(0, 3000)).toBe(0);
+    const j = JSON.parse(r.stdout);
+    expect(j.rows.map((x: { config: string; runner: string }) => `${x.config} ${x.runner}`)).toEqual(['a unhalt', 'b unhalt', 'a qemu', 'b qemu']);
+    for (const row of j.rows) expect(row.median).toBeGreaterThan(0);
+    // QEMU has no per-VM halt polling: its rows say they ran at the host's.
+    expect(j.notes.join('\n')).toMatch(/a \(qemu\): ran at the host's halt polling .* not halt-poll-ns=0/);
+    expect(sha(webDisk)).toBe(before);
+    const refused = await runCli(['bench', '--vm', 'web', ...AB, '--vs-qemu', '--guest-cmd', 'true', '--metric', 'v=(\\d)'], { env: { UNHALT_HOME: home } });
+    expect(refused.stderr).toMatch(/probe guest does not have/); // the probe VM: no agent at all, said first
+  }, scaled(300_000));
+
   it('a guest that wrote its disk: the image is byte-identical; a saved workload is reused by name; the report header says it all', async () => {
     const { home, blkDisk } = await homeWithVms();
     const before = sha(blkDisk);

@@ -112,6 +112,8 @@ function ExperimentForm() {
   // A VM booting its own kernel runs no built-in workload: only the user's benchmark (own or saved).
   const ownOnly = guest === 'custom';
   const measuringOwn = own || ownOnly;
+  // Under QEMU too: a built-in workload, or a command on this machine (QEMU's runs have no agent channel).
+  const qemuOffered = !measuringOwn || draft.where === 'host';
   const runs = /^\s*\d+\s*$/.test(runsText) ? Number(runsText) : NaN;
   const checkRuns = (): boolean => {
     const bad = !(Number.isSafeInteger(runs) && runs >= 1 && runs <= MAX_RUNS);
@@ -161,6 +163,7 @@ function ExperimentForm() {
         }
         await startSpec(spec as unknown as ExperimentSpec);
       };
+      if (vsQemu && draft.where === 'host') spec.vsQemu = true;
       if (draft.where === 'guest') return run();
       // A command on this machine: shown in full and confirmed with the code first.
       setConfirming({ argv, go: (hostCmdId) => { setConfirming(null); void run(hostCmdId); } });
@@ -299,20 +302,20 @@ function ExperimentForm() {
               ? `Fewer than ${FEW_RUNS} runs rarely show a difference as significant.` : '\u00a0')}
           </p>
         </div>
+        {qemuOffered && (
+          <label className="toggle inline">
+            <input type="checkbox" checked={vsQemu} onChange={(e) => setVsQemu(e.target.checked)} />
+            <span>Also under QEMU</span>
+          </label>
+        )}
         {!measuringOwn && (
-          <>
-            <label className="toggle inline">
-              <input type="checkbox" checked={vsQemu} onChange={(e) => setVsQemu(e.target.checked)} />
-              <span>Also under QEMU</span>
-            </label>
-            <label className="toggle inline">
-              <input type="checkbox" checked={bare} onChange={(e) => setBare(e.target.checked)} />
-              <span>Bare-host reference</span>
-            </label>
-          </>
+          <label className="toggle inline">
+            <input type="checkbox" checked={bare} onChange={(e) => setBare(e.target.checked)} />
+            <span>Bare-host reference</span>
+          </label>
         )}
       </div>
-      {!measuringOwn && vsQemu && configs.some((c) => /(^|,)\s*(halt-poll-ns|pin)\s*=/.test(c.config)) && (
+      {qemuOffered && vsQemu && configs.some((c) => /(^|,)\s*(halt-poll-ns|pin)\s*=/.test(c.config)) && (
         <p className="hint qemu-hint" role="note">QEMU has no per-VM halt polling and does not pin vCPUs: its rows run those configs at the host&apos;s
           halt polling, unpinned, and are marked so.</p>
       )}
