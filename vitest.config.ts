@@ -1,7 +1,7 @@
 import { defineConfig } from 'vitest/config';
 import { GUEST_TIME_SCALE, scaled } from './test/support/time-scale.ts';
 import { LONG_LIVED_V8_FLAGS } from './bin/v8-flags.mjs';
-import { E2E_LINUX_FILES, E2E_VM_FILES, hostHasHardwareKvm, hostHasKvm } from './test/support/e2e-files.ts';
+import { E2E_VM_FILES, OWN_GUEST_FILES, hostHasKvm } from './test/support/e2e-files.ts';
 
 // Lanes (npm test runs them one after another, see scripts/test.mjs):
 // - unit:  pure tests, in parallel;
@@ -15,6 +15,8 @@ import { E2E_LINUX_FILES, E2E_VM_FILES, hostHasHardwareKvm, hostHasKvm } from '.
 // A test file runs dozens of VMs in one process: it runs with the V8 flags of Unhalt's long-lived
 // processes (bin/v8-flags.mjs: V8's JIT-page registry on hosts with memory protection keys).
 const execArgv = [...LONG_LIVED_V8_FLAGS];
+// The full own-guest set runs by its own command (npm run test:own-guest), in L1 only when selected.
+const ownGuestExcluded = process.env.UNHALT_NESTED_LANE === '1' ? [] : OWN_GUEST_FILES;
 
 export default defineConfig({
   test: {
@@ -36,7 +38,7 @@ export default defineConfig({
           name: 'e2e',
           execArgv,
           include: ['test/e2e/**/*.test.ts'],
-          exclude: [...(hostHasKvm() ? [] : E2E_VM_FILES), ...(hostHasHardwareKvm() ? [] : E2E_LINUX_FILES)],
+          exclude: [...(hostHasKvm() ? [] : E2E_VM_FILES), ...ownGuestExcluded],
           fileParallelism: false,
           // The UI waits on guests through the whole app: its deadlines follow the guest slowdown,
           // but no check may hold the lane longer than 10 min (in the nested lane's L1 a hang must
@@ -51,6 +53,7 @@ export default defineConfig({
           name: 'linux',
           execArgv,
           include: ['test/linux/**/*.test.ts'],
+          exclude: ownGuestExcluded,
           fileParallelism: false,
           testTimeout: scaled(900_000),
           hookTimeout: scaled(120_000),

@@ -4,8 +4,9 @@
 // load generator on this machine timing the guest's SSH banner through the forward the import
 // made — ready when the console shows the login prompt; the command confirmed with the code from
 // the terminal; an A/B of halt polling boots the distribution twice and gives its verdict; the
-// image is byte for byte as before. A stock Linux boots here: it runs where KVM has hardware
-// semantics (the nested lane's L1 on every host: test/support/e2e-files.ts E2E_LINUX_FILES).
+// image is byte for byte as before; its VM page runs the agent's latency probe. A stock Linux
+// boots here three times: part of the full own-guest set, run in the nested lane's L1 by its own
+// command (npm run test:own-guest; test/support/e2e-files.ts OWN_GUEST_FILES).
 import { createHash } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';

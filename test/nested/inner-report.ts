@@ -1,5 +1,5 @@
 // What the nested lane runs inside L1, and how it reads the results that come back out.
-import { E2E_LINUX_FILES, E2E_VM_FILES, hostHasKvm } from '../support/e2e-files.ts';
+import { E2E_VM_FILES, hostHasKvm } from '../support/e2e-files.ts';
 
 /**
  * The checks whose outcome depends on KVM's semantics, run inside L1 (docs/nested.md says why
@@ -32,8 +32,6 @@ export const NESTED_LINUX_FILES = [
   'test/linux/linux-net.test.ts',
   'test/linux/linux-workloads.test.ts',
   'test/linux/import-boot.test.ts',
-  // The app on a distribution's image: an e2e file, but a stock Linux's boot, so always here.
-  ...E2E_LINUX_FILES,
 ];
 /** Everything the lane knows how to run in L1 by default (the e2e files join where the host has no KVM). */
 export const NESTED_FILES = [...NESTED_PROBE_FILES, ...NESTED_LINUX_FILES];
@@ -63,9 +61,10 @@ export const EXPECTED_MINUTES: Record<string, number> = {
   'test/linux/linux-disk.test.ts': 3,
   'test/linux/linux-net.test.ts': 3.5,
   'test/linux/linux-workloads.test.ts': 8,
-  'test/linux/import-boot.test.ts': 8,
-  // Not yet timed in L1: the import (~6 s) and two boots of the cloud image to its login (~90 s each).
-  'test/e2e/import-compare.test.ts': 6,
+  'test/linux/import-boot.test.ts': 4,
+  // The full own-guest set (npm run test:own-guest): 12-06, L1 beside another on the Xeon host.
+  'test/linux/import-ab.test.ts': 4,
+  'test/e2e/import-compare.test.ts': 9,
   // The UI files, where the host has no KVM (2026-12-03, from each file's start in L1's console).
   'test/e2e/app.test.ts': 2.7,
   'test/e2e/chart-figures.test.ts': 1.5,
