@@ -4,7 +4,7 @@
 // and its VMs' consoles anyway. Delete the file to make every old URL invalid: the next start
 // makes a new token.
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { lstatSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { writeFileAtomic } from './atomic-file.ts';
 import { makeDirs } from './make-dir.ts';
@@ -20,7 +20,11 @@ export function hostTokenPath(home: string): string {
 export function persistentHostToken(home: string): string {
   const path = hostTokenPath(home);
   try {
-    const kept = readFileSync(path, 'utf8').trim();
+    // Kept only while it is ours alone: a token file others could read (0644, a symlink, another
+    // owner's) may have been read, so it is replaced and every old URL stops working.
+    const st = lstatSync(path);
+    const private_ = st.isFile() && (st.mode & 0o077) === 0 && (process.getuid === undefined || st.uid === process.getuid());
+    const kept = private_ ? readFileSync(path, 'utf8').trim() : '';
     if (TOKEN.test(kept)) return kept;
   } catch { /* none yet, or unreadable: a new one replaces it */ }
   const token = randomBytes(32).toString('base64url');

@@ -1,7 +1,7 @@
 // Editing a stopped VM through the service: the whole configuration (updateVm) and the name alone
 // (renameVm), with the library's name rules, and the host-mode token a restarted server keeps.
 // Runs without KVM; editing and resetting a running VM is in test/kvm/vm-manage.test.ts.
-import { readFileSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, lstatSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hostTokenPath, persistentHostToken } from '../../electron/service/host-token.ts';
@@ -85,5 +85,23 @@ describe('the host-mode token', () => {
     expect(next).toMatch(/^[A-Za-z0-9_-]{43}$/);
     expect(next).not.toBe(first);
     expect(persistentHostToken(home)).toBe(next);
+  });
+
+  it('is replaced when others could have read it (0644, a symlink): the mode 0600 is enforced', () => {
+    const home = tempHome('token-mode');
+    const first = persistentHostToken(home);
+    chmodSync(hostTokenPath(home), 0o644);
+    const next = persistentHostToken(home);
+    expect(next).not.toBe(first);
+    expect(statSync(hostTokenPath(home)).mode & 0o777).toBe(0o600);
+    expect(persistentHostToken(home)).toBe(next);
+    // A symlink to a token-shaped file elsewhere is not this home's token.
+    const elsewhere = join(home, 'planted');
+    writeFileSync(elsewhere, `${'A'.repeat(43)}\n`, { mode: 0o600 });
+    rmSync(hostTokenPath(home));
+    symlinkSync(elsewhere, hostTokenPath(home));
+    const third = persistentHostToken(home);
+    expect(third).not.toBe('A'.repeat(43));
+    expect(lstatSync(hostTokenPath(home)).isFile()).toBe(true);
   });
 });
