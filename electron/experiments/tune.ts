@@ -3,7 +3,7 @@
 // configuration and one candidate, alternately, per round) and the wall clock as its clock. The
 // result is an experiment record too (rows per configuration, every raw run), so it is kept and
 // listed with the others.
-import { parseConfigString, formatConfigString } from '../vmm/config/config-string.ts';
+import { parseConfigString, formatConfigString, withKnobs } from '../vmm/config/config-string.ts';
 import { resolveMachine } from '../vmm/config/resolve.ts';
 import { ConfigError, type VmConfig } from '../vmm/config/vm-config.ts';
 import { probeHost, type HostCapabilities } from '../vmm/machine/host-caps.ts';
@@ -154,7 +154,7 @@ function pairSpec(spec: TuneSpec, c: Candidate, runs: number) {
     ...(spec.workloadArgs ? { workloadArgs: spec.workloadArgs } : {}),
     ...(spec.vm ? { vm: spec.vm } : {}), ...(spec.bench ? { bench: spec.bench } : {}),
     baseline: { name: CURRENT, config: spec.config },
-    candidate: { name: rowName(c.label) || 'candidate', config: extra ? (spec.config ? `${spec.config},${extra}` : extra) : spec.config },
+    candidate: { name: rowName(c.label) || 'candidate', config: extra ? withKnobs(spec.config, extra) : spec.config },
   };
 }
 

@@ -2,7 +2,7 @@
 import { parseArgs } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { VM_OPTIONS, commandLine, configFromOptions, optionsFromConfig } from '../../electron/vmm/config/cli-args.ts';
-import { CONFIG_STRING_KEYS, formatConfigString, parseConfigString } from '../../electron/vmm/config/config-string.ts';
+import { CONFIG_STRING_KEYS, formatConfigString, parseConfigString, withKnobs } from '../../electron/vmm/config/config-string.ts';
 import { ConfigError, validateConfig, type VmConfig } from '../../electron/vmm/config/vm-config.ts';
 
 const samples: Record<string, unknown>[] = [
@@ -96,5 +96,16 @@ describe('config string keys', () => {
     for (const key of ['cpu', 'memoryMiB', 'cpuPm', 'kvm-turbo', 'constructor', 'hostfwds']) {
       expect(() => parseConfigString(`${key}=0`), key).toThrow(`config string: unknown key "${key}"; valid: `);
     }
+  });
+
+  it('refuses a key given twice (the last would win silently); disks, forwards and their options repeat', () => {
+    expect(() => parseConfigString('cpus=2,cpus=3')).toThrow('config string: cpus= is given twice (2 and 3): give it once');
+    expect(() => parseConfigString('kvm-pv-unhalt=on,halt-poll-ns=0,kvm-pv-unhalt=off')).toThrow('config string: kvm-pv-unhalt= is given twice (on and off): give it once');
+    expect(() => parseConfigString('pin=0,pin=1')).toThrow(/pin= is given twice/);
+    expect(parseConfigString('disk=/srv/a.img,readonly=on,disk=/srv/b.img,snapshot=on,net=user,hostfwd=tcp::2222-:22,hostfwd=tcp::8080-:80').disks).toHaveLength(2);
+    // A knob changed on top of a configuration (the advisor's candidates): replaced, not repeated.
+    expect(withKnobs('cpus=2,halt-poll-ns=0,kvm-pv-unhalt=on', 'halt-poll-ns=200000,cpu-pm=on')).toBe('cpus=2,kvm-pv-unhalt=on,halt-poll-ns=200000,cpu-pm=on');
+    expect(parseConfigString(withKnobs('cpus=2,halt-poll-ns=0', 'halt-poll-ns=5')).haltPollNs).toBe(5);
+    expect(withKnobs('', 'pin=0')).toBe('pin=0');
   });
 });

@@ -6,6 +6,9 @@ import { parseCpuList } from './knob-syntax.ts';
 import { formatNetOption, parseNetOption } from './net-config.ts';
 import { ConfigError, DISK_OPTIONS, formatDiskOption, parseDiskOption, validateConfig, type VmConfig } from './vm-config.ts';
 
+/** Keys that may appear more than once: each disk=, each forward, a disk's own options. */
+const REPEATABLE = new Set(['disk', 'hostfwd', 'readonly', 'snapshot']);
+
 const SIMPLE: Record<string, string> = {
   cpus: 'cpus', memory: 'memoryMiB', machine: 'machine', 'cpu-pm': 'cpuPm', 'mem-lock': 'memLock',
   'halt-poll-ns': 'haltPollNs', guest: 'guest', name: 'name', 'pvm-profile': 'pvmProfile', rng: 'rng',
@@ -51,12 +54,20 @@ export function parseConfigString(spec: string, base: Record<string, unknown> = 
   // FILE,readonly=on,snapshot=on): parsed as that text, so both surfaces keep one reading.
   const disks: string[] = [];
   let inDisk = false;
+  // A key given twice is refused, as the CLI refuses a repeated option (the last one silently
+  // winning hides a typo); disk=, hostfwd= and a disk's own options repeat by design.
+  const given = new Map<string, string>();
   for (const part of spec.split(',')) {
     if (part.trim() === '') continue;
     const eq = part.indexOf('=');
     if (eq <= 0) throw new ConfigError(`config string: "${part.slice(0, 40)}" is not key=value`);
     const key = part.slice(0, eq).trim();
     const value = part.slice(eq + 1).trim();
+    if (!REPEATABLE.has(key)) {
+      const before = given.get(key);
+      if (before !== undefined) throw new ConfigError(`config string: ${key}= is given twice (${before.slice(0, 20)} and ${value.slice(0, 20)}): give it once`);
+      given.set(key, value);
+    }
     const afterDisk: boolean = inDisk;
     inDisk = key === 'disk' || ((DISK_OPTIONS as readonly string[]).includes(key) && afterDisk);
     if (key === 'pin') raw.pin = parseCpuList(value);
@@ -75,6 +86,17 @@ export function parseConfigString(spec: string, base: Record<string, unknown> = 
   if (net !== undefined) raw.net = parseNetOption([net, ...hostfwd].join(','));
   if (disks.length) raw.disks = disks.map(parseDiskOption);
   return validateConfig(raw);
+}
+
+/**
+ * `base` with `extra`'s keys in place of its own (a knob changed, not given twice): the parts of
+ * `base` whose key `extra` sets are dropped, then `extra` follows. Disks and forwards add up.
+ */
+export function withKnobs(base: string, extra: string): string {
+  const keyOf = (part: string) => part.slice(0, Math.max(0, part.indexOf('='))).trim();
+  const changed = new Set(extra.split(',').map(keyOf).filter((k) => k && !REPEATABLE.has(k)));
+  const kept = base.split(',').filter((p) => p.trim() !== '' && !changed.has(keyOf(p)));
+  return [...kept, ...extra.split(',').filter((p) => p.trim() !== '')].join(',');
 }
 
 /** The config string for the knobs of a config (the guest's kernel, initrd and append are not knobs). */
