@@ -19,12 +19,16 @@ export interface ExecResult {
   outBytes: number;
 }
 
+/** The most output kept from one exec (the agent itself sends its last 64 KiB). */
+const MAX_KEPT = 256 * 1024;
+
 /** Gathers one `exec`'s answer from the agent's events; `done` once its `exec` line came. */
 export class GuestExec {
   result?: ExecResult;
   /** Why the agent refused the request (`exec_error`), in one line. */
   refused?: string;
-  private readonly chunks: Uint8Array[] = [];
+  private chunks: Uint8Array[] = [];
+  private kept = 0;
   private nextSeq = 0;
   private gap = false;
 
@@ -35,6 +39,12 @@ export class GuestExec {
       if (e.fields.seq !== this.nextSeq) this.gap = true;
       this.nextSeq = (e.fields.seq ?? this.nextSeq) + 1;
       this.chunks.push(e.data);
+      this.kept += e.data.length;
+      // The agent sends at most 64 KiB; a guest that sends more (a hostile one) is cut to the tail.
+      while (this.kept > MAX_KEPT && this.chunks.length > 1) {
+        this.kept -= this.chunks.shift()!.length;
+        this.gap = true;
+      }
       return false;
     }
     if (e.event === 'error' && e.fields.unknown_command === 1) {

@@ -106,6 +106,12 @@ describe('the protocol\'s hex field and the host\'s reading', () => {
     ex.onEvent({ event: 'exec_out', fields: { seq: 2 }, data: Buffer.from('c') });
     expect(ex.onEvent({ event: 'exec', fields: { status: 0, signal: 0, timed_out: 0, out_bytes: 3 } })).toBe(true);
     expect(ex.result!.output).toBe('[part of the output was lost on ttyS1]\nac');
+    // A guest that floods exec_out lines keeps the host's memory bounded: the tail is kept.
+    const flood = new GuestExec();
+    for (let i = 0; i < 5000; i++) flood.onEvent({ event: 'exec_out', fields: { seq: i }, data: new Uint8Array(200).fill(65 + (i % 26)) });
+    flood.onEvent({ event: 'exec', fields: { status: 0, signal: 0, timed_out: 0, out_bytes: 1_000_000 } });
+    expect(flood.result!.output.length).toBeLessThanOrEqual(256 * 1024 + 64);
+    expect(flood.result!.output).toMatch(/^\[part of the output was lost on ttyS1\]\n/);
     const old = new GuestExec();
     expect(old.onEvent({ event: 'error', fields: { unknown_command: 1 } })).toBe(true);
     expect(old.refused).toMatch(/has no exec command .*rebuild the tools disk/);
