@@ -27,6 +27,15 @@ interface Pending extends PendingRequest {
 
 export class HostCommandRefused extends Error {}
 
+/**
+ * The command as the terminal must show it: every control character (an escape sequence could
+ * rewrite the line, a carriage return hide the start) and bidirectional override as a visible
+ * \u escape, so what the person reads is what will run.
+ */
+export function visible(text: string): string {
+  return text.replace(/[\u0000-\u001f\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
 export class HostCommandRequests {
   private readonly pending = new Map<string, Pending>();
   private readonly announce: (text: string) => void;
@@ -45,7 +54,7 @@ export class HostCommandRequests {
     const requestId = randomInt(2 ** 47).toString(36).padStart(10, '0');
     const code = String(randomInt(1_000_000)).padStart(6, '0');
     this.pending.set(requestId, { requestId, argv, code, expires: this.now() + CODE_TTL_MS, tries: 0 });
-    this.announce(`the app asks to run this command on this machine: ${joinCommand(argv)}\n`
+    this.announce(`the app asks to run this command on this machine: ${visible(joinCommand(argv))}\n`
       + `  if you asked for it, type the code ${code.slice(0, 3)} ${code.slice(3)} in the app's dialog (good for ${CODE_TTL_MS / 60_000} minutes); otherwise ignore this`);
     return { requestId, argv };
   }

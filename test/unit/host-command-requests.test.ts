@@ -39,6 +39,15 @@ describe('host command requests', () => {
     expect(() => r.confirm({}, 1)).toThrow(/^no such host command request/);
   });
 
+  it('shows control characters and bidi overrides as escapes: what the terminal shows is what runs', () => {
+    const shown: string[] = [];
+    const r = new HostCommandRequests((s) => shown.push(s));
+    r.request(['rm', '-rf', '/tmp/x\r\x1b[2Kecho harmless', '\u202egnp.exe']);
+    expect(shown[0]).not.toMatch(/[\r\x1b\u202e]/);
+    expect(shown[0]).toContain('\\u000d\\u001b[2Kecho harmless');
+    expect(shown[0]).toContain('\\u202egnp.exe');
+  });
+
   it('at most 8 wait at once; a bad vector is refused before any code is made', () => {
     const shown: string[] = [];
     const r = new HostCommandRequests((s) => shown.push(s));
