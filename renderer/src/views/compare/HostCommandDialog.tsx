@@ -19,10 +19,14 @@ export function HostCommandDialog({ argv, onConfirmed, onCancel }: {
   const [code, setCode] = useState('');
   const [error, setError] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
+  // One request per dialog: each makes a code on the terminal, and a second would leave the person
+  // reading one code while the dialog holds another (effects may run twice for one dialog).
+  const asked = useRef<Promise<{ requestId: string }> | null>(null);
   useEffect(() => {
     if (ref.current && !ref.current.open) ref.current.showModal();
     let live = true;
-    api.requestHostCommand(argv).then((r) => {
+    asked.current ??= api.requestHostCommand(argv);
+    asked.current.then((r) => {
       if (!live) return;
       setRequestId(r.requestId);
       codeRef.current?.focus();
@@ -41,7 +45,8 @@ export function HostCommandDialog({ argv, onConfirmed, onCancel }: {
       setError(m);
       // A void request (too many wrong codes, expired) needs a new one: ask again on the next try.
       if (/request is void|no such host command request/.test(m)) {
-        api.requestHostCommand(argv).then((r) => setRequestId(r.requestId), (e2) => setError(errorMessage(e2)));
+        asked.current = api.requestHostCommand(argv);
+        asked.current.then((r) => setRequestId(r.requestId), (e2) => setError(errorMessage(e2)));
       }
       setCode('');
       codeRef.current?.focus();
