@@ -9,7 +9,7 @@ import { checkFolderToAdd, confineNewFileToAllowedFolders, confineToAllowedFolde
 import { DiskConversions } from './disk-conversion.ts';
 import { ApiError, toApiError } from './errors.ts';
 import type { ServiceState } from './service-state.ts';
-import { MAX_ALLOWED_FOLDERS, readSettings, writeSettings } from './settings.ts';
+import { MAX_ALLOWED_FOLDERS, SettingsFileError, readSettings, writeSettings } from './settings.ts';
 import { textArg } from './validate.ts';
 
 export class HostFileCalls {
@@ -28,23 +28,23 @@ export class HostFileCalls {
 
   addAllowedFolder(rawPath: unknown): AllowedFolder[] {
     const path = checkFolderToAdd(textArg(rawPath, 'folder', 4096));
-    const settings = readSettings(this.s.layout.home);
+    const settings = settingsToChange(this.s.layout.home);
     if (!settings.allowedFolders.includes(path)) {
       if (settings.allowedFolders.length >= MAX_ALLOWED_FOLDERS) throw new ApiError('conflict', `at most ${MAX_ALLOWED_FOLDERS} folders can be added`);
-      writeSettings(this.s.layout.home, { ...settings, allowedFolders: [...settings.allowedFolders, path] });
+      saveSettings(this.s.layout.home, { ...settings, allowedFolders: [...settings.allowedFolders, path] });
     }
     return this.s.allowedFolders();
   }
 
   removeAllowedFolder(rawPath: unknown): AllowedFolder[] {
     const given = textArg(rawPath, 'folder', 4096);
-    const settings = readSettings(this.s.layout.home);
+    const settings = settingsToChange(this.s.layout.home);
     // Folders are stored by real path; the caller may name one by the path it was added with.
     const path = settings.allowedFolders.includes(given) ? given : realPathOr(given);
     if (!settings.allowedFolders.includes(path)) {
       throw new ApiError('not-found', `${given.slice(0, 200)} is not a folder added in the settings (the library's folder, the guest kits and your home folder are always allowed)`);
     }
-    writeSettings(this.s.layout.home, { ...settings, allowedFolders: settings.allowedFolders.filter((f) => f !== path) });
+    saveSettings(this.s.layout.home, { ...settings, allowedFolders: settings.allowedFolders.filter((f) => f !== path) });
     return this.s.allowedFolders();
   }
 
@@ -79,4 +79,21 @@ export class HostFileCalls {
 
 function realPathOr(path: string): string {
   try { return realpathSync(path); } catch { return path; }
+}
+
+/** The settings about to be changed: a damaged file is refused (never written over), naming its fault. */
+function settingsToChange(home: string): ReturnType<typeof readSettings> {
+  const settings = readSettings(home);
+  if (settings.damaged) throw new ApiError('conflict', settings.damaged);
+  return settings;
+}
+
+/** writeSettings with a damaged file's refusal (a race with a hand edit) as the API's conflict. */
+function saveSettings(home: string, settings: Parameters<typeof writeSettings>[1]): void {
+  try {
+    writeSettings(home, settings);
+  } catch (e) {
+    if (e instanceof SettingsFileError) throw new ApiError('conflict', e.message);
+    throw e;
+  }
 }

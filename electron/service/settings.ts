@@ -1,6 +1,8 @@
 // The service's user settings, UNHALT_HOME/settings.json: for now only the folders, beyond the
 // built-in ones, that boot files may come from (allowed-folders.ts). Unknown fields are kept, so
-// a newer Unhalt's settings survive an older one; an unreadable file counts as no settings.
+// a newer Unhalt's settings survive an older one. A file that is there but is no JSON object (a
+// hand edit with a syntax error) counts as no settings for reading, and is never written over:
+// a change is refused, naming the file and the fault, so the user's folders are not lost.
 import { readFileSync } from 'node:fs';
 import { writeFileAtomic } from './atomic-file.ts';
 import { homeLayout } from './paths.ts';
@@ -12,18 +14,34 @@ export interface Settings {
 /** Bounds what one settings file may make the service check on every path. */
 export const MAX_ALLOWED_FOLDERS = 64;
 
-export function readSettings(home: string): Settings & Record<string, unknown> {
-  let raw: unknown;
+/** A settings file that cannot be changed without losing what it holds; the message says why and what to do. */
+export class SettingsFileError extends Error {}
+
+/** The settings; `damaged` says why the file there was read as none (it must not be written over). */
+export function readSettings(home: string): Settings & Record<string, unknown> & { damaged?: string } {
+  const path = homeLayout(home).settings;
+  let text: string;
   try {
-    raw = JSON.parse(readFileSync(homeLayout(home).settings, 'utf8'));
+    text = readFileSync(path, 'utf8');
   } catch {
-    raw = {};
+    return { allowedFolders: [] }; // none yet (or unreadable: then writing it fails on its own)
   }
-  const obj = typeof raw === 'object' && raw !== null && !Array.isArray(raw) ? raw as Record<string, unknown> : {};
+  let raw: unknown;
+  let damaged: string | undefined;
+  try {
+    raw = JSON.parse(text);
+    if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) damaged = 'it is not a JSON object';
+  } catch (e) {
+    damaged = `it is not valid JSON (${(e as Error).message})`;
+  }
+  if (damaged) return { allowedFolders: [], damaged: `${path}: ${damaged}; fix it or move it away, then try again (nothing was changed)` };
+  const obj = raw as Record<string, unknown>;
   const folders = Array.isArray(obj.allowedFolders) ? obj.allowedFolders.filter((f): f is string => typeof f === 'string') : [];
   return { ...obj, allowedFolders: folders.slice(0, MAX_ALLOWED_FOLDERS) };
 }
 
-export function writeSettings(home: string, settings: Settings & Record<string, unknown>): void {
-  writeFileAtomic(homeLayout(home).settings, `${JSON.stringify(settings, null, 2)}\n`);
+export function writeSettings(home: string, settings: Settings & Record<string, unknown> & { damaged?: string }): void {
+  if (settings.damaged) throw new SettingsFileError(settings.damaged);
+  const { damaged: _, ...clean } = settings;
+  writeFileAtomic(homeLayout(home).settings, `${JSON.stringify(clean, null, 2)}\n`);
 }

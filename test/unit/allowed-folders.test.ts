@@ -2,7 +2,7 @@
 // the service can read used to be accepted as a kernel or initrd (say /etc/shadow) and handed to
 // a guest. Now only files inside UNHALT_HOME, the guest kits, the user's home and folders added
 // in the settings are, compared by real path (symlinks cannot lead out).
-import { copyFileSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -57,6 +57,30 @@ describe('boot files come only from allowed folders', () => {
       expect((await rejection(svc.removeAllowedFolder(home))).code).toBe('not-found');
       // The built-in guests need no folder at all.
       expect((await svc.createVm({ name: 'builtin', guest: 'probe', memoryMiB: 64 })).config.guest).toBe('probe');
+    } finally {
+      await svc.shutdown();
+      rmSync(outside, { recursive: true, force: true });
+    }
+  });
+
+  it('a hand-edited settings.json with a syntax error is never written over: a change is refused, the file kept byte for byte (issue 30 #8)', async () => {
+    const home = tempHome('settings-damaged');
+    const outside = mkdtempSync(join(tmpdir(), 'unhalt-settings-'));
+    const svc = await createService({ home });
+    try {
+      await svc.addAllowedFolder(outside);
+      const file = join(home, 'settings.json');
+      const edited = readFileSync(file, 'utf8').replace(/\]/, ',]'); // a trailing comma: no longer JSON
+      writeFileSync(file, edited);
+      for (const change of [() => svc.addAllowedFolder(tmpdir()), () => svc.removeAllowedFolder(outside)]) {
+        const e = await rejection(change());
+        expect(e.code).toBe('conflict');
+        expect(e.message).toMatch(new RegExp(`^${file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: it is not valid JSON \\(.*\\); fix it or move it away, then try again \\(nothing was changed\\)$`));
+      }
+      expect(readFileSync(file, 'utf8')).toBe(edited);
+      // Fixed by hand, it is read again.
+      writeFileSync(file, edited.replace(',]', ']'));
+      expect((await svc.listAllowedFolders()).some((f) => f.path === outside)).toBe(true);
     } finally {
       await svc.shutdown();
       rmSync(outside, { recursive: true, force: true });
