@@ -133,6 +133,13 @@ describe.skipIf(reason !== null)('the app in host mode', () => {
     ]);
     expect(download.suggestedFilename()).toMatch(/halt-exits\.png$/);
     await download.saveAs(artifact('chart-export-halt-exits.png'));
+    // Guests write 80-column lines: the console keeps 80 columns in its column at this window
+    // size by a smaller font, not by scrolling sideways.
+    const size = await hook<{ cols: number; rows: number; fontSize: number }>(page, 'consoleSize', vmId);
+    expect(size.cols, `console ${size.cols}x${size.rows} at ${size.fontSize} px`).toBeGreaterThanOrEqual(80);
+    expect(size.fontSize).toBeGreaterThanOrEqual(10);
+    const overflow = await page.locator('.term-host').first().evaluate((el) => el.scrollWidth - el.clientWidth);
+    expect(overflow, 'the console scrolls sideways').toBeLessThanOrEqual(0);
     await page.screenshot({ path: artifact('vm-view.png'), fullPage: true });
     await page.locator('section.console-panel').screenshot({ path: artifact('console.png') });
     await page.locator('section.charts-panel').screenshot({ path: artifact('charts.png') });

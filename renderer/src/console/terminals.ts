@@ -5,6 +5,7 @@ import { Terminal } from '@xterm/xterm';
 import type { ITheme } from '@xterm/xterm';
 import { FitAddon } from '@xterm/addon-fit';
 import { binaryToBytes, textToBinary } from '../api/client.ts';
+import { CONSOLE_FONT_MAX, CONSOLE_FONT_MIN, consoleColumnsFor, consoleFontFor } from './console-fit.ts';
 
 export interface ConsoleEntry {
   vmId: string;
@@ -37,7 +38,7 @@ export function consoleFor(vmId: string): ConsoleEntry {
     convertEol: false,
     cursorBlink: true,
     fontFamily: 'ui-monospace, "DejaVu Sans Mono", "Cascadia Mono", Menlo, monospace',
-    fontSize: 13,
+    fontSize: CONSOLE_FONT_MAX,
     theme,
     allowProposedApi: false,
     // Serial consoles are byte streams: make the terminal send DEL for backspace like most.
@@ -113,7 +114,20 @@ function refit(e: ConsoleEntry): void {
   const r = e.host.getBoundingClientRect();
   if (r.width < 20 || r.height < 20) return;
   try {
-    e.fit.fit();
+    // Shrink (or grow back) the font until 80 columns fit; a cell's width rounds to device
+    // pixels, so a second look corrects a size that came out half a pixel too large.
+    let dims = e.fit.proposeDimensions();
+    for (let i = 0; i < 4 && dims; i++) {
+      const size = e.term.options.fontSize ?? CONSOLE_FONT_MAX;
+      let next = consoleFontFor(size, dims.cols);
+      if (next === size && consoleColumnsFor(dims.cols) > dims.cols && size > CONSOLE_FONT_MIN) next = size - 0.5;
+      if (next === size) break;
+      e.term.options.fontSize = next;
+      dims = e.fit.proposeDimensions();
+    }
+    if (!dims || !Number.isFinite(dims.cols) || !Number.isFinite(dims.rows)) return;
+    const cols = consoleColumnsFor(dims.cols);
+    if (cols !== e.term.cols || dims.rows !== e.term.rows) e.term.resize(cols, Math.max(2, dims.rows));
   } catch {
     /* not yet measurable */
   }
@@ -172,6 +186,12 @@ export function consoleText(vmId: string): string {
   const lines: string[] = [];
   for (let i = 0; i < buf.length; i++) lines.push(buf.getLine(i)?.translateToString(true) ?? '');
   return lines.join('\n').replace(/\n+$/, '');
+}
+
+/** The console's size in cells and font (the end-to-end test hook: guests write 80 columns). */
+export function consoleSize(vmId: string): { cols: number; rows: number; fontSize: number } | undefined {
+  const e = entries.get(vmId);
+  return e ? { cols: e.term.cols, rows: e.term.rows, fontSize: e.term.options.fontSize ?? CONSOLE_FONT_MAX } : undefined;
 }
 
 /** Terminal colours follow the app theme. */

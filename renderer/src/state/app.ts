@@ -8,7 +8,7 @@ import type {
 import { ApiClient, ApiError } from '../api/client.ts';
 import type { ConnectionState } from '../api/client.ts';
 import { createStore, useStore } from './store.ts';
-import { resetConsole, setConsoleSender, writeConsole, disposeConsole, consoleText } from '../console/terminals.ts';
+import { resetConsole, setConsoleSender, writeConsole, disposeConsole, consoleText, consoleSize } from '../console/terminals.ts';
 import { telemetryFor, dropTelemetry, hasTelemetry } from '../charts/telemetry-store.ts';
 import { consoleInputSender } from '../console/console-input.ts';
 
@@ -361,6 +361,7 @@ declare global {
 window.__unhalt = {
   api,
   consoleText,
+  consoleSize,
   telemetry(vmId: string) {
     const t = telemetryFor(vmId);
     return {
