@@ -9,10 +9,9 @@ import { writeFileAtomic } from '../service/atomic-file.ts';
 import { makeDirs } from '../service/make-dir.ts';
 import { GUEST_CMD_WORKLOAD, HOST_CMD_WORKLOAD } from './spec.ts';
 import { ExperimentError } from './spec-error.ts';
-import { validateUserBenchmark, type UserBenchmark } from './user-bench.ts';
+import { SAVE_NAME as NAME, SAVE_NAME_RULE, validateUserBenchmark, type UserBenchmark } from './user-bench.ts';
 import { LINUX_WORKLOADS, WORKLOADS } from './workloads.ts';
 
-const NAME = /^[a-z0-9][a-z0-9_-]{0,31}$/;
 
 /** Whether `name` is one of ours (any guest's workload, or the user commands' labels). */
 export function isBuiltInWorkload(name: string): boolean {
@@ -21,7 +20,7 @@ export function isBuiltInWorkload(name: string): boolean {
 
 /** A name a workload may be saved under; the reason in one line otherwise. */
 export function checkSaveName(name: string): string {
-  if (!NAME.test(name)) throw new ExperimentError(`--save-workload "${name.slice(0, 40)}": use up to 32 lower-case letters, digits, - and _ (starting with a letter or digit)`);
+  if (!NAME.test(name)) throw new ExperimentError(`--save-workload "${name.slice(0, 40)}": ${SAVE_NAME_RULE}`);
   if (isBuiltInWorkload(name)) throw new ExperimentError(`--save-workload ${name}: that is a built-in workload's name; choose another (a saved workload never shadows one of ours)`);
   return name;
 }

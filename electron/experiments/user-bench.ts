@@ -48,12 +48,19 @@ export function validateUserBenchmark(raw: unknown): UserBenchmark {
     if (typeof r.higherIsBetter !== 'boolean') throw new ExperimentError('higherIsBetter must be true or false');
     if (r.higherIsBetter) b.higherIsBetter = true;
   }
-  if (r.unit !== undefined) {
-    if (typeof r.unit !== 'string' || !/^[\x20-\x7e\u00b5]{1,24}$/.test(r.unit)) throw new ExperimentError('--unit must be 1 to 24 printable characters, such as ms or req/s');
-    b.unit = r.unit;
-  }
+  if (r.unit !== undefined) b.unit = checkUnit(r.unit);
   return b;
 }
+
+/** A figure's unit for the tables: 1 to 24 printable characters (µ included). */
+export function checkUnit(unit: unknown): string {
+  if (typeof unit !== 'string' || !/^[\x20-\x7e\u00b5]{1,24}$/.test(unit)) throw new ExperimentError('the unit (--unit) must be 1 to 24 printable characters, such as ms or req/s');
+  return unit;
+}
+
+/** The form of a name a benchmark is saved under (saved-workloads.ts also refuses built-in names). */
+export const SAVE_NAME = /^[a-z0-9][a-z0-9_-]{0,31}$/;
+export const SAVE_NAME_RULE = 'use up to 32 lower-case letters, digits, - and _ (starting with a letter or digit)';
 
 /** An argument vector as stored: 1 to MAX_ARGS strings, none with NUL, of bounded total length. */
 export function checkArgv(v: unknown, where: 'host' | 'guest' = 'host'): string[] {

@@ -9,7 +9,7 @@ import { hostConditions } from '../../electron/experiments/conditions.ts';
 import { conditionsLines } from '../../electron/experiments/conditions-format.ts';
 import { checkSaveName, loadWorkload, saveWorkload } from '../../electron/experiments/saved-workloads.ts';
 import { validateSpec } from '../../electron/experiments/spec.ts';
-import { metricRegex, readMetric, validateUserBenchmark } from '../../electron/experiments/user-bench.ts';
+import { checkUnit, metricRegex, readMetric, SAVE_NAME, validateUserBenchmark } from '../../electron/experiments/user-bench.ts';
 import { configOnVm } from '../../electron/experiments/vm-base.ts';
 import { validateConfig } from '../../electron/vmm/config/vm-config.ts';
 import { removeTempHomes, tempHome } from '../support/temp-home.ts';
@@ -88,6 +88,19 @@ describe('experiments on a library VM', () => {
     expect(() => validateSpec({ ...base, workload: 'timer', vm: { name: 'mine', config: custom } })).toThrow(/boots its own kernel, where the built-in workloads cannot run: give your own benchmark/);
     expect(validateSpec({ ...base, vm: { name: 'mine', config: custom }, bench: { hostCmd: ['x'], metric: 'v=(\\d+)' } })).toMatchObject({ guest: 'custom', workload: 'host-cmd' });
     expect(validateSpec({ ...base, vm: { name: 'mine', config: custom }, bench: { guestCmd: ['x'], metric: 'v=(\\d+)' } })).toMatchObject({ guest: 'custom', workload: 'guest-cmd' });
+  });
+});
+
+describe('the unit and the saved name: one rule for the service and the compare form', () => {
+  it('takes 1 to 24 printable characters as a unit, µ included', () => {
+    expect(checkUnit('µs')).toBe('µs');
+    expect(checkUnit('req/s')).toBe('req/s');
+    for (const bad of ['', 'x'.repeat(25), 'ms\n', 'a\u202eb', 3]) expect(() => checkUnit(bad)).toThrow('the unit (--unit) must be 1 to 24 printable characters, such as ms or req/s');
+    expect(() => validateUserBenchmark({ hostCmd: ['x'], metric: 'v=(\\d+)', unit: '\t' })).toThrow(/the unit \(--unit\)/);
+  });
+  it('names a saved benchmark by lower-case letters, digits, - and _', () => {
+    expect(SAVE_NAME.test('nginx-rps_2')).toBe(true);
+    for (const bad of ['', '-x', 'Big', 'a'.repeat(33), 'a b']) expect(SAVE_NAME.test(bad), bad).toBe(false);
   });
 });
 

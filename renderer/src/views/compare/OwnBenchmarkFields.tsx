@@ -5,7 +5,7 @@
 // typed by the checks the service uses (user-bench.ts, argv-split.ts).
 import { useId } from 'react';
 import { splitCommand } from '../../../../electron/experiments/argv-split.ts';
-import { checkArgv, metricRegex } from '../../../../electron/experiments/user-bench.ts';
+import { SAVE_NAME, SAVE_NAME_RULE, checkArgv, checkUnit, metricRegex } from '../../../../electron/experiments/user-bench.ts';
 import { errorMessage } from '../../state/app.ts';
 
 export interface OwnBenchmarkDraft {
@@ -33,8 +33,8 @@ export function ownBenchmarkProblems(d: OwnBenchmarkDraft): Partial<Record<'comm
   check('command', () => checkArgv(splitCommand(d.command.trim()), d.where));
   check('metric', () => metricRegex(d.metric));
   if (d.ready !== '') check('ready', () => new RegExp(d.ready));
-  if (d.unit !== '' && !/^[\x20-\x7e\u00b5]{1,24}$/.test(d.unit)) p.unit = 'The unit must be 1 to 24 printable characters, such as ms or req/s.';
-  if (d.saveAs !== '' && !/^[a-z0-9][a-z0-9_-]{0,31}$/.test(d.saveAs)) p.saveAs = 'Use up to 32 lower-case letters, digits, - and _ (starting with a letter or digit).';
+  if (d.unit !== '') check('unit', () => checkUnit(d.unit));
+  if (d.saveAs !== '' && !SAVE_NAME.test(d.saveAs)) p.saveAs = `For the name, ${SAVE_NAME_RULE}.`;
   return p;
 }
 
