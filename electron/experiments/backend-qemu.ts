@@ -20,6 +20,14 @@ import type { Deadline } from './pacing.ts';
 import { ExperimentError } from './spec.ts';
 import type { Workload } from './workloads.ts';
 
+/** The knobs QEMU has no option for, whatever its board: the run goes on without them, and says so. */
+function qemuGaps(c: VmConfig, host: HostCapabilities): string[] {
+  const missing: string[] = [];
+  if (c.haltPollNs !== undefined) missing.push(`ran at the host's halt polling (${host.haltPollParams.halt_poll_ns ?? '?'} ns), not halt-poll-ns=${c.haltPollNs}: QEMU has no per-VM halt-polling option`);
+  if (c.pin) missing.push('ran unpinned: QEMU does not pin vCPU threads itself');
+  return missing;
+}
+
 /** The QEMU command line for the same guest and knobs (where QEMU has the knob). */
 export function qemuCommand(c: VmConfig, host: HostCapabilities): { qemuArgs: string[]; qemuCaveat?: string } {
   const { spec, resolution } = resolveMachine(c, host);
@@ -34,9 +42,7 @@ export function qemuCommand(c: VmConfig, host: HostCapabilities): { qemuArgs: st
   if (overcommit) args.push('-overcommit', overcommit);
   // What the QEMU row cannot do as labelled: it runs anyway (the noise of QEMU's rows is worth
   // seeing), and the row, the chart and the notes say how it differs.
-  const missing: string[] = [];
-  if (c.haltPollNs !== undefined) missing.push(`ran at the host's halt polling (${host.haltPollParams.halt_poll_ns ?? '?'} ns), not halt-poll-ns=${c.haltPollNs}: QEMU has no per-VM halt-polling option`);
-  if (c.pin) missing.push('ran unpinned: QEMU does not pin vCPU threads itself');
+  const missing = qemuGaps(c, host);
   if (c.rng) missing.push('ran without virtio-rng: the microvm board of the QEMU rows has no PCI bus (bench/virtio-notify.ts compares the devices on q35)');
   if (c.net) missing.push('ran without a network: the microvm board of the QEMU rows has no PCI bus (bench/virtio-net-rr.ts compares virtio-net on q35)');
   return missing.length ? { qemuArgs: args, qemuCaveat: missing.join('; ') } : { qemuArgs: args };
@@ -135,9 +141,7 @@ export const QEMU_TTYS1_PLACEHOLDER = '@UNHALT_RUN_DIR@/ttyS1';
 /** The QEMU command line of a library VM's config, as `unhalt export --format qemu` writes it, and what it cannot do as labelled. */
 export function qemuExportCommand(c: VmConfig, host: HostCapabilities): { qemuArgs: string[]; qemuCaveat?: string } {
   const plan = exportPlan({ config: c, boot: resolveBoot(c, host.kind), hostKind: host.kind, agentLog: QEMU_TTYS1_PLACEHOLDER });
-  const missing: string[] = [];
-  if (c.haltPollNs !== undefined) missing.push(`ran at the host's halt polling (${host.haltPollParams.halt_poll_ns ?? '?'} ns), not halt-poll-ns=${c.haltPollNs}: QEMU has no per-VM halt-polling option`);
-  if (c.pin) missing.push('ran unpinned: QEMU does not pin vCPU threads itself');
+  const missing = qemuGaps(c, host);
   const qemuArgs = qemuArgsOf(plan);
   return missing.length ? { qemuArgs, qemuCaveat: missing.join('; ') } : { qemuArgs };
 }
