@@ -4,7 +4,7 @@
 // module bundles without Node: test/unit/rules.test.ts.)
 import { describe, expect, it } from 'vitest';
 import { LINUX_WORKLOADS, WORKLOADS, workload } from '../../electron/experiments/workloads.ts';
-import { workloadChoices, workloadProblem } from '../../renderer/src/lib/workloads.ts';
+import { savedWorkloadSummary, workloadChoices, workloadProblem } from '../../renderer/src/lib/workloads.ts';
 
 describe('the renderer\'s workload list is the server\'s', () => {
   it('offers the same names per guest, and the field accepts exactly what the server accepts', () => {
@@ -34,5 +34,12 @@ describe('the renderer\'s workload list is the server\'s', () => {
     expect(ipi.summary).toMatch(/; needs 2 vCPUs$/);
     expect(workloadChoices('linux').find((w) => w.name === 'perf-pipe')!.params).toBe('loops=1000000');
     expect(workloadChoices('probe').find((w) => w.name === 'timer')!.params).toBeUndefined();
+  });
+});
+
+describe('a saved benchmark in the lists of Compare and the advisor', () => {
+  it('says where its command runs and names the program', () => {
+    expect(savedWorkloadSummary({ hostCmd: ['/usr/bin/wrk', '-c', '8'] })).toBe('your benchmark: host command /usr/bin/wrk');
+    expect(savedWorkloadSummary({ guestCmd: ['stress-ng', '--cpu', '1'] })).toBe('your benchmark: guest command stress-ng');
   });
 });

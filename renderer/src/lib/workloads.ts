@@ -2,6 +2,7 @@
 // (electron/experiments/workloads.ts, which imports nothing of Node), so a field accepts exactly
 // what a start accepts, refuses the rest in the server's words, and offers the same names.
 import { workload, workloadsOf } from '../../../electron/experiments/workloads.ts';
+import type { UserBenchmark } from '../../../electron/experiments/user-bench.ts';
 
 export type BenchGuest = 'probe' | 'linux';
 
@@ -29,4 +30,9 @@ export function workloadProblem(guest: BenchGuest, name: string): string | undef
   } catch (e) {
     return (e as Error).message;
   }
+}
+
+/** A saved benchmark in a list of workloads: where its command runs and what it runs. */
+export function savedWorkloadSummary(bench: Pick<UserBenchmark, 'guestCmd' | 'hostCmd'>): string {
+  return `your benchmark: ${bench.guestCmd ? 'guest' : 'host'} command ${(bench.guestCmd ?? bench.hostCmd ?? [''])[0]}`;
 }

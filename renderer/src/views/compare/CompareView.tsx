@@ -11,7 +11,7 @@ import { ResultsView } from './ResultsView.tsx';
 import { ConfirmAction } from '../ConfirmAction.tsx';
 import { TuneResult } from './TuneResult.tsx';
 import { startBlocked, startButtonProps } from '../KvmNotice.tsx';
-import { workloadChoices } from '../../lib/workloads.ts';
+import { savedWorkloadSummary, workloadChoices } from '../../lib/workloads.ts';
 import { hasAgent } from '../../lib/agent.ts';
 import type { VmConfig } from '../../../../electron/vmm/config/vm-config.ts';
 import { splitCommand } from '../../../../electron/experiments/argv-split.ts';
@@ -186,7 +186,7 @@ function ExperimentForm() {
     }
   };
   const builtIn = guest === 'custom' ? [] : workloadChoices(guest);
-  const workloads = [...builtIn, ...saved.map((w) => ({ name: w.name, summary: `your benchmark: ${w.bench.guestCmd ? 'guest' : 'host'} command ${(w.bench.guestCmd ?? w.bench.hostCmd ?? [''])[0]}`, params: undefined }))];
+  const workloads = [...builtIn, ...saved.map((w) => ({ name: w.name, summary: savedWorkloadSummary(w.bench), params: undefined }))];
   const wl = workloads.find((w) => w.name === workload.trim());
   return (
     <>

@@ -9,7 +9,7 @@ import { useEffect, useId, useState } from 'react';
 import { GOAL_KINDS, GOAL_LABELS, parseBudget, type ExperimentDetail, type GoalKind, type SavedWorkloadDto, type TuneRequest, type VmRecord } from '../../../../electron/service/api.ts';
 import { benchGoal } from '../../../../electron/experiments/user-bench.ts';
 import { api, errorMessage, navigate, useApp } from '../../state/app.ts';
-import { workloadChoices, workloadProblem } from '../../lib/workloads.ts';
+import { savedWorkloadSummary, workloadChoices, workloadProblem } from '../../lib/workloads.ts';
 import { startBlocked, startButtonProps } from '../KvmNotice.tsx';
 import { TuneResult } from '../compare/TuneResult.tsx';
 
@@ -118,7 +118,7 @@ export function TunePanel({ vm }: { vm: VmRecord }) {
             }} onBlur={() => leave('workload', checkWorkload(workload))} />
           <datalist id={`${id}-wls`}>
             {(ownKernel ? [] : workloadChoices(guest)).map((w) => <option key={w.name} value={w.name}>{w.summary}</option>)}
-            {saved.map((w) => <option key={`saved-${w.name}`} value={w.name}>your benchmark: {w.bench.guestCmd ? 'guest' : 'host'} command {(w.bench.guestCmd ?? w.bench.hostCmd ?? [''])[0]}</option>)}
+            {saved.map((w) => <option key={`saved-${w.name}`} value={w.name}>{savedWorkloadSummary(w.bench)}</option>)}
           </datalist>
           {fieldError('workload')}
         </div>
