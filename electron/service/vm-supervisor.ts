@@ -121,12 +121,13 @@ export class VmSupervisor {
    * watches this VM and the agent is there: on at the agent's ready or a new subscriber, off when
    * the last one leaves. An agent that restarted said ready again with its probe off.
    */
-  private updateProbe(): void {
+  private updateProbe(): boolean {
     const want = this.agentReady && this.sinks.size > 0 && this.vm !== undefined && this.state !== 'stopped';
-    if (want === this.probing) return;
+    if (want === this.probing) return false;
     this.probing = want;
     this.vm?.sendAgent(want ? `probe on interval_ms=${PROBE_INTERVAL_MS} rounds=${PROBE_ROUNDS}\n` : 'probe off\n');
     this.emitStatus();
+    return true;
   }
 
   async start(input: StartInput): Promise<VmStatus> {
@@ -383,8 +384,8 @@ export class VmSupervisor {
     if (e.event === 'ready') {
       this.agentReady = true;
       this.probing = false; // a (re)started agent has no probe running
-      this.updateProbe();
-      this.emitStatus();
+      // One status event says the agent is there, probing or not.
+      if (!this.updateProbe()) this.emitStatus();
     }
     const metric: GuestMetric = { t: Date.now(), event: e.event, fields: { ...e.fields } };
     this.metrics.push(metric);
