@@ -5,7 +5,7 @@
 // killed with SIGKILL leaves its file behind; the next taker finds the pid dead (or reused by a
 // process that started later) and breaks the lock.
 import { randomBytes } from 'node:crypto';
-import { linkSync, readdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
+import { closeSync, linkSync, lstatSync, openSync, readdirSync, readFileSync, readSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 
 export class LockBusyError extends Error {
@@ -15,6 +15,15 @@ export class LockBusyError extends Error {
   constructor(path: string, holderPid: number | undefined, waitedMs: number) {
     super(`${path} is locked by ${holderPid ? `process ${holderPid}` : 'another process'} (waited ${waitedMs} ms)`);
     this.holderPid = holderPid;
+  }
+}
+
+/** The lock's path holds something no taker of ours made (a directory, a FIFO): nothing can take it. */
+export class LockFileError extends Error {
+  override name = 'LockFileError';
+
+  constructor(path: string, what: string) {
+    super(`the lock file ${path} is ${what}, which Unhalt never makes there (it makes and removes that file itself): remove it (${what === 'a directory' ? 'rmdir' : 'rm'} ${path}) and try again`);
   }
 }
 
@@ -105,8 +114,24 @@ function createExclusive(path: string, token: string): boolean {
 }
 
 function readLock(path: string): string | undefined {
+  let st;
   try {
-    return readFileSync(path, 'utf8');
+    // Judged before it is opened: a FIFO would block the reader, a directory cannot be read.
+    st = lstatSync(path);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw e;
+  }
+  if (!st.isFile()) throw new LockFileError(path, st.isDirectory() ? 'a directory' : st.isSymbolicLink() ? 'a symbolic link' : st.isFIFO() ? 'a FIFO' : 'no regular file');
+  try {
+    // A lock file is "pid starttime\n": anything longer is damage, and only its start is read.
+    const fd = openSync(path, 'r');
+    try {
+      const buf = Buffer.alloc(64);
+      return buf.toString('utf8', 0, readSync(fd, buf, 0, buf.length, 0));
+    } finally {
+      closeSync(fd);
+    }
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     throw e;
@@ -149,9 +174,13 @@ function isHolderAlive(token: string): boolean {
   const t = parseToken(token);
   // Our own writer always creates complete tokens (link is atomic); garbage is someone's damage.
   if (!t || t.pid <= 0 || !pidAlive(t.pid)) return false;
-  // A pid the kernel has since given to another process: its start time differs.
+  // Alive only when proven: a pid the kernel has since given to another process has another
+  // start time, and a token without one (start 0: never ours) proves nothing, so it is broken.
+  // A start time we may not read (/proc mounted hidepid) leaves the live pid the benefit.
+  if (token === ownToken()) return true;
+  if (t.start === 0) return false;
   const start = processStartTime(t.pid);
-  return !(t.start !== 0 && start !== undefined && start !== t.start);
+  return start === undefined || start === t.start;
 }
 
 function pidAlive(pid: number): boolean {

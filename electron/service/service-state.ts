@@ -11,7 +11,7 @@ import { allowedFolders } from './allowed-folders.ts';
 import { checkBootFiles, checkHostLimits } from './config-checks.ts';
 import { consoleLogPath } from './console-log.ts';
 import { ApiError, toApiError } from './errors.ts';
-import { LockBusyError } from './file-lock.ts';
+import { LockBusyError, LockFileError } from './file-lock.ts';
 import { kvmProblem } from './kvm-problem.ts';
 import type { LibraryRecord } from './library-schema.ts';
 import { LibraryFullError, type LibraryStore } from './library-store.ts';
@@ -139,7 +139,7 @@ export class ServiceState {
     try {
       return await this.store.mutate(change);
     } catch (e) {
-      if (e instanceof LibraryFullError) throw new ApiError('conflict', e.message);
+      if (e instanceof LibraryFullError || e instanceof LockFileError) throw new ApiError('conflict', e.message);
       if (e instanceof LockBusyError) {
         throw new ApiError('conflict', `the VM library is being changed by ${e.holderPid ? `another Unhalt process (pid ${e.holderPid})` : 'another process'}; try again`);
       }

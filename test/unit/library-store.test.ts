@@ -1,10 +1,12 @@
 // The VM library file: atomic writes, schema validation, v0 -> v1 migration, corrupt and
 // newer-version files moved aside (never overwritten), and the cross-process lock.
 import { spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { FileLock, LockBusyError } from '../../electron/service/file-lock.ts';
+import { FileLock, LockBusyError, LockFileError, processStartTime } from '../../electron/service/file-lock.ts';
+import { createService } from '../../electron/service/service.ts';
+import { rejection } from '../support/api-errors.ts';
 import { MAX_VMS, parseLibrary, LibraryFileError, type LibraryRecord } from '../../electron/service/library-schema.ts';
 import { LibraryStore } from '../../electron/service/library-store.ts';
 import { validateConfig } from '../../electron/vmm/config/vm-config.ts';
@@ -207,6 +209,40 @@ describe('library lock', () => {
     const lock = FileLock.tryAcquire(path);
     expect(lock).not.toBeNull();
     lock!.release();
+  });
+
+  it('a lock whose holder cannot be proven alive is broken: pid 1 with no start time (issue 30 #10)', () => {
+    const path = join(tempHome(), 'z.lock');
+    // pid 1 lives, but "0" is no start time any taker of ours writes: nothing proves it holds the lock.
+    writeFileSync(path, '1 0\n');
+    const lock = FileLock.tryAcquire(path);
+    expect(lock).not.toBeNull();
+    lock!.release();
+    // pid 1 with its own start time is a live holder, and is waited for.
+    writeFileSync(path, `1 ${processStartTime(1)}\n`);
+    expect(FileLock.tryAcquire(path)).toBeNull();
+  });
+
+  it('a directory, FIFO or symbolic link where the lock goes is named in one line, and the API says conflict (issue 30 #12)', async () => {
+    const home = tempHome();
+    const s = await LibraryStore.open(home, { lock: { timeoutMs: 200 } });
+    mkdirSync(s.lockPath);
+    const err = await s.mutate((vms) => { vms.push(rec('x')); }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(LockFileError);
+    expect((err as Error).message).toBe(`the lock file ${s.lockPath} is a directory, which Unhalt never makes there (it makes and removes that file itself): remove it (rmdir ${s.lockPath}) and try again`);
+    const svc = await createService({ home, lockTimeoutMs: 200 });
+    try {
+      const r = await rejection(svc.createVm(validateConfig({ name: 'x', guest: 'probe' })));
+      expect(r).toEqual({ code: 'conflict', message: (err as Error).message });
+    } finally {
+      await svc.shutdown();
+    }
+    const other = join(tempHome(), 'v.lock');
+    symlinkSync('/dev/zero', other);
+    expect(() => FileLock.tryAcquire(other)).toThrow(`the lock file ${other} is a symbolic link, which Unhalt never makes there`);
+    const fifo = join(tempHome(), 'f.lock');
+    expect(spawnSync('mkfifo', [fifo]).status).toBe(0);
+    expect(() => FileLock.tryAcquire(fifo)).toThrow(`the lock file ${fifo} is a FIFO`);
   });
 
   it('a live holder is respected (this process holds it)', () => {
