@@ -6,7 +6,7 @@
 // the host-mode address once there is one) so a second process can name the owner when refused.
 // The file is never removed: unlinking a lock file lets a late opener lock the old inode while a
 // newcomer locks a new one, and both would own the home.
-import { closeSync, constants, ftruncateSync, openSync, readFileSync, writeSync } from 'node:fs';
+import { closeSync, constants, fstatSync, ftruncateSync, openSync, readlinkSync, readSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { EAGAIN, LOCK_EX, LOCK_NB, errno, libc, describeErrno } from '../../native/kvm/libc.ts';
 
@@ -16,6 +16,13 @@ export interface HomeOwner {
   startedAt: string;
   /** Host mode's origin (never the token), once the server listens. */
   address?: string;
+  /** Its PID namespace ("pid:[4026531836]"): a pid means nothing from another one (a container). */
+  pidNs?: string;
+}
+
+/** This process's PID namespace, as /proc names it (undefined where /proc cannot say). */
+export function ownPidNamespace(): string | undefined {
+  try { return readlinkSync('/proc/self/ns/pid'); } catch { return undefined; }
 }
 
 /** Another live process owns this UNHALT_HOME. */
@@ -50,10 +57,12 @@ export class HomeOwnership {
   /** Takes ownership of `home` (which must exist), or throws HomeBusyError naming the owner. */
   static async claim(home: string, command: string): Promise<HomeOwnership> {
     const path = ownerLockPath(home);
-    // O_CLOEXEC (Node's default): children such as xdg-open do not inherit the lock.
-    const fd = openSync(path, constants.O_RDWR | constants.O_CREAT, 0o600);
+    // O_CLOEXEC (Node's default): children such as xdg-open do not inherit the lock. Never through
+    // a symbolic link, never blocking on a FIFO: only a regular file is a lock.
+    const fd = openLockFile(path, constants.O_RDWR | constants.O_CREAT);
     if (libc.flock(fd, LOCK_EX | LOCK_NB) === 0) {
-      return new HomeOwnership(fd, { pid: process.pid, command, startedAt: new Date().toISOString() });
+      const pidNs = ownPidNamespace();
+      return new HomeOwnership(fd, { pid: process.pid, command, startedAt: new Date().toISOString(), ...(pidNs ? { pidNs } : {}) });
     }
     const err = errno();
     closeSync(fd);
@@ -93,21 +102,56 @@ async function readOwner(path: string): Promise<HomeOwner | undefined> {
   }
 }
 
+/** The lock file opened as a regular file, or an error naming what is there instead and its fix. */
+function openLockFile(path: string, flags: number): number {
+  let fd: number;
+  try {
+    fd = openSync(path, flags | constants.O_NOFOLLOW | constants.O_NONBLOCK, 0o600);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'ELOOP') throw new Error(`${path} is a symbolic link, which Unhalt never makes there: remove it (rm ${path}) and start again`);
+    if (code === 'EISDIR') throw new Error(`${path} is a directory, which Unhalt never makes there: remove it (rmdir ${path}) and start again`);
+    throw new Error(`cannot open ${path}: ${(e as Error).message}`);
+  }
+  if (!fstatSync(fd).isFile()) {
+    closeSync(fd);
+    throw new Error(`${path} is no regular file (a FIFO or a device), which Unhalt never makes there: remove it (rm ${path}) and start again`);
+  }
+  return fd;
+}
+
+/** What the owner wrote (a few hundred bytes; read with a bound). */
 function readText(path: string): string {
-  try { return readFileSync(path, 'utf8'); } catch { return ''; }
+  try {
+    const fd = openLockFile(path, constants.O_RDONLY);
+    try {
+      const buf = Buffer.alloc(4096);
+      return buf.toString('utf8', 0, readSync(fd, buf, 0, buf.length, 0));
+    } finally {
+      closeSync(fd);
+    }
+  } catch {
+    return '';
+  }
 }
 
 function parseOwner(text: string): HomeOwner | undefined {
   try {
     const o = JSON.parse(text) as Partial<HomeOwner>;
     if (typeof o.pid !== 'number' || typeof o.command !== 'string' || typeof o.startedAt !== 'string') return undefined;
-    return { pid: o.pid, command: o.command.slice(0, 200), startedAt: o.startedAt, ...(typeof o.address === 'string' ? { address: o.address.slice(0, 200) } : {}) };
+    return {
+      pid: o.pid, command: o.command.slice(0, 200), startedAt: o.startedAt,
+      ...(typeof o.address === 'string' ? { address: o.address.slice(0, 200) } : {}),
+      ...(typeof o.pidNs === 'string' ? { pidNs: o.pidNs.slice(0, 64) } : {}),
+    };
   } catch {
     return undefined;
   }
 }
 
-export function describeOwner(owner: HomeOwner | undefined): string {
+export function describeOwner(owner: HomeOwner | undefined, ourPidNs: string | undefined = ownPidNamespace()): string {
   if (!owner) return 'it has not said who it is';
-  return `pid ${owner.pid}, ${owner.command}, since ${owner.startedAt}${owner.address ? `, host mode at ${owner.address}` : ''}`;
+  // A pid from another PID namespace is not this one's process of that number (pid 1 is no init here).
+  const elsewhere = owner.pidNs && ourPidNs && owner.pidNs !== ourPidNs ? ` in another PID namespace (${owner.pidNs}: a container or sandbox; this process is in ${ourPidNs})` : '';
+  return `pid ${owner.pid}${elsewhere}, ${owner.command}, since ${owner.startedAt}${owner.address ? `, host mode at ${owner.address}` : ''}`;
 }

@@ -1,11 +1,11 @@
 // One owner per UNHALT_HOME (finding 5 of issue 13): two `unhalt serve` racing on one home — exactly
 // one wins, the other exits 1 naming it; the owner lock dies with its process (SIGKILL leaves no
 // stale owner); in-process, a second service on the same home is refused until the first shuts down.
-import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { HomeBusyError } from '../../electron/service/home-owner.ts';
+import { HomeBusyError, ownerLockPath, ownPidNamespace } from '../../electron/service/home-owner.ts';
 import { createService } from '../../electron/service/service.ts';
 import { UNHALT_BIN } from '../support/cli.ts';
 import { kvmAvailable } from '../support/probe.ts';
@@ -73,5 +73,43 @@ describe('one owner per UNHALT_HOME', () => {
     await first.shutdown();
     const second = await createService({ home });
     await second.shutdown();
+  });
+
+  // CI runs as root, where unshare(1) makes a PID namespace; elsewhere the check needs root.
+  it.skipIf(process.getuid?.() !== 0)('an owner in another PID namespace (a container) is named as such, not as this namespace\'s pid 1 (issue 30 #15)', async () => {
+    const home = tempHome('owner-ns');
+    const child = spawn('unshare', ['--pid', '--fork', '--kill-child=SIGTERM', '--mount-proc', process.execPath, UNHALT_BIN, 'serve', '--no-open'], { env: serveEnv(home), stdio: ['ignore', 'pipe', 'pipe'] });
+    const exited = new Promise((resolve) => child.on('close', resolve));
+    try {
+      await new Promise<void>((resolve, reject) => {
+        let out = '';
+        child.stdout!.on('data', (d) => { out += d; if (out.includes('\n')) resolve(); });
+        child.on('close', () => reject(new Error(`serve in a PID namespace ended before it listened: ${out}`)));
+      });
+      const refused = await createService({ home }).then(() => undefined, (e: unknown) => e);
+      expect(refused).toBeInstanceOf(HomeBusyError);
+      const owner = (refused as HomeBusyError).owner!;
+      expect(owner.pid).toBe(1);
+      expect(owner.pidNs).toMatch(/^pid:\[\d+\]$/);
+      expect(owner.pidNs).not.toBe(ownPidNamespace());
+      expect((refused as Error).message).toContain(`(pid 1 in another PID namespace (${owner.pidNs}: a container or sandbox; this process is in ${ownPidNamespace()}), unhalt serve, since `);
+    } finally {
+      // unshare(1) waits out SIGTERM for its child; killed, it has the child sent SIGTERM (--kill-child).
+      child.kill('SIGKILL');
+      await exited;
+    }
+  }, 60_000);
+
+  it('a directory, symbolic link or FIFO where owner.lock goes is named with its fix, never followed or blocked on', async () => {
+    const dir = tempHome('owner-dir');
+    mkdirSync(ownerLockPath(dir));
+    await expect(createService({ home: dir })).rejects.toThrow(`${ownerLockPath(dir)} is a directory, which Unhalt never makes there: remove it (rmdir ${ownerLockPath(dir)}) and start again`);
+    const link = tempHome('owner-link');
+    writeFileSync(join(link, 'elsewhere'), '');
+    symlinkSync(join(link, 'elsewhere'), ownerLockPath(link));
+    await expect(createService({ home: link })).rejects.toThrow(`${ownerLockPath(link)} is a symbolic link, which Unhalt never makes there`);
+    const fifo = tempHome('owner-fifo');
+    expect(spawnSync('mkfifo', [ownerLockPath(fifo)]).status).toBe(0);
+    await expect(createService({ home: fifo })).rejects.toThrow(`${ownerLockPath(fifo)} is no regular file (a FIFO or a device)`);
   });
 });
