@@ -1,7 +1,7 @@
 import { defineConfig } from 'vitest/config';
 import { GUEST_TIME_SCALE, scaled } from './test/support/time-scale.ts';
 import { LONG_LIVED_V8_FLAGS } from './bin/v8-flags.mjs';
-import { E2E_VM_FILES, OWN_GUEST_FILES, hostHasKvm } from './test/support/e2e-files.ts';
+import { E2E_VM_FILES, LINUX_E2E_FILES, OWN_GUEST_FILES, hostHasKvm } from './test/support/e2e-files.ts';
 
 // Lanes (npm test runs them one after another, see scripts/test.mjs):
 // - unit:  pure tests, in parallel;
@@ -38,7 +38,7 @@ export default defineConfig({
           name: 'e2e',
           execArgv,
           include: ['test/e2e/**/*.test.ts'],
-          exclude: [...(hostHasKvm() ? [] : E2E_VM_FILES), ...ownGuestExcluded],
+          exclude: [...(hostHasKvm() ? [] : [...E2E_VM_FILES, ...LINUX_E2E_FILES]), ...ownGuestExcluded],
           fileParallelism: false,
           // The UI waits on guests through the whole app: its deadlines follow the guest slowdown,
           // but no check may hold the lane longer than 10 min (in the nested lane's L1 a hang must

@@ -1,21 +1,23 @@
 #!/usr/bin/env node
-// The README's screenshots, taken from a real run: runs the end-to-end UI file that takes them
-// (test/e2e/app.test.ts: the wizard, a running probe VM's page with its console and charts, an
-// A/B experiment in Compare) and copies the chosen PNGs to docs/images/ under fixed names.
+// The README's screenshots, taken from a real run: runs the end-to-end UI files that take them
+// (test/e2e/app.test.ts: the wizard and an A/B experiment in Compare; chart-drawing.test.ts: a
+// probe VM's page under the ipi scenario's load; linux-vm-page.test.ts: the built-in Linux's page
+// under `yes | cat`) and copies the chosen PNGs to docs/images/ under fixed names.
 //
-// Where this host has a KVM device this user may open, the file runs in the host's e2e lane
-// (`npx vitest run --project e2e FILE`) and its screenshots land in test/artifacts/. Where it has
-// none, it runs in the nested lane's L1 with its Chromium on this host
-// (`UNHALT_NESTED_FILES=FILE npx vitest run --project nested`, docs/nested.md) and its
+// A file runs in this host's e2e lane (`npx vitest run --project e2e FILES`, screenshots in
+// test/artifacts/) where this host has what it needs: a KVM device this user may open, and for
+// the Linux file a KVM with hardware semantics (kvm_intel or kvm_amd, not kvm_pvm). The others run
+// in the nested lane's L1 with their Chromium on this host
+// (`UNHALT_NESTED_FILES='FILES' npx vitest run --project nested`, docs/nested.md); their
 // screenshots come out in test/artifacts/nested/l1.N/results/artifacts/.
 //
-//   node scripts/screenshots.mjs                 run, then copy (about 2 min with a KVM, ~10 in L1)
+//   node scripts/screenshots.mjs                 run, then copy (a few minutes with a KVM, ~15 in L1)
 //   node scripts/screenshots.mjs --dry-run       say what would run and be copied, run nothing
 //   node scripts/screenshots.mjs --where nested  choose the place: host, nested or auto (default)
 //   node scripts/screenshots.mjs --copy-only     copy from the last run's artifacts, run nothing
-//   node scripts/screenshots.mjs --allow-failures  copy even if a check of the file failed
+//   node scripts/screenshots.mjs --allow-failures  copy even if a check of a file failed
 //
-// Exit 0 when every image was copied; 1 when the run failed (unless --allow-failures), or an image
+// Exit 0 when every image was copied; 1 when a run failed (unless --allow-failures), or an image
 // is missing, or was not written by this run (older than its start): each one named.
 import { spawnSync } from 'node:child_process';
 import { accessSync, constants, copyFileSync, existsSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
@@ -27,13 +29,14 @@ const OUT = join(ROOT, 'docs/images');
 const HOST_ARTIFACTS = join(ROOT, 'test/artifacts');
 const NESTED_ARTIFACTS = join(ROOT, 'test/artifacts/nested');
 
-/** The e2e file that takes the screenshots (it starts VMs: test/support/e2e-files.ts E2E_VM_FILES). */
-const FILE = 'test/e2e/app.test.ts';
-/** What the file writes into test/artifacts/ -> the README's name in docs/images/. */
-const IMAGES = [
-  { from: 'wizard-summary.png', to: 'wizard.png' },
-  { from: 'vm-view.png', to: 'vm-page.png' },
-  { from: 'compare.png', to: 'compare.png' },
+/**
+ * The e2e files that take the screenshots, what each needs of this host's KVM, and what it writes
+ * into test/artifacts/ -> the README's name in docs/images/.
+ */
+const FILES = [
+  { file: 'test/e2e/app.test.ts', needs: 'kvm', images: [{ from: 'wizard-summary.png', to: 'wizard.png' }, { from: 'compare.png', to: 'compare.png' }] },
+  { file: 'test/e2e/chart-drawing.test.ts', needs: 'kvm', images: [{ from: 'probe-vm-page.png', to: 'vm-page.png' }] },
+  { file: 'test/e2e/linux-vm-page.test.ts', needs: 'hardware', images: [{ from: 'linux-vm-page.png', to: 'linux-vm-page.png' }] },
 ];
 
 const USAGE = 'usage: node scripts/screenshots.mjs [--dry-run] [--copy-only] [--allow-failures] [--where auto|host|nested]';
@@ -70,20 +73,33 @@ function hostHasKvm() {
   }
 }
 
+/** As electron/vmm/host.ts kvmBackend: hardware semantics are kvm_intel's or kvm_amd's, never kvm_pvm's. */
+function hardwareKvm() {
+  const mod = (m) => existsSync(`/sys/module/${m}`);
+  return !existsSync(process.env.UNHALT_PVM_MODULE_PATH ?? '/sys/module/kvm_pvm') && (mod('kvm_intel') || mod('kvm_amd'));
+}
+
 const kvm = hostHasKvm();
-const where = opts.where === 'auto' ? (kvm ? 'host' : 'nested') : opts.where;
+const hardware = kvm && hardwareKvm();
 const device = process.env.UNHALT_KVM_DEVICE ?? '/dev/kvm';
-const why = opts.where !== 'auto' ? 'chosen with --where'
-  : kvm ? `${device} can be opened here` : `${device} cannot be opened here`;
-if (where === 'host' && !kvm) say(`warning: ${device} cannot be opened here; the e2e lane leaves ${FILE} out on such a host`);
+const meets = (needs) => (needs === 'hardware' ? hardware : kvm);
+const placeOf = (f) => (opts.where !== 'auto' ? opts.where : meets(f.needs) ? 'host' : 'nested');
+const whyOf = (f) => (opts.where !== 'auto' ? 'chosen with --where'
+  : !kvm ? `${device} cannot be opened here`
+  : f.needs === 'hardware' ? (hardware ? `${device} has hardware semantics` : `${device} lacks hardware semantics (a stock Linux needs them)`)
+  : `${device} can be opened here`);
+for (const f of FILES) if (placeOf(f) === 'host' && !meets(f.needs)) say(`warning: ${f.file} needs ${f.needs === 'hardware' ? 'a KVM with hardware semantics' : `a KVM device (${device})`}, which this host lacks; it will skip here`);
 
-const run = where === 'host'
-  ? { env: {}, cmd: 'npx', args: ['vitest', 'run', '--project', 'e2e', FILE] }
-  : { env: { UNHALT_NESTED_FILES: FILE }, cmd: 'npx', args: ['vitest', 'run', '--project', 'nested'] };
-const shown = `${Object.entries(run.env).map(([k, v]) => `${k}=${v} `).join('')}${[run.cmd, ...run.args].join(' ')}`;
+const hostFiles = FILES.filter((f) => placeOf(f) === 'host');
+const nestedFiles = FILES.filter((f) => placeOf(f) === 'nested');
+const runs = [
+  ...(hostFiles.length ? [{ where: 'host', env: {}, cmd: 'npx', args: ['vitest', 'run', '--project', 'e2e', ...hostFiles.map((f) => f.file)] }] : []),
+  ...(nestedFiles.length ? [{ where: 'nested', env: { UNHALT_NESTED_FILES: nestedFiles.map((f) => f.file).join(' ') }, cmd: 'npx', args: ['vitest', 'run', '--project', 'nested'] }] : []),
+];
+const shown = (run) => `${Object.entries(run.env).map(([k, v]) => `${k}='${v}' `).join('')}${[run.cmd, ...run.args].join(' ')}`;
 
-/** Where the run leaves one screenshot: test/artifacts/NAME, or in L1's results (the first L1 that has it). */
-function source(name) {
+/** Where a run leaves one screenshot: test/artifacts/NAME, or in L1's results (the first L1 that has it). */
+function source(where, name) {
   if (where === 'host') return join(HOST_ARTIFACTS, name);
   const l1s = existsSync(NESTED_ARTIFACTS) ? readdirSync(NESTED_ARTIFACTS).filter((d) => /^l1\.\d+$/.test(d)).sort() : [];
   for (const d of l1s) {
@@ -95,29 +111,33 @@ function source(name) {
 
 const rel = (p) => relative(ROOT, p);
 if (opts.dryRun) {
-  process.stdout.write(`place: ${where === 'host' ? "this host's e2e lane" : "the nested lane's L1 (Chromium on this host)"} (${why})\n`);
-  process.stdout.write(opts.copyOnly ? 'would run: nothing (--copy-only)\n' : `would run (in ${ROOT}): ${shown}\n`);
-  for (const img of IMAGES) process.stdout.write(`would copy: ${rel(source(img.from))} -> ${rel(join(OUT, img.to))}\n`);
+  for (const f of FILES) process.stdout.write(`${f.file}: ${placeOf(f) === 'host' ? "this host's e2e lane" : "the nested lane's L1 (Chromium on this host)"} (${whyOf(f)})\n`);
+  if (opts.copyOnly) process.stdout.write('would run: nothing (--copy-only)\n');
+  else for (const r of runs) process.stdout.write(`would run (in ${ROOT}): ${shown(r)}\n`);
+  for (const f of FILES) for (const img of f.images) process.stdout.write(`would copy: ${rel(source(placeOf(f), img.from))} -> ${rel(join(OUT, img.to))}\n`);
   process.exit(0);
 }
 
 const started = Date.now();
 if (!opts.copyOnly) {
   // A screenshot left by an earlier run must not pass for this one's (the nested lane clears its own folder).
-  if (where === 'host') for (const img of IMAGES) rmSync(join(HOST_ARTIFACTS, img.from), { force: true });
-  say(`${where === 'host' ? "this host's e2e lane" : "the nested lane's L1"} (${why}): ${shown}`);
-  const r = spawnSync(run.cmd, run.args, { cwd: ROOT, stdio: 'inherit', env: { ...process.env, ...run.env } });
-  const status = r.status ?? 1;
-  if (status !== 0) {
-    if (!opts.allowFailures) fail(`the run failed (exit ${r.error ? r.error.message : status}): nothing copied; its output is above (--allow-failures copies what it did take)`);
-    say(`the run failed (exit ${status}); copying what it took, as --allow-failures asks`);
+  for (const f of hostFiles) for (const img of f.images) rmSync(join(HOST_ARTIFACTS, img.from), { force: true });
+  for (const run of runs) {
+    say(`${run.where === 'host' ? "this host's e2e lane" : "the nested lane's L1"}: ${shown(run)}`);
+    const r = spawnSync(run.cmd, run.args, { cwd: ROOT, stdio: 'inherit', env: { ...process.env, ...run.env } });
+    const status = r.status ?? 1;
+    if (status !== 0) {
+      if (!opts.allowFailures) fail(`the run failed (exit ${r.error ? r.error.message : status}): nothing copied; its output is above (--allow-failures copies what it did take)`);
+      say(`the run failed (exit ${status}); copying what it took, as --allow-failures asks`);
+    }
   }
 }
 
 const missing = [];
 const copies = [];
-for (const img of IMAGES) {
-  const from = source(img.from);
+for (const f of FILES) for (const img of f.images) {
+  const where = placeOf(f);
+  const from = source(where, img.from);
   if (!existsSync(from)) {
     missing.push(`${img.from}: not found at ${rel(from)}`);
     continue;
@@ -130,7 +150,7 @@ for (const img of IMAGES) {
   }
   copies.push({ from, to: join(OUT, img.to) });
 }
-if (missing.length) fail(`missing screenshot(s), docs/images/ left as it was:\n  ${missing.join('\n  ')}\n(${FILE} writes them; a check that was skipped takes none: its reason is in the run's output)`);
+if (missing.length) fail(`missing screenshot(s), docs/images/ left as it was:\n  ${missing.join('\n  ')}\n(the files above write them; a check that was skipped takes none: its reason is in the run's output)`);
 mkdirSync(OUT, { recursive: true });
 for (const c of copies) {
   copyFileSync(c.from, c.to);

@@ -188,6 +188,9 @@ describe.skipIf(reason !== null)('live chart drawing', () => {
     for (const c of [exits, kinds, latency]) await legendShowsAll(c, '5 min');
     await page.screenshot({ path: artifact('charts-drawing.png'), fullPage: true });
     await page.getByRole('button', { name: '1 min' }).click();
+    // The README's probe VM page: the ipi scenario's bursts in the 1-minute view.
+    await waitFor('the 1-minute view drawn', async () => /last 1 min/.test(await exits.locator('.chart-readout').textContent() ?? ''), 10_000);
+    await page.locator('section.vm-view').screenshot({ path: artifact('probe-vm-page.png') });
 
     // 4. Paused: samples go on, latencies stop; the latency chart's window still ends now.
     await page.locator('button[data-action="pause"]').click();

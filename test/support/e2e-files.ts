@@ -22,6 +22,14 @@ export const E2E_VM_FILES = [
 ];
 
 /**
+ * The UI files that boot the built-in Linux: a stock Linux reaches user space only on a KVM with
+ * hardware semantics, so on a PVM host they skip, as the Linux lane's files do, and run in the
+ * nested lane's L1 with them (test/nested/inner-report.ts NESTED_LINUX_FILES); on a host with no
+ * KVM the e2e lane leaves them out.
+ */
+export const LINUX_E2E_FILES = ['test/e2e/linux-vm-page.test.ts'];
+
+/**
  * The full own-guest set: the user's own cloud image booted again and again (a systemd boot is
  * ~2 min in L1), an A/B on it from the CLI and from the app. CI boots one (test/linux/import-boot);
  * these run by their own command in the nested lane (`npm run test:own-guest`, README), never in

@@ -4,7 +4,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { E2E_VM_FILES, OWN_GUEST_FILES } from '../support/e2e-files.ts';
+import { E2E_VM_FILES, LINUX_E2E_FILES, OWN_GUEST_FILES } from '../support/e2e-files.ts';
 import { checksMinutes, EXPECTED_MINUTES, filesWithoutResults, innerSelection, l1Append, NESTED_FILES, NESTED_PROBE_FILES, splitFiles } from '../nested/inner-report.ts';
 // @ts-expect-error plain ESM build script without types
 import { moduleLoadOrder } from '../../native/guest/linux/kernel-modules.mjs';
@@ -12,11 +12,12 @@ import { moduleLoadOrder } from '../../native/guest/linux/kernel-modules.mjs';
 const ROOT = new URL('../../', import.meta.url).pathname;
 
 describe('innerSelection', () => {
-  it('defaults to every nested file, the kvm and linux lanes, with no test pattern, where the host has KVM; the full own-guest set is not among them', () => {
+  it('defaults to every nested file, the kvm and linux lanes and the Linux UI file\'s e2e, with no test pattern, where the host has KVM; the full own-guest set is not among them', () => {
     const s = innerSelection({ UNHALT_KVM_DEVICE: '/dev/null' });
     expect(s.files).toEqual(NESTED_FILES);
     for (const f of OWN_GUEST_FILES) expect(NESTED_FILES).not.toContain(f);
-    expect(s.lanes).toEqual(['kvm', 'linux']);
+    for (const f of LINUX_E2E_FILES) expect(NESTED_FILES).toContain(f);
+    expect(s.lanes).toEqual(['kvm', 'linux', 'e2e']);
     expect(s.tests).toBeUndefined();
     expect(s.append).not.toMatch(/unhalt\.tests=/);
   });
@@ -37,7 +38,7 @@ describe('innerSelection', () => {
   it('an e2e file that may skip for want of KVM is on the list of files that start VMs (which run in L1 there); the others never skip', () => {
     const files = readdirSync(join(ROOT, 'test/e2e')).filter((f) => f.endsWith('.test.ts')).map((f) => `test/e2e/${f}`);
     const mayskip = files.filter((f) => /skipReason\(\)/.test(readFileSync(join(ROOT, f), 'utf8')));
-    expect(mayskip.sort()).toEqual([...E2E_VM_FILES, ...OWN_GUEST_FILES.filter((f) => f.startsWith('test/e2e/'))].sort());
+    expect(mayskip.sort()).toEqual([...E2E_VM_FILES, ...LINUX_E2E_FILES, ...OWN_GUEST_FILES.filter((f) => f.startsWith('test/e2e/'))].sort());
   });
 
   it('gives the L1s a checks deadline that follows the selection: 1.5x the busiest L1 + 5 min, at least 45', () => {

@@ -1,0 +1,77 @@
+// End to end, in headless Chromium against host mode: the VM page of the built-in Linux guest
+// under load, as a person watches it. Started with a click; at its shell prompt the person types
+// `yes | cat >/dev/null &` (two busy processes). The page starts the agent's context-switch
+// probe by itself (the latency chart of a Linux guest), the host-CPU chart climbs and stays a
+// share of one host CPU (never above 100 %), the exit kinds add up, and the console is 80
+// columns wide. Its screenshot is the README's Linux VM page. A stock Linux needs a KVM with
+// hardware semantics: on a PVM host this file skips and runs in the nested lane's L1, as the
+// Linux lane's files do (test/support/e2e-files.ts LINUX_E2E_FILES).
+import { describe, expect, it } from 'vitest';
+import { hardwareKvm, NEEDS_HARDWARE } from '../support/kvm-semantics.ts';
+import { kvmAvailable } from '../support/probe.ts';
+import { artifact, hook, skipReason, useApp, waitFor } from './support.ts';
+
+const reason = skipReason() ?? (kvmAvailable && hardwareKvm() ? null : NEEDS_HARDWARE);
+if (reason) console.warn(`[e2e linux vm page] skipped: ${reason}`);
+
+const PROMPT = 'unhalt:~# ';
+const num = async (page: import('playwright-core').Page, chart: string, attr: string) =>
+  Number(await page.locator(`figure[data-chart="${chart}"]`).getAttribute(attr) ?? NaN);
+
+describe.skipIf(reason !== null)('a Linux VM page under load', () => {
+  // Tall enough that every chart is on screen (charts out of view are not drawn) for the screenshot.
+  const app = useApp({ width: 1440, height: 2000 });
+
+  it('starts the agent\'s probe, charts two busy processes within one host CPU per vCPU, and keeps 80 columns', async () => {
+    const { page } = app;
+    await app.goto();
+    await page.getByRole('heading', { name: 'No virtual machines yet' }).waitFor();
+    const vmId = await page.evaluate(async () => {
+      const api = (globalThis as unknown as { __unhalt: { api: { createVm(c: unknown): Promise<{ id: string }> } } }).__unhalt.api;
+      return (await api.createVm({ name: 'linux-load', guest: 'linux', cpus: 2, memoryMiB: 512 })).id;
+    });
+    await page.getByRole('button', { name: 'Library', exact: true }).click();
+    await page.locator(`li.vm-card[data-vm-id="${vmId}"]`).getByRole('button', { name: 'linux-load', exact: true }).click();
+    await page.locator(`section.vm-view[data-vm-id="${vmId}"]`).waitFor();
+    await page.locator('button[data-action="start"]').click();
+    await waitFor('the shell prompt', async () => (await hook<string>(page, 'consoleText', vmId)).includes(PROMPT), 300_000, 500);
+
+    // The page watches the VM, so the service turned the agent's probe on: samples reach the latency chart.
+    await waitFor('the agent probing', async () => (await hook<{ vms: { id: string; status: { agent?: string } }[] }>(page, 'state'))
+      .vms.find((v) => v.id === vmId)?.status.agent === 'probing', 120_000, 500);
+    const latency = page.locator('figure[data-chart="latency"]');
+    await waitFor('context-switch samples drawn', async () => Number(await latency.getAttribute('data-points') ?? 0) >= 3, 60_000, 500);
+    expect((await latency.locator('.u-legend .u-series .u-label').allTextContents()).some((l) => /^ctxprobe p50/.test(l))).toBe(true);
+    expect(await latency.locator('.chart-empty').isHidden()).toBe(true);
+
+    // The load, typed at the prompt as a person does.
+    await page.getByTestId('console').click();
+    await page.keyboard.type('yes | cat >/dev/null &', { delay: 20 });
+    await page.keyboard.press('Enter');
+    // Two busy processes keep the vCPU threads on the host's CPUs: a share of one host CPU each.
+    await waitFor('host CPU per vCPU above 30 %', async () => (await num(page, 'host-cpu', 'data-window-max')) > 0.3, 60_000, 500);
+    // Fifteen seconds of samples under load (10 a second), so the charts and the screenshot show it.
+    const loaded = await num(page, 'host-cpu', 'data-points');
+    await waitFor('15 s of samples under load', async () => (await num(page, 'host-cpu', 'data-points')) >= loaded + 150, 60_000, 500);
+    for (const chart of ['host-cpu', 'runqueue-wait', 'halt-wait']) {
+      const max = await num(page, chart, 'data-window-max');
+      expect(max, `${chart} max`).toBeGreaterThanOrEqual(0);
+      expect(max, `${chart} max (a share of one host CPU)`).toBeLessThanOrEqual(1.0001);
+    }
+    // Every exit has a kind ("other" included): the kinds' means add up to all exits'.
+    const means = (await page.locator('figure[data-chart="exits-by-kind"]').getAttribute('data-series-means') ?? '').split(' ').map(Number);
+    const [all, ...kinds] = means;
+    expect(all).toBeGreaterThan(0);
+    const parts = kinds.reduce((a, b) => a + (Number.isFinite(b) ? b : 0), 0);
+    expect(Math.abs(parts - all!), `kinds ${parts} against all ${all}`).toBeLessThanOrEqual(0.01 * all! + 1);
+    // Kernel and shell lines are 80 columns wide.
+    const size = await hook<{ cols: number }>(page, 'consoleSize', vmId);
+    expect(size.cols).toBeGreaterThanOrEqual(80);
+    await page.locator('section.vm-view').screenshot({ path: artifact('linux-vm-page.png') });
+
+    await page.keyboard.type('kill %1', { delay: 20 });
+    await page.keyboard.press('Enter');
+    await page.locator('button[data-action="stop"]').click();
+    await waitFor('the VM stopped', async () => (await page.getByTestId('vm-state').first().textContent()) === 'stopped', 120_000, 500);
+  }, 900_000);
+});
