@@ -40,8 +40,22 @@ export function stdoutProblemReported(): boolean {
   return reported;
 }
 
-/** Resolves once what was written so far has reached stdout's file, pipe or terminal (or failed). */
+/**
+ * Resolves once what was written so far has reached stdout's file, pipe or terminal (or failed),
+ * with the failure noted: a write's callback has it before the 'error' event, which Node emits a
+ * tick later (`unhalt machines > /dev/full` exited 0 when only the event was listened to).
+ */
 export function flushStdout(): Promise<void> {
-  if (process.stdout.destroyed || !process.stdout.writable) return Promise.resolve();
-  return new Promise((resolve) => process.stdout.write('', () => resolve()));
+  const note = (e: unknown) => {
+    const errored = (process.stdout as { errored?: Error | null }).errored;
+    failure ??= e ?? errored ?? undefined;
+  };
+  if (process.stdout.destroyed || !process.stdout.writable) {
+    note(undefined);
+    return Promise.resolve();
+  }
+  return new Promise((resolve) => process.stdout.write('', (e) => {
+    note(e);
+    resolve();
+  }));
 }
