@@ -6,8 +6,11 @@ import { parseArgs, type ParseArgsConfig } from 'node:util';
 
 export const EXIT_CODES = { ok: 0, badInput: 1, vmFailed: 2, timeout: 124 } as const;
 
-/** 128 + the signal's number, as shells report a process a signal ended: SIGINT 130, SIGTERM 143. */
-export const SIGNAL_EXIT_CODES = { SIGINT: 130, SIGTERM: 143 } as const;
+/**
+ * 128 + the signal's number, as shells report a process a signal ended: SIGHUP 129 (the terminal
+ * went away), SIGINT 130, SIGTERM 143. Each one stops a command cleanly first.
+ */
+export const SIGNAL_EXIT_CODES = { SIGHUP: 129, SIGINT: 130, SIGTERM: 143 } as const;
 
 export class UsageError extends Error {
   override name = 'UsageError';

@@ -10,8 +10,8 @@ import { describeIoError } from '../service/io-errors.ts';
 import { unhaltHome } from '../service/paths.ts';
 import { SERVICE_SPARE_VCPU_WORKERS, createService, type UnhaltService } from '../service/service.ts';
 import { integer } from '../vmm/config/vm-config.ts';
-import { EXIT_CODES, parse, say } from './args.ts';
-import { onStopSignals } from './stop-signals.ts';
+import { EXIT_CODES, SIGNAL_EXIT_CODES, parse, say } from './args.ts';
+import { onStopSignals, type StopSignal } from './stop-signals.ts';
 import { traceStepsToStderr } from '../vmm/start-trace.ts';
 import { MakeDirError, makeDirs } from '../service/make-dir.ts';
 
@@ -56,8 +56,10 @@ export async function serveCommand(argv: string[]): Promise<number> {
   }
 
   // Before the URL is printed: whoever reads it may send SIGTERM at once, and must get exit 0.
+  let stoppedBy: StopSignal | undefined;
   const stopRequested = new Promise<void>((resolve) => {
-    onStopSignals(() => {
+    onStopSignals((signal) => {
+      stoppedBy = signal;
       const running = service.runningVmIds().length;
       say(`stopping${running ? ` ${running} VM${running > 1 ? 's' : ''} and` : ''} the server… (again to exit at once)`);
       resolve();
@@ -73,7 +75,9 @@ export async function serveCommand(argv: string[]): Promise<number> {
   if (opener) rmSync(opener, { force: true });
   await server.close();
   await service.shutdown();
-  return EXIT_CODES.ok;
+  // Asked to stop (Ctrl-C, SIGTERM): done as asked, 0. The terminal went away (SIGHUP): a clean
+  // stop still, reported as the signal that caused it.
+  return stoppedBy === 'SIGHUP' ? SIGNAL_EXIT_CODES.SIGHUP : EXIT_CODES.ok;
 }
 
 /** `--demo`: a 2-vCPU probe VM (its echo shell, the probe's default memory) in the library, started, so the app opens on a live guest. */

@@ -1,4 +1,4 @@
-// SIGINT/SIGTERM for the long-running commands (`run`, `serve`): the first asks for a clean stop
+// SIGHUP/SIGINT/SIGTERM for the long-running commands (`run`, `serve`...): the first asks for a clean stop
 // (the caller's), a second one ends the process now. "Now" cannot be process.exit(): Node joins
 // every worker thread on exit, and a vCPU thread stuck in KVM_RUN (a guest hung in a hypercall on
 // PVM) never returns, so the exit waited forever. _exit(2) ends every thread at once; the kernel
@@ -9,7 +9,7 @@ import { SIGNAL_EXIT_CODES, say } from './args.ts';
 export type StopSignal = keyof typeof SIGNAL_EXIT_CODES;
 
 /**
- * Calls `onFirst` for the first SIGINT/SIGTERM; any later one exits with 128 + its number.
+ * Calls `onFirst` for the first SIGHUP/SIGINT/SIGTERM; any later one exits with 128 + its number.
  * Returns the function that removes the handlers.
  */
 export function onStopSignals(onFirst: (signal: StopSignal) => void, again = 'exiting without waiting for the VM'): () => void {
@@ -22,11 +22,12 @@ export function onStopSignals(onFirst: (signal: StopSignal) => void, again = 'ex
     }
     exitNow(SIGNAL_EXIT_CODES[signal], `${signal} again: ${again}`);
   };
-  process.on('SIGINT', handler);
-  process.on('SIGTERM', handler);
+  // A terminal that closes (SIGHUP) would otherwise end the process at once: VMs, conversions
+  // and files cut off mid-way.
+  const signals = Object.keys(SIGNAL_EXIT_CODES) as StopSignal[];
+  for (const s of signals) process.on(s, handler);
   return () => {
-    process.off('SIGINT', handler);
-    process.off('SIGTERM', handler);
+    for (const s of signals) process.off(s, handler);
   };
 }
 

@@ -53,12 +53,16 @@ function runAndSignal(signal: NodeJS.Signals): Promise<{ code: number | null; si
 }
 
 describe.skipIf(!kvmAvailable)('unhalt run: exit codes', () => {
-  it('SIGINT ends the run with 130, SIGTERM with 143 (not 0 as a power-off)', async () => {
+  it('SIGINT ends the run with 130, SIGTERM with 143, SIGHUP with 129 (not 0 as a power-off), each a clean stop', async () => {
     const int = await runAndSignal('SIGINT');
     expect(int.code).toBe(130);
     expect(int.stderr).toMatch(/SIGINT: stopped the VM/);
     const term = await runAndSignal('SIGTERM');
     expect(term.code).toBe(143);
+    const hup = await runAndSignal('SIGHUP');
+    expect(hup.code).toBe(129);
+    expect(hup.signal).toBeNull();
+    expect(hup.stderr).toMatch(/SIGHUP: stopped the VM/);
   });
 
   for (const kind of ['ud2', 'pf']) {

@@ -1,5 +1,6 @@
 // `unhalt serve` as a user runs it: prints the URL on stdout, serves it (with the V8 flags of
-// long-lived processes), refuses a bad port, and shuts down cleanly on SIGTERM.
+// long-lived processes), refuses a bad port, and shuts down cleanly on SIGTERM (exit 0) and on
+// SIGHUP, a terminal that went away (exit 129, and the home is free again).
 import { spawn, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -40,6 +41,32 @@ describe('unhalt serve', () => {
     child.kill('SIGTERM');
     expect(await exited).toBe(0);
     expect(stderr).toMatch(/loopback only/);
+  }, 30_000);
+
+  it('stops cleanly on SIGHUP (the terminal went away): the stopping line, exit 129, the home free for the next', async () => {
+    const home = tempHome('cli-hup');
+    const start = () => {
+      const child = spawn(process.execPath, [BIN, 'serve', '--no-open'], { env: env(home), stdio: ['ignore', 'pipe', 'pipe'] });
+      let stderr = '';
+      child.stderr.on('data', (d) => { stderr += d; });
+      const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+      const listening = new Promise<void>((resolve, reject) => {
+        let out = '';
+        child.stdout.on('data', (d) => { out += d; if (out.includes('\n')) resolve(); });
+        void exited.then((code) => reject(new Error(`serve exited ${code}: ${stderr}`)));
+      });
+      return { child, exited, listening, stderr: () => stderr };
+    };
+    const first = start();
+    await first.listening;
+    first.child.kill('SIGHUP');
+    expect(await first.exited).toBe(129);
+    expect(first.stderr()).toMatch(/unhalt: stopping the server… \(again to exit at once\)/);
+    // It shut down (the owner lock released), so the next serve on this home starts.
+    const second = start();
+    await second.listening;
+    second.child.kill('SIGTERM');
+    expect(await second.exited).toBe(0);
   }, 30_000);
 
   it('refuses a bad port with one line and exit code 1', () => {

@@ -1,11 +1,18 @@
 // A qcow2 image to a new raw file, the one way Unhalt does it (the import and the app's "Convert to
-// raw" both call it): `qemu-img convert -p -f qcow2 -O raw SRC DST` in a child process, into a
-// file claimed first (never over one), its progress read from qemu-img's -p output, the partial
-// file removed on failure or cancel. Refused before anything is converted: a qcow2 with a backing
-// file or an external data file (`qemu-img info --backing-chain` tells), since qemu-img would read
-// that other file — anywhere on the host — into the raw copy. qemu-img is Debian's qemu-utils.
-import { spawn, execFile } from 'node:child_process';
-import { closeSync, openSync, rmSync } from 'node:fs';
+// raw" both call it): `qemu-img convert -p -f qcow2 -O raw SRC TEMP` in a child process, its
+// progress read from qemu-img's -p output. It writes a temporary file beside the target
+// (`.NAME.converting-PID-HEX`, claimed with O_EXCL), synced and then linked to the target's name
+// only when qemu-img succeeded: never over a file, and a conversion cut short (a signal, a
+// SIGKILL, a full disk) leaves no half image under the target's name. Temporary files of dead
+// processes are removed by the next conversion to that target. qemu-img dies with its parent
+// (setpriv --pdeathsig where util-linux has it): a SIGKILLed service leaves none writing.
+// Refused before anything is converted: a qcow2 with a backing file or an external data file
+// (`qemu-img info --backing-chain` tells), since qemu-img would read that other file — anywhere on
+// the host — into the raw copy. qemu-img is Debian's qemu-utils.
+import { spawn, execFile, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { closeSync, existsSync, fsyncSync, linkSync, openSync, readdirSync, rmSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
 
 export const QEMU_IMG = process.env.UNHALT_QEMU_IMG ?? 'qemu-img';
 
@@ -50,6 +57,43 @@ export async function qcow2OutsideReferences(source: string): Promise<string | u
   return undefined;
 }
 
+/** The temporary files conversions to `target` write: `.NAME.converting-PID-HEX`. */
+const tempPattern = (target: string) => new RegExp(`^\\.${basename(target).replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\.converting-(\\d+)-[0-9a-f]{8}$`);
+
+/** Removes what conversions to `target` by processes no longer alive left behind; returns how many. */
+export function removeStaleConversions(target: string): number {
+  const re = tempPattern(target);
+  let removed = 0;
+  let names: string[];
+  try { names = readdirSync(dirname(target)); } catch { return 0; }
+  for (const name of names) {
+    const m = re.exec(name);
+    if (!m || pidAlive(Number(m[1]))) continue;
+    try { rmSync(join(dirname(target), name), { force: true }); removed++; } catch { /* another cleaner */ }
+  }
+  return removed;
+}
+
+function pidAlive(pid: number): boolean {
+  if (pid === process.pid) return true;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code !== 'ESRCH';
+  }
+}
+
+/** util-linux's setpriv with --pdeathsig, which makes qemu-img die with us; undefined without it. */
+let setprivChecked: string | null | undefined;
+function setpriv(): string | undefined {
+  if (setprivChecked === undefined) {
+    const r = spawnSync('setpriv', ['--help'], { encoding: 'utf8' });
+    setprivChecked = r.status === 0 && r.stdout.includes('--pdeathsig') ? 'setpriv' : null;
+  }
+  return setprivChecked ?? undefined;
+}
+
 /**
  * Starts converting `source` (checked first) into `target`, a new file (0600 unless `mode`);
  * `progress` gets whole percents as they rise.
@@ -57,21 +101,27 @@ export async function qcow2OutsideReferences(source: string): Promise<string | u
 export function convertQcow2ToRaw(source: string, target: string, opts: { progress?: (pct: number) => void; mode?: number } = {}): RunningConversion {
   let child: ReturnType<typeof spawn> | undefined;
   let stopped = false;
-  let claimed = false;
+  let temp: string | undefined;
   const done = (async () => {
     const refused = await qcow2OutsideReferences(source);
     if (refused) throw new Qcow2ConvertError(refused);
     if (stopped) throw new Qcow2ConvertStopped('the conversion was stopped');
-    // Claimed before qemu-img runs (O_EXCL): never over a file, and never two conversions to one.
+    if (existsSync(target)) throw new Qcow2ConvertError(`${target} already exists; move it away to convert again`);
+    removeStaleConversions(target);
+    // Claimed before qemu-img runs (O_EXCL): the temporary file is this conversion's alone.
+    const claim = join(dirname(target), `.${basename(target)}.converting-${process.pid}-${randomBytes(4).toString('hex')}`);
     try {
-      closeSync(openSync(target, 'wx', opts.mode ?? 0o600));
+      closeSync(openSync(claim, 'wx', opts.mode ?? 0o600));
     } catch (e) {
       const code = (e as NodeJS.ErrnoException).code;
-      throw new Qcow2ConvertError(code === 'EEXIST' ? `${target} already exists; move it away to convert again` : `${target} cannot be created (${code ?? (e as Error).message})`);
+      throw new Qcow2ConvertError(`${target} cannot be created (${code ?? (e as Error).message})`);
     }
-    claimed = true;
+    temp = claim;
     await new Promise<void>((resolve, reject) => {
-      const c = spawn(QEMU_IMG, ['convert', '-p', '-f', 'qcow2', '-O', 'raw', source, target], { stdio: ['ignore', 'pipe', 'pipe'] });
+      const args = ['convert', '-p', '-f', 'qcow2', '-O', 'raw', source, claim];
+      const sp = setpriv();
+      const c = sp ? spawn(sp, ['--pdeathsig', 'SIGKILL', '--', QEMU_IMG, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
+        : spawn(QEMU_IMG, args, { stdio: ['ignore', 'pipe', 'pipe'] });
       child = c;
       const reader = new QemuImgProgress();
       let stderr = '';
@@ -82,11 +132,25 @@ export function convertQcow2ToRaw(source: string, target: string, opts: { progre
       c.on('close', (code, signal) => {
         if (code === 0) resolve();
         else if (stopped) reject(new Qcow2ConvertStopped(`qemu-img was stopped (${signal ?? `exit ${code}`})`));
+        // setpriv answers 127 when it cannot find the program it was to run.
+        else if (sp && code === 127 && /execvp|No such file/.test(stderr)) reject(new Qcow2ConvertError(`${QEMU_IMG} is not installed (Debian: apt install qemu-utils): a qcow2 image is converted by it`));
         else reject(new Qcow2ConvertError(signal ? `qemu-img was stopped (${signal})` : `qemu-img could not convert it: ${stderr.trim().split('\n').pop() ?? `exit ${code}`}`));
       });
     });
+    if (stopped) throw new Qcow2ConvertStopped('the conversion was stopped');
+    // On disk before it gets the target's name: a crash after the link never leaves a hollow image.
+    const fd = openSync(claim, 'r');
+    try { fsyncSync(fd); } finally { closeSync(fd); }
+    try {
+      linkSync(claim, target);
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      throw new Qcow2ConvertError(code === 'EEXIST' ? `${target} appeared while converting; move it away to convert again` : `${target} cannot be created (${code ?? (e as Error).message})`);
+    }
+    rmSync(claim, { force: true });
+    temp = undefined;
   })().catch((e: unknown) => {
-    if (claimed) rmSync(target, { force: true }); // ours: claimed above
+    if (temp) rmSync(temp, { force: true }); // ours: claimed above
     throw e;
   });
   return {
