@@ -1,15 +1,12 @@
 // A VM of UNHALT_HOME's library by name, for the commands that take one (`unhalt export VM`,
 // `unhalt tune VM`). The library is only read, never changed or locked (a rename is atomic, so a
 // read sees the old file or the new one): the app may own it meanwhile.
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { HomeFileError, readHomeFile } from '../service/home-file.ts';
 import { describeIoError } from '../service/io-errors.ts';
-import { parseLibrary } from '../service/library-schema.ts';
+import { MAX_LIBRARY_BYTES, parseLibrary } from '../service/library-schema.ts';
 import { homeLayout, unhaltHome } from '../service/paths.ts';
 import { sameVmName, type VmConfig } from '../vmm/config/vm-config.ts';
 import { UsageError } from './args.ts';
-
-/** More than any library of at most 1,000 VMs holds. */
-const MAX_LIBRARY_BYTES = 64 * 1024 * 1024;
 
 /** The VM of that name in UNHALT_HOME's library. */
 export function libraryVm(name: string): VmConfig {
@@ -19,18 +16,15 @@ export function libraryVm(name: string): VmConfig {
 /** The library record (id and config) of that name. */
 export function libraryRecord(name: string): { id: string; config: VmConfig } {
   const file = homeLayout(unhaltHome()).library;
-  if (!existsSync(file)) throw new UsageError(`there is no VM library at ${file} (UNHALT_HOME), so no VM "${name.slice(0, 64)}"; use --config for a configuration`);
   // Only a regular file of sane size is read (a directory, a FIFO or /dev/zero in its place would
   // throw, hang or fill memory): anything else is named in one line.
-  const st = statSync(file);
-  if (!st.isFile()) throw new UsageError(`the VM library ${file} is not a file (${st.isDirectory() ? 'a directory' : 'a device, FIFO or socket'}): move it away, or point UNHALT_HOME elsewhere`);
-  if (st.size > MAX_LIBRARY_BYTES) throw new UsageError(`the VM library ${file} is ${st.size} bytes, more than a library can be (${MAX_LIBRARY_BYTES}): move it away`);
-  let text: string;
+  let text: string | undefined;
   try {
-    text = readFileSync(file, 'utf8');
+    text = readHomeFile(file, 'the VM library', MAX_LIBRARY_BYTES);
   } catch (e) {
-    throw new UsageError(`the VM library ${file} cannot be read: ${describeIoError(e)}`);
+    throw new UsageError(e instanceof HomeFileError ? e.message : `the VM library ${file} cannot be read: ${describeIoError(e)}`);
   }
+  if (text === undefined) throw new UsageError(`there is no VM library at ${file} (UNHALT_HOME), so no VM "${name.slice(0, 64)}"; use --config for a configuration`);
   const { vms } = parseLibrary(text).file;
   const vm = vms.find((v) => sameVmName(v.config.name, name));
   if (!vm) {

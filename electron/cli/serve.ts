@@ -5,6 +5,7 @@ import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startHostServer, type HostServer } from '../service/host-server.ts';
 import { HomeBusyError } from '../service/home-owner.ts';
+import { HomeFileError } from '../service/home-file.ts';
 import { persistentHostToken } from '../service/host-token.ts';
 import { describeIoError } from '../service/io-errors.ts';
 import { unhaltHome } from '../service/paths.ts';
@@ -41,7 +42,7 @@ export async function serveCommand(argv: string[]): Promise<number> {
     // A host command's confirmation code goes to this terminal only: the browser's token cannot read it.
     service = await createService({ home, ownerCommand: 'unhalt serve', spareVcpuWorkers: SERVICE_SPARE_VCPU_WORKERS, announce: (text) => say(text) });
   } catch (e) {
-    const known = e instanceof MakeDirError || e instanceof HomeBusyError;
+    const known = e instanceof MakeDirError || e instanceof HomeBusyError || e instanceof HomeFileError;
     say(known ? e.message : `cannot open the VM library in ${home}: ${describeIoError(e)}`);
     return EXIT_CODES.badInput;
   }

@@ -3,7 +3,7 @@
 // UNHALT_HOME/workloads/NAME.json: { name, bench, savedAt }. A saved name never shadows a
 // built-in workload (any guest's), so `--workload timer` always means ours. The command inside
 // is stored as confirmed too (host-commands.ts): saving is the user's confirmation.
-import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { writeFileAtomic } from '../service/atomic-file.ts';
 import { makeDirs } from '../service/make-dir.ts';
@@ -11,6 +11,7 @@ import { GUEST_CMD_WORKLOAD, HOST_CMD_WORKLOAD } from './spec.ts';
 import { ExperimentError } from './spec-error.ts';
 import { SAVE_NAME as NAME, SAVE_NAME_RULE, validateUserBenchmark, type UserBenchmark } from './user-bench.ts';
 import { LINUX_WORKLOADS, WORKLOADS } from './workloads.ts';
+import { readHomeFile } from '../service/home-file.ts';
 
 
 /** Whether `name` is one of ours (any guest's workload, or the user commands' labels). */
@@ -37,9 +38,10 @@ export function saveWorkload(dir: string, name: string, bench: UserBenchmark): s
 export function loadWorkload(dir: string, name: string): UserBenchmark | undefined {
   if (!NAME.test(name) || isBuiltInWorkload(name)) return undefined;
   const file = join(dir, `${name}.json`);
-  if (!existsSync(file)) return undefined;
   try {
-    return validateUserBenchmark((JSON.parse(readFileSync(file, 'utf8')) as { bench?: unknown }).bench);
+    const text = readHomeFile(file, 'the saved workload', 1024 * 1024);
+    if (text === undefined) return undefined;
+    return validateUserBenchmark((JSON.parse(text) as { bench?: unknown }).bench);
   } catch (e) {
     throw new ExperimentError(`the saved workload ${name} (${file}) cannot be read: ${(e as Error).message}; save it again with --save-workload ${name}`);
   }

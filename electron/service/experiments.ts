@@ -4,7 +4,7 @@
 // same host CPUs would measure each other.
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import { readdirSync, readFileSync, rmSync } from 'node:fs';
+import { readdirSync, rmSync } from 'node:fs';
 import type { AdviceDto, Comparison, ExperimentDetail, ExperimentSpec, ExperimentSummary, TuneSpecDto as TuneSpec } from './api.ts';
 import { ExperimentError, totalRuns, validateSpec } from '../experiments/spec.ts';
 import { betterOf, compareRows } from '../experiments/stats.ts';
@@ -14,6 +14,10 @@ import { textArg } from './validate.ts';
 import { makeDirs } from './make-dir.ts';
 import { entryUrl } from '../entry-url.ts';
 import type { HostCapabilities } from '../vmm/machine/host-caps.ts';
+import { readHomeFile } from './home-file.ts';
+
+/** An experiment's record with every run's raw figures: a few MiB at most. */
+const MAX_RECORD_BYTES = 64 * 1024 * 1024;
 
 /** Ids of saved experiments: ours ("exp-…") and `unhalt bench`'s (an ISO time and a uuid part). */
 export const EXPERIMENT_ID = /^[A-Za-z0-9][A-Za-z0-9_-]{0,79}$/;
@@ -282,7 +286,8 @@ export class Experiments {
 
   private read(id: string): StoredExperiment | undefined {
     try {
-      const d = JSON.parse(readFileSync(join(this.dir, `${id}.json`), 'utf8')) as StoredExperiment & { ownerPid?: number };
+      // A record that is no small regular file (a FIFO would block the whole API) is no record.
+      const d = JSON.parse(readHomeFile(join(this.dir, `${id}.json`), 'the experiment record', MAX_RECORD_BYTES) ?? 'null') as StoredExperiment & { ownerPid?: number };
       if (typeof d !== 'object' || d === null || d.id !== id || typeof d.createdAt !== 'number' || typeof d.spec !== 'object' || !d.spec) return undefined;
       const { ownerPid, ...detail } = d;
       if (!Array.isArray(detail.rows)) detail.rows = [];

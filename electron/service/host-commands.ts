@@ -10,11 +10,11 @@
 // id is derived from the vector (sha256, 16 hex digits), so confirming the same command again
 // gives the same id. A damaged file counts as empty (nothing is confirmed), never as a crash.
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { writeFileAtomic } from './atomic-file.ts';
 import { makeDirs } from './make-dir.ts';
 import { checkArgv } from '../experiments/user-bench.ts';
+import { readHomeFile } from './home-file.ts';
 
 export interface ConfirmedCommand {
   id: string;
@@ -29,7 +29,7 @@ export function hostCommandId(argv: readonly string[]): string {
 
 function load(file: string): ConfirmedCommand[] {
   try {
-    const parsed = JSON.parse(readFileSync(file, 'utf8')) as { commands?: unknown };
+    const parsed = JSON.parse(readHomeFile(file, 'the confirmed host commands file', 1024 * 1024) ?? '{}') as { commands?: unknown };
     if (!Array.isArray(parsed.commands)) return [];
     // Only entries whose id still matches their vector: a hand-edited vector is no confirmation.
     return parsed.commands.filter((c): c is ConfirmedCommand => {

@@ -3,9 +3,10 @@
 // only in memory vanished with the process, and the next start showed a smaller library with
 // nothing saying why. `unhalt doctor`, the API's host info and the UI read it from here until
 // the user dismisses it.
-import { readFileSync, unlinkSync } from 'node:fs';
+import { unlinkSync } from 'node:fs';
 import { writeFileAtomic } from './atomic-file.ts';
 import { homeLayout } from './paths.ts';
+import { readHomeFile } from './home-file.ts';
 
 export interface LibraryNotice {
   severity: 'error' | 'info';
@@ -26,7 +27,8 @@ export function libraryNoticesPath(home: string): string {
 export function readLibraryNotices(home: string): LibraryNotice[] {
   let raw: unknown;
   try {
-    raw = JSON.parse(readFileSync(libraryNoticesPath(home), 'utf8'));
+    // Never blocked on or read whole when it is no small regular file (home-file.ts).
+    raw = JSON.parse(readHomeFile(libraryNoticesPath(home), 'the library notices file', 1024 * 1024) ?? '[]');
   } catch {
     return [];
   }

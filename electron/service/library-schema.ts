@@ -9,6 +9,8 @@ import { ConfigError, validateConfig, type VmConfig } from '../vmm/config/vm-con
 export const LIBRARY_SCHEMA = 1;
 /** The one VM-count limit: creates refuse past it, loads keep the excess aside. */
 export const MAX_VMS = 1000;
+/** More than any library of at most MAX_VMS VMs holds (a bigger file is no library of ours). */
+export const MAX_LIBRARY_BYTES = 64 * 1024 * 1024;
 export const LIBRARY_FULL_MESSAGE = `the library holds at most ${MAX_VMS} VMs; delete some before adding more`;
 /** VM ids: what randomUUID() produces, and nothing a path could be built from. */
 export const VM_ID = /^[a-z0-9][a-z0-9-]{0,63}$/;

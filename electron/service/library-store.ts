@@ -10,13 +10,14 @@
 // it holds that this version refuses are kept aside in a quarantine file and the rest load. Both
 // leave a notice on disk (library-notices.ts) that outlives the process. The VM-count limit is
 // checked here, where every change passes, so no caller can save a library that would not load.
-import { copyFileSync, existsSync, readFileSync, renameSync, statSync } from 'node:fs';
+import { copyFileSync, existsSync, renameSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { readHomeFile } from './home-file.ts';
 import { FileLock, type LockOptions } from './file-lock.ts';
 import { fsyncDir, removeStaleTemps, writeFileAtomic } from './atomic-file.ts';
 import { appendLibraryNotice, clearLibraryNotices, readLibraryNotices, type LibraryNotice } from './library-notices.ts';
 import {
-  LIBRARY_FULL_MESSAGE, LIBRARY_SCHEMA, LibraryFileError, MAX_VMS, parseLibrary, serializeLibrary,
+  LIBRARY_FULL_MESSAGE, LIBRARY_SCHEMA, LibraryFileError, MAX_LIBRARY_BYTES, MAX_VMS, parseLibrary, serializeLibrary,
   type LibraryRecord, type QuarantinedRecord,
 } from './library-schema.ts';
 import { homeLayout } from './paths.ts';
@@ -222,12 +223,8 @@ export class LibraryStore {
   }
 
   private readText(): string | undefined {
-    try {
-      return readFileSync(this.path, 'utf8');
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-      throw e;
-    }
+    // No regular file (a FIFO, /dev/zero, a directory) is named, never waited on or read whole.
+    return readHomeFile(this.path, 'the VM library', MAX_LIBRARY_BYTES);
   }
 
   private async withLock<T>(fn: () => T): Promise<T> {

@@ -3,9 +3,9 @@
 // a newer Unhalt's settings survive an older one. A file that is there but is no JSON object (a
 // hand edit with a syntax error) counts as no settings for reading, and is never written over:
 // a change is refused, naming the file and the fault, so the user's folders are not lost.
-import { readFileSync } from 'node:fs';
 import { writeFileAtomic } from './atomic-file.ts';
 import { homeLayout } from './paths.ts';
+import { HomeFileError, readHomeFile } from './home-file.ts';
 
 export interface Settings {
   allowedFolders: string[];
@@ -13,6 +13,8 @@ export interface Settings {
 
 /** Bounds what one settings file may make the service check on every path. */
 export const MAX_ALLOWED_FOLDERS = 64;
+/** Far more than 64 folders and a theme take. */
+const MAX_SETTINGS_BYTES = 1024 * 1024;
 
 /** A settings file that cannot be changed without losing what it holds; the message says why and what to do. */
 export class SettingsFileError extends Error {}
@@ -20,12 +22,15 @@ export class SettingsFileError extends Error {}
 /** The settings; `damaged` says why the file there was read as none (it must not be written over). */
 export function readSettings(home: string): Settings & Record<string, unknown> & { damaged?: string } {
   const path = homeLayout(home).settings;
-  let text: string;
+  let text: string | undefined;
   try {
-    text = readFileSync(path, 'utf8');
-  } catch {
-    return { allowedFolders: [] }; // none yet (or unreadable: then writing it fails on its own)
+    text = readHomeFile(path, 'the settings file', MAX_SETTINGS_BYTES);
+  } catch (e) {
+    // A FIFO, a directory, a huge file: read as none, and never written over (the message says why).
+    if (e instanceof HomeFileError) return { allowedFolders: [], damaged: `${e.message}; nothing was changed` };
+    return { allowedFolders: [] }; // unreadable: then writing it fails on its own
   }
+  if (text === undefined) return { allowedFolders: [] }; // none yet
   let raw: unknown;
   let damaged: string | undefined;
   try {
