@@ -418,6 +418,18 @@ for (const { name, file } of moduleOrder) cpio.file(`lib/modules/unhalt/${name}.
 cpio.file('lib/modules/unhalt/order', Buffer.from(`${moduleOrder.map((m) => m.name).join('\n')}\n`), 0o644);
 cpio.file('sbin/unhalt-agent', readFileSync(guestBins.agent), 0o755);
 cpio.file('bin/unhalt-workload', readFileSync(guestBins.workload), 0o755);
+// The kernel's unpacker makes no parent folders: each of rootfs/'s comes first (etc/udhcpc...).
+const made = new Set(['bin', 'sbin', 'usr', 'usr/bin', 'usr/sbin', 'dev', 'proc', 'sys', 'tmp', 'run', 'root', 'etc', 'mnt', 'var', 'lib', 'lib/modules', 'lib/modules/unhalt']);
+for (const f of rootfsFiles()) {
+  const parts = f.split('/').slice(0, -1);
+  for (let i = 1; i <= parts.length; i++) {
+    const d = parts.slice(0, i).join('/');
+    if (!made.has(d)) {
+      made.add(d);
+      cpio.dir(d, 0o755);
+    }
+  }
+}
 for (const f of rootfsFiles()) {
   const mode = statSync(join(INIT_DIR, f)).mode & 0o111 ? 0o755 : 0o644;
   cpio.file(f, readFileSync(join(INIT_DIR, f)), mode);
