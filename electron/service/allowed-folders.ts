@@ -4,9 +4,9 @@
 // Allowed: UNHALT_HOME (the library's own folder), Unhalt's built guest kits, the user's home
 // folder, and folders added in the settings. Paths are compared after realpath, so a symlink
 // inside an allowed folder that points outside it does not get out.
-import { realpathSync, statSync } from 'node:fs';
+import { lstatSync, realpathSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
-import { basename, dirname, isAbsolute, join, relative, sep } from 'node:path';
+import { basename, dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import type { AllowedFolder } from './api.ts';
 import { GUEST_DIR } from '../vmm/guests.ts';
 import { ApiError } from './errors.ts';
@@ -26,9 +26,13 @@ export function allowedFolders(home: string, fromSettings: readonly string[]): A
   });
 }
 
-/** Refuses a file outside every allowed folder, naming them. `path` must exist. */
+/**
+ * Refuses a file outside every allowed folder, naming them. Judged before the file is looked at:
+ * a path that does not exist is judged by its nearest existing folder, so outside the folders
+ * "/etc/shadow" and "/etc/nope" get the same answer (nothing outside can be probed).
+ */
 export function confineToAllowedFolders(path: string, what: string, folders: readonly AllowedFolder[]): void {
-  const real = resolved(path);
+  const real = resolvedOrPlanned(path);
   if (real !== undefined && folders.some((f) => isInside(real, resolved(f.path)))) return;
   throw new ApiError('invalid', `${what} ${clip(path, 200)} is outside the folders Unhalt may give to a guest (${folders.map((f) => f.path).join(', ')}); `
     + 'move it into one of them or allow its folder (library view: Folders for boot files)');
@@ -43,9 +47,9 @@ export function confineNewFileToAllowedFolders(path: string, what: string, folde
     + 'move it into one of them or allow its folder (library view: Folders for boot files)');
 }
 
-/** True if the folder at `path` (existing) is an allowed folder or inside one: it may be listed. */
+/** True if the folder at `path` is an allowed folder or inside one (judged as confineToAllowedFolders does): it may be listed. */
 export function folderIsAllowed(path: string, folders: readonly AllowedFolder[]): boolean {
-  const real = resolved(path);
+  const real = resolvedOrPlanned(path);
   return real !== undefined && folders.some((f) => { const top = resolved(f.path); return real === top || isInside(real, top); });
 }
 
@@ -70,6 +74,28 @@ export function checkFolderToAdd(path: string): string {
   const system = SYSTEM_FOLDERS.find((f) => real === f || isInside(real, f) || isInside(f, real));
   if (system) throw new ApiError('invalid', `${clip(path, 200)} cannot be allowed: it is or holds the system folder ${system}; copy the files you need into a folder of your own`);
   return real;
+}
+
+/**
+ * The real path of `path`, or for one that does not exist yet, its nearest existing ancestor's
+ * real path with the missing names after it. A name that exists but does not resolve (a dangling
+ * symbolic link) gives undefined: where it points cannot be proven inside.
+ */
+function resolvedOrPlanned(path: string): string | undefined {
+  const missing: string[] = [];
+  let p = resolve(path);
+  for (;;) {
+    const real = resolved(p);
+    if (real !== undefined) return missing.length ? join(real, ...missing.reverse()) : real;
+    try {
+      lstatSync(p);
+      return undefined; // there, but unresolvable
+    } catch { /* not there: judge its folder */ }
+    const up = dirname(p);
+    if (up === p) return undefined;
+    missing.push(basename(p));
+    p = up;
+  }
 }
 
 function resolved(path: string): string | undefined {

@@ -63,6 +63,34 @@ describe('boot files come only from allowed folders', () => {
     }
   });
 
+  it('outside the folders, a file that exists and one that does not get the same answer: nothing outside can be probed (issue 30 #4)', async () => {
+    const home = tempHome('probing');
+    const svc = await createService({ home });
+    try {
+      const kernel = join(home, 'probe.elf');
+      copyFileSync(PROBE_KERNEL, kernel);
+      const vm = (over: object) => ({ name: 'c', guest: 'custom', kernel, memoryMiB: 64, ...over });
+      const answer = async (over: object, path: string) => (await rejection(svc.createVm(vm(over)))).message.replace(path, 'PATH');
+      // Kernels, initrds and disks alike: existing, missing, in a missing folder, a folder, a device.
+      for (const what of ['kernel', 'initrd'] as const) {
+        const seen = new Set<string>();
+        for (const p of ['/etc/shadow', '/etc/nope', '/etc/nope/deeper', '/etc', '/dev/zero']) seen.add(await answer({ [what]: p }, p));
+        expect([...seen], what).toEqual([expect.stringMatching(new RegExp(`^${what} PATH is outside the folders Unhalt may give to a guest`))]);
+      }
+      const disks = new Set<string>();
+      for (const p of ['/etc/shadow', '/etc/nope', '/dev/zero']) disks.add(await answer({ disks: [{ path: p }] }, p));
+      expect([...disks]).toHaveLength(1);
+      expect([...disks][0]).toMatch(/^disk PATH is outside the folders/);
+      // Inside them, a missing file is said to be missing.
+      expect((await rejection(svc.createVm(vm({ initrd: join(home, 'nope.cpio') })))).message).toBe(`initrd not found: ${join(home, 'nope.cpio')}`);
+      // A dangling symbolic link inside points nowhere provable: outside, like any other.
+      symlinkSync('/etc/nope', join(home, 'dangling.cpio'));
+      expect(await answer({ initrd: join(home, 'dangling.cpio') }, join(home, 'dangling.cpio'))).toMatch(/^initrd PATH is outside the folders/);
+    } finally {
+      await svc.shutdown();
+    }
+  });
+
   it('a hand-edited settings.json with a syntax error is never written over: a change is refused, the file kept byte for byte (issue 30 #8)', async () => {
     const home = tempHome('settings-damaged');
     const outside = mkdtempSync(join(tmpdir(), 'unhalt-settings-'));

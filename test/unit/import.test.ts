@@ -202,6 +202,12 @@ describe('importImage and deleteVm in the API', () => {
     await svc.addAllowedFolder(join(ROOT, 'assets/guests/linux'));
     const outside = (await rejection(svc.importImage({ image: '/etc/hostname' }))).message;
     expect(outside).toMatch(/^image \/etc\/hostname is outside the folders Unhalt may give to a guest/);
+    // Nothing outside can be probed: a missing image and a missing folder get the same answers.
+    expect((await rejection(svc.importImage({ image: '/etc/nope' }))).message).toBe(outside.replace('/etc/hostname', '/etc/nope'));
+    const listed = (await rejection(svc.listFolder('/etc/ssh'))).message;
+    expect((await rejection(svc.listFolder('/etc/nope'))).message).toBe(listed.replace('/etc/ssh', '/etc/nope'));
+    // Inside them, a missing folder is said to be missing.
+    expect((await rejection(svc.listFolder(join(home, 'nope')))).message).toBe(`${join(home, 'nope')} cannot be listed (ENOENT)`);
     const listing = await svc.listFolder(join(ROOT, 'assets/guests/linux'));
     expect(listing.entries.find((e) => e.name === 'cloud-image.raw')).toMatchObject({ kind: 'file', image: 'raw' });
     const rec = await svc.importImage({ image: CLOUD_IMAGE, name: 'api-import', sshKeyFile: join(home, 'ssh', 'key.pub') });

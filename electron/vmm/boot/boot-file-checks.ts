@@ -23,6 +23,9 @@ export { shownPath };
 /** That `path` is a file a boot could load (not its content); returns its size. Throws ConfigError. */
 export function statBootFile(path: string, what: 'kernel' | 'initrd', confine?: ConfineFile): number {
   const shown = shownPath(path);
+  // The caller's policy first: outside the allowed folders is refused alike whether a file is
+  // there or not, so nothing outside can be probed for existence, type or size.
+  confine?.(path, what);
   let st;
   try {
     st = statSync(path);
@@ -33,7 +36,6 @@ export function statBootFile(path: string, what: 'kernel' | 'initrd', confine?: 
   if (!st.isFile()) throw new ConfigError(`${what} is not a regular file: ${shown}`);
   if (st.size === 0) throw new ConfigError(`${what} is empty: ${shown}`);
   if (st.size > MAX_BOOT_FILE_BYTES) throw new ConfigError(`${what} ${shown} is ${Math.round(st.size / MiB)} MiB; at most ${MAX_BOOT_FILE_BYTES / MiB} MiB are allowed`);
-  confine?.(path, what);
   try {
     accessSync(path, constants.R_OK);
   } catch {

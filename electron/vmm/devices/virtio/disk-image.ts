@@ -135,9 +135,10 @@ function checkContent(path: string, fd: number, size: number): void {
  * start see the same refusals). The lock is taken by OpenDisk.open, at build time.
  */
 export function checkDiskImage(disk: DiskSpec, confine?: (path: string) => void): { sizeBytes: number } {
-  statImage(disk.path);
-  // Where it may come from (the service's allowed folders) before anything is read from it.
+  // Where it may come from (the service's allowed folders) before anything is known of it: a
+  // path outside them is refused alike whether a file is there or not (no probing of the host).
   confine?.(disk.path);
+  statImage(disk.path);
   const fd = openImage(disk.path, imageReadOnly(disk));
   try {
     const size = fstatSync(fd).size;
