@@ -4,7 +4,7 @@
 // Allowed: UNHALT_HOME (the library's own folder), Unhalt's built guest kits, the user's home
 // folder, and folders added in the settings. Paths are compared after realpath, so a symlink
 // inside an allowed folder that points outside it does not get out.
-import { lstatSync, realpathSync, statSync } from 'node:fs';
+import { lstatSync, readFileSync, realpathSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { basename, dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import type { AllowedFolder } from './api.ts';
@@ -12,18 +12,63 @@ import { GUEST_DIR } from '../vmm/guests.ts';
 import { ApiError } from './errors.ts';
 import { clip } from './validate.ts';
 
-export function allowedFolders(home: string, fromSettings: readonly string[]): AllowedFolder[] {
+/** The folders a guest may be given files from: those below, less the added ones refused now. */
+export function allowedFolders(home: string, fromSettings: readonly string[], ids: Readonly<Record<string, string>> = {}): AllowedFolder[] {
+  return folderStates(home, fromSettings, ids).filter((f) => !f.refused);
+}
+
+/**
+ * Every folder with its state, for the list the user sees: the library's folder, the guest kits,
+ * the home folder, and the added ones. An added folder is pinned to what it was when added: its
+ * real path and its identity (device and inode). One replaced since — by a symbolic link to /etc,
+ * another directory, a mount — counts for nothing until the user adds it again.
+ */
+export function folderStates(home: string, fromSettings: readonly string[], ids: Readonly<Record<string, string>> = {}): AllowedFolder[] {
   const out: AllowedFolder[] = [
     { path: home, source: 'library' },
     { path: GUEST_DIR.replace(/\/$/, ''), source: 'guests' },
     { path: homedir(), source: 'home' },
-    ...fromSettings.map((path) => ({ path, source: 'settings' as const })),
   ];
+  for (const path of fromSettings) {
+    const f: AllowedFolder = { path, source: 'settings' };
+    const note = breadthNote(path);
+    if (note) f.note = note;
+    const real = resolved(path);
+    if (real === undefined) f.refused = 'it is gone';
+    else if (real !== path) f.refused = `it now leads to ${clip(real, 200)} (it was replaced by a symbolic link)`;
+    else if (ids[path] !== undefined && folderId(path) !== ids[path]) f.refused = 'it is another folder than the one added (replaced or mounted over since)';
+    if (f.refused) f.refused = `${f.refused}: remove it and add it again if you trust it`;
+    out.push(f);
+  }
   // A home folder of "/" (system users) would allow everything: it never counts.
   return out.filter((f) => {
+    if (f.source === 'settings') return true;
     const real = resolved(f.path);
     return real !== undefined && real !== sep;
   });
+}
+
+/** A folder's identity, "dev:ino" (undefined when it cannot be read). */
+export function folderId(path: string): string | undefined {
+  try {
+    const st = statSync(path);
+    return `${st.dev}:${st.ino}`;
+  } catch {
+    return undefined;
+  }
+}
+
+/** What allowing a broad folder exposes, in a few words (undefined for a folder of one's own). */
+function breadthNote(real: string): string | undefined {
+  if (real === '/home') return 'it holds every user\'s home folder: a guest may be given any file in them that Unhalt can read';
+  if (real === '/mnt' || real === '/media') return 'it holds the mounted disks: a guest may be given any file on them that Unhalt can read';
+  if (real === '/root') return 'root\'s home folder: its keys and secrets may be given to a guest';
+  if (real === '/opt' || real === '/srv') return `it holds everything installed or served from ${real}`;
+  try {
+    // World-writable (a shared drop folder): anyone may put a file there.
+    if ((statSync(real).mode & 0o002) !== 0) return 'any local user can put files there: a guest may be given what another user left';
+  } catch { /* judged when it is used */ }
+  return undefined;
 }
 
 /**
@@ -73,7 +118,27 @@ export function checkFolderToAdd(path: string): string {
   if (real === sep) throw new ApiError('invalid', 'the root folder "/" cannot be allowed: it would let a guest read every file');
   const system = SYSTEM_FOLDERS.find((f) => real === f || isInside(real, f) || isInside(f, real));
   if (system) throw new ApiError('invalid', `${clip(path, 200)} cannot be allowed: it is or holds the system folder ${system}; copy the files you need into a folder of your own`);
+  // Run as root, Unhalt could read every user's files: another user's home is theirs to allow.
+  if (process.getuid?.() === 0) {
+    const other = otherUsersHomes().find((h) => real === h.home || isInside(real, h.home) || isInside(h.home, real));
+    if (other) throw new ApiError('invalid', `${clip(path, 200)} cannot be allowed while Unhalt runs as root: it is or holds ${other.home}, the home folder of user ${other.user}; allow a folder of root's own`);
+  }
   return real;
+}
+
+/** The home folders of the host's other users (from /etc/passwd; real paths), never root's or "/". */
+function otherUsersHomes(passwd = process.env.UNHALT_PASSWD_FILE ?? '/etc/passwd'): { user: string; home: string }[] {
+  let text = '';
+  try { text = readFileSync(passwd, 'utf8'); } catch { return []; }
+  const out: { user: string; home: string }[] = [];
+  for (const line of text.split('\n')) {
+    const [user, , uid, , , home] = line.split(':');
+    if (!user || !home || uid === '0' || !isAbsolute(home)) continue;
+    const real = resolved(home);
+    if (real === undefined || real === sep || SYSTEM_FOLDERS.some((f) => real === f || isInside(real, f))) continue;
+    out.push({ user, home: real });
+  }
+  return out;
 }
 
 /**

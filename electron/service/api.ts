@@ -163,6 +163,10 @@ export interface LibraryNoticeDto {
 export interface AllowedFolder {
   path: string;
   source: 'library' | 'guests' | 'home' | 'settings';
+  /** What allowing it exposes, for a broad folder (/home, /tmp, /mnt...). */
+  note?: string;
+  /** Why an added folder counts for nothing now (it changed identity since it was added); remove and add it again. */
+  refused?: string;
 }
 
 /** One telemetry sample of one vCPU (cumulative counters under KVM names, rates with _per_s). */

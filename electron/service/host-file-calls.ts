@@ -5,7 +5,7 @@ import { realpathSync } from 'node:fs';
 import type { AllowedFolder, DiskConversionDto } from './api.ts';
 import { checkDisk } from '../vmm/config/vm-config.ts';
 import { createRawImage } from '../vmm/devices/virtio/disk-image.ts';
-import { checkFolderToAdd, confineNewFileToAllowedFolders, confineToAllowedFolders } from './allowed-folders.ts';
+import { checkFolderToAdd, confineNewFileToAllowedFolders, confineToAllowedFolders, folderId } from './allowed-folders.ts';
 import { DiskConversions } from './disk-conversion.ts';
 import { ApiError, toApiError } from './errors.ts';
 import type { ServiceState } from './service-state.ts';
@@ -23,17 +23,19 @@ export class HostFileCalls {
   }
 
   listAllowedFolders(): AllowedFolder[] {
-    return this.s.allowedFolders();
+    return this.s.folderStates();
   }
 
+  /** Adds a folder by its real path, pinned to its identity now (a folder added again is pinned anew). */
   addAllowedFolder(rawPath: unknown): AllowedFolder[] {
     const path = checkFolderToAdd(textArg(rawPath, 'folder', 4096));
     const settings = settingsToChange(this.s.layout.home);
-    if (!settings.allowedFolders.includes(path)) {
-      if (settings.allowedFolders.length >= MAX_ALLOWED_FOLDERS) throw new ApiError('conflict', `at most ${MAX_ALLOWED_FOLDERS} folders can be added`);
-      saveSettings(this.s.layout.home, { ...settings, allowedFolders: [...settings.allowedFolders, path] });
-    }
-    return this.s.allowedFolders();
+    const id = folderId(path);
+    if (!settings.allowedFolders.includes(path) && settings.allowedFolders.length >= MAX_ALLOWED_FOLDERS) throw new ApiError('conflict', `at most ${MAX_ALLOWED_FOLDERS} folders can be added`);
+    const allowedFolders = settings.allowedFolders.includes(path) ? settings.allowedFolders : [...settings.allowedFolders, path];
+    const allowedFolderIds = { ...(settings.allowedFolderIds ?? {}), ...(id ? { [path]: id } : {}) };
+    saveSettings(this.s.layout.home, { ...settings, allowedFolders, allowedFolderIds });
+    return this.s.folderStates();
   }
 
   removeAllowedFolder(rawPath: unknown): AllowedFolder[] {
@@ -44,8 +46,9 @@ export class HostFileCalls {
     if (!settings.allowedFolders.includes(path)) {
       throw new ApiError('not-found', `${given.slice(0, 200)} is not a folder added in the settings (the library's folder, the guest kits and your home folder are always allowed)`);
     }
-    saveSettings(this.s.layout.home, { ...settings, allowedFolders: settings.allowedFolders.filter((f) => f !== path) });
-    return this.s.allowedFolders();
+    const { [path]: _, ...allowedFolderIds } = settings.allowedFolderIds ?? {};
+    saveSettings(this.s.layout.home, { ...settings, allowedFolders: settings.allowedFolders.filter((f) => f !== path), allowedFolderIds });
+    return this.s.folderStates();
   }
 
   async createDiskImage(rawPath: unknown, sizeMiB: unknown): Promise<void> {

@@ -7,7 +7,7 @@ import type { AllowedFolder, ApiEvent, VmRecord } from './api.ts';
 import { resolveMachine, type ResolvedMachine } from '../vmm/config/resolve.ts';
 import { validateConfig, type VmConfig } from '../vmm/config/vm-config.ts';
 import { probeHost, type HostCapabilities } from '../vmm/machine/host-caps.ts';
-import { allowedFolders } from './allowed-folders.ts';
+import { allowedFolders, folderStates } from './allowed-folders.ts';
 import { checkBootFiles, checkHostLimits } from './config-checks.ts';
 import { consoleLogPath } from './console-log.ts';
 import { ApiError, toApiError } from './errors.ts';
@@ -121,8 +121,15 @@ export class ServiceState {
   }
 
   allowedFolders(): AllowedFolder[] {
-    return allowedFolders(this.layout.home, readSettings(this.layout.home).allowedFolders);
+    const s = readSettings(this.layout.home);
+    return allowedFolders(this.layout.home, s.allowedFolders, s.allowedFolderIds);
   }
+  /** Every folder with its state (a refused added folder included), for the list the user sees. */
+  folderStates(): AllowedFolder[] {
+    const s = readSettings(this.layout.home);
+    return folderStates(this.layout.home, s.allowedFolders, s.allowedFolderIds);
+  }
+
 
   /** The configuration resolved against this host's KVM (a 'host' ApiError without one). */
   resolve(c: VmConfig): ResolvedMachine {

@@ -9,6 +9,8 @@ import { HomeFileError, readHomeFile } from './home-file.ts';
 
 export interface Settings {
   allowedFolders: string[];
+  /** Each added folder's identity when it was added ("dev:ino"): a folder swapped since counts for nothing. */
+  allowedFolderIds?: Record<string, string>;
 }
 
 /** Bounds what one settings file may make the service check on every path. */
@@ -42,7 +44,10 @@ export function readSettings(home: string): Settings & Record<string, unknown> &
   if (damaged) return { allowedFolders: [], damaged: `${path}: ${damaged}; fix it or move it away, then try again (nothing was changed)` };
   const obj = raw as Record<string, unknown>;
   const folders = Array.isArray(obj.allowedFolders) ? obj.allowedFolders.filter((f): f is string => typeof f === 'string') : [];
-  return { ...obj, allowedFolders: folders.slice(0, MAX_ALLOWED_FOLDERS) };
+  const ids = typeof obj.allowedFolderIds === 'object' && obj.allowedFolderIds !== null && !Array.isArray(obj.allowedFolderIds)
+    ? Object.fromEntries(Object.entries(obj.allowedFolderIds as Record<string, unknown>).filter((e): e is [string, string] => typeof e[1] === 'string'))
+    : undefined;
+  return { ...obj, allowedFolders: folders.slice(0, MAX_ALLOWED_FOLDERS), ...(ids ? { allowedFolderIds: ids } : {}) };
 }
 
 export function writeSettings(home: string, settings: Settings & Record<string, unknown> & { damaged?: string }): void {

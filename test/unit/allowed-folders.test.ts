@@ -2,7 +2,7 @@
 // the service can read used to be accepted as a kernel or initrd (say /etc/shadow) and handed to
 // a guest. Now only files inside UNHALT_HOME, the guest kits, the user's home and folders added
 // in the settings are, compared by real path (symlinks cannot lead out).
-import { copyFileSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -88,6 +88,68 @@ describe('boot files come only from allowed folders', () => {
       expect(await answer({ initrd: join(home, 'dangling.cpio') }, join(home, 'dangling.cpio'))).toMatch(/^initrd PATH is outside the folders/);
     } finally {
       await svc.shutdown();
+    }
+  });
+
+  it('an added folder is pinned: replaced by a symbolic link to /etc or by another folder, it counts for nothing until added again (issue 30 #5)', async () => {
+    const home = tempHome('pinned');
+    const svc = await createService({ home });
+    const mine = mkdtempSync(join(tmpdir(), 'unhalt-pinned-'));
+    try {
+      const kernel = join(home, 'probe.elf');
+      copyFileSync(PROBE_KERNEL, kernel);
+      const vm = (over: object) => ({ name: 'c', guest: 'custom', kernel, memoryMiB: 64, ...over });
+      const added = join(mine, 'boot');
+      mkdirSync(added);
+      writeFileSync(join(added, 'initrd.cpio'), 'x');
+      await svc.addAllowedFolder(added);
+      expect((await svc.createVm(vm({ initrd: join(added, 'initrd.cpio') }))).config.initrd).toBe(join(added, 'initrd.cpio'));
+      // Swapped for a symbolic link to /etc: /etc/hostname through it is refused, and the list says why.
+      renameSync(added, `${added}.old`);
+      symlinkSync('/etc', added);
+      expect((await rejection(svc.createVm(vm({ initrd: join(added, 'hostname') })))).message).toMatch(/^initrd .*boot\/hostname is outside the folders/);
+      const listed = (await svc.listAllowedFolders()).find((f) => f.path === added)!;
+      expect(listed.refused).toBe('it now leads to /etc (it was replaced by a symbolic link): remove it and add it again if you trust it');
+      expect((await rejection(svc.addAllowedFolder(added))).message).toMatch(/system folder \/etc/);
+      // Swapped for another directory of the same name: refused too, until it is added again.
+      rmSync(added);
+      mkdirSync(added);
+      writeFileSync(join(added, 'initrd.cpio'), 'y');
+      expect((await rejection(svc.createVm(vm({ initrd: join(added, 'initrd.cpio') })))).message).toMatch(/is outside the folders/);
+      expect((await svc.listAllowedFolders()).find((f) => f.path === added)!.refused).toBe('it is another folder than the one added (replaced or mounted over since): remove it and add it again if you trust it');
+      const again = await svc.addAllowedFolder(added);
+      expect(again.find((f) => f.path === added)!.refused).toBeUndefined();
+      expect((await svc.createVm(vm({ name: 'd', initrd: join(added, 'initrd.cpio') }))).config.initrd).toBe(join(added, 'initrd.cpio'));
+    } finally {
+      await svc.shutdown();
+      rmSync(mine, { recursive: true, force: true });
+    }
+  });
+
+  it('a broad folder is allowed with what it exposes said; as root, another user\'s home is refused', async () => {
+    const home = tempHome('broad');
+    const svc = await createService({ home });
+    const fake = mkdtempSync(join(tmpdir(), 'unhalt-users-'));
+    try {
+      const tmp = (await svc.addAllowedFolder('/tmp')).find((f) => f.path === '/tmp')!;
+      expect(tmp.note).toBe('any local user can put files there: a guest may be given what another user left');
+      if (process.getuid?.() === 0) {
+        // Another user (a passwd file of the test's own) whose home is a folder here.
+        const theirs = join(fake, 'alice');
+        mkdirSync(join(theirs, 'vms'), { recursive: true });
+        writeFileSync(join(fake, 'passwd'), `root:x:0:0:root:/root:/bin/sh\nalice:x:1000:1000::${theirs}:/bin/sh\n`);
+        process.env.UNHALT_PASSWD_FILE = join(fake, 'passwd');
+        try {
+          expect((await rejection(svc.addAllowedFolder(join(theirs, 'vms')))).message)
+            .toBe(`${join(theirs, 'vms')} cannot be allowed while Unhalt runs as root: it is or holds ${theirs}, the home folder of user alice; allow a folder of root's own`);
+          expect((await rejection(svc.addAllowedFolder(fake))).message).toMatch(/it is or holds .*alice, the home folder of user alice/);
+        } finally {
+          delete process.env.UNHALT_PASSWD_FILE;
+        }
+      }
+    } finally {
+      await svc.shutdown();
+      rmSync(fake, { recursive: true, force: true });
     }
   });
 

@@ -29,11 +29,13 @@ export function AllowedFolders() {
       <p className="muted small">Custom kernels and initrds must be inside one of these folders.</p>
       <ul>
         {(folders ?? []).map((f) => (
-          <li key={f.path}>
+          <li key={f.path} data-refused={f.refused ? 'true' : undefined}>
             <code>{f.path}</code> <span className="muted small">({SOURCE_LABEL[f.source]})</span>
             {f.source === 'settings' && (
               <button type="button" className="btn" onClick={() => void run(() => api.removeAllowedFolder(f.path))}>Remove</button>
             )}
+            {f.refused && <p className="error small" role="status">Not used now: {f.refused}.</p>}
+            {f.note && <p className="warn-text small">Note: {f.note}.</p>}
           </li>
         ))}
       </ul>
