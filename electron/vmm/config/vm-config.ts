@@ -282,7 +282,12 @@ export function validateConfig(raw: unknown): VmConfig {
   };
   if (kernel !== undefined) config.kernel = kernel;
   if (r.initrd !== undefined) config.initrd = checkBootPath(r.initrd, 'initrd');
-  if (r.append !== undefined) config.append = text(r.append, 'append', MAX_APPEND_LENGTH);
+  if (r.append !== undefined) {
+    config.append = text(r.append, 'append', MAX_APPEND_LENGTH);
+    // A kernel command line is one line of text; a control character in it is a paste gone wrong.
+    const ctl = /[\x01-\x1f\x7f]/.exec(config.append);
+    if (ctl) throw new ConfigError(`append contains the control character U+${ctl[0].charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')}: the kernel's command line is one line of printable text`);
+  }
   if (r.haltPollNs !== undefined) config.haltPollNs = checkHaltPollNs(r.haltPollNs);
   if (r.rng !== undefined && bool(r.rng, 'rng')) config.rng = true;
   if (r.net !== undefined) config.net = checkNet(r.net);

@@ -6,9 +6,9 @@
 // (<qemu:commandline>, which libvirt reports as "tainted: custom-argv"), and what no QEMU option
 // covers either (halt polling) is said in the header comment.
 import {
-  describePins, type ExportPlan, featureValue, haltPollAdvice, machineTypeNote, madeForLine, passthroughDefault, shellQuote,
+  commentLine, describePins, type ExportPlan, featureValue, haltPollAdvice, machineTypeNote, madeForLine, passthroughDefault, shellQuote,
 } from './plan.ts';
-import { diskMode } from '../config/vm-config.ts';
+import { ConfigError, diskMode } from '../config/vm-config.ts';
 import { macForVm, type NetConfig } from '../config/net-config.ts';
 
 const QEMU_NS = 'http://libvirt.org/schemas/domain/qemu/1.0';
@@ -26,6 +26,7 @@ const HOST_CPU_TYPE = 'host-x86_64-cpu';
 
 export function libvirtXml(plan: ExportPlan): string {
   const c = plan.config;
+  refuseNonXml(plan);
   const on = (name: string) => (featureValue(plan, name) ? 'on' : 'off');
   // A feature with no libvirt element follows host-passthrough; where this VM wants it otherwise,
   // QEMU's -global on the CPU type sets it.
@@ -115,13 +116,41 @@ function libvirtInterface(n: NetConfig, mac: string): string[] {
   return ["    <interface type='user'>", ...common, ...(forwards.length ? ["      <backend type='passt'/>", ...forwards] : []), '    </interface>'];
 }
 
+/**
+ * Text for an XML 1.0 element or attribute: the five special characters as entities, and tab, line
+ * feed and carriage return as character references (in an attribute a parser would turn them into
+ * spaces; a path with a newline must stay that path). The other C0 controls XML 1.0 cannot hold at
+ * all, not even as references: such a string is refused (libvirtXmlProblem says which field).
+ */
 function esc(s: string): string {
-  return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/'/g, '&apos;').replace(/"/g, '&quot;');
+  return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/'/g, '&apos;').replace(/"/g, '&quot;')
+    .replace(/[\t\n\r]/g, (ch) => `&#${ch.charCodeAt(0)};`);
+}
+
+/** Characters XML 1.0 cannot hold in any form (C0 controls but tab, LF, CR; U+FFFE/U+FFFF; lone surrogates). */
+const NOT_XML = /[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+/** A string of the VM's that XML 1.0 cannot hold (a file name with a control character) is refused, named. */
+function refuseNonXml(plan: ExportPlan): void {
+  const c = plan.config;
+  const fields: [string, string | undefined][] = [
+    ['name', c.name], ['kernel', plan.boot.kernelPath], ['initrd', plan.boot.initrdPath], ['kernel command line', plan.boot.cmdline],
+    ['console log', plan.consoleLog], ['agent log', plan.agentLog],
+    ...(c.disks ?? []).map((d, i): [string, string] => [`disk ${i + 1}`, d.path]),
+    ...(c.net?.mode === 'tap' ? [['tap device', c.net.tap] as [string, string]] : []),
+  ];
+  for (const [field, value] of fields) {
+    const m = value === undefined ? null : NOT_XML.exec(value);
+    if (m) {
+      const code = m[0].charCodeAt(0).toString(16).toUpperCase().padStart(4, '0');
+      throw new ConfigError(`libvirt's XML cannot hold the ${field} ${JSON.stringify(value!.slice(0, 80))}: it has the character U+${code}, which XML 1.0 allows in no form; rename it, or export --format qemu`);
+    }
+  }
 }
 
 /** XML comments may not contain "--" nor end in "-". */
 function xmlComment(s: string): string {
-  let t = s;
+  let t = commentLine(s);
   while (t.includes('--')) t = t.replace(/--/g, '- -');
   return t.endsWith('-') ? `${t} ` : t;
 }

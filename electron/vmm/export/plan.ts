@@ -115,6 +115,19 @@ export function madeForLine(plan: Pick<ExportPlan, 'hostKind'>): string {
 }
 
 /** One shell word: as is when it is plain, else in single quotes. */
+/**
+ * One comment line of an export, whatever strings of the user's it quotes (a path, a name): line
+ * breaks of any kind (\n, \r, U+0085, U+2028/9) would end the comment and make the rest code or
+ * YAML, other control characters and bidi overrides would hide what follows. Each is written as
+ * a visible escape (\xNN, \uNNNN); the file itself stays one comment line.
+ */
+export function commentLine(s: string): string {
+  return s.replace(/[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ufeff]/g, (ch) => {
+    const n = ch.charCodeAt(0);
+    return n < 0x100 ? `\\x${n.toString(16).padStart(2, '0')}` : `\\u${n.toString(16).padStart(4, '0')}`;
+  });
+}
+
 export function shellQuote(s: string): string {
   return /^[A-Za-z0-9_./:=,+@%-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
 }

@@ -5,7 +5,7 @@
 import { diskMode, type VmConfig } from '../config/vm-config.ts';
 import { formatHostForward, macForVm, type NetConfig } from '../config/net-config.ts';
 import type { HostKind } from '../host.ts';
-import { describePins, type ExportPlan, haltPollAdvice, machineTypeNote, madeForLine, shellQuote } from './plan.ts';
+import { commentLine, describePins, type ExportPlan, haltPollAdvice, machineTypeNote, madeForLine, shellQuote } from './plan.ts';
 
 export const QEMU_BINARY = 'qemu-system-x86_64';
 
@@ -89,7 +89,7 @@ export function qemuScript(plan: ExportPlan): string {
     madeForLine(plan),
     ...(gaps.length ? ['Knobs QEMU has no option for:', ...gaps.map((g) => `  ${g}`)] : ['Every knob of this VM has a QEMU option.']),
     'ttyS0 is this terminal (Ctrl-A x quits, Ctrl-A c switches to the monitor); ttyS1, the guest\'s agent channel, goes to a file.',
-  ].map((l) => (l.startsWith('#') ? l : `# ${l}`));
+  ].map((l) => (l.startsWith('#') ? commentLine(l) : `# ${commentLine(l)}`));
   const body = qemuOptions(plan).map(([flag, value]) => (value === undefined ? flag : `${flag} ${shellQuote(value)}`));
   return `${lines.join('\n')}\nexec ${QEMU_BINARY} \\\n${body.map((b) => `  ${b}`).join(' \\\n')}\n`;
 }
