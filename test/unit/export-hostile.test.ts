@@ -42,9 +42,13 @@ const cases: Case[] = fc.sample(fc.record({ k: hostile, i: hostile, d: hostile, 
 const bootOf = (c: VmConfig) => ({ kernelPath: c.kernel!, initrdPath: c.initrd!, cmdline: c.append! });
 const exported = (format: 'qemu' | 'libvirt' | 'kubevirt', c: VmConfig) => exportConfig(format, { config: c, boot: bootOf(c), hostKind: 'hardware' }).text;
 
+/** A Python 3 with PyYAML (Debian's python3-yaml: .ci/run installs it). */
+const PYTHON = ['python3', '/usr/bin/python3'].find((p) => spawnSync(p, ['-c', 'import yaml']).status === 0);
+
 /** One Python process reads every document: the YAML's and the XML's values, as JSON. */
 function python(program: string, input: unknown): unknown {
-  const r = spawnSync('python3', ['-c', program], { input: JSON.stringify(input), encoding: 'utf8', maxBuffer: 1 << 28 });
+  if (!PYTHON) throw new Error('no python3 with PyYAML here: apt install python3-yaml');
+  const r = spawnSync(PYTHON, ['-c', program], { input: JSON.stringify(input), encoding: 'utf8', maxBuffer: 1 << 28 });
   if (r.status !== 0) throw new Error(`python3: ${r.stderr.trim().split('\n').at(-1)}`);
   return JSON.parse(r.stdout);
 }
