@@ -21,7 +21,7 @@ describe.skipIf(!kvmAvailable)('unhalt run', () => {
     expect(readFileSync(log, 'utf8')).toMatch(/@u1 boot cpus_found=2 cpus_up=2/);
   });
 
-  it('--stats writes NDJSON: one object per vCPU per sample, KVM counters and _per_s rates', async () => {
+  it('--stats writes NDJSON: one object per vCPU per sample, KVM counters, _per_s rates and the halt histograms', async () => {
     const stats = join(dir, 'stats.ndjson');
     const r = await runCli(['run', '--guest', 'probe', '--cpus', '2', '--append', 'scenario=idle ms=600', '--stats', stats, '--stats-interval', '100']);
     expect(r.code).toBe(0);
@@ -32,6 +32,25 @@ describe.skipIf(!kvmAvailable)('unhalt run', () => {
     const last0 = samples.filter((s) => s.vcpu === 0).at(-1);
     expect(last0).toMatchObject({ t: expect.any(Number), halt_exits: expect.any(Number), halt_exits_per_s: expect.any(Number) });
     expect(last0.halt_exits).toBeGreaterThan(100);
+    // KVM's halt histograms, as arrays of the interval's counts per bucket (null on a vCPU's first line).
+    const HISTS = ['halt_wait_hist', 'halt_poll_success_hist', 'halt_poll_fail_hist'];
+    const withHists = samples.filter((s) => Array.isArray(s.halt_wait_hist));
+    expect(withHists.length).toBeGreaterThanOrEqual(samples.length - 2);
+    let halts = 0;
+    let counted = 0;
+    for (const s of withHists) {
+      for (const h of HISTS) {
+        expect(s[h], h).toHaveLength(s.halt_wait_hist.length);
+        for (const n of s[h]) expect(Number.isInteger(n) && n >= 0, `${h}: ${n}`).toBe(true);
+      }
+      halts += Math.round((s.halt_exits_per_s * s.interval_ms) / 1000);
+      // A halt that blocked is in the wait histogram, one a poll caught in the success one (one
+      // that found a wake-up already there is in neither): never more than the halts.
+      counted += [...s.halt_wait_hist, ...s.halt_poll_success_hist].reduce((a: number, b: number) => a + b, 0);
+    }
+    expect(withHists[0].halt_wait_hist.length).toBeGreaterThanOrEqual(2);
+    expect(counted, `histograms ${counted}, halt exits ${halts}`).toBeGreaterThan(0);
+    expect(counted).toBeLessThanOrEqual(halts + 2 * withHists.length);
   });
 
   it('with no guest named: the Linux kit on hardware semantics, else the probe guest and why', async () => {

@@ -14,6 +14,24 @@ export const KVM_VCPU_COUNTERS = [
 ] as const;
 
 /**
+ * KVM's per-vCPU log2 histograms (bucket i: durations in [2^(i-1), 2^i) ns, KVM's fls64; the last
+ * open-ended): how long a halted vCPU slept (halt_wait_hist: halts that blocked, from the end of
+ * polling to the wake-up, the delay before the vCPU runs again included), and how long polls that
+ * caught or missed a wake-up ran. A sample carries each as an array of the interval's counts.
+ */
+export const KVM_VCPU_HISTOGRAMS = ['halt_wait_hist', 'halt_poll_success_hist', 'halt_poll_fail_hist'] as const;
+
+/**
+ * One vCPU's histograms over one interval, beside its record: each bucket's count in the interval
+ * (null: the first sample, or a reset); a histogram the host kernel lacks is absent. Live samples
+ * only: the series keeps the counters alone, so a backfill has none.
+ */
+export interface VcpuHistograms {
+  vcpu: number;
+  [histogram: string]: number | number[] | null;
+}
+
+/**
  * KVM stats that are a state, not a count (KVM_STATS_TYPE_INSTANT): a record carries their value
  * at the sample, with no rate. `blocking` is 1 while the vCPU is halted: halt_wait_ns only grows
  * when a halt ends, so this is how a vCPU inside a long halt shows as halted.
@@ -71,5 +89,5 @@ export type { DeviceRecord };
 /** `devices`: one record per virtio device at the same instants as the vCPUs' (devices.ts). */
 export type TelemetryEvent =
   | { type: 'backfill'; records: SampleRecord[]; devices: DeviceRecord[]; markers: TelemetryMarker[] }
-  | { type: 'sample'; t: number; records: SampleRecord[]; devices: DeviceRecord[] }
+  | { type: 'sample'; t: number; records: SampleRecord[]; devices: DeviceRecord[]; histograms?: VcpuHistograms[] }
   | { type: 'marker'; marker: TelemetryMarker };

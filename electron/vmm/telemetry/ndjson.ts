@@ -1,5 +1,6 @@
 // NDJSON output of a sampler (`unhalt run --stats FILE`): one JSON object per vCPU per sample,
-// {"t":…,"vcpu":…,"interval_ms":…, counters under their KVM names, rates with _per_s …}, then one
+// {"t":…,"vcpu":…,"interval_ms":…, counters under their KVM names, rates with _per_s …, and KVM's
+// halt histograms as arrays of the interval's counts per bucket: "halt_wait_hist":[0,3,…]}, then one
 // per virtio device at the same t, {"t":…,"device":"blk0","interval_ms":…,"requests":…,
 // "requests_per_s":…,…} (devices.ts), and one {"t":…,"marker":"label"} line per marker. Readers
 // tell them apart by `vcpu`, `device` or `marker`.
@@ -37,7 +38,13 @@ export class NdjsonStatsWriter {
 
   private onEvent(e: TelemetryEvent): void {
     if (e.type === 'marker') { this.out.write(markerLine(e.marker)); return; }
-    if (e.type === 'sample') { this.out.write([...e.records, ...e.devices].map(recordLine).join('')); return; }
+    if (e.type === 'sample') {
+      // Each vCPU's histograms of the interval go on its line, after its counters.
+      const hists = new Map((e.histograms ?? []).map((h) => [h.vcpu, h]));
+      const vcpus = e.records.map((r) => { const h = hists.get(r.vcpu); return recordLine(h ? { ...r, ...h } as SampleRecord : r); });
+      this.out.write([...vcpus, ...e.devices.map(recordLine)].join(''));
+      return;
+    }
     // Backfill: per instant the vCPUs, then the devices; markers interleaved by time.
     const markers = [...e.markers];
     const devices = e.devices;

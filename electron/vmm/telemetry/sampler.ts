@@ -6,8 +6,8 @@ import { BINARY_STATS_UNAVAILABLE, StatsReader, type StatField, type StatsSample
 import { threadCpuTimeNs } from '../../../native/kvm/libc.ts';
 import type { VirtualMachine, VmState } from '../vm.ts';
 import {
-  KVM_VCPU_COUNTERS, THREAD_COUNTERS, VMM_COUNTERS,
-  type SampleRecord, type TelemetryEvent, type TelemetryMarker,
+  KVM_VCPU_COUNTERS, KVM_VCPU_HISTOGRAMS, THREAD_COUNTERS, VMM_COUNTERS,
+  type SampleRecord, type TelemetryEvent, type TelemetryMarker, type VcpuHistograms,
 } from './fields.ts';
 import { DeviceSeries, type DeviceRecord } from './devices.ts';
 import type { VirtioCounters } from '../devices/virtio/virtio-pci.ts';
@@ -52,6 +52,8 @@ interface VcpuStats {
   /** Reused every tick: its values are copied into the series at once. */
   sample?: StatsSample;
   fields: (StatField | undefined)[];
+  /** KVM's histograms this host has, with their cumulative counts at the last sample. */
+  hists: { name: string; field: StatField; prev: Float64Array | null; interval: number[] | null }[];
 }
 
 /**
@@ -118,7 +120,9 @@ export class Sampler {
     this.fields = [...this.kvmFieldNames, ...VMM_COUNTERS.map((c) => c.name), ...THREAD_COUNTERS];
     for (let v = 0; v < this.cpus; v++) {
       const reader = readers[v];
-      this.vcpuStats.push(reader ? { reader, fields: this.kvmFieldNames.map((n) => reader.has(n) ? reader.field(n) : undefined) } : null);
+      const hists = reader ? KVM_VCPU_HISTOGRAMS.filter((n) => reader.has(n) && reader.field(n).descriptor.type === 'log-hist')
+        .map((name) => ({ name, field: reader.field(name), prev: null, interval: null })) : [];
+      this.vcpuStats.push(reader ? { reader, fields: this.kvmFieldNames.map((n) => reader.has(n) ? reader.field(n) : undefined), hists } : null);
     }
     this.calc = new RateCalculator(this.fields);
     const capacity = options.capacity ?? Math.min(MAX_CAPACITY, Math.max(MIN_CAPACITY, Math.ceil(600_000 / this.intervalMs)));
@@ -190,6 +194,7 @@ export class Sampler {
       if (stats) {
         const s = stats.sample = stats.reader.sample(stats.sample);
         for (const f of stats.fields) data[c++] = f ? s.u64(f.offset) : NaN;
+        for (const h of stats.hists) takeHistogram(h, s);
       }
       for (const counter of VMM_COUNTERS) data[c++] = control.counter(v, counter.index);
       this.readThread(v, tids[v] ?? 0, data, c);
@@ -198,10 +203,21 @@ export class Sampler {
     // Records (objects) are only built when someone listens; the series keeps the numbers anyway.
     const listening = build || this.listeners.size > 0;
     const records = listening ? series.latest(this.calc) : [];
+    // The histograms' counts of this interval, beside the live records (the series keeps counters only).
+    const histograms: VcpuHistograms[] = [];
+    if (listening) {
+      for (let v = 0; v < this.cpus; v++) {
+        const hists = this.vcpuStats[v]?.hists ?? [];
+        if (!hists.length) continue;
+        const h: VcpuHistograms = { vcpu: v };
+        for (const x of hists) h[x.name] = x.interval;
+        histograms.push(h);
+      }
+    }
     const devices = listening ? this.deviceSeries.latest() : [];
     this.costNs += threadCpuTimeNs() - cpuStart;
     this.ticks++;
-    if (records.length || devices.length) this.emit({ type: 'sample', t, records, devices });
+    if (records.length || devices.length) this.emit({ type: 'sample', t, records, devices, ...(histograms.length && records.length ? { histograms } : {}) });
     return records;
   }
 
@@ -273,6 +289,24 @@ export class Sampler {
   cost(): { ticks: number; cpuNs: number; cpuNsPerTick: number } {
     return { ticks: this.ticks, cpuNs: this.costNs, cpuNsPerTick: this.ticks ? this.costNs / this.ticks : 0 };
   }
+}
+
+/** A histogram's cumulative counts now, and the interval's since the last sample (null: none yet, or a reset). */
+function takeHistogram(h: VcpuStats['hists'][number], s: StatsSample): void {
+  const n = h.field.descriptor.size;
+  const cur = new Float64Array(n);
+  for (let i = 0; i < n; i++) cur[i] = s.u64(h.field.offset + i * 8);
+  let interval: number[] | null = null;
+  if (h.prev) {
+    interval = new Array<number>(n);
+    for (let i = 0; i < n; i++) {
+      const d = cur[i]! - h.prev[i]!;
+      if (d < 0) { interval = null; break; }
+      interval[i] = d;
+    }
+  }
+  h.prev = cur;
+  h.interval = interval;
 }
 
 function round3(x: number): number {
