@@ -4,6 +4,7 @@
 // Allowed: UNHALT_HOME (the library's own folder), Unhalt's built guest kits, the user's home
 // folder, and folders added in the settings. Paths are compared after realpath, so a symlink
 // inside an allowed folder that points outside it does not get out.
+import { spawnSync } from 'node:child_process';
 import { lstatSync, readFileSync, realpathSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { basename, dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
@@ -24,6 +25,8 @@ export function allowedFolders(home: string, fromSettings: readonly string[], id
  * another directory, a mount — counts for nothing until the user adds it again.
  */
 export function folderStates(home: string, fromSettings: readonly string[], ids: Readonly<Record<string, string>> = {}): AllowedFolder[] {
+  // Run as root, another user's home is theirs to allow, also when it was added before.
+  const others = process.getuid?.() === 0 && fromSettings.length ? otherUsersHomes() : undefined;
   const out: AllowedFolder[] = [
     { path: home, source: 'library' },
     { path: GUEST_DIR.replace(/\/$/, ''), source: 'guests' },
@@ -34,9 +37,17 @@ export function folderStates(home: string, fromSettings: readonly string[], ids:
     const note = breadthNote(path);
     if (note) f.note = note;
     const real = resolved(path);
+    const id = folderId(path);
+    const pinned = ids[path]?.split(':');
+    const other = others?.find((h) => real !== undefined && (real === h.home || isInside(real, h.home) || isInside(h.home, real)));
     if (real === undefined) f.refused = 'it is gone';
+    else if (real === sep) f.refused = 'it is the root folder "/", which would let a guest read every file';
     else if (real !== path) f.refused = `it now leads to ${clip(real, 200)} (it was replaced by a symbolic link)`;
-    else if (ids[path] !== undefined && folderId(path) !== ids[path]) f.refused = 'it is another folder than the one added (replaced or mounted over since)';
+    else if (pinned && id && id.split(':')[1] !== pinned[1]) f.refused = 'it is another folder than the one added (replaced or mounted over since)';
+    else if (other) f.refused = `it is or holds ${other.home}, the home folder of user ${other.user}, and Unhalt runs as root`;
+    // The same inode on another device number: the file system was mounted again (NFS, a USB disk
+    // back as another sdX, a btrfs subvolume), not swapped; said, not refused.
+    else if (pinned && id && id.split(':')[0] !== pinned[0]) f.note = `${f.note ? `${f.note}; ` : ''}its file system was mounted again since it was added (another device number, the same folder)`;
     if (f.refused) f.refused = `${f.refused}: remove it and add it again if you trust it`;
     out.push(f);
   }
@@ -110,7 +121,7 @@ export function checkFolderToAdd(path: string): string {
   if (!isAbsolute(path)) throw new ApiError('invalid', `a folder must be an absolute path, got "${clip(path, 200)}"`);
   let real: string;
   try {
-    real = realpathSync(path);
+    real = realpathSync.native(path);
     if (!statSync(real).isDirectory()) throw new Error('not a directory');
   } catch {
     throw new ApiError('invalid', `${clip(path, 200)} is not an existing folder`);
@@ -126,10 +137,17 @@ export function checkFolderToAdd(path: string): string {
   return real;
 }
 
-/** The home folders of the host's other users (from /etc/passwd; real paths), never root's or "/". */
-function otherUsersHomes(passwd = process.env.UNHALT_PASSWD_FILE ?? '/etc/passwd'): { user: string; home: string }[] {
+/**
+ * The home folders of the host's other users (real paths), never root's or "/": the user database
+ * as `getent passwd` gives it (LDAP and sssd users too), else /etc/passwd.
+ */
+function otherUsersHomes(passwd = process.env.UNHALT_PASSWD_FILE): { user: string; home: string }[] {
   let text = '';
-  try { text = readFileSync(passwd, 'utf8'); } catch { return []; }
+  if (passwd === undefined) {
+    const r = spawnSync('getent', ['passwd'], { encoding: 'utf8', timeout: 5000, maxBuffer: 16 << 20 });
+    if (r.status === 0) text = r.stdout;
+  }
+  if (!text) try { text = readFileSync(passwd ?? '/etc/passwd', 'utf8'); } catch { return []; }
   const out: { user: string; home: string }[] = [];
   for (const line of text.split('\n')) {
     const [user, , uid, , , home] = line.split(':');
@@ -148,7 +166,10 @@ function otherUsersHomes(passwd = process.env.UNHALT_PASSWD_FILE ?? '/etc/passwd
  */
 function resolvedOrPlanned(path: string): string | undefined {
   const missing: string[] = [];
-  let p = resolve(path);
+  // Never normalised as text: "lnk/.." is where the link leads, then up, as the kernel walks it
+  // (path.resolve would drop both and judge a folder the file is not in). Only after a name that
+  // does not exist are the rest joined as text: nothing below a missing folder can be opened.
+  let p = isAbsolute(path) ? path : `${process.cwd()}${sep}${path}`;
   for (;;) {
     const real = resolved(p);
     if (real !== undefined) return missing.length ? join(real, ...missing.reverse()) : real;
@@ -165,7 +186,7 @@ function resolvedOrPlanned(path: string): string | undefined {
 
 function resolved(path: string): string | undefined {
   try {
-    return realpathSync(path);
+    return realpathSync.native(path);
   } catch {
     return undefined;
   }

@@ -81,7 +81,7 @@ export class HostFileCalls {
 }
 
 function realPathOr(path: string): string {
-  try { return realpathSync(path); } catch { return path; }
+  try { return realpathSync.native(path); } catch { return path; }
 }
 
 /** The settings about to be changed: a damaged file is refused (never written over), naming its fault. */

@@ -50,7 +50,7 @@ function classify(path: string, what: string): Target {
   }
   if (st.isDirectory()) throw new OutputError(`cannot write ${what} ${path}: it is a folder`);
   if (st.isSocket()) throw new OutputError(`cannot write ${what} ${path}: it is a socket`);
-  if (st.isFile()) return { kind: 'regular', path: link.isSymbolicLink() ? realpathSync(path) : path };
+  if (st.isFile()) return { kind: 'regular', path: link.isSymbolicLink() ? realpathSync.native(path) : path };
   return { kind: 'through' }; // character/block device or FIFO
 }
 

@@ -43,7 +43,7 @@ export function resolveStatic(root: string, urlPath: string): StaticResult {
   const rel = decoded === '/' || decoded === '' ? 'index.html' : decoded.replace(/^\/+/, '');
   let realRoot: string;
   try {
-    realRoot = realpathSync(root);
+    realRoot = realpathSync.native(root);
   } catch {
     return { status: 404, reason: 'the renderer is not built' };
   }
@@ -51,7 +51,7 @@ export function resolveStatic(root: string, urlPath: string): StaticResult {
   if (!inside(realRoot, candidate)) return { status: 400, reason: 'path traversal' };
   let real: string;
   try {
-    real = realpathSync(candidate);
+    real = realpathSync.native(candidate);
   } catch {
     return { status: 404, reason: 'not found' };
   }

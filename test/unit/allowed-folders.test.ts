@@ -86,6 +86,13 @@ describe('boot files come only from allowed folders', () => {
       // A dangling symbolic link inside points nowhere provable: outside, like any other.
       symlinkSync('/etc/nope', join(home, 'dangling.cpio'));
       expect(await answer({ initrd: join(home, 'dangling.cpio') }, join(home, 'dangling.cpio'))).toMatch(/^initrd PATH is outside the folders/);
+      // "link/.." is where the link leads, then up: a link inside to /etc/ssh, then "../shadow", is /etc/shadow.
+      symlinkSync('/etc/ssh', join(home, 'lnk'));
+      for (const over of [{ initrd: `${home}/lnk/../shadow` }, { initrd: `${home}/lnk/../nope` }, { disks: [{ path: `${home}/lnk/../../dev/zero` }] }]) {
+        const given = Object.values(over)[0] as string | { path: string }[];
+        const path = typeof given === 'string' ? given : given[0]!.path;
+        expect(await answer(over, path), path).toMatch(/^(initrd|disk) PATH is outside the folders/);
+      }
     } finally {
       await svc.shutdown();
     }
@@ -123,6 +130,20 @@ describe('boot files come only from allowed folders', () => {
     } finally {
       await svc.shutdown();
       rmSync(mine, { recursive: true, force: true });
+    }
+  });
+
+  it('"/" written into settings.json by hand counts for nothing, and the list says why', async () => {
+    const home = tempHome('root-folder');
+    writeFileSync(join(home, 'settings.json'), JSON.stringify({ allowedFolders: ['/'] }));
+    const svc = await createService({ home });
+    try {
+      const kernel = join(home, 'probe.elf');
+      copyFileSync(PROBE_KERNEL, kernel);
+      expect((await rejection(svc.createVm({ name: 'c', guest: 'custom', kernel, initrd: '/etc/shadow', memoryMiB: 64 }))).message).toMatch(/^initrd \/etc\/shadow is outside the folders/);
+      expect((await svc.listAllowedFolders()).find((f) => f.path === '/')!.refused).toBe('it is the root folder "/", which would let a guest read every file: remove it and add it again if you trust it');
+    } finally {
+      await svc.shutdown();
     }
   });
 
