@@ -13,6 +13,9 @@ export function guardStdout(): void {
     failure ??= e;
     for (const l of listeners) l(e);
   });
+  // stderr is where failures are said; one it cannot take (EIO from a terminal that hung up,
+  // EPIPE) has nowhere to be said, and must not turn a clean stop into an uncaught exception.
+  process.stderr.on('error', () => {});
 }
 
 /** Calls `listener` on a stdout error (the run command stops its VM); returns the unsubscribe. */

@@ -2,7 +2,7 @@
 // long-lived processes), refuses a bad port, and shuts down cleanly on SIGTERM (exit 0) and on
 // SIGHUP, a terminal that went away (exit 129, and the home is free again).
 import { spawn, spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -68,6 +68,33 @@ describe('unhalt serve', () => {
     second.child.kill('SIGTERM');
     expect(await second.exited).toBe(0);
   }, 30_000);
+
+  it('stops cleanly when its terminal really closes (SIGHUP, and stderr then fails with EIO): exit 129', () => {
+    // A pty of its own (Python's pty module): serve is the session leader; closing the master side
+    // is the terminal going away, as when an SSH session drops.
+    const dir = tempHome('cli-pty');
+    const script = join(dir, 'hangup.py');
+    writeFileSync(script, [
+      'import os, pty, sys, time, select',
+      'pid, fd = pty.fork()',
+      'if pid == 0:',
+      '    os.execvp(sys.argv[1], sys.argv[1:])',
+      "buf = b''",
+      'end = time.time() + 60',
+      "while b'token=' not in buf and time.time() < end:",
+      '    r, _, _ = select.select([fd], [], [], 1)',
+      '    if r:',
+      '        try:',
+      '            buf += os.read(fd, 4096)',
+      '        except OSError:',
+      '            break',
+      'os.close(fd)',
+      '_, status = os.waitpid(pid, 0)',
+      "print('exit', os.waitstatus_to_exitcode(status), 'listened', b'token=' in buf)",
+    ].join('\n'));
+    const r = spawnSync('python3', [script, process.execPath, BIN, 'serve', '--no-open'], { env: env(join(dir, 'home')), encoding: 'utf8', timeout: 90_000 });
+    expect(r.stdout.trim(), r.stderr).toBe('exit 129 listened True');
+  }, 120_000);
 
   it('refuses a bad port with one line and exit code 1', () => {
     const r = spawnSync(process.execPath, [BIN, 'serve', '--port', '99999', '--no-open'], { env: env(tempHome('cli')), encoding: 'utf8' });
