@@ -5,7 +5,7 @@
 // killed with SIGKILL leaves its file behind; the next taker finds the pid dead (or reused by a
 // process that started later) and breaks the lock.
 import { randomBytes } from 'node:crypto';
-import { closeSync, linkSync, lstatSync, openSync, readdirSync, readFileSync, readSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
+import { closeSync, constants, fstatSync, linkSync, openSync, readdirSync, readFileSync, readSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 
 export class LockBusyError extends Error {
@@ -51,9 +51,10 @@ export class FileLock {
     const token = ownToken();
     for (let attempt = 0; attempt < 3; attempt++) {
       if (createExclusive(path, token)) return new FileLock(path, token);
-      const held = readLock(path);
+      const age = { mtimeMs: 0 };
+      const held = readLock(path, age);
       if (held === undefined) continue; // released between our link and our read: try again
-      if (isHolderAlive(held)) return null;
+      if (isHolderAlive(held, Date.now() - age.mtimeMs)) return null;
       breakStaleLock(path, held);
     }
     return null;
@@ -113,28 +114,27 @@ function createExclusive(path: string, token: string): boolean {
   }
 }
 
-function readLock(path: string): string | undefined {
-  let st;
+/** The lock file's token, or undefined when there is none; when it was last written in `age`. */
+function readLock(path: string, age?: { mtimeMs: number }): string | undefined {
+  let fd: number;
   try {
-    // Judged before it is opened: a FIFO would block the reader, a directory cannot be read.
-    st = lstatSync(path);
+    // Never through a link, never blocking on a FIFO: judged by what was opened.
+    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') return undefined;
+    if (code === 'ELOOP') throw new LockFileError(path, 'a symbolic link');
     throw e;
   }
-  if (!st.isFile()) throw new LockFileError(path, st.isDirectory() ? 'a directory' : st.isSymbolicLink() ? 'a symbolic link' : st.isFIFO() ? 'a FIFO' : 'no regular file');
   try {
+    const st = fstatSync(fd);
+    if (!st.isFile()) throw new LockFileError(path, st.isDirectory() ? 'a directory' : st.isFIFO() ? 'a FIFO' : 'no regular file');
+    if (age) age.mtimeMs = st.mtimeMs;
     // A lock file is "pid starttime\n": anything longer is damage, and only its start is read.
-    const fd = openSync(path, 'r');
-    try {
-      const buf = Buffer.alloc(64);
-      return buf.toString('utf8', 0, readSync(fd, buf, 0, buf.length, 0));
-    } finally {
-      closeSync(fd);
-    }
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw e;
+    const buf = Buffer.alloc(64);
+    return buf.toString('utf8', 0, readSync(fd, buf, 0, buf.length, 0));
+  } finally {
+    closeSync(fd);
   }
 }
 
@@ -170,15 +170,22 @@ function parseToken(token: string): { pid: number; start: number } | undefined {
   return { pid: Number(m[1]), start: Number(m[2]) };
 }
 
-function isHolderAlive(token: string): boolean {
+/**
+ * A token without a start time (written where /proc could not say) proves its holder only while
+ * the lock is younger than this: a lock is held for the milliseconds of one write, so one older
+ * than a minute whose holder cannot be proven is someone's leftover (a pid 1 of another namespace).
+ */
+const UNPROVEN_LOCK_MS = 60_000;
+
+function isHolderAlive(token: string, ageMs: number): boolean {
   const t = parseToken(token);
   // Our own writer always creates complete tokens (link is atomic); garbage is someone's damage.
   if (!t || t.pid <= 0 || !pidAlive(t.pid)) return false;
   // Alive only when proven: a pid the kernel has since given to another process has another
-  // start time, and a token without one (start 0: never ours) proves nothing, so it is broken.
+  // start time; a token without one proves its holder only for a while (UNPROVEN_LOCK_MS).
   // A start time we may not read (/proc mounted hidepid) leaves the live pid the benefit.
   if (token === ownToken()) return true;
-  if (t.start === 0) return false;
+  if (t.start === 0) return ageMs < UNPROVEN_LOCK_MS;
   const start = processStartTime(t.pid);
   return start === undefined || start === t.start;
 }

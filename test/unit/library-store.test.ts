@@ -1,7 +1,7 @@
 // The VM library file: atomic writes, schema validation, v0 -> v1 migration, corrupt and
 // newer-version files moved aside (never overwritten), and the cross-process lock.
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { FileLock, LockBusyError, LockFileError, processStartTime } from '../../electron/service/file-lock.ts';
@@ -211,10 +211,14 @@ describe('library lock', () => {
     lock!.release();
   });
 
-  it('a lock whose holder cannot be proven alive is broken: pid 1 with no start time (issue 30 #10)', () => {
+  it('a lock whose holder cannot be proven alive is broken: pid 1 with no start time, left a minute ago (issue 30 #10)', () => {
     const path = join(tempHome(), 'z.lock');
-    // pid 1 lives, but "0" is no start time any taker of ours writes: nothing proves it holds the lock.
+    // pid 1 lives, but "0" proves no start time: a fresh one is waited for (a taker where /proc
+    // could not say writes it), one left for over a minute is a leftover and broken.
     writeFileSync(path, '1 0\n');
+    expect(FileLock.tryAcquire(path)).toBeNull();
+    const old = (Date.now() - 120_000) / 1000;
+    utimesSync(path, old, old);
     const lock = FileLock.tryAcquire(path);
     expect(lock).not.toBeNull();
     lock!.release();
