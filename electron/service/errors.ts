@@ -4,6 +4,7 @@
 import type { ApiErrorCode, ApiErrorDto } from './api.ts';
 import { HomeFileError } from './home-file.ts';
 import { LockFileError } from './file-lock.ts';
+import { HostCommandsFileError } from './host-commands.ts';
 import { ConfigError } from '../vmm/config/vm-config.ts';
 import { RunnabilityError } from '../vmm/config/resolve.ts';
 import { isDiskFull } from './io-errors.ts';
@@ -29,7 +30,7 @@ export function toApiError(e: unknown, fallback: ApiErrorCode = 'internal'): Api
   if (e instanceof RunnabilityError) return new ApiError('host', e.message);
   if (e instanceof ConfigError) return new ApiError('invalid', e.message);
   // A file of UNHALT_HOME that is no file (a FIFO, a directory): the user moves it away.
-  if (e instanceof HomeFileError || e instanceof LockFileError) return new ApiError('conflict', e.message);
+  if (e instanceof HomeFileError || e instanceof LockFileError || e instanceof HostCommandsFileError) return new ApiError('conflict', e.message);
   // A full disk is the host's condition, and the user can fix it: say so, not "internal".
   if (isDiskFull(e)) return new ApiError('host', `disk full: ${(e as Error).message}`);
   if (e instanceof Error) return new ApiError(fallback, e.message);

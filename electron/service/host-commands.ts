@@ -27,7 +27,11 @@ export function hostCommandId(argv: readonly string[]): string {
   return createHash('sha256').update(JSON.stringify(argv)).digest('hex').slice(0, 16);
 }
 
-function load(file: string): ConfirmedCommand[] {
+/**
+ * The confirmed commands. A file that cannot be read (no regular file, too big, not JSON) confirms
+ * nothing; `forWrite` says so instead, so a new confirmation never writes over what it held.
+ */
+function load(file: string, forWrite = false): ConfirmedCommand[] {
   try {
     const parsed = JSON.parse(readHomeFile(file, 'the confirmed host commands file', 1024 * 1024) ?? '{}') as { commands?: unknown };
     if (!Array.isArray(parsed.commands)) return [];
@@ -39,16 +43,22 @@ function load(file: string): ConfirmedCommand[] {
         return false;
       }
     });
-  } catch {
+  } catch (e) {
+    if (forWrite) throw new HostCommandsFileError(`${file} cannot be read (${(e as Error).message}); move it away and confirm the command again (nothing was written)`);
     return [];
   }
+}
+
+/** The confirmed commands' file is damaged: a confirmation is refused rather than written over it. */
+export class HostCommandsFileError extends Error {
+  override name = 'HostCommandsFileError';
 }
 
 /** Stores a confirmed vector (checked as any host command); returns its id. */
 export function confirmHostCommand(file: string, rawArgv: unknown): ConfirmedCommand {
   const argv = checkArgv(rawArgv);
   const id = hostCommandId(argv);
-  const commands = load(file);
+  const commands = load(file, true);
   const known = commands.find((c) => c.id === id);
   if (known) return known;
   const entry = { id, argv, confirmedAt: Date.now() };

@@ -4,7 +4,8 @@
 // and its VMs' consoles anyway. Delete the file to make every old URL invalid: the next start
 // makes a new token.
 import { randomBytes } from 'node:crypto';
-import { lstatSync, readFileSync } from 'node:fs';
+import { lstatSync } from 'node:fs';
+import { readHomeFile } from './home-file.ts';
 import { join } from 'node:path';
 import { writeFileAtomic } from './atomic-file.ts';
 import { makeDirs } from './make-dir.ts';
@@ -24,7 +25,8 @@ export function persistentHostToken(home: string): string {
     // owner's) may have been read, so it is replaced and every old URL stops working.
     const st = lstatSync(path);
     const private_ = st.isFile() && (st.mode & 0o077) === 0 && (process.getuid === undefined || st.uid === process.getuid());
-    const kept = private_ ? readFileSync(path, 'utf8').trim() : '';
+    // Read non-blocking and bounded (home-file.ts): a token is 44 bytes.
+    const kept = private_ ? (readHomeFile(path, 'the host token file', 256) ?? '').trim() : '';
     if (TOKEN.test(kept)) return kept;
   } catch { /* none yet, or unreadable: a new one replaces it */ }
   const token = randomBytes(32).toString('base64url');

@@ -2,6 +2,8 @@
 // (host-command-requests.ts): the answer to a request never holds it, a wrong code counts against
 // three tries, a code works once and for five minutes, requests cannot pile up, and a service with
 // nowhere to show a code confirms nothing.
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { CODE_TTL_MS, HostCommandRequests } from '../../electron/service/host-command-requests.ts';
 import { createService } from '../../electron/service/service.ts';
@@ -62,6 +64,23 @@ describe('host command requests', () => {
     try {
       expect(await rejection(svc.requestHostCommand(['true']))).toMatchObject({ code: 'host', message: expect.stringMatching(/nowhere to show a confirmation code/) });
       expect(await rejection(svc.confirmHostCommand('x', '000000'))).toMatchObject({ code: 'host' });
+    } finally {
+      await svc.shutdown();
+    }
+  });
+
+  it('a damaged confirmed-commands file is never written over: the confirmation is refused naming it', async () => {
+    const home = tempHome('damaged-commands');
+    const file = join(home, 'host-commands.json');
+    writeFileSync(file, '{"commands": [ truncated');
+    let shown = '';
+    const svc = await createService({ home, announce: (text) => { shown = text; } });
+    try {
+      const { requestId } = await svc.requestHostCommand(['true']);
+      const r = await rejection(svc.confirmHostCommand(requestId, codeOf(shown)));
+      expect(r.code).toBe('conflict');
+      expect(r.message).toMatch(new RegExp(`^${file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} cannot be read \\(.*\\); move it away and confirm the command again \\(nothing was written\\)$`));
+      expect(readFileSync(file, 'utf8')).toBe('{"commands": [ truncated');
     } finally {
       await svc.shutdown();
     }
