@@ -138,6 +138,9 @@ function text(value: unknown, field: string, max: number): string {
   if (typeof value !== 'string') throw new ConfigError(`${field} must be text, got ${value === null ? 'null' : typeof value}`);
   if (value.length > max) throw new ConfigError(`${field} is ${value.length} characters long; at most ${max} are allowed`);
   if (value.includes('\0')) throw new ConfigError(`${field} contains a NUL character`);
+  // Half of a UTF-16 pair (only JSON can send one): no file name or command line is made of it,
+  // and no export could write it (UTF-8 has no such character).
+  if (/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(value)) throw new ConfigError(`${field} contains half of a UTF-16 surrogate pair, which is no character`);
   return value;
 }
 
@@ -283,8 +286,10 @@ export function validateConfig(raw: unknown): VmConfig {
   if (kernel !== undefined) config.kernel = kernel;
   if (r.initrd !== undefined) config.initrd = checkBootPath(r.initrd, 'initrd');
   if (r.append !== undefined) {
-    config.append = text(r.append, 'append', MAX_APPEND_LENGTH);
-    // A kernel command line is one line of text; a control character in it is a paste gone wrong.
+    // A kernel command line is one line of text: tabs and line breaks are the white space the
+    // kernel reads them as (spaces, also in VMs saved before); another control character is a
+    // paste gone wrong.
+    config.append = text(r.append, 'append', MAX_APPEND_LENGTH).replace(/[\t\n\r]/g, ' ');
     const ctl = /[\x01-\x1f\x7f]/.exec(config.append);
     if (ctl) throw new ConfigError(`append contains the control character U+${ctl[0].charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')}: the kernel's command line is one line of printable text`);
   }

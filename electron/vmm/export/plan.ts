@@ -122,7 +122,8 @@ export function madeForLine(plan: Pick<ExportPlan, 'hostKind'>): string {
  * a visible escape (\xNN, \uNNNN); the file itself stays one comment line.
  */
 export function commentLine(s: string): string {
-  return s.replace(/[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ufeff]/g, (ch) => {
+  // Also U+FFFE/U+FFFF and lone surrogates: no YAML (or UTF-8 file) may hold them.
+  return s.replace(/[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ufeff\ufffe\uffff]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g, (ch) => {
     const n = ch.charCodeAt(0);
     return n < 0x100 ? `\\x${n.toString(16).padStart(2, '0')}` : `\\u${n.toString(16).padStart(4, '0')}`;
   });

@@ -18,10 +18,11 @@ export function toYaml(value: YamlValue, comments: string[] = []): string {
 /**
  * A string as a YAML double-quoted scalar: JSON's escapes, plus those JSON leaves raw but YAML
  * does not take as they are — U+0085, U+2028/9 (line breaks to a YAML 1.1 parser), DEL and the C1
- * controls, U+FEFF (not printable in YAML) — each as \uNNNN, which both read alike.
+ * controls, U+FEFF, U+FFFE/U+FFFF (not printable in YAML) — each as \uNNNN, which both read alike.
  */
 function yamlString(s: string): string {
-  return JSON.stringify(s).replace(/[\x7f-\x9f\u2028\u2029\ufeff]/g, (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  // JSON.stringify already writes a lone surrogate as \uNNNN (well-formed JSON.stringify).
+  return JSON.stringify(s).replace(/[\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff]/g, (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
 
 function scalar(v: YamlValue): string | undefined {
