@@ -11,7 +11,7 @@
 // the host — into the raw copy. qemu-img is Debian's qemu-utils.
 import { spawn, execFile, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { closeSync, existsSync, fsyncSync, linkSync, openSync, readdirSync, rmSync } from 'node:fs';
+import { closeSync, existsSync, fsyncSync, linkSync, openSync, readdirSync, renameSync, rmSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 
 export const QEMU_IMG = process.env.UNHALT_QEMU_IMG ?? 'qemu-img';
@@ -143,11 +143,21 @@ export function convertQcow2ToRaw(source: string, target: string, opts: { progre
     try { fsyncSync(fd); } finally { closeSync(fd); }
     try {
       linkSync(claim, target);
+      rmSync(claim, { force: true });
     } catch (e) {
       const code = (e as NodeJS.ErrnoException).code;
-      throw new Qcow2ConvertError(code === 'EEXIST' ? `${target} appeared while converting; move it away to convert again` : `${target} cannot be created (${code ?? (e as Error).message})`);
+      if (code === 'EEXIST') throw new Qcow2ConvertError(`${target} appeared while converting; move it away to convert again`);
+      // No hard links here (vfat, exFAT, SMB, some FUSE): the name is claimed (O_EXCL, never over
+      // a file), then the finished image renamed onto that empty claim of ours.
+      if (code !== 'EPERM' && code !== 'ENOTSUP' && code !== 'EOPNOTSUPP' && code !== 'ENOSYS') throw new Qcow2ConvertError(`${target} cannot be created (${code ?? (e as Error).message})`);
+      try {
+        closeSync(openSync(target, 'wx', opts.mode ?? 0o600));
+      } catch (x) {
+        const c = (x as NodeJS.ErrnoException).code;
+        throw new Qcow2ConvertError(c === 'EEXIST' ? `${target} appeared while converting; move it away to convert again` : `${target} cannot be created (${c ?? (x as Error).message})`);
+      }
+      renameSync(claim, target);
     }
-    rmSync(claim, { force: true });
     temp = undefined;
   })().catch((e: unknown) => {
     if (temp) rmSync(temp, { force: true }); // ours: claimed above
