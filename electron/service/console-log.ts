@@ -4,8 +4,8 @@
 // is waiting is bounded too: a guest flooding its console loses log bytes (counted), the VMM
 // never buffers without limit. The writes are asynchronous, one after another: this runs on the
 // main thread that answers every client, and a disk stall must never stall them.
-import { closeSync, fstatSync, openSync, readSync, rmSync } from 'node:fs';
-import { appendFile, rename, rm, stat } from 'node:fs/promises';
+import { closeSync, constants, fstatSync, openSync, readSync, rmSync } from 'node:fs';
+import { open, rename, rm, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { makeDirs } from './make-dir.ts';
 
@@ -79,7 +79,7 @@ export class ConsoleLogFile {
         await rename(this.path, `${this.path}.1`);
         this.size = 0;
       }
-      await appendFile(this.path, data, { mode: 0o600 });
+      await appendRegular(this.path, data);
       this.size += data.length;
     } catch (e) {
       // ENOENT on rename: the file is gone (deleted VM, cleared logs): start over.
@@ -108,6 +108,20 @@ export class ConsoleLogFile {
   }
 }
 
+/**
+ * Appends to the log, which must be a regular file of ours: never through a symbolic link (guest
+ * output would land in whatever file it names), never blocking on a FIFO.
+ */
+async function appendRegular(path: string, data: Buffer): Promise<void> {
+  const f = await open(path, constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK, 0o600);
+  try {
+    if (!(await f.stat()).isFile()) throw new Error(`${path} is no regular file: the console log is not written there (move it away)`);
+    await f.write(data);
+  } finally {
+    await f.close();
+  }
+}
+
 async function fileSize(path: string): Promise<number> {
   try {
     return (await stat(path)).size;
@@ -120,12 +134,15 @@ async function fileSize(path: string): Promise<number> {
 export function readLogTail(path: string, max: number): Uint8Array {
   let fd: number;
   try {
-    fd = openSync(path, 'r');
+    // Never through a link, never blocking on a FIFO: only a regular file of ours has a tail.
+    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
   } catch {
     return new Uint8Array(0);
   }
   try {
-    const size = fstatSync(fd).size;
+    const st = fstatSync(fd);
+    if (!st.isFile()) return new Uint8Array(0);
+    const size = st.size;
     const n = Math.min(size, max);
     const buf = Buffer.alloc(n);
     let got = 0;

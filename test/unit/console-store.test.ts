@@ -1,6 +1,7 @@
 // A VM's console kept two ways, both bounded: the in-memory scrollback new subscribers get, and
 // the log file under UNHALT_HOME/logs/ that rotates at its limit.
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ConsoleLogFile, readLogTail } from '../../electron/service/console-log.ts';
@@ -57,6 +58,27 @@ describe('console log file', () => {
     expect(readFileSync(path, 'latin1')).toMatch(/029 x+\n$/);
     expect(readLogTail(path, 100).toString()).toBe(`029 ${'x'.repeat(95)}\n`);
     expect(statSync(path).mode & 0o777).toBe(0o600);
+  });
+
+  it('never writes through a symbolic link nor blocks on a FIFO where the log goes; their tail is empty', async () => {
+    const dir = tempHome('log-odd');
+    const victim = join(dir, 'victim.txt');
+    writeFileSync(victim, 'mine\n');
+    const link = join(dir, 'vm.log');
+    symlinkSync(victim, link);
+    const log = new ConsoleLogFile(link, 1 << 20);
+    log.write(bytes('guest output\n'));
+    await log.flush();
+    expect(readFileSync(victim, 'utf8')).toBe('mine\n');
+    expect(log.dropped).toBe(13);
+    expect(readLogTail(link, 100)).toHaveLength(0);
+    const fifo = join(dir, 'fifo.log');
+    expect(spawnSync('mkfifo', [fifo]).status).toBe(0);
+    const f = new ConsoleLogFile(fifo, 1 << 20);
+    f.write(bytes('x'));
+    await f.flush();
+    expect(f.dropped).toBe(1);
+    expect(readLogTail(fifo, 100)).toHaveLength(0);
   });
 
   it('drops (and counts) what a flood brings faster than the disk takes it', async () => {
