@@ -49,7 +49,7 @@ describe('a conversion cut short', () => {
     const exited = new Promise((resolve) => child.on('close', resolve));
     await until('the stand-in converting', () => existsSync(join(dir, 'fake.pid')));
     const fakePid = Number(readFileSync(join(dir, 'fake.pid'), 'utf8'));
-    const temps = () => readdirSync(dir).filter((n) => /^\.disk\.raw\.converting-\d+-[0-9a-f]{8}$/.test(n));
+    const temps = () => readdirSync(dir).filter((n) => /^\.disk\.raw\.converting-[0-9a-f]{8}-\d+-[0-9a-f]{8}$/.test(n));
     expect(temps()).toHaveLength(1);
     expect(existsSync(target)).toBe(false);
     child.kill('SIGKILL');
@@ -59,11 +59,14 @@ describe('a conversion cut short', () => {
     expect(existsSync(target)).toBe(false);
     expect(temps()).toHaveLength(1);
 
+    // A temporary file of another host or PID namespace (another scope) is never judged by its pid.
+    const foreign = join(dir, '.disk.raw.converting-00000000-999999-0123abcd');
+    writeFileSync(foreign, 'theirs');
     // The next conversion to that target: the dead process's file goes, the image arrives whole.
     const run = convertQcow2ToRaw(image, target);
     await run.done;
     expect(statSync(target).size).toBe(8 << 20);
-    expect(temps()).toEqual([]);
+    expect(temps()).toEqual(['.disk.raw.converting-00000000-999999-0123abcd']);
     // And never over a file.
     const again = await convertQcow2ToRaw(image, target).done.then(() => null, (e: unknown) => e);
     expect((again as Error).message).toBe(`${target} already exists; move it away to convert again`);

@@ -1,7 +1,7 @@
 // A qcow2 image to a new raw file, the one way Unhalt does it (the import and the app's "Convert to
 // raw" both call it): `qemu-img convert -p -f qcow2 -O raw SRC TEMP` in a child process, its
 // progress read from qemu-img's -p output. It writes a temporary file beside the target
-// (`.NAME.converting-PID-HEX`, claimed with O_EXCL), synced and then linked to the target's name
+// (`.NAME.converting-SCOPE-PID-HEX`, claimed with O_EXCL), synced and then linked to the target's name
 // only when qemu-img succeeded: never over a file, and a conversion cut short (a signal, a
 // SIGKILL, a full disk) leaves no half image under the target's name. Temporary files of dead
 // processes are removed by the next conversion to that target. qemu-img dies with its parent
@@ -10,8 +10,9 @@
 // (`qemu-img info --backing-chain` tells), since qemu-img would read that other file — anywhere on
 // the host — into the raw copy. qemu-img is Debian's qemu-utils.
 import { spawn, execFile, spawnSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { closeSync, existsSync, fsyncSync, linkSync, openSync, readdirSync, renameSync, rmSync } from 'node:fs';
+import { createHash, randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import { closeSync, existsSync, fsyncSync, linkSync, openSync, readdirSync, readlinkSync, renameSync, rmSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 
 export const QEMU_IMG = process.env.UNHALT_QEMU_IMG ?? 'qemu-img';
@@ -57,10 +58,21 @@ export async function qcow2OutsideReferences(source: string): Promise<string | u
   return undefined;
 }
 
-/** The temporary files conversions to `target` write: `.NAME.converting-PID-HEX`. */
-const tempPattern = (target: string) => new RegExp(`^\\.${basename(target).replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\.converting-(\\d+)-[0-9a-f]{8}$`);
+/**
+ * Which host and PID namespace a pid in a temporary file's name belongs to (8 hex digits): a pid
+ * is only judged where it means something — not from another container, not from another host
+ * sharing the folder over NFS.
+ */
+const PID_SCOPE = (() => {
+  let ns = '';
+  try { ns = readlinkSync('/proc/self/ns/pid'); } catch { /* no /proc: the host alone */ }
+  return createHash('sha256').update(`${hostname()}\0${ns}`).digest('hex').slice(0, 8);
+})();
 
-/** Removes what conversions to `target` by processes no longer alive left behind; returns how many. */
+/** The temporary files conversions to `target` write: `.NAME.converting-SCOPE-PID-HEX`. */
+const tempPattern = (target: string) => new RegExp(`^\\.${basename(target).replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\.converting-([0-9a-f]{8})-(\\d+)-[0-9a-f]{8}$`);
+
+/** Removes what conversions to `target` by processes of this scope no longer alive left behind; returns how many. */
 export function removeStaleConversions(target: string): number {
   const re = tempPattern(target);
   let removed = 0;
@@ -68,7 +80,7 @@ export function removeStaleConversions(target: string): number {
   try { names = readdirSync(dirname(target)); } catch { return 0; }
   for (const name of names) {
     const m = re.exec(name);
-    if (!m || pidAlive(Number(m[1]))) continue;
+    if (!m || m[1] !== PID_SCOPE || pidAlive(Number(m[2]))) continue;
     try { rmSync(join(dirname(target), name), { force: true }); removed++; } catch { /* another cleaner */ }
   }
   return removed;
@@ -109,7 +121,7 @@ export function convertQcow2ToRaw(source: string, target: string, opts: { progre
     if (existsSync(target)) throw new Qcow2ConvertError(`${target} already exists; move it away to convert again`);
     removeStaleConversions(target);
     // Claimed before qemu-img runs (O_EXCL): the temporary file is this conversion's alone.
-    const claim = join(dirname(target), `.${basename(target)}.converting-${process.pid}-${randomBytes(4).toString('hex')}`);
+    const claim = join(dirname(target), `.${basename(target)}.converting-${PID_SCOPE}-${process.pid}-${randomBytes(4).toString('hex')}`);
     try {
       closeSync(openSync(claim, 'wx', opts.mode ?? 0o600));
     } catch (e) {
