@@ -42,7 +42,7 @@ export function stoppedAt(d: Deadline): string {
  * hypercalls are the mechanism the knobs change: cpu-pm=on takes halt exits to 0 on
  * hardware-backed KVM, pv-unhalt kicks are KVM_HC_KICK_CPU hypercalls.
  */
-export function statsDelta(sampler: Sampler, fromT?: number): Pick<RunRecord, 'haltExits' | 'haltExitsPerS' | 'hypercalls' | 'pollHitRate' | 'hostCpuNs' | 'pollNs' | 'haltWaitNs'> {
+export function statsDelta(sampler: Sampler, fromT?: number): Pick<RunRecord, 'haltExits' | 'haltExitsPerS' | 'hypercalls' | 'pollHitRate' | 'hostCpuNs' | 'pollNs' | 'haltWaitNs' | 'haltHists'> {
   let recs = sampler.records();
   if (fromT !== undefined) {
     const base = recs.filter((r) => r.t <= fromT).at(-1)?.t;
@@ -85,5 +85,7 @@ export function statsDelta(sampler: Sampler, fromT?: number): Pick<RunRecord, 'h
     // Host kernels without the binary stats have neither counter (absent, not 0).
     ...(sampler.fields.includes('halt_poll_success_ns') ? { pollNs } : {}),
     ...(sampler.fields.includes('halt_wait_ns') ? { haltWaitNs: waitNs } : {}),
+    // The histograms are kept per second: from fromT, the second it falls in is counted whole.
+    ...(sampler.hasHistograms ? { haltHists: sampler.histBins.sum(fromT ?? -Infinity) } : {}),
   };
 }

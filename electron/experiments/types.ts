@@ -4,6 +4,7 @@ import type { Comparison } from './stats.ts';
 import type { GuestKind, VmConfig } from '../vmm/config/vm-config.ts';
 import type { UserBenchmark } from './user-bench.ts';
 import type { HostConditions } from './conditions-format.ts';
+import type { HistCounts } from '../vmm/telemetry/hist-bins.ts';
 
 export type { Comparison, UserBenchmark };
 export interface ExperimentSpec {
@@ -66,6 +67,11 @@ export interface RunRecord {
   pollNs?: number;
   /** Time the vCPUs spent halted, waiting for a wake-up (KVM halt_wait_ns). */
   haltWaitNs?: number;
+  /**
+   * KVM's halt histograms over the run, all vCPUs summed (halt_wait_hist, halt_poll_success_hist,
+   * halt_poll_fail_hist; hist-bins.ts): absent where the host's KVM has none.
+   */
+  haltHists?: HistCounts;
   wallMs: number;
   error?: string;
 }

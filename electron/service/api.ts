@@ -9,7 +9,7 @@
 // The few types shared with the VMM are imported as types only: they carry no runtime code, so
 // the renderer still loads nothing from electron/.
 import type { VmConfig } from '../vmm/config/vm-config.ts';
-import type { Comparison, ExperimentResultRow, ExperimentSpec } from '../experiments/types.ts';
+import type { Comparison, ExperimentResultRow, ExperimentSpec, RunRecord } from '../experiments/types.ts';
 import type { UserBenchmark } from '../experiments/user-bench.ts';
 import type { ExportedText, ExportFormat, ExportHost } from '../vmm/export/types.ts';
 import type { Advice } from '../experiments/advisor.ts';
@@ -189,6 +189,19 @@ export interface TelemetryDeviceSample {
   [field: string]: number | string | null;
 }
 
+/**
+ * One vCPU's KVM halt histograms over a span (a live sample's interval, or a one-second bin of a
+ * backfill): each histogram's count per log2 bucket (bucket i: [2^(i-1), 2^i) ns; 0: zero; the
+ * last open-ended), under its KVM name (halt_wait_hist, halt_poll_success_hist, halt_poll_fail_hist).
+ * Spans with no counts are not sent.
+ */
+export interface TelemetryHistograms {
+  /** ms since the epoch, like TelemetrySample.t (a bin's start). */
+  t: number;
+  vcpu: number;
+  counts: Partial<Record<string, number[]>>;
+}
+
 export interface TelemetryMarker {
   /** ms since the epoch, like TelemetrySample.t. */
   t: number;
@@ -205,6 +218,8 @@ export interface GuestMetric {
 
 /** Experiments: the runner's own types (electron/experiments/types.ts) and limits (plain data). */
 export type { Comparison, ExperimentSpec, ExperimentResultRow };
+/** One run of an experiment as recorded (electron/experiments/types.ts). */
+export type RunRecordDto = RunRecord;
 export { CONFIG_NAME, FEW_RUNS, MAX_CONFIGS, MAX_RUNS } from '../experiments/limits.ts';
 /** The tuning advisor's goals and budget rule (plain data and one pure function). */
 export { GOAL_KINDS, GOAL_LABELS, MAX_BUDGET_S, MIN_BUDGET_S, parseBudget, type GoalKind } from '../experiments/tune-limits.ts';
@@ -253,6 +268,11 @@ export interface ExperimentDetail extends ExperimentSummary {
   notes?: string[];
   /** Every failed run, one line each. */
   failures?: { config: string; runner: string; run: number; error: string }[];
+  /**
+   * Every run as it was recorded (the runner's RunRecord: value, KVM counters, halt histograms);
+   * a record saved by an older version may lack fields.
+   */
+  raw?: RunRecordDto[];
   environment: Record<string, unknown>;
   /** A tune's advice: the recommendation, why, the confidence, the curve. */
   advice?: AdviceDto;
@@ -266,7 +286,7 @@ export type ApiEvent =
   | { type: 'status'; vmId: string; status: VmStatus }
   /** ttyS0 bytes as a latin1 "binary string" (one char per byte); sendConsole takes the same. */
   | { type: 'console'; vmId: string; data: string }
-  | { type: 'telemetry'; vmId: string; samples: TelemetrySample[]; markers?: TelemetryMarker[]; devices?: TelemetryDeviceSample[] }
+  | { type: 'telemetry'; vmId: string; samples: TelemetrySample[]; markers?: TelemetryMarker[]; devices?: TelemetryDeviceSample[]; histograms?: TelemetryHistograms[] }
   | { type: 'guest-metric'; vmId: string; metric: GuestMetric }
   | { type: 'library'; vms: VmRecord[] }
   | { type: 'experiment'; experiment: ExperimentSummary }
@@ -320,7 +340,11 @@ export interface DiskConversionDto {
 export interface Subscription {
   vmId: string;
   /** What the subscriber already has, replayed first (console scrollback, telemetry history). */
-  backfill: { console: string; samples: TelemetrySample[]; markers: TelemetryMarker[]; metrics: GuestMetric[]; devices?: TelemetryDeviceSample[] };
+  backfill: {
+    console: string; samples: TelemetrySample[]; markers: TelemetryMarker[]; metrics: GuestMetric[]; devices?: TelemetryDeviceSample[];
+    /** KVM's halt histograms of the history kept, one bin per vCPU per second. */
+    histograms?: TelemetryHistograms[];
+  };
 }
 
 /** The API. Every method is async and rejects with ApiError. */

@@ -72,7 +72,7 @@ function prepareRefusal(e: unknown): ApiError {
 }
 
 /** What is stored: the detail, plus the runner's raw runs (CSV/JSON export). */
-type StoredExperiment = ExperimentDetail & { raw?: unknown[]; status?: string };
+type StoredExperiment = ExperimentDetail & { status?: string };
 
 interface Running {
   detail: StoredExperiment;

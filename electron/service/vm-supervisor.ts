@@ -9,13 +9,13 @@
 // 200 ms (two samples at 10 Hz), so a transport sends a few messages per second, not one per exit.
 // Times on the API are epoch milliseconds, so history from several runs shares one time axis.
 import type {
-  ApiEvent, GuestMetric, LiveKnobs, ResolvedDto, Subscription, TelemetryDeviceSample, TelemetryMarker, TelemetrySample, VmRunState, VmStatus,
+  ApiEvent, GuestMetric, LiveKnobs, ResolvedDto, Subscription, TelemetryDeviceSample, TelemetryHistograms, TelemetryMarker, TelemetrySample, VmRunState, VmStatus,
 } from './api.ts';
 import type { AgentEvent } from '../vmm/agent/line-protocol.ts';
 import type { ResolvedMachine } from '../vmm/config/resolve.ts';
 import { disableExitNames } from '../vmm/machine/host-caps.ts';
 import { Sampler } from '../vmm/telemetry/sampler.ts';
-import type { DeviceRecord, TelemetryEvent, SampleRecord, TelemetryMarker as SamplerMarker } from '../vmm/telemetry/fields.ts';
+import type { DeviceRecord, TelemetryEvent, SampleRecord, TelemetryMarker as SamplerMarker, VcpuHistograms } from '../vmm/telemetry/fields.ts';
 import { VirtualMachine, type VmState } from '../vmm/vm.ts';
 import { isCleanEnd, type VmEnd } from '../vmm/runtime/vm-end.ts';
 import { sanitizeVmError } from './config-checks.ts';
@@ -88,6 +88,7 @@ export class VmSupervisor {
   private pendingConsoleBytes = 0;
   private pendingSamples: TelemetrySample[] = [];
   private pendingDevices: TelemetryDeviceSample[] = [];
+  private pendingHistograms: TelemetryHistograms[] = [];
   private pendingMarkers: TelemetryMarker[] = [];
   private pendingMetrics: GuestMetric[] = [];
   private consoleTimer?: NodeJS.Timeout;
@@ -336,9 +337,13 @@ export class VmSupervisor {
     const samples = this.sampler ? this.toApiSamples(this.sampler.records().slice(-MAX_BACKFILL_SAMPLES)) : [];
     const devices = this.sampler ? this.toApiSamples(this.sampler.deviceRecords().slice(-MAX_BACKFILL_SAMPLES)) : [];
     const markers = this.sampler ? this.sampler.markers.map((m) => this.toApiMarker(m)) : [...this.ownMarkers];
+    const histograms = this.sampler ? this.sampler.histBins.all().map((b) => ({ ...b, t: this.toEpochMs(b.t) })) : [];
     this.sinks.add(sink);
     this.updateProbe();
-    return { console: this.scrollback.text(), samples, markers, metrics: [...this.metrics], ...(devices.length ? { devices } : {}) };
+    return {
+      console: this.scrollback.text(), samples, markers, metrics: [...this.metrics],
+      ...(devices.length ? { devices } : {}), ...(histograms.length ? { histograms } : {}),
+    };
   }
 
   unsubscribe(sink: EventSink): void {
@@ -402,6 +407,8 @@ export class VmSupervisor {
       if (this.pendingSamples.length > MAX_PENDING_SAMPLES) this.pendingSamples.splice(0, this.pendingSamples.length - MAX_PENDING_SAMPLES);
       this.pendingDevices.push(...this.toApiSamples(e.devices));
       if (this.pendingDevices.length > MAX_PENDING_SAMPLES) this.pendingDevices.splice(0, this.pendingDevices.length - MAX_PENDING_SAMPLES);
+      this.pendingHistograms.push(...apiHistograms(this.toEpochMs(e.t), e.histograms));
+      if (this.pendingHistograms.length > MAX_PENDING_SAMPLES) this.pendingHistograms.splice(0, this.pendingHistograms.length - MAX_PENDING_SAMPLES);
     } else {
       this.pendingMarkers.push(this.toApiMarker(e.marker));
     }
@@ -419,6 +426,8 @@ export class VmSupervisor {
       const event: ApiEvent = { type: 'telemetry', vmId: this.id, samples: this.pendingSamples };
       if (this.pendingMarkers.length) event.markers = this.pendingMarkers;
       if (this.pendingDevices.length) event.devices = this.pendingDevices;
+      if (this.pendingHistograms.length) event.histograms = this.pendingHistograms;
+      this.pendingHistograms = [];
       this.pendingSamples = [];
       this.pendingMarkers = [];
       this.pendingDevices = [];
@@ -446,12 +455,17 @@ export class VmSupervisor {
   }
 
   private toApiSamples<R extends SampleRecord | DeviceRecord>(records: R[]): R[] {
-    for (const r of records) r.t = Math.round((this.epochBase + r.t) * 10) / 10;
+    for (const r of records) r.t = this.toEpochMs(r.t);
     return records;
   }
 
   private toApiMarker(m: SamplerMarker): TelemetryMarker {
-    return { t: Math.round((this.epochBase + m.t) * 10) / 10, label: m.label };
+    return { t: this.toEpochMs(m.t), label: m.label };
+  }
+
+  /** A sampler time (ms since the VM started) as ms since the epoch. */
+  private toEpochMs(t: number): number {
+    return Math.round((this.epochBase + t) * 10) / 10;
   }
 
   private send(e: ApiEvent): void {
@@ -494,4 +508,20 @@ export function toResolvedDto(r: Pick<ResolvedMachine, 'resolution'>, commandLin
     warnings: [...res.warnings],
     commandLine,
   };
+}
+
+/** A sample's histograms as the API sends them: the vCPUs with counts in the interval only. */
+function apiHistograms(t: number, hists: readonly VcpuHistograms[] | undefined): TelemetryHistograms[] {
+  const out: TelemetryHistograms[] = [];
+  for (const h of hists ?? []) {
+    const counts: TelemetryHistograms['counts'] = {};
+    let any = false;
+    for (const [name, c] of Object.entries(h)) {
+      if (!Array.isArray(c) || !c.some((n) => n > 0)) continue;
+      counts[name] = c;
+      any = true;
+    }
+    if (any) out.push({ t, vcpu: h.vcpu, counts });
+  }
+  return out;
 }

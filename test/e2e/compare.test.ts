@@ -86,6 +86,13 @@ describe.skipIf(reason !== null)('the compare view', () => {
       expect(await line.textContent()).toMatch(new RegExp(`^halt-poll default vs halt-poll 0 \\(${runner}, 5 vs 5 runs\\): [\\d.]+×, 95 % CI [\\d.]+–[\\d.]+, p (=|<) [\\d.]+ — (better|worse|no significant difference)`));
       expect(await table.locator(`tr[data-runner="${runner}"][data-config="halt-poll 0"] td.verdict`).textContent()).toBe('baseline');
     }
+    // KVM's halt distributions of each configuration side by side (our VMM's runs): with
+    // halt-poll-ns=0 KVM never polls, so that configuration's poll histograms are empty.
+    const hists = page.getByTestId('hist-compare');
+    expect(await hists.locator('[data-config]').evaluateAll((els) => els.map((e) => e.getAttribute('data-config')))).toEqual(['halt-poll 0', 'halt-poll default']);
+    const off = hists.locator('[data-config="halt-poll 0"]');
+    expect(Number(await off.getAttribute('data-success-total')) + Number(await off.getAttribute('data-fail-total'))).toBe(0);
+    expect(await off.locator('.chart-readout').textContent()).toMatch(/^\d+ slept \(median (–|[\d.]+ (ns|µs|ms|s))\) · 0 polls caught, 0 missed · 5 runs$/);
     await page.screenshot({ path: artifact('compare-verdicts.png'), fullPage: true });
     const id = await page.locator('section.experiment').getAttribute('data-experiment-id');
     const dark = await launchBrowser({ colorScheme: 'dark', width: 1500, height: 1400 });

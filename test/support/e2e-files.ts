@@ -9,6 +9,7 @@ export const E2E_VM_FILES = [
   'test/e2e/app.test.ts',
   'test/e2e/chart-drawing.test.ts',
   'test/e2e/chart-figures.test.ts',
+  'test/e2e/halt-histograms.test.ts',
   'test/e2e/compare.test.ts',
   'test/e2e/compare-own.test.ts',
   'test/e2e/device-telemetry.test.ts',

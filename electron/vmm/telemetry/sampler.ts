@@ -10,6 +10,7 @@ import {
   type SampleRecord, type TelemetryEvent, type TelemetryMarker, type VcpuHistograms,
 } from './fields.ts';
 import { DeviceSeries, type DeviceRecord } from './devices.ts';
+import { HistogramBins } from './hist-bins.ts';
 import type { VirtioCounters } from '../devices/virtio/virtio-pci.ts';
 import { RateCalculator } from './rates.ts';
 import { SampleSeries } from './series.ts';
@@ -68,6 +69,8 @@ export class Sampler {
   readonly series: SampleSeries;
   /** The virtio devices' counters at the same instants (one block per device the VM has). */
   readonly deviceSeries: DeviceSeries;
+  /** KVM's halt histograms per vCPU per second for as long as the series (ms since the VM started). */
+  readonly histBins: HistogramBins;
   readonly kvmStats: KvmStatsStatus;
   private readonly target: SamplerTarget;
   private readonly now: () => number;
@@ -128,6 +131,7 @@ export class Sampler {
     const capacity = options.capacity ?? Math.min(MAX_CAPACITY, Math.max(MIN_CAPACITY, Math.ceil(600_000 / this.intervalMs)));
     this.series = new SampleSeries(this.cpus, this.fields.length, capacity);
     this.deviceSeries = new DeviceSeries(capacity);
+    this.histBins = new HistogramBins(1000, capacity * this.intervalMs);
   }
 
   /**
@@ -194,7 +198,10 @@ export class Sampler {
       if (stats) {
         const s = stats.sample = stats.reader.sample(stats.sample);
         for (const f of stats.fields) data[c++] = f ? s.u64(f.offset) : NaN;
-        for (const h of stats.hists) takeHistogram(h, s);
+        if (stats.hists.length) {
+          for (const h of stats.hists) takeHistogram(h, s);
+          this.histBins.add(t, v, Object.fromEntries(stats.hists.map((h) => [h.name, h.interval])));
+        }
       }
       for (const counter of VMM_COUNTERS) data[c++] = control.counter(v, counter.index);
       this.readThread(v, tids[v] ?? 0, data, c);
@@ -278,6 +285,11 @@ export class Sampler {
   /** The VM-wide KVM stats (MMU and TLB counters) right now, or null without binary stats. */
   vmStats(): Record<string, number> | null {
     return this.vmReader && !this.stopped ? this.vmReader.sample().scalars() : null;
+  }
+
+  /** Whether this host's KVM gives the halt histograms (histBins then follows them). */
+  get hasHistograms(): boolean {
+    return this.vcpuStats.some((s) => (s?.hists.length ?? 0) > 0);
   }
 
   /** The newest raw KVM stats sample of a vCPU (histograms live here), or null. */

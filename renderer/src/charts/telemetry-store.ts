@@ -1,7 +1,8 @@
 // Per-VM telemetry history, kept outside React: column arrays sized for ten minutes at 10 Hz,
 // appended in place and trimmed in chunks, with one requestAnimationFrame per frame telling the
 // charts that are on screen to redraw. React never re-renders per sample.
-import type { GuestMetric, TelemetryDeviceSample, TelemetryMarker, TelemetrySample } from '../../../electron/service/api.ts';
+import type { GuestMetric, TelemetryDeviceSample, TelemetryHistograms, TelemetryMarker, TelemetrySample } from '../../../electron/service/api.ts';
+import { HistogramBins } from '../../../electron/vmm/telemetry/hist-bins.ts';
 import { attributeShare, haltWaitRow } from './halt-wait.ts';
 import { LATENCY_EVENTS, isChartedLatency } from './labels.ts';
 import { DEVICE_TOTALS, HISTORY_POINTS, Rows, appendDeviceSamples, type Column } from './device-rows.ts';
@@ -37,6 +38,8 @@ export class VmTelemetry {
   readonly latency = new Rows();
   /** Device samples: their own rows (the same instants as the vCPUs', arriving in their own list). */
   readonly devices = new Rows();
+  /** KVM's halt histograms per vCPU per second (times in epoch seconds, like the rows' x). */
+  readonly histograms = new HistogramBins(1, HISTORY_POINTS / 10);
   /** Devices seen so far (rng, net, blk0...), in order of appearance. */
   deviceNames: string[] = [];
   /** Each device's newest totals (requests, bytes, drops, errors). */
@@ -118,6 +121,7 @@ export class VmTelemetry {
   reset(): void {
     this.samples.clear();
     this.latency.clear();
+    this.histograms.clear();
     this.devices.clear();
     this.deviceNames = [];
     this.deviceTotals = {};
@@ -267,6 +271,12 @@ export class VmTelemetry {
       this.latency.col(key)[row] = k.endsWith('_ns') ? v / 1000 : v;
     }
     if (row >= 0) this.changed();
+  }
+
+  /** Appends KVM's halt histograms (the histogram panel sums them over its window). */
+  addHistograms(hists: readonly TelemetryHistograms[]): void {
+    for (const h of hists) if (typeof h.t === 'number' && typeof h.vcpu === 'number' && h.counts) this.histograms.add(h.t / 1000, h.vcpu, h.counts);
+    this.changed();
   }
 
   /**

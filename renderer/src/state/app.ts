@@ -228,6 +228,7 @@ function applyBackfill(vmId: string, sub: Subscription): void {
   if (vm) t.setStartedAt(vm.status.startedAt);
   if (b.samples?.length || b.markers?.length) t.addSamples(b.samples ?? [], b.markers ?? []);
   if (b.devices?.length) t.addDevices(b.devices);
+  if (b.histograms?.length) t.addHistograms(b.histograms);
   for (const m of b.metrics ?? []) t.addMetric(m);
 }
 
@@ -258,6 +259,7 @@ function onEvent(ev: ApiEvent): void {
         const t = telemetryFor(ev.vmId);
         t.addSamples(ev.samples ?? [], ev.markers);
         if (ev.devices?.length) t.addDevices(ev.devices);
+        if (ev.histograms?.length) t.addHistograms(ev.histograms);
       }
       break;
     case 'guest-metric':

@@ -5,6 +5,7 @@ import type { Comparison, ExperimentDetail, ExperimentResultRow } from '../../..
 import { si, pct, ratio } from '../../lib/format.ts';
 import { palette, onThemeChange } from '../../lib/theme.ts';
 import { downloadText, downloadUrl, toCsv, safeName } from '../../lib/export.ts';
+import { HistCompare } from './HistCompare.tsx';
 
 const CSV_HEADER = ['config', 'runner', 'unit', 'median', 'min', 'max', 'ratio_to_first', 'ratio_to_reference',
   'halt_exits_per_s', 'poll_hit_rate', 'runs', 'ci95_low', 'ci95_high', 'p', 'verdict', 'ran_as'];
@@ -116,6 +117,7 @@ export function ResultsView({ detail }: { detail: ExperimentDetail }) {
         {' '}A difference is significant when the bootstrap 95 % interval of the ratio excludes 1 and the Mann-Whitney rank test gives p &lt; 0.05.
       </p>
       <RatioBars rows={rows} canvasRef={canvas} refLabel={refLabel} />
+      <HistCompare detail={detail} />
       <div className="export-row" role="group" aria-label="Export">
         <button type="button" className="btn small" onClick={() => downloadText(`${base}.csv`, toCsv(CSV_HEADER, rows.map((r) => csvRow(r, verdictOf(detail.comparisons, r)))), 'text/csv')}>Export CSV</button>
         <button type="button" className="btn small" onClick={() => downloadText(`${base}.json`, JSON.stringify(detail, null, 2), 'application/json')}>Export JSON</button>

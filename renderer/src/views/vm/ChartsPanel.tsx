@@ -4,6 +4,7 @@ import type { VmRecord } from '../../../../electron/service/api.ts';
 import { useApp } from '../../state/app.ts';
 import { CHARTS, DRAWING_NOTE } from '../../charts/defs.ts';
 import { LiveChart } from '../../charts/LiveChart.tsx';
+import { HaltHistograms } from '../../charts/HaltHistograms.tsx';
 import { telemetryFor } from '../../charts/telemetry-store.ts';
 import { DevicesPanel, hasDevices } from './DevicesPanel.tsx';
 import { hasAgent } from '../../lib/agent.ts';
@@ -27,7 +28,10 @@ export function latencyEmpty(vm: VmRecord): string | undefined {
 const NO_AGENT = 'no latency: this VM has no Unhalt agent on ttyS1 to measure it (a VM imported with the tools disk has one; or run a workload in the guest that reports @u1 latency lines)';
 
 export function ChartsPanel({ vm }: { vm: VmRecord }) {
-  const hostKind = useApp((s) => s.host?.kind);
+  const host = useApp((s) => s.host);
+  const hostKind = host?.kind;
+  // The halt-poll-ns in effect: this run's live change, else the saved value, else the host's default.
+  const pollNs = vm.status.live?.haltPollNs ?? vm.config.haltPollNs ?? host?.haltPollParams.halt_poll_ns ?? null;
   const [windowSec, setWindowSec] = useState(60);
   // A series and a legend entry per configured vCPU, also before the first sample (a stopped VM).
   useEffect(() => { telemetryFor(vm.id).setConfiguredVcpus(vm.config.cpus); }, [vm.id, vm.config.cpus]);
@@ -58,6 +62,8 @@ export function ChartsPanel({ vm }: { vm: VmRecord }) {
             note={def.id === 'halt-exits' ? note : undefined} emptyText={def.id === 'latency' ? latencyEmpty(vm) : undefined} />
         ))}
       </div>
+      <HaltHistograms vmId={vm.id} vcpus={vm.config.cpus} windowSec={windowSec} pollNs={pollNs}
+        unavailable={host && !host.telemetry.binaryStats ? `no histograms: ${host.telemetry.note ?? 'this host has no KVM binary stats'}` : undefined} />
       {hasDevices(vm) && <DevicesPanel vm={vm} windowSec={windowSec} />}
     </section>
   );

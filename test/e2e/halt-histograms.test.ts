@@ -1,0 +1,80 @@
+// KVM's halt histograms on the VM page, in headless Chromium against host mode, on a real probe
+// VM whose wake-ups are known: the timer scenario in live mode (bursts of one-shot LAPIC timers
+// PERIOD µs apart, HLT in between; then a long sleep to the next burst). The page draws how long
+// halted vCPUs slept and how long polls ran, per VM and per vCPU, with the VM's halt-poll-ns
+// across it, and its counts agree with `unhalt run --stats`'s (the same KVM histograms).
+import { describe, expect, it } from 'vitest';
+import { artifact, skipReason, useApp, waitFor } from './support.ts';
+import { scaled } from '../support/time-scale.ts';
+
+const reason = skipReason();
+if (reason) console.warn(`[e2e halt histograms] skipped: ${reason}`);
+
+const PERIOD_US = 300;
+
+describe.skipIf(reason !== null)('halt histograms on the VM page', () => {
+  const app = useApp({ width: 1440, height: 2200 });
+
+  it('draws the halt wait and poll distributions, per VM and per vCPU, with halt-poll-ns on them', async () => {
+    const { page } = app;
+    await app.goto();
+    await page.getByRole('heading', { name: 'No virtual machines yet' }).waitFor();
+    // The VM is set up through the API (the wizard has tests of its own); the rest is clicks.
+    const id = await page.evaluate(async (period) => {
+      const api = (globalThis as unknown as { __unhalt: { api: { createVm(c: unknown): Promise<{ id: string }> } } }).__unhalt.api;
+      return (await api.createVm({ name: 'hists', guest: 'probe', cpus: 2, haltPollNs: 50_000, append: `scenario=timer live=1 period_us=${period} burst=200 interval_ms=500` })).id;
+    }, PERIOD_US);
+    await page.locator(`li.vm-card[data-vm-id="${id}"]`).getByRole('button', { name: 'hists', exact: true }).click();
+    await page.locator('section.vm-view').waitFor();
+    const hists = page.getByTestId('halt-histograms');
+    await expect(hists.getAttribute('data-poll-ns')).resolves.toBe('50000');
+    expect(await hists.getByTestId('halt-hist-summary').textContent()).toMatch(/^no halts in the last 1 min$/);
+    await page.locator('button[data-action="start"]').click();
+    await waitFor('the VM to run', async () => (await page.getByTestId('vm-state').first().textContent()) === 'running', 30_000);
+
+    const total = async () => Number(await hists.getAttribute('data-wait-total')) + Number(await hists.getAttribute('data-success-total'));
+    await waitFor('halts in the histograms', async () => (await total()) >= 400, scaled(60_000), 250);
+    // The summary reads what the bars draw.
+    const summary = await hists.getByTestId('halt-hist-summary').textContent();
+    expect(summary).toMatch(/^last 1 min, all vCPUs: \d+ halts slept \(median [\d.]+ (ns|µs|ms|s)\); polls: \d+ caught a wake-up, \d+ missed$/);
+    // The dashed halt-poll-ns line is drawn at the VM's value, on both charts.
+    expect(await hists.locator('.hh-poll text').allTextContents()).toEqual(['halt-poll-ns 50 µs', 'halt-poll-ns 50 µs']);
+    // A halt of a one-shot PERIOD µs away lasts about PERIOD µs: the wait bars (halts that slept
+    // past the 50 µs poll) hold most of it in the buckets around it, never in the sub-2 µs one.
+    // One read of the section (it redraws each second): the bars add up to the count it states.
+    const { bars, waitTotal } = await hists.evaluate((el) => ({
+      waitTotal: Number(el.getAttribute('data-wait-total')),
+      bars: [...el.querySelector('figure')!.querySelectorAll('rect')].map((r) => ({
+        lowNs: Number(r.getAttribute('data-low-ns')), count: Number(r.getAttribute('data-count')),
+      })),
+    }));
+    const slept = bars.reduce((s, b) => s + b.count, 0);
+    expect(slept).toBe(waitTotal);
+    // Buckets from 2^16 ns (65 µs) to 2^20 ns (1 ms): the one-shot's period and its lateness.
+    const near = bars.filter((b) => b.lowNs >= 2 ** 16 && b.lowNs < 2 ** 20).reduce((s, b) => s + b.count, 0);
+    expect(near / slept).toBeGreaterThan(0.5);
+
+    // Per vCPU: the scenario runs on vCPU 0; vCPU 1 sleeps in long halts. A person picks each.
+    const all = await total();
+    const pick = async (v: number) => {
+      await hists.getByRole('button', { name: `vCPU ${v}` }).click();
+      await waitFor(`vCPU ${v} alone`, async () => (await hists.getAttribute('data-vcpu')) === String(v), 5000);
+      await waitFor(`its summary`, async () => new RegExp(`(, vCPU ${v}: |on vCPU ${v}$)`).test(await hists.getByTestId('halt-hist-summary').textContent() ?? ''), 5000);
+      return total();
+    };
+    const zero = await pick(0);
+    const one = await pick(1);
+    expect(zero).toBeGreaterThan(0);
+    expect(zero).toBeLessThan(all * 1.5); // at most the VM's total (with the time it took to click)
+    expect(one).toBeLessThan(zero / 10);
+    await hists.getByRole('button', { name: 'All vCPUs' }).click();
+
+    // A live halt-poll-ns change moves the line.
+    await page.getByRole('group', { name: 'Halt polling presets' }).getByRole('button', { name: '200 µs' }).click();
+    await waitFor('the line at 200 µs', async () => (await hists.getAttribute('data-poll-ns')) === '200000', 10_000);
+    expect(await hists.locator('.hh-poll text').first().textContent()).toBe('halt-poll-ns 200 µs');
+    await hists.scrollIntoViewIfNeeded();
+    await hists.screenshot({ path: artifact('halt-histograms.png') });
+    expect(app.errors.filter((e) => !/favicon|WebSocket/.test(e))).toEqual([]);
+  }, scaled(180_000));
+});
