@@ -7,6 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import { closeSync, constants, fstatSync, linkSync, openSync, readdirSync, readFileSync, readSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
+import { pidAlive } from '../vmm/process-alive.ts';
 
 export class LockBusyError extends Error {
   override name = 'LockBusyError';
@@ -180,7 +181,7 @@ const UNPROVEN_LOCK_MS = 60_000;
 function isHolderAlive(token: string, ageMs: number): boolean {
   const t = parseToken(token);
   // Our own writer always creates complete tokens (link is atomic); garbage is someone's damage.
-  if (!t || t.pid <= 0 || !pidAlive(t.pid)) return false;
+  if (!t || !pidAlive(t.pid)) return false;
   // Alive only when proven: a pid the kernel has since given to another process has another
   // start time; a token without one proves its holder only for a while (UNPROVEN_LOCK_MS).
   // A start time we may not read (/proc mounted hidepid) leaves the live pid the benefit.
@@ -188,17 +189,6 @@ function isHolderAlive(token: string, ageMs: number): boolean {
   if (t.start === 0) return ageMs < UNPROVEN_LOCK_MS;
   const start = processStartTime(t.pid);
   return start === undefined || start === t.start;
-}
-
-function pidAlive(pid: number): boolean {
-  if (pid === process.pid) return true;
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    // EPERM: alive, owned by another user.
-    return (e as NodeJS.ErrnoException).code !== 'ESRCH';
-  }
 }
 
 /** Field 22 of /proc/PID/stat: start time in clock ticks since boot (undefined if unreadable). */
