@@ -5,8 +5,9 @@
 // killed with SIGKILL leaves its file behind; the next taker finds the pid dead (or reused by a
 // process that started later) and breaks the lock.
 import { randomBytes } from 'node:crypto';
-import { closeSync, constants, fstatSync, linkSync, openSync, readdirSync, readFileSync, readSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
+import { closeSync, constants, linkSync, readdirSync, readFileSync, readSync, renameSync, unlinkSync, writeFileSync, type Stats } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
+import { NotRegularFileError, openRegularFile } from './home-file.ts';
 import { pidAlive } from '../vmm/process-alive.ts';
 
 export class LockBusyError extends Error {
@@ -118,18 +119,18 @@ function createExclusive(path: string, token: string): boolean {
 /** The lock file's token, or undefined when there is none; when it was last written in `age`. */
 function readLock(path: string, age?: { mtimeMs: number }): string | undefined {
   let fd: number;
+  let st: Stats;
   try {
     // Never through a link, never blocking on a FIFO: judged by what was opened.
-    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+    ({ fd, stats: st } = openRegularFile(path, constants.O_RDONLY));
   } catch (e) {
+    if (e instanceof NotRegularFileError) throw new LockFileError(path, e.kind === 'a directory' || e.kind === 'a FIFO' ? e.kind : 'no regular file');
     const code = (e as NodeJS.ErrnoException).code;
     if (code === 'ENOENT') return undefined;
     if (code === 'ELOOP') throw new LockFileError(path, 'a symbolic link');
     throw e;
   }
   try {
-    const st = fstatSync(fd);
-    if (!st.isFile()) throw new LockFileError(path, st.isDirectory() ? 'a directory' : st.isFIFO() ? 'a FIFO' : 'no regular file');
     if (age) age.mtimeMs = st.mtimeMs;
     // A lock file is "pid starttime\n": anything longer is damage, and only its start is read.
     const buf = Buffer.alloc(64);
