@@ -4,9 +4,10 @@
 // is waiting is bounded too: a guest flooding its console loses log bytes (counted), the VMM
 // never buffers without limit. The writes are asynchronous, one after another: this runs on the
 // main thread that answers every client, and a disk stall must never stall them.
-import { closeSync, constants, fstatSync, openSync, readSync, rmSync } from 'node:fs';
-import { open, rename, rm, stat } from 'node:fs/promises';
+import { closeSync, constants, readSync, rmSync } from 'node:fs';
+import { rename, rm, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
+import { NotRegularFileError, openRegularFile, openRegularHandle } from './home-file.ts';
 import { makeDirs } from './make-dir.ts';
 
 export const DEFAULT_LOG_BYTES = 1024 * 1024;
@@ -113,9 +114,10 @@ export class ConsoleLogFile {
  * output would land in whatever file it names), never blocking on a FIFO.
  */
 async function appendRegular(path: string, data: Buffer): Promise<void> {
-  const f = await open(path, constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK, 0o600);
+  const { handle: f } = await openRegularHandle(path, constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT, { mode: 0o600 }).catch((e: unknown) => {
+    throw e instanceof NotRegularFileError ? new Error(`${path} is no regular file: the console log is not written there (move it away)`) : e;
+  });
   try {
-    if (!(await f.stat()).isFile()) throw new Error(`${path} is no regular file: the console log is not written there (move it away)`);
     await f.write(data);
   } finally {
     await f.close();
@@ -133,16 +135,14 @@ async function fileSize(path: string): Promise<number> {
 /** The last `max` bytes of a VM's log (the scrollback after a restart of the app), or empty. */
 export function readLogTail(path: string, max: number): Uint8Array {
   let fd: number;
+  let size: number;
   try {
     // Never through a link, never blocking on a FIFO: only a regular file of ours has a tail.
-    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+    ({ fd, stats: { size } } = openRegularFile(path, constants.O_RDONLY));
   } catch {
     return new Uint8Array(0);
   }
   try {
-    const st = fstatSync(fd);
-    if (!st.isFile()) return new Uint8Array(0);
-    const size = st.size;
     const n = Math.min(size, max);
     const buf = Buffer.alloc(n);
     let got = 0;

@@ -15,6 +15,7 @@ import { makeDirs } from './make-dir.ts';
 import { entryUrl } from '../entry-url.ts';
 import type { HostCapabilities } from '../vmm/machine/host-caps.ts';
 import { readHomeFile } from './home-file.ts';
+import { pidAlive } from '../vmm/process-alive.ts';
 
 /** An experiment's record with every run's raw figures: a few MiB at most. */
 const MAX_RECORD_BYTES = 64 * 1024 * 1024;
@@ -303,7 +304,7 @@ export class Experiments {
         detail.progress = { done: n, total: n };
       }
       // Left "running" by a process that is gone: it will never finish.
-      if (detail.state === 'running' && this.running?.detail.id !== id && !(ownerPid && ownerPid !== process.pid && alive(ownerPid))) {
+      if (detail.state === 'running' && this.running?.detail.id !== id && !(ownerPid && ownerPid !== process.pid && pidAlive(ownerPid))) {
         detail.state = 'failed';
         detail.error = 'interrupted: the app stopped while it ran';
       }
@@ -332,13 +333,4 @@ function num(v: unknown): number {
 
 function oneLine(s: string): string {
   return s.replace(/\s*\n\s*/g, ' ').slice(0, 500);
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }

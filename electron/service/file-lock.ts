@@ -5,8 +5,10 @@
 // killed with SIGKILL leaves its file behind; the next taker finds the pid dead (or reused by a
 // process that started later) and breaks the lock.
 import { randomBytes } from 'node:crypto';
-import { closeSync, constants, fstatSync, linkSync, openSync, readdirSync, readFileSync, readSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
+import { closeSync, constants, linkSync, readdirSync, readFileSync, readSync, renameSync, unlinkSync, writeFileSync, type Stats } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
+import { NotRegularFileError, openRegularFile } from './home-file.ts';
+import { pidAlive } from '../vmm/process-alive.ts';
 
 export class LockBusyError extends Error {
   override name = 'LockBusyError';
@@ -117,18 +119,18 @@ function createExclusive(path: string, token: string): boolean {
 /** The lock file's token, or undefined when there is none; when it was last written in `age`. */
 function readLock(path: string, age?: { mtimeMs: number }): string | undefined {
   let fd: number;
+  let st: Stats;
   try {
     // Never through a link, never blocking on a FIFO: judged by what was opened.
-    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+    ({ fd, stats: st } = openRegularFile(path, constants.O_RDONLY));
   } catch (e) {
+    if (e instanceof NotRegularFileError) throw new LockFileError(path, e.kind === 'a directory' || e.kind === 'a FIFO' ? e.kind : 'no regular file');
     const code = (e as NodeJS.ErrnoException).code;
     if (code === 'ENOENT') return undefined;
     if (code === 'ELOOP') throw new LockFileError(path, 'a symbolic link');
     throw e;
   }
   try {
-    const st = fstatSync(fd);
-    if (!st.isFile()) throw new LockFileError(path, st.isDirectory() ? 'a directory' : st.isFIFO() ? 'a FIFO' : 'no regular file');
     if (age) age.mtimeMs = st.mtimeMs;
     // A lock file is "pid starttime\n": anything longer is damage, and only its start is read.
     const buf = Buffer.alloc(64);
@@ -180,7 +182,7 @@ const UNPROVEN_LOCK_MS = 60_000;
 function isHolderAlive(token: string, ageMs: number): boolean {
   const t = parseToken(token);
   // Our own writer always creates complete tokens (link is atomic); garbage is someone's damage.
-  if (!t || t.pid <= 0 || !pidAlive(t.pid)) return false;
+  if (!t || !pidAlive(t.pid)) return false;
   // Alive only when proven: a pid the kernel has since given to another process has another
   // start time; a token without one proves its holder only for a while (UNPROVEN_LOCK_MS).
   // A start time we may not read (/proc mounted hidepid) leaves the live pid the benefit.
@@ -188,17 +190,6 @@ function isHolderAlive(token: string, ageMs: number): boolean {
   if (t.start === 0) return ageMs < UNPROVEN_LOCK_MS;
   const start = processStartTime(t.pid);
   return start === undefined || start === t.start;
-}
-
-function pidAlive(pid: number): boolean {
-  if (pid === process.pid) return true;
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    // EPERM: alive, owned by another user.
-    return (e as NodeJS.ErrnoException).code !== 'ESRCH';
-  }
 }
 
 /** Field 22 of /proc/PID/stat: start time in clock ticks since boot (undefined if unreadable). */

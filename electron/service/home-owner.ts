@@ -6,8 +6,9 @@
 // the host-mode address once there is one) so a second process can name the owner when refused.
 // The file is never removed: unlinking a lock file lets a late opener lock the old inode while a
 // newcomer locks a new one, and both would own the home.
-import { closeSync, constants, fstatSync, ftruncateSync, openSync, readlinkSync, readSync, writeSync } from 'node:fs';
+import { closeSync, constants, ftruncateSync, readlinkSync, readSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
+import { NotRegularFileError, openRegularFile } from './home-file.ts';
 import { EAGAIN, LOCK_EX, LOCK_NB, errno, libc, describeErrno } from '../../native/kvm/libc.ts';
 
 export interface HomeOwner {
@@ -104,20 +105,15 @@ async function readOwner(path: string): Promise<HomeOwner | undefined> {
 
 /** The lock file opened as a regular file, or an error naming what is there instead and its fix. */
 function openLockFile(path: string, flags: number): number {
-  let fd: number;
   try {
-    fd = openSync(path, flags | constants.O_NOFOLLOW | constants.O_NONBLOCK, 0o600);
+    return openRegularFile(path, flags, { mode: 0o600 }).fd;
   } catch (e) {
+    if (e instanceof NotRegularFileError) throw new Error(`${path} is no regular file (a FIFO or a device), which Unhalt never makes there: remove it (rm ${path}) and start again`);
     const code = (e as NodeJS.ErrnoException).code;
     if (code === 'ELOOP') throw new Error(`${path} is a symbolic link, which Unhalt never makes there: remove it (rm ${path}) and start again`);
     if (code === 'EISDIR') throw new Error(`${path} is a directory, which Unhalt never makes there: remove it (rmdir ${path}) and start again`);
     throw new Error(`cannot open ${path}: ${(e as Error).message}`);
   }
-  if (!fstatSync(fd).isFile()) {
-    closeSync(fd);
-    throw new Error(`${path} is no regular file (a FIFO or a device), which Unhalt never makes there: remove it (rm ${path}) and start again`);
-  }
-  return fd;
 }
 
 /** What the owner wrote (a few hundred bytes; read with a bound). */

@@ -17,7 +17,7 @@
 //   and the next begins.
 import { describe, expect, it } from 'vitest';
 import type { Locator, Page } from 'playwright-core';
-import { artifact, hook, skipReason, typeInto, useApp, waitFor } from './support.ts';
+import { artifact, createVmThroughApi, hook, openAndStartVm, skipReason, typeInto, useApp, waitFor } from './support.ts';
 import { scaled } from '../support/time-scale.ts';
 
 const reason = skipReason();
@@ -71,13 +71,8 @@ describe.skipIf(reason !== null)('live chart drawing', () => {
     await app.goto();
     await page.getByRole('heading', { name: 'No virtual machines yet' }).waitFor();
     // The VM itself is set up through the API (the wizard has tests of its own); the rest is clicks and typing.
-    const id = await page.evaluate(async () => {
-      const api = (globalThis as unknown as { __unhalt: { api: { createVm(c: unknown): Promise<{ id: string }> } } }).__unhalt.api;
-      return (await api.createVm({ name: 'drawing', guest: 'probe', cpus: 2, append: 'scenario=ipi live=1' })).id;
-    });
-    await page.locator(`li.vm-card[data-vm-id="${id}"]`).getByRole('button', { name: 'drawing', exact: true }).click();
-    await page.locator('section.vm-view').waitFor();
-    await page.locator('button[data-action="start"]').click();
+    const id = await createVmThroughApi(page, { name: 'drawing', guest: 'probe', cpus: 2, append: 'scenario=ipi live=1' });
+    await openAndStartVm(page, id, 'drawing');
     await waitFor('the VM to run', async () => (await page.getByTestId('vm-state').first().textContent()) === 'running', 30_000);
 
     const exits = page.locator('figure[data-chart="halt-exits"]');

@@ -8,7 +8,7 @@
 // - rates print without an SI "m" (milli) that reads as millions;
 // - the library's sparkline reads out the mean over its minute, not the newest sample.
 import { describe, expect, it } from 'vitest';
-import { artifact, skipReason, useApp, waitFor } from './support.ts';
+import { artifact, createVmThroughApi, openAndStartVm, skipReason, useApp, waitFor } from './support.ts';
 import { scaled } from '../support/time-scale.ts';
 
 const reason = skipReason();
@@ -22,13 +22,8 @@ describe.skipIf(reason !== null)('live chart figures', () => {
     await app.goto();
     await page.getByRole('heading', { name: 'No virtual machines yet' }).waitFor();
     // The VM itself is set up through the API (the wizard has tests of its own); the rest is clicks.
-    const id = await page.evaluate(async () => {
-      const api = (globalThis as unknown as { __unhalt: { api: { createVm(c: unknown): Promise<{ id: string }> } } }).__unhalt.api;
-      return (await api.createVm({ name: 'figures', guest: 'probe', cpus: 2, append: 'scenario=ipi live=1' })).id;
-    });
-    await page.locator(`li.vm-card[data-vm-id="${id}"]`).getByRole('button', { name: 'figures', exact: true }).click();
-    await page.locator('section.vm-view').waitFor();
-    await page.locator('button[data-action="start"]').click();
+    const id = await createVmThroughApi(page, { name: 'figures', guest: 'probe', cpus: 2, append: 'scenario=ipi live=1' });
+    await openAndStartVm(page, id, 'figures');
     await waitFor('the VM to run', async () => (await page.getByTestId('vm-state').first().textContent()) === 'running', 30_000);
 
     const wait = page.locator('figure[data-chart="halt-wait"]');

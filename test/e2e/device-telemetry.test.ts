@@ -11,20 +11,13 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Page } from 'playwright-core';
 import { describe, expect, it } from 'vitest';
-import { artifact, skipReason, useApp, waitFor } from './support.ts';
+import { artifact, createVmThroughApi, openAndStartVm, skipReason, useApp, waitFor } from './support.ts';
 import { scaled } from '../support/time-scale.ts';
 
 const reason = skipReason();
 if (reason) console.warn(`[e2e device telemetry] skipped: ${reason}`);
 
 const shot = (name: string) => artifact(`device-telemetry/${name}.png`);
-
-function createVm(page: Page, config: Record<string, unknown>): Promise<string> {
-  return page.evaluate(async (c) => {
-    const api = (globalThis as unknown as { __unhalt: { api: { createVm(c: unknown): Promise<{ id: string }> } } }).__unhalt.api;
-    return (await api.createVm(c)).id;
-  }, config);
-}
 
 function telemetry(page: Page, id: string) {
   return page.evaluate((vmId) => {
@@ -34,13 +27,6 @@ function telemetry(page: Page, id: string) {
 }
 
 const nonZero = async (page: Page, chart: string) => Number(await page.locator(`figure[data-chart="${chart}"]`).getAttribute('data-nonzero-points') ?? 0);
-
-async function openAndStart(page: Page, id: string, name: string): Promise<void> {
-  await page.getByRole('button', { name: 'Library', exact: true }).click();
-  await page.locator(`li.vm-card[data-vm-id="${id}"]`).getByRole('button', { name, exact: true }).click();
-  await page.locator(`section.vm-view[data-vm-id="${id}"]`).waitFor();
-  await page.locator('button[data-action="start"]').click();
-}
 
 describe.skipIf(reason !== null)('the Devices panel', () => {
   const app = useApp({ width: 1440, height: 2200 });
@@ -53,11 +39,11 @@ describe.skipIf(reason !== null)('the Devices panel', () => {
     writeFileSync(img, Buffer.alloc(16 * 1024 * 1024, 0x33));
     await app.goto();
     await page.getByRole('heading', { name: 'No virtual machines yet' }).waitFor();
-    const id = await createVm(page, {
+    const id = await createVmThroughApi(page, {
       name: 'disk-io', guest: 'probe', cpus: 1, memoryMiB: 64, rng: true, disks: [{ path: img }],
       append: 'scenario=virtio-blk bench=1 ops=3000 seq_kib=16384',
     });
-    await openAndStart(page, id, 'disk-io');
+    await openAndStartVm(page, id, 'disk-io');
     const panel = page.getByTestId('devices-panel');
     await panel.waitFor();
     await panel.getByRole('heading', { name: 'Devices' }).waitFor();
@@ -90,8 +76,8 @@ describe.skipIf(reason !== null)('the Devices panel', () => {
 
   it('the rng device\'s requests show; its notify latency stays off the Guest latency chart', async () => {
     const { page } = app;
-    const id = await createVm(page, { name: 'rng-io', guest: 'probe', cpus: 1, memoryMiB: 64, rng: true, append: 'scenario=virtio-rng bytes=64 rounds=400' });
-    await openAndStart(page, id, 'rng-io');
+    const id = await createVmThroughApi(page, { name: 'rng-io', guest: 'probe', cpus: 1, memoryMiB: 64, rng: true, append: 'scenario=virtio-rng bytes=64 rounds=400' });
+    await openAndStartVm(page, id, 'rng-io');
     await waitFor('the VM to power off', async () => (await page.getByTestId('vm-state').first().textContent()) === 'stopped', 120_000, 250);
     await waitFor('the rng totals', async () => (await page.getByTestId('device-totals').textContent() ?? '').includes('rng: 400 requests, 25.6 kB'), 10_000);
     expect(await nonZero(page, 'device-requests')).toBeGreaterThan(0);

@@ -9,7 +9,7 @@
 import { describe, expect, it } from 'vitest';
 import { hardwareKvm, NEEDS_HARDWARE } from '../support/kvm-semantics.ts';
 import { kvmAvailable } from '../support/probe.ts';
-import { artifact, hook, skipReason, useApp, waitFor } from './support.ts';
+import { artifact, createVmThroughApi, hook, openAndStartVm, skipReason, useApp, waitFor } from './support.ts';
 
 const reason = skipReason() ?? (kvmAvailable && hardwareKvm() ? null : NEEDS_HARDWARE);
 if (reason) console.warn(`[e2e linux vm page] skipped: ${reason}`);
@@ -26,14 +26,8 @@ describe.skipIf(reason !== null)('a Linux VM page under load', () => {
     const { page } = app;
     await app.goto();
     await page.getByRole('heading', { name: 'No virtual machines yet' }).waitFor();
-    const vmId = await page.evaluate(async () => {
-      const api = (globalThis as unknown as { __unhalt: { api: { createVm(c: unknown): Promise<{ id: string }> } } }).__unhalt.api;
-      return (await api.createVm({ name: 'linux-load', guest: 'linux', cpus: 2, memoryMiB: 512 })).id;
-    });
-    await page.getByRole('button', { name: 'Library', exact: true }).click();
-    await page.locator(`li.vm-card[data-vm-id="${vmId}"]`).getByRole('button', { name: 'linux-load', exact: true }).click();
-    await page.locator(`section.vm-view[data-vm-id="${vmId}"]`).waitFor();
-    await page.locator('button[data-action="start"]').click();
+    const vmId = await createVmThroughApi(page, { name: 'linux-load', guest: 'linux', cpus: 2, memoryMiB: 512 });
+    await openAndStartVm(page, vmId, 'linux-load');
     await waitFor('the shell prompt', async () => (await hook<string>(page, 'consoleText', vmId)).includes(PROMPT), 300_000, 500);
 
     // The page watches the VM, so the service turned the agent's probe on: samples reach the latency chart.

@@ -347,6 +347,25 @@ export function useApp(opts: AppOptions = {}): AppSession {
   });
 }
 
+/**
+ * Creates a VM through the page's API client (`__unhalt.api`), as a test's setup: the wizard has
+ * tests of its own. Answers the new VM's id.
+ */
+export function createVmThroughApi(page: Page, config: Record<string, unknown>): Promise<string> {
+  return page.evaluate(async (c) => {
+    const api = (globalThis as unknown as { __unhalt: { api: { createVm(c: unknown): Promise<{ id: string }> } } }).__unhalt.api;
+    return (await api.createVm(c)).id;
+  }, config);
+}
+
+/** Opens a VM's page from the library as a person does (its card, by the VM's name) and clicks Start. */
+export async function openAndStartVm(page: Page, id: string, name: string): Promise<void> {
+  await page.getByRole('button', { name: 'Library', exact: true }).click();
+  await page.locator(`li.vm-card[data-vm-id="${id}"]`).getByRole('button', { name, exact: true }).click();
+  await page.locator(`section.vm-view[data-vm-id="${id}"]`).waitFor();
+  await page.locator('button[data-action="start"]').click();
+}
+
 /** Calls the page's test hook (`window.__unhalt`, renderer/src/state/app.ts) function `f` with `args`. */
 export function hook<T>(page: Page, f: string, ...args: unknown[]): Promise<T> {
   return page.evaluate(([f, args]) => {

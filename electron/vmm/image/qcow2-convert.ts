@@ -14,6 +14,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { closeSync, existsSync, fsyncSync, linkSync, openSync, readdirSync, readlinkSync, renameSync, rmSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
+import { pidAlive } from '../process-alive.ts';
 
 export const QEMU_IMG = process.env.UNHALT_QEMU_IMG ?? 'qemu-img';
 
@@ -84,16 +85,6 @@ export function removeStaleConversions(target: string): number {
     try { rmSync(join(dirname(target), name), { force: true }); removed++; } catch { /* another cleaner */ }
   }
   return removed;
-}
-
-function pidAlive(pid: number): boolean {
-  if (pid === process.pid) return true;
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code !== 'ESRCH';
-  }
 }
 
 /** util-linux's setpriv with --pdeathsig, which makes qemu-img die with us; undefined without it. */
