@@ -21,6 +21,19 @@ export interface HaltPollParams {
 /** KVM's defaults on recent kernels (older ones shrink with 0: one long halt ends polling). */
 export const KVM_HALT_POLL_PARAMS: HaltPollParams = { grow: 2, growStart: 10_000, shrink: 2 };
 
+/**
+ * The parameters from KVM's module parameters as the host reports them (HostInfo.haltPollParams,
+ * /sys/module/kvm/parameters): a parameter the kernel lacks takes the default above, except
+ * halt_poll_ns_shrink, which kernels before it was 2 treated as 0.
+ */
+export function haltPollParamsOf(host: Readonly<Record<string, number | undefined>>): HaltPollParams {
+  return {
+    grow: host.halt_poll_ns_grow ?? KVM_HALT_POLL_PARAMS.grow,
+    growStart: host.halt_poll_ns_grow_start ?? KVM_HALT_POLL_PARAMS.growStart,
+    shrink: host.halt_poll_ns_shrink ?? 0,
+  };
+}
+
 /** What a sequence of halts did under a polling rule, summed. */
 export interface HaltPollOutcome {
   halts: number;

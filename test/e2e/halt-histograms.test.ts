@@ -4,7 +4,7 @@
 // halted vCPUs slept and how long polls ran, per VM and per vCPU, with the VM's halt-poll-ns
 // across it, and its counts agree with `unhalt run --stats`'s (the same KVM histograms).
 import { describe, expect, it } from 'vitest';
-import { artifact, skipReason, useApp, waitFor } from './support.ts';
+import { artifact, createVmThroughApi, skipReason, useApp, waitFor } from './support.ts';
 import { scaled } from '../support/time-scale.ts';
 
 const reason = skipReason();
@@ -20,10 +20,9 @@ describe.skipIf(reason !== null)('halt histograms on the VM page', () => {
     await app.goto();
     await page.getByRole('heading', { name: 'No virtual machines yet' }).waitFor();
     // The VM is set up through the API (the wizard has tests of its own); the rest is clicks.
-    const id = await page.evaluate(async (period) => {
-      const api = (globalThis as unknown as { __unhalt: { api: { createVm(c: unknown): Promise<{ id: string }> } } }).__unhalt.api;
-      return (await api.createVm({ name: 'hists', guest: 'probe', cpus: 2, haltPollNs: 50_000, append: `scenario=timer live=1 period_us=${period} burst=200 interval_ms=500` })).id;
-    }, PERIOD_US);
+    const id = await createVmThroughApi(page, {
+      name: 'hists', guest: 'probe', cpus: 2, haltPollNs: 50_000, append: `scenario=timer live=1 period_us=${PERIOD_US} burst=200 interval_ms=500`,
+    });
     await page.locator(`li.vm-card[data-vm-id="${id}"]`).getByRole('button', { name: 'hists', exact: true }).click();
     await page.locator('section.vm-view').waitFor();
     const hists = page.getByTestId('halt-histograms');
@@ -68,6 +67,25 @@ describe.skipIf(reason !== null)('halt histograms on the VM page', () => {
     expect(zero).toBeLessThan(all * 1.5); // at most the VM's total (with the time it took to click)
     expect(one).toBeLessThan(zero / 10);
     await hists.getByRole('button', { name: 'All vCPUs' }).click();
+
+    // The prediction from these histograms: a row per candidate, a suggestion per goal, and the
+    // value in effect predicted next to what KVM measured. Halts of about PERIOD µs and more: the
+    // 50 µs in effect catches next to none, a window above PERIOD µs catches most.
+    const advice = hists.getByTestId('halt-poll-advice');
+    await advice.waitFor();
+    const caughtAt = async (ns: number) => Number(await advice.locator(`td[data-ns="${ns}"]`).getAttribute('data-caught'));
+    expect(await caughtAt(0)).toBe(0);
+    expect(await caughtAt(50_000)).toBeLessThan(0.2);
+    expect(await caughtAt(2_048_000)).toBeGreaterThan(0.5);
+    expect(await advice.getByTestId('halt-poll-now-vs-predicted').textContent()).toMatch(/^At the halt-poll-ns in effect \(50 µs\): predicted [\d.]+ % caught, KVM measured [\d.]+ % in this window\.$/);
+    const latencyNs = Number(await advice.getAttribute('data-latency-ns'));
+    expect(latencyNs).toBeGreaterThan(PERIOD_US * 1000 / 2);
+    const suggestion = advice.locator('li[data-goal="latency"]');
+    expect(await suggestion.textContent()).toMatch(/^Lowest latency: Polling up to [\d.]+ (µs|ms) would catch [\d.]+ % of wake-ups for [\d.]+ % of a CPU per vCPU/);
+    // A person applies it: the live knob changes, and the line moves there.
+    await suggestion.getByRole('button', { name: /^Apply / }).click();
+    await waitFor('the suggested halt-poll-ns in effect', async () => Number(await hists.getAttribute('data-poll-ns')) === latencyNs, 10_000);
+    expect(await page.getByTestId('halt-poll-now').textContent()).toMatch(/this run only/);
 
     // A live halt-poll-ns change moves the line.
     await page.getByRole('group', { name: 'Halt polling presets' }).getByRole('button', { name: '200 µs' }).click();

@@ -24,6 +24,7 @@ export const NESTED_PROBE_FILES = [
   'test/kvm/virtio-blk.test.ts',
   'test/kvm/virtio-net.test.ts',
   'test/kvm/pause-clock.test.ts',
+  'test/kvm/halt-poll-prediction.test.ts',
 ];
 export const NESTED_LINUX_FILES = [
   'test/linux/linux-boot.test.ts',
@@ -57,6 +58,7 @@ export const EXPECTED_MINUTES: Record<string, number> = {
   'test/kvm/virtio-blk.test.ts': 2.8,
   'test/kvm/virtio-net.test.ts': 2.8,
   'test/kvm/pause-clock.test.ts': 0.3,
+  'test/kvm/halt-poll-prediction.test.ts': 1.5,
   'test/linux/linux-boot.test.ts': 4,
   'test/linux/linux-hw.test.ts': 6.5,
   'test/linux/linux-disk.test.ts': 3,

@@ -7,20 +7,28 @@ import { histTotal } from '../../../electron/vmm/telemetry/hist-bins.ts';
 import { fmtDuration, histBars, histMedianNs } from './hist-view.ts';
 import { HistBars as Bars, POLL_SERIES, WAIT_SERIES } from './HistBars.tsx';
 import { telemetryFor } from './telemetry-store.ts';
+import { HaltPollAdvice } from './HaltPollAdvice.tsx';
+import type { HaltPollParams } from '../../../electron/experiments/halt-poll-model.ts';
 
 const REDRAW_MS = 1000;
 
-export function HaltHistograms({ vmId, vcpus, windowSec, pollNs, unavailable }: {
+export function HaltHistograms({ vmId, vcpus, windowSec, pollNs, params, onApply, unavailable }: {
   vmId: string;
   vcpus: number;
   windowSec: number;
   /** The VM's halt-poll-ns in effect now (null: not known). */
   pollNs: number | null;
+  /** The host KVM's grow / shrink parameters, for the prediction. */
+  params: HaltPollParams;
+  /** Sets halt-poll-ns on the running VM (the prediction's suggestions); absent when it cannot. */
+  onApply?: (ns: number) => void;
   /** Why this host has no histograms, when it has none. */
   unavailable?: string;
 }) {
   const [vcpu, setVcpu] = useState<number | undefined>(undefined);
   const [counts, setCounts] = useState<HistCounts>({});
+  /** Seconds of the window that have histograms (a VM started 20 s ago has 20 s of a 1-minute window). */
+  const [spanSec, setSpanSec] = useState(0);
   useEffect(() => {
     const t = telemetryFor(vmId);
     let timer: ReturnType<typeof setTimeout> | undefined;
@@ -28,8 +36,11 @@ export function HaltHistograms({ vmId, vcpus, windowSec, pollNs, unavailable }: 
     const read = () => {
       timer = undefined;
       last = performance.now();
-      const end = Math.max(t.newestX(), ...t.histograms.all().slice(-1).map((b) => b.t + 1));
+      const bins = t.histograms.all();
+      const end = Math.max(t.newestX(), ...bins.slice(-1).map((b) => b.t + 1));
+      const first = bins.find((b) => b.t + 1 > end - windowSec)?.t;
       setCounts(t.histograms.sum(end - windowSec, vcpu));
+      setSpanSec(first === undefined ? 0 : Math.min(windowSec, end - first));
     };
     read();
     const off = t.listen(() => {
@@ -72,6 +83,10 @@ export function HaltHistograms({ vmId, vcpus, windowSec, pollNs, unavailable }: 
       <Bars title="Halt wait (share of halts that slept)" bars={bars} series={WAIT_SERIES} pollNs={pollNs} />
       <Bars title="Poll duration (share of polls)" bars={bars}
         series={POLL_SERIES} pollNs={pollNs} />
+      {!unavailable && spanSec > 0 && (
+        <HaltPollAdvice counts={counts} pollNs={pollNs} params={params} onApply={onApply}
+          haltsPerSecond={(histTotal(counts.halt_wait_hist) + caught) / spanSec / (vcpu === undefined ? Math.max(1, vcpus) : 1)} />
+      )}
     </section>
   );
 }

@@ -1,7 +1,9 @@
 // The live charts of one VM, with the history window and the cpu-pm note.
 import { useEffect, useState } from 'react';
 import type { VmRecord } from '../../../../electron/service/api.ts';
-import { useApp } from '../../state/app.ts';
+import { api, errorMessage, notify, useApp } from '../../state/app.ts';
+import { available } from '../../lib/config.ts';
+import { haltPollParamsOf } from '../../../../electron/experiments/halt-poll-model.ts';
 import { CHARTS, DRAWING_NOTE } from '../../charts/defs.ts';
 import { LiveChart } from '../../charts/LiveChart.tsx';
 import { HaltHistograms } from '../../charts/HaltHistograms.tsx';
@@ -32,6 +34,11 @@ export function ChartsPanel({ vm }: { vm: VmRecord }) {
   const hostKind = host?.kind;
   // The halt-poll-ns in effect: this run's live change, else the saved value, else the host's default.
   const pollNs = vm.status.live?.haltPollNs ?? vm.config.haltPollNs ?? host?.haltPollParams.halt_poll_ns ?? null;
+  const canApply = (vm.status.state === 'running' || vm.status.state === 'paused') && available(host, 'halt-poll-ns').ok;
+  // A suggestion applied as the live knob is: for this run, marked on the charts, saved only on request.
+  const applyPoll = (ns: number) => {
+    api.setHaltPollNs(vm.id, ns).catch((e: unknown) => notify('error', `halt-poll-ns=${ns}: ${errorMessage(e)}`));
+  };
   const [windowSec, setWindowSec] = useState(60);
   // A series and a legend entry per configured vCPU, also before the first sample (a stopped VM).
   useEffect(() => { telemetryFor(vm.id).setConfiguredVcpus(vm.config.cpus); }, [vm.id, vm.config.cpus]);
@@ -63,6 +70,7 @@ export function ChartsPanel({ vm }: { vm: VmRecord }) {
         ))}
       </div>
       <HaltHistograms vmId={vm.id} vcpus={vm.config.cpus} windowSec={windowSec} pollNs={pollNs}
+        params={haltPollParamsOf(host?.haltPollParams ?? {})} onApply={canApply ? applyPoll : undefined}
         unavailable={host && !host.telemetry.binaryStats ? `no histograms: ${host.telemetry.note ?? 'this host has no KVM binary stats'}` : undefined} />
       {hasDevices(vm) && <DevicesPanel vm={vm} windowSec={windowSec} />}
     </section>
