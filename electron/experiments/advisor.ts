@@ -24,6 +24,8 @@
 import { ALPHA, compareSamples, median, type Better, type Comparison } from './stats.ts';
 import { GOAL_KINDS, type GoalKind } from './tune-limits.ts';
 import type { VmConfig } from '../vmm/config/vm-config.ts';
+import type { HaltHistograms, HaltPollParams } from './halt-poll-model.ts';
+import { predictedWindow, predictionReport, type HaltPollPredictionReport } from './advisor-prediction.ts';
 
 export { GOAL_KINDS, type GoalKind };
 
@@ -52,6 +54,8 @@ export interface Sample {
   haltWaitNs?: number;
   haltExitsPerS?: number;
   pollHitRate?: number | null;
+  /** KVM's halt histograms of the run, all vCPUs summed. */
+  haltHists?: HaltHistograms;
   wallMs: number;
 }
 
@@ -98,6 +102,11 @@ export interface SearchInput {
   signal?: AbortSignal;
   /** Told before each round: what runs, and the time used so far. */
   onRound?(c: Candidate, round: number, elapsedMs: number): void;
+  /**
+   * The host KVM's grow / shrink parameters: after the first round, the search tries the window
+   * the current configuration's halt histograms predict (advisor-prediction.ts) before the rest.
+   */
+  haltPollParams?: HaltPollParams;
 }
 
 /** Runs per side in one round: the fewest with which a rank test can reach p < 0.05 (5 vs 5: p >= 0.008). */
@@ -207,6 +216,8 @@ export interface Advice {
   curve: { haltPollNs: number; label: string; median: number; ci?: [number, number]; pollHitRate?: number; stopped?: string }[];
   /** Candidates never run: what this host cannot run, regions skipped, the budget. */
   skipped: { label: string; reason: string }[];
+  /** The window KVM's histograms predicted, tried first, next to what was measured there. */
+  prediction?: HaltPollPredictionReport;
   budget: { budgetMs: number; usedMs: number; rounds: number; runs: number; stoppedBy: 'done' | 'budget' };
 }
 
@@ -322,7 +333,9 @@ export async function searchKnobs(input: SearchInput): Promise<Advice> {
     if (!(await round({ label, delta, stage })) && !signal?.aborted) skipped.push({ label, reason: 'not tried: the budget was spent' });
   };
 
-  // Stages 1 and 2: halt polling.
+  // Stages 1 and 2: halt polling, from the window KVM's histograms predict.
+  let predicted: ReturnType<typeof predictedWindow>;
+  let predictionTried = false;
   const pollOf = (m: Measured) => m.c.delta.haltPollNs!;
   const haltPollCandidates = () => [...measured.values()].filter((m) => m.c.stage === 'halt-poll');
   const haltPollProblem = input.runnable({ haltPollNs: 0 });
@@ -332,6 +345,12 @@ export async function searchKnobs(input: SearchInput): Promise<Advice> {
     for (const ns of HALT_POLL_COARSE) {
       if (ns === input.current.haltPollNs) continue;
       await tryCandidate({ haltPollNs: ns }, 'halt-poll');
+      // The current configuration's runs now have histograms: their prediction goes next.
+      if (!predictionTried && input.haltPollParams && rounds > 0) {
+        predictionTried = true;
+        predicted = predictedWindow(allBase(), input.haltPollParams, input.current.cpus, goal.kind);
+        if (predicted && predicted.valueNs !== input.current.haltPollNs) await tryCandidate({ haltPollNs: predicted.valueNs }, 'halt-poll');
+      }
     }
     const bestPoll = () => {
       const ranked = contenders().filter((m) => m.c.stage === 'halt-poll');
@@ -395,10 +414,12 @@ export async function searchKnobs(input: SearchInput): Promise<Advice> {
     throw new AdvisorError(`the budget of ${seconds(input.budgetMs)} was spent before the first round could start (${seconds(elapsed())} went on the checks and set-up); `
       + `give more than ${seconds(minBudgetS(input.priorRunMs) * 1000)}, and minutes for a search worth having`);
   }
-  return report({
+  const advice = report({
     input, better, metric, measured, skipped, correctedAlpha: correctedAlpha(), decisive, vsCurrent, score, meetsBound,
     allBase: allBase(), usedMs: elapsed(), rounds, runs, outOfBudget,
   });
+  if (predicted) advice.prediction = predictionReport(predicted, measured.get(labelOf({ haltPollNs: predicted.valueNs }))?.cand ?? []);
+  return advice;
 }
 
 interface ReportInput {

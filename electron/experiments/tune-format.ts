@@ -31,6 +31,7 @@ export function formatTuneMarkdown(t: TuneResult): string {
   if (header.length) lines.push('', ...header);
   if (t.recommendedConfig) lines.push('', `recommended configuration: \`${t.recommendedConfig}\``);
   lines.push('', `confidence: ${a.confidence.text}`, '', '## Why', '', ...a.why.map((w) => `- ${w}`));
+  if (a.prediction) lines.push(`- ${a.prediction.text}`);
   if (a.price) {
     lines.push('', '## Price in host CPU (medians per run)', '', '| | current | recommended |', '| --- | ---: | ---: |',
       `| host CPU | ${msOf(a.price.hostCpuNs[0] ?? undefined)} | ${msOf(a.price.hostCpuNs[1] ?? undefined)} |`,

@@ -3,6 +3,7 @@
 // configuration and one candidate, alternately, per round) and the wall clock as its clock. The
 // result is an experiment record too (rows per configuration, every raw run), so it is kept and
 // listed with the others.
+import { haltPollParamsOf } from './halt-poll-model.ts';
 import { parseConfigString, formatConfigString, withKnobs } from '../vmm/config/config-string.ts';
 import { resolveMachine } from '../vmm/config/resolve.ts';
 import { ConfigError, type VmConfig } from '../vmm/config/vm-config.ts';
@@ -187,6 +188,7 @@ export async function runTune(rawSpec: unknown, onProgress: (p: ExperimentProgre
     if (r.haltWaitNs !== undefined) s.haltWaitNs = r.haltWaitNs;
     if (r.haltExitsPerS !== undefined) s.haltExitsPerS = r.haltExitsPerS;
     if (r.pollHitRate !== undefined) s.pollHitRate = r.pollHitRate;
+    if (r.haltHists) s.haltHists = r.haltHists;
     return s;
   };
   let round = 0;
@@ -205,6 +207,7 @@ export async function runTune(rawSpec: unknown, onProgress: (p: ExperimentProgre
       },
       hostCpus: host.hostCpus.length,
       ...(typeof host.haltPollParams.halt_poll_ns === 'number' ? { defaultHaltPollNs: host.haltPollParams.halt_poll_ns } : {}),
+      haltPollParams: haltPollParamsOf(host.haltPollParams),
       runnable: (d) => {
         try {
           resolveMachine(applyDelta(current, d), host);

@@ -77,6 +77,9 @@ describe.skipIf(!kvmAvailable)('unhalt tune', () => {
     expect(t.json.advice.confidence.comparison.ratio).toBeLessThan(1);
     expect(t.json.recommendedConfig).toMatch(/^cpus=1,memory=128,machine=unhalt-1\.\d+,halt-poll-ns=\d+/);
     expect(t.json.advice.why.join(' ')).toMatch(/Polls succeed \d+ % of the time at/);
+    // The search went from the first round to the window KVM's histograms predicted, and says how that went.
+    expect(t.json.advice.prediction.text).toMatch(/^KVM's halt histograms of the current configuration predicted halt-poll-ns=\d+ .*; measured there: \d+ % of wake-ups caught \(predicted \d+ %\)\.$/);
+    expect(t.stderr).toMatch(new RegExp(`round [12]: halt-poll-ns=${t.json.advice.prediction.valueNs} vs current`));
     expect(t.wallS).toBeLessThanOrEqual(budgetS + marginS(budgetS));
     expect(t.json.advice.budget.usedMs / 1000).toBeLessThanOrEqual(budgetS + 1);
   }, scaled(900_000));

@@ -3,7 +3,7 @@
 // that each run advances. No VM runs here; tune.ts and the kvm tests run the same search on KVM.
 import { describe, expect, it } from 'vitest';
 import {
-  AdvisorError, HALT_POLL_COARSE, ROUND_RUNS, goalProblem, minBudgetS, searchKnobs, type Candidate, type KnobDelta, type Round, type SearchInput,
+  AdvisorError, HALT_POLL_COARSE, ROUND_RUNS, goalProblem, labelOf, minBudgetS, searchKnobs, type Candidate, type KnobDelta, type Round, type SearchInput,
 } from '../../electron/experiments/advisor.ts';
 import { seededRandom } from '../../electron/experiments/stats.ts';
 import { formatTuneMarkdown } from '../../electron/experiments/tune-format.ts';
@@ -223,5 +223,37 @@ describe('the tuning advisor\'s search', { timeout: 60_000 }, () => {
     expect(md).toContain('## lowest p50 (ns) against halt-poll-ns');
     expect(md).toMatch(/^\| 1 ms \| [0-9.]+ ns \|/m);
     expect(md).toMatch(/^\| current \| \d+ \| /m);
+  });
+});
+
+describe('the search starts from KVM\'s histograms', { timeout: 60_000 }, () => {
+  it('tries the window the current configuration\'s histograms predict right after the first round, and reports it next to what was measured there', async () => {
+    // Wake-ups 65-131 µs after each HLT (bucket 17): a window of 131 µs or more catches them all.
+    const hist = (at: number, n: number) => Array.from({ length: 32 }, (_, i) => (i === at ? n : 0));
+    const h = harness(timerLike, { current: { cpus: 1, cpuPm: false, pvUnhalt: true, haltPollNs: 0 }, haltPollParams: { grow: 2, growStart: 10_000, shrink: 2 } });
+    const measure = h.input.measure;
+    h.input.measure = async (c, n, sig) => {
+      const r = await measure(c, n, sig);
+      const catches = (c.delta.haltPollNs ?? 0) >= 131_072;
+      for (const s of r.baseline) s.haltHists = { halt_wait_hist: hist(17, 1000) };
+      for (const s of r.candidate) s.haltHists = catches ? { halt_poll_success_hist: hist(17, 1000) } : { halt_wait_hist: hist(17, 1000) };
+      return r;
+    };
+    const advice = await searchKnobs(h.input);
+    const p = advice.prediction!;
+    expect(p.valueNs).toBeGreaterThanOrEqual(131_072);
+    expect(p.valueNs).toBeLessThanOrEqual(262_144);
+    expect(p.predictedCaught).toBeGreaterThan(0.95);
+    expect(h.measuredLabels[0]).toBe(labelOf({ haltPollNs: HALT_POLL_COARSE[1] }));
+    expect(h.measuredLabels[1]).toBe(labelOf({ haltPollNs: p.valueNs }));
+    expect(p.measuredCaught).toBe(1);
+    expect(p.text).toMatch(/^KVM's halt histograms of the current configuration predicted halt-poll-ns=\d+ \(Polling up to .* would catch \d+ % of wake-ups .*\); measured there: 100 % of wake-ups caught \(predicted \d+ %\)\.$/);
+  });
+
+  it('without histograms it searches as before and predicts nothing', async () => {
+    const h = harness(timerLike, { haltPollParams: { grow: 2, growStart: 10_000, shrink: 2 } });
+    const advice = await searchKnobs(h.input);
+    expect(advice.prediction).toBeUndefined();
+    expect(h.measuredLabels.slice(0, 3)).toEqual(HALT_POLL_COARSE.slice(0, 3).map((ns) => labelOf({ haltPollNs: ns })));
   });
 });

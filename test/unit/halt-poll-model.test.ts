@@ -4,7 +4,7 @@
 // independent draws).
 import { describe, expect, it } from 'vitest';
 import {
-  KVM_HALT_POLL_PARAMS as KVM, haltPollCandidates, haltPollCurve, meanWakeDelayNs, predictHaltPolling, predictStaticPolling,
+  KVM_HALT_POLL_PARAMS as KVM, caughtOf, haltPollCandidates, haltPollParamsOf, haltPollCurve, meanWakeDelayNs, predictHaltPolling, predictStaticPolling,
   recommendHaltPoll, sampleWakeDelays, simulateHaltPolling, simulateStaticPolling, sumHaltHistograms, wakeDelayDistribution,
   type HaltPollParams,
 } from '../../electron/experiments/halt-poll-model.ts';
@@ -139,6 +139,21 @@ describe('the wake-up delays the histograms imply', () => {
       { halt_wait_hist: [0, 1, 4], halt_poll_fail_ns: 7 },
     ])).toEqual({ halt_wait_hist: [1, 3, 4], halt_poll_success_hist: null, halt_poll_fail_hist: [0, 1], halt_poll_fail_ns: 12 });
     expect(sumHaltHistograms([{ halt_poll_fail_ns: 5 }, {}]).halt_poll_fail_ns).toBeNull();
+  });
+
+  it('leaves out polls that caught at 0 ns (the wake-up was pending; KVM counts such a halt nowhere with polling off), here and in the measured share', () => {
+    const h = { halt_wait_hist: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4], halt_poll_success_hist: [10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 6] };
+    const d = wakeDelayDistribution(h);
+    expect(d.caught).toBe(6);
+    expect(d.halts).toBe(10);
+    expect(d.pieces.some((p) => p.bucket === 0)).toBe(false);
+    expect(caughtOf(h)).toBeCloseTo(0.6);
+    expect(caughtOf({ halt_poll_success_hist: [3] })).toBeNull();
+  });
+
+  it('takes the host\'s module parameters, an absent shrink as the 0 of kernels before it was 2', () => {
+    expect(haltPollParamsOf({ halt_poll_ns_grow: 3, halt_poll_ns_grow_start: 5000, halt_poll_ns_shrink: 4 })).toEqual({ grow: 3, growStart: 5000, shrink: 4 });
+    expect(haltPollParamsOf({})).toEqual({ grow: 2, growStart: 10_000, shrink: 0 });
   });
 
   it('refuses a negative count (a counter reset read as a delta)', () => {

@@ -3,9 +3,8 @@
 // share of wake-ups a poll would catch and the host CPU it would burn, a suggestion per goal, and
 // the prediction for the value in effect next to what KVM measured in the same window.
 import type { HistCounts } from '../../../electron/vmm/telemetry/hist-bins.ts';
-import { histTotal } from '../../../electron/vmm/telemetry/hist-bins.ts';
 import {
-  haltPollCandidates, haltPollCurve, recommendHaltPoll, wakeDelayDistribution, type HaltPollParams, type HaltPollPrediction,
+  caughtOf, haltPollCandidates, haltPollCurve, recommendHaltPoll, wakeDelayDistribution, type HaltPollParams, type HaltPollPrediction,
 } from '../../../electron/experiments/halt-poll-model.ts';
 import { fmtDuration } from './hist-view.ts';
 
@@ -31,11 +30,10 @@ export function HaltPollAdvice({ counts, haltsPerSecond, pollNs, params, onApply
   const latency = recommendHaltPoll(curve, 'latency');
   const cpu = recommendHaltPoll(curve, 'cpu');
   const now = pollNs === null ? undefined : curve.find((p) => p.maxPollNs === pollNs);
-  const caught = histTotal(counts.halt_poll_success_hist);
-  const measured = caught / (caught + histTotal(counts.halt_wait_hist));
+  const measured = caughtOf(counts);
   return (
     <div className="hp-advice" data-testid="halt-poll-advice" data-latency-ns={latency.valueNs ?? ''} data-cpu-ns={cpu.valueNs ?? ''}
-      data-predicted-now={now?.caughtShare ?? ''} data-measured-now={Number.isFinite(measured) ? measured : ''}>
+      data-predicted-now={now?.caughtShare ?? ''} data-measured-now={measured ?? ''}>
       <h4 className="small">Halt-poll prediction from these histograms</h4>
       <table className="hp-curve small">
         <caption className="sr-only">Predicted share of wake-ups caught and host CPU per candidate halt-poll-ns</caption>
@@ -54,12 +52,18 @@ export function HaltPollAdvice({ counts, haltsPerSecond, pollNs, params, onApply
             )}
           </li>
         ))}
-        {now && caught + histTotal(counts.halt_wait_hist) > 0 && (
+        {now && measured !== null && (
           <li data-testid="halt-poll-now-vs-predicted">
             At the halt-poll-ns in effect ({pollNs === 0 ? 'off' : fmtDuration(pollNs!)}): predicted {pct(now.caughtShare)} caught, KVM measured {pct(measured)} in this window.
           </li>
         )}
       </ul>
+      {(pollNs ?? 0) < curve.at(-1)!.maxPollNs && (
+        <p className="muted small" data-testid="halt-poll-sharpen">
+          Windows above the one in effect ({!pollNs ? 'off' : fmtDuration(pollNs)}) are predicted from halts that slept, whose times include the
+          host's wake-up of the vCPU thread: apply a wider window for a minute to sharpen them.
+        </p>
+      )}
       <p className="muted small">
         KVM's own rule (grow ×{params.grow} from {fmtDuration(params.growStart)}, shrink ÷{params.shrink || '∞'}) over wake-ups drawn from the
         histograms; a halt that slept after a failed poll is shifted by the mean failed poll (docs/experiments.md).

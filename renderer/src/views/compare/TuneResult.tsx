@@ -53,7 +53,10 @@ export function TuneResult({ detail, vm }: { detail: ExperimentDetail; vm?: VmRe
       {status && <p className="hint" role="status">{status}</p>}
       {error && <p className="error" role="alert">{error}</p>}
       <h4>Why</h4>
-      <ul className="tune-why">{a.why.map((w, i) => <li key={i}>{w}</li>)}</ul>
+      <ul className="tune-why">
+        {a.why.map((w, i) => <li key={i}>{w}</li>)}
+        {a.prediction && <li data-testid="tune-prediction">{a.prediction.text}</li>}
+      </ul>
       {a.curve.length > 1 && <CurveChart curve={a.curve} unit={a.metricUnit} title={`${a.goalText} against halt-poll-ns`} />}
       <table className="results tune-points" aria-label="Every configuration measured">
         <thead>
