@@ -41,6 +41,7 @@ export const BENCH_OPTIONS = {
   bare: { type: 'boolean' },
   'vs-qemu': { type: 'boolean' },
   deadline: { type: 'string' },
+  contention: { type: 'string' },
   format: { type: 'string', default: 'md' },
   output: { type: 'string' },
 } as const;
@@ -75,6 +76,8 @@ export async function benchCommand(argv: string[]): Promise<number> {
       if (!/^[0-9]+(\.[0-9]+)?$/.test(values.deadline)) throw new UsageError(`--deadline must be a number of seconds, got "${values.deadline.slice(0, 20)}"`);
       spec.deadlineS = Number(values.deadline);
     }
+    // Its range is the spec's, like --runs.
+    if (values.contention !== undefined) spec.contention = integer(values.contention, '--contention', Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER);
     if (values['workload-args'] !== undefined) spec.workloadArgs = values['workload-args'];
     if (values['vs-qemu']) spec.vsQemu = true;
     if (values.bare) spec.bare = true;

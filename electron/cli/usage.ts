@@ -17,11 +17,13 @@ SIGINT/SIGTERM.
 
 export const BENCH_USAGE = `usage: unhalt bench --workload NAME --config A='cpus=2,cpu-pm=off' --config B='cpus=2,cpu-pm=on'
                     [--guest probe|linux] [--workload-args S] [--runs N] [--vs-qemu] [--bare]
-                    [--deadline S] [--format md|json|csv] [--output F]
+                    [--deadline S] [--contention N] [--format md|json|csv] [--output F]
        unhalt bench --vm VM --config A='halt-poll-ns=0' --config B='halt-poll-ns=200000'
                     (--workload NAME | (--host-cmd | --guest-cmd) 'CMD' --metric 'REGEX' [--ready 'REGEX']
                     [--higher-is-better] [--unit TEXT] [--save-workload NAME]) [--runs N] ...
 An A/B experiment: one workload under two or more configurations; kept under UNHALT_HOME.
+--contention N: N CPU-bound processes on the host CPUs the vCPUs may run on during every run
+(vCPUs preempted by other work).
 --vm: each config is that library VM's configuration with the named knobs changed; its writable
 disks are attached snapshot=on for the runs (the images never change). --host-cmd runs on the host
 once the console printed --ready, as an argument vector (quotes and backslashes group words; no

@@ -42,7 +42,7 @@ export function stoppedAt(d: Deadline): string {
  * hypercalls are the mechanism the knobs change: cpu-pm=on takes halt exits to 0 on
  * hardware-backed KVM, pv-unhalt kicks are KVM_HC_KICK_CPU hypercalls.
  */
-export function statsDelta(sampler: Sampler, fromT?: number): Pick<RunRecord, 'haltExits' | 'haltExitsPerS' | 'hypercalls' | 'pollHitRate' | 'hostCpuNs' | 'pollNs' | 'haltWaitNs' | 'haltHists'> {
+export function statsDelta(sampler: Sampler, fromT?: number): Pick<RunRecord, 'haltExits' | 'haltExitsPerS' | 'hypercalls' | 'pollHitRate' | 'hostCpuNs' | 'pollNs' | 'haltWaitNs' | 'haltHists' | 'runqueueWaitNs'> {
   let recs = sampler.records();
   if (fromT !== undefined) {
     const base = recs.filter((r) => r.t <= fromT).at(-1)?.t;
@@ -56,6 +56,7 @@ export function statsDelta(sampler: Sampler, fromT?: number): Pick<RunRecord, 'h
   let cpu = 0;
   let pollNs = 0;
   let waitNs = 0;
+  let rqNs = 0;
   let seconds = 0;
   for (let v = 0; v < sampler.cpus; v++) {
     const mine = recs.filter((r) => r.vcpu === v);
@@ -69,6 +70,7 @@ export function statsDelta(sampler: Sampler, fromT?: number): Pick<RunRecord, 'h
     hits += d('halt_successful_poll');
     pollNs += d('halt_poll_success_ns') + d('halt_poll_fail_ns');
     waitNs += d('halt_wait_ns');
+    rqNs += Number(mine.findLast((r) => typeof r.host_runqueue_wait_ns === 'number')?.host_runqueue_wait_ns ?? 0) - Number(first.host_runqueue_wait_ns ?? 0);
     // The thread's CPU time from the last sample that could read it: the final sample, taken as
     // the vCPU thread ends, often finds it gone (null), which read as 0 ns.
     const lastCpu = mine.findLast((r) => typeof r.host_cpu_ns === 'number')?.host_cpu_ns;
@@ -87,5 +89,7 @@ export function statsDelta(sampler: Sampler, fromT?: number): Pick<RunRecord, 'h
     ...(sampler.fields.includes('halt_wait_ns') ? { haltWaitNs: waitNs } : {}),
     // The histograms are kept per second: from fromT, the second it falls in is counted whole.
     ...(sampler.hasHistograms ? { haltHists: sampler.histBins.sum(fromT ?? -Infinity) } : {}),
+    // Without schedstat (CONFIG_SCHED_INFO) the thread's run-queue wait cannot be read: absent.
+    ...(recs.some((r) => typeof r.host_runqueue_wait_ns === 'number') ? { runqueueWaitNs: rqNs } : {}),
   };
 }

@@ -11,3 +11,5 @@ export const MAX_DEADLINE_S = 86_400;
 export const MAX_WORKLOAD_ARGS = 512;
 /** A configuration's name: it is a table cell and a CSV field. */
 export const CONFIG_NAME = /^[A-Za-z0-9][A-Za-z0-9 ._+-]{0,39}$/;
+/** Host contention: at most this many CPU-bound processes beside an experiment's runs. */
+export const MAX_CONTENTION = 64;

@@ -36,6 +36,7 @@ import { benchCommandOf } from './user-bench.ts';
 import { runUserCmdOnUnhalt } from './backend-user-cmd.ts';
 import { LoadSampler, hostConditions } from './conditions.ts';
 import { prepareExperiment } from './prepare.ts';
+import { Contention, contentionCpus, contentionText } from './contention.ts';
 import type { ExperimentProgress, ExperimentResult, ExperimentSpec, RunRecord } from './types.ts';
 import { ExperimentError, fewRunsWarning, runnersOf, totalRuns } from './spec.ts';
 import { compareRows } from './stats.ts';
@@ -90,7 +91,7 @@ export async function runExperiment(
         cancelled();
         onProgress({ done, total, current: `${p.name} (${runner}) run ${run}/${spec.runs}` });
         load.sample();
-        const rec = await recorded(() => (runner === 'qemu' ? (spec.bench ? hostCmdOnQemu(p) : runOnQemu(p, work, probeDeadline, signal))
+        const rec = await recorded(() => contended(spec.contention, p.config.pin, () => runner === 'qemu' ? (spec.bench ? hostCmdOnQemu(p) : runOnQemu(p, work, probeDeadline, signal))
           : spec.bench ? hostCmdRun(p)
             : pacing ? runLinuxOnUnhalt(p, work, linuxArgs!, host, pacing, signal) : runOnUnhalt(p, work, host, probeDeadline, signal)));
         if (rec.fields.ready_ms !== undefined) slowestReadyMs = Math.max(slowestReadyMs ?? 0, rec.fields.ready_ms);
@@ -107,7 +108,7 @@ export async function runExperiment(
       const args = pacing?.sizing ? withSize(linuxArgs!, pacing.sizing.param, pacing.sizing.size) : linuxArgs!;
       // Host processes slow down with the host clock too (a nested L1 runs them under TCG).
       const bareTimeoutMs = deadlineMs ?? Math.ceil(BARE_BUDGET_MS * speed.slowdown);
-      const rec = await recorded(() => runBare(work, args, LINUX_HOST_WORKLOAD, bareTimeoutMs, signal));
+      const rec = await recorded(() => contended(spec.contention, undefined, () => runBare(work, args, LINUX_HOST_WORKLOAD, bareTimeoutMs, signal)));
       cancelled();
       raw.push({ ...rec, config: BARE_CONFIG, runner: 'bare', run });
       done++;
@@ -137,8 +138,18 @@ export async function runExperiment(
     // Every knob is applied at boot today, also those KVM could change in a running guest
     // (halt-poll-ns, pin): each run is a boot of its own, so no run inherits another's state.
     knobsApplied: 'boot',
-    notes: few ? [few, ...notes] : notes,
+    notes: [...(few ? [few] : []), ...(spec.contention ? [contentionNote(spec.contention, prepared)] : []), ...notes],
   };
+}
+
+/** The contention note of the tables: per configuration where their pinning differs. */
+function contentionNote(threads: number, prepared: Prepared[]): string {
+  const byCpus = new Map<string, string[]>();
+  for (const p of prepared) {
+    const key = contentionCpus(p.config.pin).join(',');
+    byCpus.set(key, [...(byCpus.get(key) ?? []), p.name]);
+  }
+  return [...byCpus.entries()].map(([cpus, names]) => contentionText(threads, cpus.split(',').map(Number)) + (byCpus.size > 1 ? ` (${names.join(', ')})` : '')).join('; ');
 }
 
 /** The experiment was cancelled (ExperimentRunner.cancel, an AbortSignal). */
@@ -146,6 +157,18 @@ export class ExperimentCancelled extends ExperimentError {
   override name = 'ExperimentCancelled';
   constructor() {
     super('the experiment was cancelled');
+  }
+}
+
+/** A run under the experiment's host contention, with the CPU its busy processes took; without contention, the run. */
+async function contended(threads: number | undefined, pin: readonly number[] | undefined, run: () => Promise<RunOutcome>): Promise<RunOutcome> {
+  if (!threads) return run();
+  const busy = Contention.start(threads, contentionCpus(pin));
+  try {
+    const rec = await run();
+    return { ...rec, contentionCpuNs: await busy.stop() };
+  } finally {
+    await busy.stop(); // also when the run threw
   }
 }
 
@@ -179,6 +202,7 @@ function environment(host: HostCapabilities, prepared: Prepared[], spec: Experim
     ...(spec.vm ? { vm: { name: spec.vm.name, image: spec.vm.image ?? null } } : {}),
     ...(spec.guest === 'linux' ? { linuxKit: linuxKitInfo() ?? null, linuxWorkloadArgs: spec.workloadArgs ?? '' } : {}),
     ...(spec.guest === 'linux' && spec.bare ? { bare: { binary: LINUX_HOST_WORKLOAD } } : {}),
+    ...(spec.contention ? { contention: prepared.map((p) => ({ config: p.name, processes: spec.contention, hostCpus: contentionCpus(p.config.pin) })) } : {}),
     configs: prepared.map((p) => ({ name: p.name, config: p.config, resolved: resolveMachine(p.config, host).resolution, qemu: p.qemuArgs })),
   };
 }

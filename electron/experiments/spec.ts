@@ -8,13 +8,13 @@ import type { ExperimentSpec } from './types.ts';
 import { ExperimentError } from './spec-error.ts';
 import { validateUserBenchmark } from './user-bench.ts';
 import { validateConfig } from '../vmm/config/vm-config.ts';
-import { CONFIG_NAME, MAX_CONFIGS, MAX_DEADLINE_S, MAX_RUNS, MAX_WORKLOAD_ARGS, FEW_RUNS } from './limits.ts';
+import { CONFIG_NAME, MAX_CONFIGS, MAX_CONTENTION, MAX_DEADLINE_S, MAX_RUNS, MAX_WORKLOAD_ARGS, FEW_RUNS } from './limits.ts';
 
 export { CONFIG_NAME, MAX_CONFIGS, MAX_DEADLINE_S, MAX_RUNS, MAX_WORKLOAD_ARGS, FEW_RUNS };
 
 export { ExperimentError };
 
-const SPEC_FIELDS = new Set(['guest', 'workload', 'workloadArgs', 'configs', 'runs', 'vsQemu', 'bare', 'deadlineS', 'vm', 'bench']);
+const SPEC_FIELDS = new Set(['guest', 'workload', 'workloadArgs', 'configs', 'runs', 'vsQemu', 'bare', 'deadlineS', 'vm', 'bench', 'contention']);
 
 /** The label of an experiment whose figure is the user's own host command's (no workload named). */
 export const HOST_CMD_WORKLOAD = 'host-cmd';
@@ -87,6 +87,12 @@ export function validateSpec(raw: unknown): ExperimentSpec {
       throw new ExperimentError(`the deadline must be a number of seconds above 0 and at most ${MAX_DEADLINE_S}, got ${describe(r.deadlineS)}`);
     }
     spec.deadlineS = r.deadlineS;
+  }
+  if (r.contention !== undefined) {
+    if (typeof r.contention !== 'number' || !Number.isSafeInteger(r.contention) || r.contention < 0 || r.contention > MAX_CONTENTION) {
+      throw new ExperimentError(`host contention must be a whole number of CPU-bound processes from 0 to ${MAX_CONTENTION}, got ${describe(r.contention)}`);
+    }
+    if (r.contention > 0) spec.contention = r.contention;
   }
   return spec;
 }

@@ -25,6 +25,11 @@ export interface ExperimentSpec {
   vm?: { name: string; image?: string; config: VmConfig };
   /** The user's own benchmark (a host command and the metric read from it) instead of a workload's figure. */
   bench?: UserBenchmark;
+  /**
+   * Host contention: this many CPU-bound processes on the host CPUs the vCPUs may run on, during
+   * every run of every configuration and VMM (contention.ts).
+   */
+  contention?: number;
 }
 
 export interface ExperimentResultRow {
@@ -72,6 +77,10 @@ export interface RunRecord {
    * halt_poll_fail_hist; hist-bins.ts): absent where the host's KVM has none.
    */
   haltHists?: HistCounts;
+  /** Time the vCPU threads were runnable but waited for a host CPU (schedstat), all vCPUs summed. */
+  runqueueWaitNs?: number;
+  /** CPU time the host contention's processes took during the run (spec.contention). */
+  contentionCpuNs?: number;
   wallMs: number;
   error?: string;
 }

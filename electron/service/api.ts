@@ -220,7 +220,7 @@ export interface GuestMetric {
 export type { Comparison, ExperimentSpec, ExperimentResultRow };
 /** One run of an experiment as recorded (electron/experiments/types.ts). */
 export type RunRecordDto = RunRecord;
-export { CONFIG_NAME, FEW_RUNS, MAX_CONFIGS, MAX_RUNS } from '../experiments/limits.ts';
+export { CONFIG_NAME, FEW_RUNS, MAX_CONFIGS, MAX_CONTENTION, MAX_RUNS } from '../experiments/limits.ts';
 /** The tuning advisor's goals and budget rule (plain data and one pure function). */
 export { GOAL_KINDS, GOAL_LABELS, MAX_BUDGET_S, MIN_BUDGET_S, parseBudget, type GoalKind } from '../experiments/tune-limits.ts';
 export type AdviceDto = Advice;

@@ -4,6 +4,8 @@ import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { spawnSync } from 'node:child_process';
+import { allowedHostCpus as allowedCpus } from '../../native/kvm/affinity.ts';
 import { runCli } from '../support/cli.ts';
 import { kvmAvailable } from '../support/probe.ts';
 
@@ -61,6 +63,29 @@ describe.skipIf(!kvmAvailable)('unhalt bench', () => {
     ]);
   });
 
+  it('runs every run under host contention when asked: busy processes on the vCPUs\' CPUs, named in the record, their CPU per run, and gone after', async () => {
+    const home = mkdtempSync(join(tmpdir(), 'unhalt-bench-'));
+    const busy = () => (spawnSync('pgrep', ['-f', '-x', '/bin/sh -c while :; do :; done'], { encoding: 'utf8' }).stdout.trim().split('\n').filter(Boolean)).length;
+    const before = busy();
+    const r = await runCli(['bench', '--workload', 'timer', '--workload-args', 'count=200', '--runs', '2', '--contention', '2', '--format', 'json',
+      '--config', 'free=cpus=1', '--config', 'pinned=cpus=1,pin=0'], { env: { UNHALT_HOME: home } });
+    expect(r.code, r.stderr).toBe(0);
+    const saved = JSON.parse(r.stdout);
+    expect(saved.spec.contention).toBe(2);
+    const all = allowedCpus().join(',');
+    expect(saved.environment.contention).toEqual([
+      { config: 'free', processes: 2, hostCpus: allowedCpus() }, { config: 'pinned', processes: 2, hostCpus: [0] },
+    ]);
+    expect(saved.notes).toContain(`host contention: 2 CPU-bound processes on host CPUs ${all}, during every run (free); host contention: 2 CPU-bound processes on host CPU 0, during every run (pinned)`);
+    expect(saved.raw).toHaveLength(4);
+    for (const run of saved.raw) {
+      expect(run.contentionCpuNs, JSON.stringify(run)).toBeGreaterThan(0);
+      // The vCPU thread waited for a CPU the busy processes held (schedstat; this host has it).
+      expect(run.runqueueWaitNs).toBeGreaterThan(0);
+    }
+    expect(busy()).toBe(before);
+  });
+
   it('refuses a bad experiment before running anything', async () => {
     const home = mkdtempSync(join(tmpdir(), 'unhalt-bench-'));
     for (const [args, message] of [
@@ -72,6 +97,8 @@ describe.skipIf(!kvmAvailable)('unhalt bench', () => {
       // The same limit and message as the API's (experiments/spec.ts).
       [['--workload', 'pio', '--config', 'a=cpus=1', '--config', 'b=cpus=1', '--runs', '0'], /runs must be a whole number from 1 to 100, got 0/],
       [['--workload', 'pio', '--config', 'a=cpus=1', '--config', 'b=cpus=1', '--runs', '101'], /runs must be a whole number from 1 to 100, got 101/],
+      [['--workload', 'pio', '--config', 'a=cpus=1', '--config', 'b=cpus=1', '--contention', '65'], /host contention must be a whole number of CPU-bound processes from 0 to 64, got 65/],
+      [['--workload', 'pio', '--config', 'a=cpus=1', '--config', 'b=cpus=1', '--contention', 'x'], /--contention/],
     ] as const) {
       const r = await runCli(['bench', ...args], { env: { UNHALT_HOME: home } });
       expect(r.code).toBe(1);

@@ -5,6 +5,8 @@ import {
   betterOf, bootstrapRatioOfMedians, compareRows, compareSamples, mannWhitney, median, medianInterval, seededRandom,
 } from '../../electron/experiments/stats.ts';
 import { ExperimentError, MAX_RUNS, fewRunsWarning, totalRuns, validateSpec } from '../../electron/experiments/spec.ts';
+import { MAX_CONTENTION } from '../../electron/experiments/limits.ts';
+import { contentionCpus, contentionText } from '../../electron/experiments/contention.ts';
 
 describe('Mann-Whitney U', () => {
   it('exact p for small tie-free samples matches the counting argument', () => {
@@ -143,6 +145,16 @@ describe('the experiment spec, checked once', () => {
     expect(totalRuns({ ...validateSpec({ ...spec, guest: 'linux', workload: 'pipe', bare: true }) })).toBe(15);
     // The probe guest has no bare reference: no bare runs counted.
     expect(totalRuns({ ...validateSpec({ ...spec, bare: true }) })).toBe(10);
+  });
+
+  it('takes host contention as a whole number of busy processes from 0 to MAX_CONTENTION (0: none)', () => {
+    for (const contention of [-1, MAX_CONTENTION + 1, 1.5, '2', true]) {
+      expect(() => validateSpec({ ...spec, contention })).toThrow(new RegExp(`host contention must be a whole number of CPU-bound processes from 0 to ${MAX_CONTENTION}`));
+    }
+    expect(validateSpec({ ...spec, contention: 2 }).contention).toBe(2);
+    expect(validateSpec({ ...spec, contention: 0 }).contention).toBeUndefined();
+    expect(contentionText(2, [0, 1])).toBe('host contention: 2 CPU-bound processes on host CPUs 0,1, during every run');
+    expect(contentionCpus([1, 1, 0])).toEqual([0, 1]);
   });
 
   it('warns below 5 runs', () => {

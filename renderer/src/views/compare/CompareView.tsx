@@ -3,7 +3,7 @@
 // benchmark, and two or more configurations; run, and read the result as a before/after table
 // with ratios (to the first configuration and to QEMU / bare metal).
 import { Fragment, useEffect, useId, useState } from 'react';
-import { CONFIG_NAME, FEW_RUNS, MAX_RUNS, type ExperimentDetail, type ExperimentSpec, type ExperimentSummary } from '../../../../electron/service/api.ts';
+import { CONFIG_NAME, FEW_RUNS, MAX_CONTENTION, MAX_RUNS, type ExperimentDetail, type ExperimentSpec, type ExperimentSummary } from '../../../../electron/service/api.ts';
 import { CONFIG_STRING_KEYS, parseConfigString } from '../../../../electron/vmm/config/config-string.ts';
 import { api, useApp, navigate, errorMessage } from '../../state/app.ts';
 import { ago } from '../../lib/format.ts';
@@ -102,6 +102,8 @@ function ExperimentForm() {
   // The text as typed: a number field that snaps while typing corrupts what the user types.
   const [runsText, setRunsText] = useState(String(FEW_RUNS));
   const [runsError, setRunsError] = useState<string | null>(null);
+  const [contentionText, setContentionText] = useState('0');
+  const [contentionError, setContentionError] = useState<string | null>(null);
   const [vsQemu, setVsQemu] = useState(true);
   const [bare, setBare] = useState(false);
   const [error, setError] = useState<string | null>(null);
@@ -120,10 +122,16 @@ function ExperimentForm() {
     setRunsError(bad ? `Runs must be a whole number from 1 to ${MAX_RUNS}.` : null);
     return !bad;
   };
+  const contention = /^\s*\d+\s*$/.test(contentionText) ? Number(contentionText) : NaN;
+  const checkContention = (): boolean => {
+    const bad = !(Number.isSafeInteger(contention) && contention >= 0 && contention <= MAX_CONTENTION);
+    setContentionError(bad ? `Busy host processes must be a whole number from 0 to ${MAX_CONTENTION}.` : null);
+    return !bad;
+  };
   const start = async () => {
     setError(null);
     if (startBlocked(host)) return; // the button says why (a press of Enter in a field submits too)
-    if (!checkRuns()) return;
+    if (!checkRuns() || !checkContention()) return;
     if (configs.length < 2) return setError('Add at least two configurations.');
     const bad = configs.find((c) => !CONFIG_NAME.test(c.name.trim()));
     if (bad) return setError(`Configuration name "${bad.name}": use up to 40 letters, digits, spaces and . _ + - (starting with a letter or digit).`);
@@ -136,6 +144,7 @@ function ExperimentForm() {
     } as unknown as Omit<ExperimentSpec, 'bench'> & { vm?: string; bench?: Record<string, unknown> };
     if (vm) (spec as { vm?: string }).vm = vm.id;
     else spec.guest = guest as 'probe' | 'linux';
+    if (contention > 0) spec.contention = contention;
     if (measuringOwn) {
       const problems = ownBenchmarkProblems(draft);
       const first = Object.values(problems)[0];
@@ -302,6 +311,15 @@ function ExperimentForm() {
               ? `Fewer than ${FEW_RUNS} runs rarely show a difference as significant.` : '\u00a0')}
           </p>
         </div>
+        <div className="field">
+          <label htmlFor={`${id}-contention`}>Busy host processes</label>
+          <input id={`${id}-contention`} className="num" inputMode="numeric" value={contentionText} autoComplete="off"
+            aria-invalid={contentionError ? true : undefined} aria-describedby={`${id}-contention-msg`}
+            onChange={(e) => { setContentionText(e.target.value); if (contentionError) setContentionError(null); }} onBlur={checkContention} />
+          <p id={`${id}-contention-msg`} className={contentionError ? 'error field-msg' : 'hint field-msg'} role={contentionError ? 'alert' : undefined}>
+            {contentionError ?? (contention > 0 ? 'CPU-bound, on the vCPUs\' host CPUs, during every run: vCPUs get preempted.' : 'Host contention: 0 = none.')}
+          </p>
+        </div>
         {qemuOffered && (
           <label className="toggle inline">
             <input type="checkbox" checked={vsQemu} onChange={(e) => setVsQemu(e.target.checked)} />
@@ -385,7 +403,7 @@ function ExperimentPanel({ id, summary }: { id: string; summary?: ExperimentSumm
       <h2 id="exp-h">{x.spec.vm?.name ?? x.spec.guest} · {x.spec.workload}{x.spec.workloadArgs ? ` ${x.spec.workloadArgs}` : ''}</h2>
       <p className="muted small">
         {new Date(x.createdAt).toLocaleString()} · {x.spec.runs} run{x.spec.runs === 1 ? '' : 's'} per configuration
-        {x.spec.vsQemu ? ' · with QEMU' : ''}{x.spec.bare ? ' · with a bare-host reference' : ''}
+        {x.spec.vsQemu ? ' · with QEMU' : ''}{x.spec.bare ? ' · with a bare-host reference' : ''}{x.spec.contention ? ` · ${x.spec.contention} busy host process${x.spec.contention === 1 ? '' : 'es'}` : ''}
       </p>
       {x.spec.bench && <p className="muted small mono" data-testid="experiment-bench">benchmark: {describeBench(x.spec.bench)}</p>}
       <div className="progress-row">
