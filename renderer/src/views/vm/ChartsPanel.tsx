@@ -69,10 +69,10 @@ export function ChartsPanel({ vm }: { vm: VmRecord }) {
             note={def.id === 'halt-exits' ? note : undefined} emptyText={def.id === 'latency' ? latencyEmpty(vm) : undefined} />
         ))}
       </div>
+      {hasDevices(vm) && <DevicesPanel vm={vm} windowSec={windowSec} />}
       <HaltHistograms vmId={vm.id} vcpus={vm.config.cpus} windowSec={windowSec} pollNs={pollNs}
         params={haltPollParamsOf(host?.haltPollParams ?? {})} onApply={canApply ? applyPoll : undefined}
         unavailable={host && !host.telemetry.binaryStats ? `no histograms: ${host.telemetry.note ?? 'this host has no KVM binary stats'}` : undefined} />
-      {hasDevices(vm) && <DevicesPanel vm={vm} windowSec={windowSec} />}
     </section>
   );
 }
