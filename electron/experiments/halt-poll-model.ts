@@ -447,10 +447,12 @@ function sentenceOf(p: HaltPollPrediction): string {
   return `Polling up to ${durationText(p.maxPollNs)} would catch ${shareText(p.caughtShare)} of wake-ups for ${shareText(p.pollCpuShare)} of a CPU per vCPU`;
 }
 
-function durationText(ns: number): string {
+/** A duration in three significant digits: "512 ns", "65.5 µs", "2.05 ms", "1.07 s" (the app's one way). */
+export function durationText(ns: number): string {
+  if (ns >= 1_000_000_000) return `${+(ns / 1_000_000_000).toPrecision(3)} s`;
   if (ns >= 1_000_000) return `${+(ns / 1_000_000).toPrecision(3)} ms`;
   if (ns >= 1_000) return `${+(ns / 1_000).toPrecision(3)} µs`;
-  return `${ns} ns`;
+  return `${Math.round(ns)} ns`;
 }
 
 /** Two significant digits: "71 %", "3.1 %", "0.42 %". */

@@ -44,9 +44,9 @@ describe('the bars', () => {
   it('fold everything below 2 µs into the first bar and leave the last open-ended', () => {
     const bars = histBars({ halt_wait_hist: hist({ 0: 1, 5: 2, 11: 3, 12: 4, 31: 5 }) });
     expect(bars.length).toBe(21);
-    expect(bars[0]).toMatchObject({ lowNs: 0, highNs: 2048, label: '< 2 µs', wait: 6 });
-    expect(bars[1]).toMatchObject({ lowNs: 2048, highNs: 4096, wait: 4, label: '2 µs–4.1 µs' });
-    expect(bars.at(-1)).toMatchObject({ lowNs: 2 ** 30, highNs: null, wait: 5, label: '≥ 1.1 s' });
+    expect(bars[0]).toMatchObject({ lowNs: 0, highNs: 2048, label: '< 2.05 µs', wait: 6 });
+    expect(bars[1]).toMatchObject({ lowNs: 2048, highNs: 4096, wait: 4, label: '2.05 µs–4.1 µs' });
+    expect(bars.at(-1)).toMatchObject({ lowNs: 2 ** 30, highNs: null, wait: 5, label: '≥ 1.07 s' });
     expect(bars.reduce((s, b) => s + b.wait + b.success + b.fail, 0)).toBe(15);
   });
 
@@ -69,6 +69,7 @@ describe('the bars', () => {
     expect(bucketLowNs(11)).toBe(1024);
     expect(fmtDuration(512)).toBe('512 ns');
     expect(fmtDuration(262_144)).toBe('262 µs');
-    expect(fmtDuration(33_554_432)).toBe('34 ms');
+    expect(fmtDuration(33_554_432)).toBe('33.6 ms');
+    expect(fmtDuration(2_048_000)).toBe('2.05 ms');
   });
 });

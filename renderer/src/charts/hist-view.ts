@@ -1,8 +1,12 @@
 // KVM's halt histograms as bars a person can read (pure; unit-tested without a browser): one bar
 // per log2 bucket from 1 µs up, everything shorter folded into the first, the last open-ended.
 import { bucketLowNs, histTotal, type HistCounts } from '../../../electron/vmm/telemetry/hist-bins.ts';
+import { durationText } from '../../../electron/experiments/halt-poll-model.ts';
 
-/** Bucket 11 is [1024, 2048) ns: shorter durations are drawn in the first bar ("< 2 µs"). */
+/** A duration as the app writes it everywhere (the halt-poll prediction's sentences too). */
+export const fmtDuration = durationText;
+
+/** Bucket 11 is [1024, 2048) ns: shorter durations are drawn in the first bar ("< 2.05 µs"). */
 const FIRST_BUCKET = 11;
 /** KVM's histograms have 32 buckets: the last (2^30 ns up, ~1.07 s) is open-ended. */
 const BUCKETS = 32;
@@ -76,16 +80,4 @@ export function histMedianNs(h: readonly number[] | undefined): number | null {
     seen += n;
   }
   return null;
-}
-
-/** A duration in ns as a short label: 512 ns, 2 µs, 1 ms, 1 s (powers of two rounded). */
-export function fmtDuration(ns: number): string {
-  if (ns < 1e3) return `${Math.round(ns)} ns`;
-  if (ns < 1e6) return `${roundShort(ns / 1e3)} µs`;
-  if (ns < 1e9) return `${roundShort(ns / 1e6)} ms`;
-  return `${roundShort(ns / 1e9)} s`;
-}
-
-function roundShort(x: number): string {
-  return x >= 100 ? String(Math.round(x)) : x >= 10 ? String(Math.round(x)) : String(Math.round(x * 10) / 10);
 }
