@@ -2,7 +2,7 @@
 // histograms predict for the goal (halt-poll-model.ts), tried first, and afterwards that
 // prediction next to what KVM measured at it. Pure.
 import {
-  caughtOf, haltPollCandidates, haltPollCurve, recommendHaltPoll, sumHaltHistograms, wakeDelayDistribution,
+  caughtOf, haltPollCandidates, haltPollCurve, haltsPerSecondOf, recommendHaltPoll, sumHaltHistograms, wakeDelayDistribution,
   type HaltHistograms, type HaltPollParams,
 } from './halt-poll-model.ts';
 import type { GoalKind } from './tune-limits.ts';
@@ -19,11 +19,14 @@ export interface HaltPollPredictionReport {
   text: string;
 }
 
-/** Runs' histograms summed (a run without them counts for nothing). */
-function pooled(samples: readonly { haltHists?: HaltHistograms; wallMs: number }[]): { hists: HaltHistograms; seconds: number } | undefined {
+/** What a run gives the prediction: its histograms and the time they cover (else its wall time). */
+type HistRun = { haltHists?: HaltHistograms; haltHistsMs?: number; wallMs: number };
+
+/** Runs' histograms summed (a run without them counts for nothing), and the time they cover. */
+function pooled(samples: readonly HistRun[]): { hists: HaltHistograms; seconds: number } | undefined {
   const withHists = samples.filter((s) => s.haltHists);
   if (!withHists.length) return undefined;
-  return { hists: sumHaltHistograms(withHists.map((s) => s.haltHists!)), seconds: withHists.reduce((a, s) => a + s.wallMs, 0) / 1000 };
+  return { hists: sumHaltHistograms(withHists.map((s) => s.haltHists!)), seconds: withHists.reduce((a, s) => a + (s.haltHistsMs ?? s.wallMs), 0) / 1000 };
 }
 
 /**
@@ -31,13 +34,13 @@ function pooled(samples: readonly { haltHists?: HaltHistograms; wallMs: number }
  * the others: the most wake-ups caught), or undefined without histograms or halts.
  */
 export function predictedWindow(
-  baseline: readonly { haltHists?: HaltHistograms; wallMs: number }[], params: HaltPollParams, vcpus: number, goal: GoalKind,
+  baseline: readonly HistRun[], params: HaltPollParams, vcpus: number, goal: GoalKind,
 ): Omit<HaltPollPredictionReport, 'text'> | undefined {
   const p = pooled(baseline);
   if (!p || p.seconds <= 0) return undefined;
   const dist = wakeDelayDistribution(p.hists);
   if (dist.halts === 0) return undefined;
-  const curve = haltPollCurve(dist, haltPollCandidates(), params, dist.halts / p.seconds / Math.max(1, vcpus));
+  const curve = haltPollCurve(dist, haltPollCandidates(), params, haltsPerSecondOf(dist, p.seconds, vcpus));
   const rec = recommendHaltPoll(curve, goal === 'host-cpu' ? 'cpu' : 'latency');
   if (rec.valueNs === null || !rec.point) return undefined;
   return { valueNs: rec.valueNs, predictedCaught: rec.point.caughtShare, why: rec.why };
@@ -45,7 +48,7 @@ export function predictedWindow(
 
 /** The prediction with what the runs at its window measured, in one sentence. */
 export function predictionReport(
-  p: Omit<HaltPollPredictionReport, 'text'>, runsAtValue: readonly { haltHists?: HaltHistograms; wallMs: number }[],
+  p: Omit<HaltPollPredictionReport, 'text'>, runsAtValue: readonly HistRun[],
 ): HaltPollPredictionReport {
   const at = pooled(runsAtValue);
   const measured = at ? caughtOf(at.hists) : null;

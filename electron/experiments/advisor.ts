@@ -54,8 +54,9 @@ export interface Sample {
   haltWaitNs?: number;
   haltExitsPerS?: number;
   pollHitRate?: number | null;
-  /** KVM's halt histograms of the run, all vCPUs summed. */
+  /** KVM's halt histograms of the run, all vCPUs summed, and the time they cover (ms). */
   haltHists?: HaltHistograms;
+  haltHistsMs?: number;
   wallMs: number;
 }
 

@@ -42,7 +42,7 @@ export function stoppedAt(d: Deadline): string {
  * hypercalls are the mechanism the knobs change: cpu-pm=on takes halt exits to 0 on
  * hardware-backed KVM, pv-unhalt kicks are KVM_HC_KICK_CPU hypercalls.
  */
-export function statsDelta(sampler: Sampler, fromT?: number): Pick<RunRecord, 'haltExits' | 'haltExitsPerS' | 'hypercalls' | 'pollHitRate' | 'hostCpuNs' | 'pollNs' | 'haltWaitNs' | 'haltHists' | 'runqueueWaitNs'> {
+export function statsDelta(sampler: Sampler, fromT?: number): Pick<RunRecord, 'haltExits' | 'haltExitsPerS' | 'hypercalls' | 'pollHitRate' | 'hostCpuNs' | 'pollNs' | 'haltWaitNs' | 'haltHists' | 'haltHistsMs' | 'runqueueWaitNs'> {
   let recs = sampler.records();
   if (fromT !== undefined) {
     const base = recs.filter((r) => r.t <= fromT).at(-1)?.t;
@@ -70,7 +70,9 @@ export function statsDelta(sampler: Sampler, fromT?: number): Pick<RunRecord, 'h
     hits += d('halt_successful_poll');
     pollNs += d('halt_poll_success_ns') + d('halt_poll_fail_ns');
     waitNs += d('halt_wait_ns');
-    rqNs += Number(mine.findLast((r) => typeof r.host_runqueue_wait_ns === 'number')?.host_runqueue_wait_ns ?? 0) - Number(first.host_runqueue_wait_ns ?? 0);
+    // From the first and last samples that could read it (a thread not yet or no longer there reads null).
+    const rq = mine.filter((r) => typeof r.host_runqueue_wait_ns === 'number');
+    if (rq.length) rqNs += Number(rq.at(-1)!.host_runqueue_wait_ns) - Number(rq[0]!.host_runqueue_wait_ns);
     // The thread's CPU time from the last sample that could read it: the final sample, taken as
     // the vCPU thread ends, often finds it gone (null), which read as 0 ns.
     const lastCpu = mine.findLast((r) => typeof r.host_cpu_ns === 'number')?.host_cpu_ns;
@@ -88,8 +90,16 @@ export function statsDelta(sampler: Sampler, fromT?: number): Pick<RunRecord, 'h
     ...(sampler.fields.includes('halt_poll_success_ns') ? { pollNs } : {}),
     ...(sampler.fields.includes('halt_wait_ns') ? { haltWaitNs: waitNs } : {}),
     // The histograms are kept per second: from fromT, the second it falls in is counted whole.
-    ...(sampler.hasHistograms ? { haltHists: sampler.histBins.sum(fromT ?? -Infinity) } : {}),
+    ...(sampler.hasHistograms ? histogramsFrom(sampler, fromT, recs.at(-1)!.t) : {}),
     // Without schedstat (CONFIG_SCHED_INFO) the thread's run-queue wait cannot be read: absent.
     ...(recs.some((r) => typeof r.host_runqueue_wait_ns === 'number') ? { runqueueWaitNs: rqNs } : {}),
   };
+}
+
+/** The halt histograms from `fromT` on (ms since the VM started), and the time they cover to `lastT`. */
+function histogramsFrom(sampler: Sampler, fromT: number | undefined, lastT: number): Pick<RunRecord, 'haltHists' | 'haltHistsMs'> {
+  const bins = sampler.histBins;
+  const firstKept = bins.all()[0]?.t ?? 0;
+  const from = Math.max(firstKept, fromT === undefined ? 0 : Math.floor(fromT / bins.binWidth) * bins.binWidth);
+  return { haltHists: bins.sum(fromT ?? -Infinity), haltHistsMs: Math.max(0, lastT - from) };
 }

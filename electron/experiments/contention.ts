@@ -25,12 +25,17 @@ export class Contention {
     this.children = children;
   }
 
-  /** Starts `threads` busy processes, each pinned to `cpus` (a shell's empty loop: one thread, no I/O). */
+  /**
+   * Starts `threads` busy processes, each pinned to `cpus`: a shell's loop (one thread, no I/O)
+   * that ends by itself once this process is gone, so a service or CLI that dies leaves none.
+   */
   static start(threads: number, cpus: readonly number[]): Contention {
     const children: ChildProcess[] = [];
+    const loop = busyLoop(process.pid);
     try {
       for (let i = 0; i < threads; i++) {
-        const child = spawn('/bin/sh', ['-c', 'while :; do :; done'], { stdio: 'ignore' });
+        const child = spawn('/bin/sh', ['-c', loop], { stdio: 'ignore' });
+        child.on('error', () => { /* a failed spawn has no pid: refused below, not a crash later */ });
         children.push(child);
         if (child.pid === undefined) throw new Error('cannot start a busy process for host contention (/bin/sh)');
         setThreadAffinity(child.pid, cpus);
@@ -69,4 +74,9 @@ function cpuOf(pid: number | undefined): number {
   } catch {
     return 0; // gone already
   }
+}
+
+/** The busy loop's shell text: spins while process `parent` lives (kill -0 is dash's builtin: no fork). */
+export function busyLoop(parent: number): string {
+  return `while kill -0 ${parent} 2>/dev/null; do :; done`;
 }

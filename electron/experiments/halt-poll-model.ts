@@ -346,6 +346,15 @@ export interface HaltPollPrediction {
   meanWindowNs: number;
 }
 
+/**
+ * Halts per second per vCPU of a distribution taken over `seconds` of `vcpus` vCPUs (summed): the
+ * rate a prediction's CPU share is per second of. The halts are the distribution's (polls caught
+ * at 0 ns left out, as everywhere here).
+ */
+export function haltsPerSecondOf(dist: WakeDelayDistribution, seconds: number, vcpus: number): number {
+  return seconds > 0 ? dist.halts / seconds / Math.max(1, vcpus) : 0;
+}
+
 export const NOTHING_TO_PREDICT = 'no halts were recorded, so there is nothing to predict';
 
 /** KVM's adaptive polling under `maxPollNs`, on halts drawn from `dist` at `haltsPerSecond` per vCPU. */

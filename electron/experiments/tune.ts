@@ -189,6 +189,7 @@ export async function runTune(rawSpec: unknown, onProgress: (p: ExperimentProgre
     if (r.haltExitsPerS !== undefined) s.haltExitsPerS = r.haltExitsPerS;
     if (r.pollHitRate !== undefined) s.pollHitRate = r.pollHitRate;
     if (r.haltHists) s.haltHists = r.haltHists;
+    if (r.haltHistsMs !== undefined) s.haltHistsMs = r.haltHistsMs;
     return s;
   };
   let round = 0;

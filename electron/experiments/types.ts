@@ -77,6 +77,8 @@ export interface RunRecord {
    * halt_poll_fail_hist; hist-bins.ts): absent where the host's KVM has none.
    */
   haltHists?: HistCounts;
+  /** The time haltHists covers (ms): from the second the measured part began to the last sample. */
+  haltHistsMs?: number;
   /** Time the vCPU threads were runnable but waited for a host CPU (schedstat), all vCPUs summed. */
   runqueueWaitNs?: number;
   /** CPU time the host contention's processes took during the run (spec.contention). */

@@ -43,6 +43,8 @@ const MAX_METRICS_PER_FLUSH = 50;
  * its own history from there.
  */
 export const MAX_BACKFILL_SAMPLES = 6000;
+/** Histogram bins in a backfill (one per vCPU per second, ~0.3 KiB each): ten minutes of 8 vCPUs. */
+const MAX_BACKFILL_HIST_BINS = 4800;
 
 export interface StartInput {
   name: string;
@@ -337,7 +339,10 @@ export class VmSupervisor {
     const samples = this.sampler ? this.toApiSamples(this.sampler.records().slice(-MAX_BACKFILL_SAMPLES)) : [];
     const devices = this.sampler ? this.toApiSamples(this.sampler.deviceRecords().slice(-MAX_BACKFILL_SAMPLES)) : [];
     const markers = this.sampler ? this.sampler.markers.map((m) => this.toApiMarker(m)) : [...this.ownMarkers];
-    const histograms = this.sampler ? this.sampler.histBins.all().map((b) => ({ ...b, t: this.toEpochMs(b.t) })) : [];
+    // The newest bins, copied (the sampler's own keep growing while this one is sent).
+    const histograms = this.sampler ? this.sampler.histBins.all().slice(-MAX_BACKFILL_HIST_BINS).map((b) => ({
+      t: this.toEpochMs(b.t), vcpu: b.vcpu, counts: Object.fromEntries(Object.entries(b.counts).map(([k, c]) => [k, [...c]])),
+    })) : [];
     this.sinks.add(sink);
     this.updateProbe();
     return {

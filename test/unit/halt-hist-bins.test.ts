@@ -32,6 +32,19 @@ describe('HistogramBins', () => {
     expect(b.all()).toEqual([]);
   });
 
+  it('drops what KVM could not have given (counts may come from the network): odd times, vCPUs and counts', () => {
+    const b = new HistogramBins(1, 600);
+    b.add(NaN, 0, { halt_wait_hist: hist({ 5: 1 }) });
+    b.add(Infinity, 0, { halt_wait_hist: hist({ 5: 1 }) });
+    b.add(1, -1, { halt_wait_hist: hist({ 5: 1 }) });
+    b.add(1, 1.5, { halt_wait_hist: hist({ 5: 1 }) });
+    b.add(1, 0, { halt_wait_hist: [1, -2], halt_poll_success_hist: ['3' as unknown as number], halt_poll_fail_hist: new Array(65).fill(1) });
+    b.add(1, 0, { halt_wait_hist: [NaN, 1] });
+    expect(b.all()).toEqual([]);
+    b.add(2, 3, { halt_wait_hist: hist({ 5: 1 }), halt_poll_fail_hist: [-1] });
+    expect(b.all()).toEqual([{ t: 2, vcpu: 3, counts: { halt_wait_hist: hist({ 5: 1 }) } }]);
+  });
+
   it('keeps only its span', () => {
     const b = new HistogramBins(1, 10);
     for (let t = 0; t < 30; t++) b.add(t, 0, { halt_wait_hist: hist({ 5: 1 }) });

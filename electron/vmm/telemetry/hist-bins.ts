@@ -31,12 +31,14 @@ export class HistogramBins {
    * Adds one vCPU's interval counts at time t (null or absent histograms: nothing to add, as for
    * the first sample or a reset). Counts all zero add nothing either.
    */
-  add(t: number, vcpu: number, counts: Partial<Record<string, number[] | number | null>>): void {
+  add(t: number, vcpu: number, counts: Partial<Record<string, unknown>>): void {
+    // Counts may come from the network (the renderer's events): what KVM could not have is dropped.
+    if (!Number.isFinite(t) || !Number.isSafeInteger(vcpu) || vcpu < 0 || vcpu > MAX_VCPU_INDEX) return;
     const start = Math.floor(t / this.binWidth) * this.binWidth;
     let bin: HistBin | undefined;
     for (const name of HIST_NAMES) {
       const c = counts[name];
-      if (!Array.isArray(c) || !c.some((n) => n > 0)) continue;
+      if (!isCounts(c) || !c.some((n) => n > 0)) continue;
       bin ??= this.binFor(start, vcpu);
       const into = bin.counts[name] ??= [];
       addInto(into, c);
@@ -95,6 +97,16 @@ export class HistogramBins {
     while (drop < this.bins.length && this.bins[drop]!.t + this.binWidth < now - this.keep) drop++;
     if (drop) this.bins.splice(0, drop);
   }
+}
+
+/** A vCPU index beyond any KVM's (KVM_MAX_VCPUS is at most 4096). */
+const MAX_VCPU_INDEX = 4095;
+/** More buckets than any KVM histogram has (KVM's log histograms have 32). */
+const MAX_BUCKETS = 64;
+
+/** Counts per bucket as KVM gives them: a short list of whole numbers >= 0. */
+function isCounts(c: unknown): c is number[] {
+  return Array.isArray(c) && c.length <= MAX_BUCKETS && c.every((n) => typeof n === 'number' && Number.isFinite(n) && n >= 0);
 }
 
 /** Total count of a histogram (0 for none). */

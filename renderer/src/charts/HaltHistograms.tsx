@@ -85,7 +85,7 @@ export function HaltHistograms({ vmId, vcpus, windowSec, pollNs, params, onApply
         series={POLL_SERIES} pollNs={pollNs} />
       {!unavailable && spanSec > 0 && (
         <HaltPollAdvice counts={counts} pollNs={pollNs} params={params} onApply={onApply}
-          haltsPerSecond={(histTotal(counts.halt_wait_hist) + caught) / spanSec / (vcpu === undefined ? Math.max(1, vcpus) : 1)} />
+          seconds={spanSec} vcpus={vcpu === undefined ? vcpus : 1} />
       )}
     </section>
   );

@@ -4,7 +4,7 @@
 // the prediction for the value in effect next to what KVM measured in the same window.
 import type { HistCounts } from '../../../electron/vmm/telemetry/hist-bins.ts';
 import {
-  caughtOf, haltPollCandidates, haltPollCurve, recommendHaltPoll, wakeDelayDistribution, type HaltPollParams, type HaltPollPrediction,
+  caughtOf, haltPollCandidates, haltPollCurve, haltsPerSecondOf, recommendHaltPoll, wakeDelayDistribution, type HaltPollParams, type HaltPollPrediction,
 } from '../../../electron/experiments/halt-poll-model.ts';
 import { fmtDuration } from './hist-view.ts';
 
@@ -13,8 +13,9 @@ const UI_HALTS = 8000;
 
 export interface HaltPollAdviceProps {
   counts: HistCounts;
-  /** Halts per second per vCPU over the window (the CPU a window burns is per second). */
-  haltsPerSecond: number;
+  /** Seconds the counts cover, and the vCPUs they are of (the CPU a window burns is per second per vCPU). */
+  seconds: number;
+  vcpus: number;
   pollNs: number | null;
   params: HaltPollParams;
   /** Sets halt-poll-ns on the running VM; absent when it cannot be changed now. */
@@ -23,10 +24,10 @@ export interface HaltPollAdviceProps {
 
 const pct = (x: number) => `${(x * 100).toFixed(x > 0 && x < 0.1 ? 1 : 0)} %`;
 
-export function HaltPollAdvice({ counts, haltsPerSecond, pollNs, params, onApply }: HaltPollAdviceProps) {
+export function HaltPollAdvice({ counts, seconds, vcpus, pollNs, params, onApply }: HaltPollAdviceProps) {
   const dist = wakeDelayDistribution(counts);
-  if (dist.halts === 0) return null;
-  const curve = haltPollCurve(dist, haltPollCandidates(pollNs ?? undefined), params, haltsPerSecond, { halts: UI_HALTS });
+  if (dist.halts === 0 || !(seconds > 0)) return null;
+  const curve = haltPollCurve(dist, haltPollCandidates(pollNs ?? undefined), params, haltsPerSecondOf(dist, seconds, vcpus), { halts: UI_HALTS });
   const latency = recommendHaltPoll(curve, 'latency');
   const cpu = recommendHaltPoll(curve, 'cpu');
   const now = pollNs === null ? undefined : curve.find((p) => p.maxPollNs === pollNs);
@@ -48,7 +49,7 @@ export function HaltPollAdvice({ counts, haltsPerSecond, pollNs, params, onApply
           <li key={r.goal} data-goal={r.goal}>
             <strong>{label}:</strong> {r.why}{' '}
             {onApply && r.valueNs !== null && r.valueNs !== pollNs && (
-              <button type="button" className="btn small" onClick={() => onApply(r.valueNs!)}>Apply {r.valueNs === 0 ? 'off' : fmtDuration(r.valueNs)}</button>
+              <button type="button" className="btn small" data-ns={r.valueNs} onClick={() => onApply(r.valueNs!)}>Apply {r.valueNs === 0 ? 'off' : fmtDuration(r.valueNs)}</button>
             )}
           </li>
         ))}
