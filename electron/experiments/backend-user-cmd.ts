@@ -52,6 +52,8 @@ export async function runUserCmdOnUnhalt(p: Prepared, bench: UserBenchmark, host
     const agent = await agentReady;
     if (agent?.error) return await fail(agent.error);
     const readyT = performance.now() - t0;
+    // The sampler's own clock (ms since the VM started, not since this run began): where the benchmark's counters start.
+    const fromT = sampler.markEvent(`run the ${where} command`).t;
     const ran = where === 'guest' ? await runInGuest(vm, argv, deadlines.command) : await runCommand(argv, deadlines.command, (c) => { child = c; });
     if (ran.error) return await fail(ran.error);
     const metric = readMetric(ran.stdout, bench.metric, where);
@@ -59,7 +61,7 @@ export async function runUserCmdOnUnhalt(p: Prepared, bench: UserBenchmark, host
     await vm.stop();
     unlisten();
     // The counters over the benchmark, not the boot: from the sample before ready on.
-    return { value: metric.value, fields: { ready_ms: readyT, command_ms: ran.ms }, wallMs: performance.now() - t0, ...statsDelta(sampler, readyT) };
+    return { value: metric.value, fields: { ready_ms: readyT, command_ms: ran.ms }, wallMs: performance.now() - t0, ...statsDelta(sampler, fromT) };
   } catch (e) {
     return fail(`the run failed: ${(e as Error)?.message ?? String(e)}`);
   }
