@@ -49,7 +49,7 @@ describe.skipIf(!kvmAvailable)('halt-poll prediction against KVM', () => {
     await probe.waitForEvent('boot');
     const reader = StatsReader.open(probe.vm.statsFds().vcpus[0]!);
     if (!reader.has('halt_wait_hist') || !reader.has('halt_poll_success_hist')) {
-      throw new Error('this KVM has no halt histograms (Linux 5.18+): the nested lane\'s L1 kernel should');
+      throw new Error("this KVM has binary stats but no halt histograms, which the nested lane's L1 kernel (Linux 6.1) has");
     }
     const params: HaltPollParams = haltPollParamsOf(hostHaltPollParams());
     const snap = (): Snapshot => {
