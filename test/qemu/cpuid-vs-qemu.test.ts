@@ -57,6 +57,9 @@ const FEATURE_WORDS = new Set([
   '7.2.eax', '7.2.ebx', '7.2.ecx', '7.2.edx', '13.1.eax', '13.1.ecx', '13.0.eax', '20.0.ebx', '20.0.ecx',
   `${0x80000001}.0.ecx`, `${0x80000001}.0.edx`, `${0x80000007}.0.edx`, `${0x80000008}.0.ebx`, `${0x8000000a}.0.edx`,
   `${0x80000021}.0.eax`,
+  // AMD (seen on EPYC under PVM): 0x8000001A EAX's FP128/MOVU/FP256 hints and 0x80000021 ECX, which
+  // KVM_GET_SUPPORTED_CPUID reports and QEMU 7.2 has no name for, so it gives the guest zeros.
+  `${0x8000001a}.0.eax`, `${0x80000021}.0.ecx`,
 ]);
 
 interface Rule {
