@@ -69,11 +69,17 @@ const script = fc.record({
   stallAt: fc.array(fc.nat(80), { minLength: CLIENTS, maxLength: CLIENTS }),
 });
 
-interface Sent { method: string; params: unknown[]; answer?: ServerMessage }
+/**
+ * A call and its answer. `shared`: an untracked frame used its id too, so which answer is this
+ * call's cannot be told; it counts as unanswered (its change may or may not be on disk).
+ */
+interface Sent { method: string; params: unknown[]; answer?: ServerMessage; shared?: boolean }
 
 class Client {
   readonly sent = new Map<number, Sent>();
   private nextId = 1;
+  /** Ids that untracked frames used: never given to a call of ours. */
+  private readonly foreignIds = new Set<number>();
   closed = false;
   private readonly ws: WebSocket;
 
@@ -82,7 +88,7 @@ class Client {
     ws.on('message', (d) => {
       let m: ServerMessage;
       try { m = JSON.parse(d.toString()) as ServerMessage; } catch { return; }
-      if ('id' in m) { const s = this.sent.get(m.id); if (s && !s.answer) s.answer = m; }
+      if ('id' in m) { const s = this.sent.get(m.id); if (s && !s.answer && !s.shared) s.answer = m; }
     });
     ws.on('close', () => { this.closed = true; });
     ws.on('error', () => { this.closed = true; });
@@ -95,21 +101,43 @@ class Client {
   }
 
   call(method: string, params: unknown[]): void {
-    const id = this.nextId++;
+    let id = this.nextId++;
+    while (this.foreignIds.has(id)) id = this.nextId++;
     this.sent.set(id, { method, params });
-    this.send(JSON.stringify({ id, method, params }));
+    this.write(JSON.stringify({ id, method, params }));
   }
 
-  /** Untracked: its id (if any) is not one of ours. */
+  /** Untracked: a numeric id it carries is never one of a later call's, and makes an earlier call's answer ambiguous. */
   send(frame: string | Buffer): void {
+    if (this.closed || this.ws.readyState !== WebSocket.OPEN) return;
+    const id = numericId(frame);
+    if (id !== undefined) {
+      this.foreignIds.add(id);
+      const s = this.sent.get(id);
+      if (s && !s.answer) s.shared = true;
+    }
+    this.write(frame);
+  }
+
+  private write(frame: string | Buffer): void {
     if (this.closed || this.ws.readyState !== WebSocket.OPEN) return;
     this.ws.send(frame, () => { /* a closed socket: the script goes on */ });
   }
 
   stall(): void { this.ws.pause(); }
   resume(): void { this.ws.resume(); }
-  pending(): number { return [...this.sent.values()].filter((s) => !s.answer).length; }
+  pending(): number { return [...this.sent.values()].filter((s) => !s.answer && !s.shared).length; }
   close(): void { this.ws.terminate(); }
+}
+
+/** The numeric id of a JSON frame, as the server would echo it; undefined for anything else. */
+function numericId(frame: string | Buffer): number | undefined {
+  try {
+    const m = JSON.parse(frame.toString()) as unknown;
+    return typeof m === 'object' && m !== null && typeof (m as { id?: unknown }).id === 'number' ? (m as { id: number }).id : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 const result = <T>(s: Sent): T | undefined => (s.answer && 'result' in s.answer ? s.answer.result as T : undefined);
