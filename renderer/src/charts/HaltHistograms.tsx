@@ -26,9 +26,10 @@ export function HaltHistograms({ vmId, vcpus, windowSec, pollNs, params, onApply
   unavailable?: string;
 }) {
   const [vcpu, setVcpu] = useState<number | undefined>(undefined);
-  const [counts, setCounts] = useState<HistCounts>({});
-  /** Seconds of the window that have histograms (a VM started 20 s ago has 20 s of a 1-minute window). */
-  const [spanSec, setSpanSec] = useState(0);
+  // What is drawn, with the vCPU it is of: a pick shows as picked at once, its counts a read later.
+  // spanSec: the seconds of the window that have histograms (a VM started 20 s ago has 20 s of a minute).
+  const [shown, setShown] = useState<{ vcpu: number | undefined; counts: HistCounts; spanSec: number }>({ vcpu: undefined, counts: {}, spanSec: 0 });
+  const { counts, spanSec } = shown;
   useEffect(() => {
     const t = telemetryFor(vmId);
     let timer: ReturnType<typeof setTimeout> | undefined;
@@ -39,8 +40,7 @@ export function HaltHistograms({ vmId, vcpus, windowSec, pollNs, params, onApply
       const bins = t.histograms.all();
       const end = Math.max(t.newestX(), ...bins.slice(-1).map((b) => b.t + 1));
       const first = bins.find((b) => b.t + 1 > end - windowSec)?.t;
-      setCounts(t.histograms.sum(end - windowSec, vcpu));
-      setSpanSec(first === undefined ? 0 : Math.min(windowSec, end - first));
+      setShown({ vcpu, counts: t.histograms.sum(end - windowSec, vcpu), spanSec: first === undefined ? 0 : Math.min(windowSec, end - first) });
     };
     read();
     const off = t.listen(() => {
@@ -59,12 +59,12 @@ export function HaltHistograms({ vmId, vcpus, windowSec, pollNs, params, onApply
   const median = histMedianNs(counts.halt_wait_hist);
   const window = windowSec >= 60 ? `${windowSec / 60} min` : `${windowSec} s`;
   const summary = unavailable ?? (waits + caught + missed === 0
-    ? `no halts in the last ${window}${vcpu === undefined ? '' : ` on vCPU ${vcpu}`}`
-    : `last ${window}${vcpu === undefined ? ', all vCPUs' : `, vCPU ${vcpu}`}: ${waits} halts slept (median ${median === null ? '–' : fmtDuration(median)}); `
+    ? `no halts in the last ${window}${shown.vcpu === undefined ? '' : ` on vCPU ${shown.vcpu}`}`
+    : `last ${window}${shown.vcpu === undefined ? ', all vCPUs' : `, vCPU ${shown.vcpu}`}: ${waits} halts slept (median ${median === null ? '–' : fmtDuration(median)}); `
       + `polls: ${caught} caught a wake-up, ${missed} missed`);
   return (
     <section className="chart halt-hists" aria-labelledby={`hh-${vmId}`} data-testid="halt-histograms"
-      data-wait-total={waits} data-success-total={caught} data-fail-total={missed} data-vcpu={vcpu ?? 'all'}
+      data-wait-total={waits} data-success-total={caught} data-fail-total={missed} data-vcpu={shown.vcpu ?? 'all'}
       data-poll-ns={pollNs ?? ''}>
       <div className="chart-head">
         <span className="chart-title" id={`hh-${vmId}`}>Halt wait and polling: KVM's histograms</span>
@@ -85,7 +85,7 @@ export function HaltHistograms({ vmId, vcpus, windowSec, pollNs, params, onApply
         series={POLL_SERIES} pollNs={pollNs} />
       {!unavailable && spanSec > 0 && (
         <HaltPollAdvice counts={counts} pollNs={pollNs} params={params} onApply={onApply}
-          seconds={spanSec} vcpus={vcpu === undefined ? vcpus : 1} />
+          seconds={spanSec} vcpus={shown.vcpu === undefined ? vcpus : 1} />
       )}
     </section>
   );
