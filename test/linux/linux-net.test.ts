@@ -47,7 +47,9 @@ const PROMPT = 'unhalt:~# ';
 const home = mkdtempSync(`${tmpdir()}/unhalt-linux-net-home-`);
 
 // The kit's /init asks for a lease in the background: the address comes after the prompt, by itself.
-const LEASE = "i=0; until ip -4 addr show eth0 | grep -q inet || [ $i -ge 60 ]; do sleep 1; i=$((i+1)); done; echo waited=$i; ip -4 addr show eth0";
+// Waits for the lease script's last step (resolv.conf), not its first (the address): in L1 the
+// default route can come seconds after the address.
+const LEASE = "i=0; until grep -q nameserver /etc/resolv.conf 2>/dev/null || [ $i -ge 60 ]; do sleep 1; i=$((i+1)); done; echo waited=$i; ip -4 addr show eth0";
 
 let running: VirtualMachine | undefined;
 const servers: Server[] = [];
