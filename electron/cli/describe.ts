@@ -28,6 +28,7 @@ export function describeResolution(c: VmConfig, r: ResolvedMachine): string {
     `exits disabled: ${res.disableExits ? disableExitNames(res.disableExits).join(', ') : 'none (cpu-pm=off)'}`,
     `mwait in guest: ${res.mwait ? 'yes' : 'no'}`,
     `halt polling:  ${spec.haltPollNs === undefined ? 'host default' : `max ${spec.haltPollNs} ns`}`,
+    ...(c.guestHaltPollNs === undefined ? [] : [`guest polling: ${guestPollText(c.guestHaltPollNs, res.features.some((f) => f.name === 'kvm-poll-control' && f.value))}`]),
     `PCI devices:   host bridge 00:00.0${(spec.virtio ?? []).map((d) => `, virtio-${d} 00:${VIRTIO_DEVICES[d].slot.toString(16).padStart(2, '0')}.0`).join('')}`
       + (spec.disks ?? []).map((d, i) => `, virtio-blk 00:${(DISK_SLOT_BASE + i).toString(16).padStart(2, '0')}.0 (${[d.path, diskModeNote(d)].filter(Boolean).join(', ')})`).join(''),
     ...(spec.net ? [`network:       ${describeNet(spec.net.backEnd)}, MAC ${spec.net.mac}`] : []),
@@ -37,6 +38,12 @@ export function describeResolution(c: VmConfig, r: ResolvedMachine): string {
     `equivalent:    ${commandLine(c)}`,
   ];
   return `${lines.join('\n')}\n`;
+}
+
+/** Who polls when the guest's cpuidle-haltpoll is forced: kvm-poll-control decides whether the host still does. */
+export function guestPollText(ns: number, pollControl: boolean): string {
+  return `cpuidle-haltpoll forced, guest_halt_poll_ns ${ns} (the kernel parameters above); `
+    + (pollControl ? 'kvm-poll-control on: the guest turns host polling off for its vCPUs' : 'kvm-poll-control off: host and guest both poll');
 }
 
 function describeNet(n: NetConfig): string {

@@ -3,7 +3,8 @@
 export const RUN_USAGE = `usage: unhalt run [--guest probe|linux|custom] [--kernel F] [--initrd F] [--append S] [--cpus N]
                   [--memory MiB] [--name NAME] [--machine TYPE] [--cpu host,FEATURE=on|off,...]
                   [--overcommit cpu-pm=on|off,mem-lock=on|off] [--halt-poll-ns N] [--pin CPU,...]
-                  [--pvm-profile on|off] [--rng on|off] [--disk FILE[,readonly=on][,snapshot=on]]...
+                  [--guest-halt-poll-ns N] [--pvm-profile on|off] [--rng on|off]
+                  [--disk FILE[,readonly=on][,snapshot=on]]...
                   [--net user[,hostfwd=[tcp|udp]:[ADDR]:PORT-[ADDR]:PORT]...|tap=NAME]
                   [--agent-log F] [--stats F] [--stats-interval MS] [--timeout S] [--dry-run]
        unhalt run --vm NAME [--agent-log F] [--stats F] [--timeout S] [--dry-run]

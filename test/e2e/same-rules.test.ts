@@ -5,7 +5,7 @@
 // vmm/boot/boot-file-checks.ts); this test is what keeps the surfaces from drifting apart again.
 // It starts no VM, so it runs on every host, with KVM or without (test/support/e2e-files.ts).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Page } from 'playwright-core';
 import { runCli } from '../support/cli.ts';
@@ -37,6 +37,7 @@ async function next(page: Page, times = 1): Promise<void> {
 describe('the same bad configuration gets the same message on the CLI, the API and the wizard', () => {
   let api: ApiClient | undefined;
   let notAKernel = '';
+  let ownKernel = '';
 
   const app = useApp({
     width: 1440, height: 1200,
@@ -45,6 +46,9 @@ describe('the same bad configuration gets the same message on the CLI, the API a
       mkdirSync(join(home, 'kernels'), { recursive: true });
       notAKernel = join(home, 'kernels', 'notes.txt');
       writeFileSync(notAKernel, 'this is not a kernel, just a text file\n');
+      // A real kernel (the probe's PVH ELF) as a user's own: guest-side polling needs a guest with a kernel command line.
+      ownKernel = join(home, 'kernels', 'own.elf');
+      copyFileSync(join(ROOT, 'assets/guests/probe.elf'), ownKernel);
     },
   });
 
@@ -104,6 +108,19 @@ describe('the same bad configuration gets the same message on the CLI, the API a
       message: /^halt-poll-ns must be between 0 and 1000000000, got 2000000000$/,
     },
     {
+      what: 'a guest-side poll time above the limit',
+      cli: ['--guest', 'custom', '--kernel', '<ownKernel>', '--guest-halt-poll-ns', '2000000000'],
+      api: { guest: 'custom', kernel: '<ownKernel>', guestHaltPollNs: 2_000_000_000 },
+      wizard: async (page) => {
+        await page.getByRole('radio', { name: /Own kernel/ }).click();
+        await typeInto(page, 'Kernel', ownKernel, LEAVE);
+        await next(page, 6);
+        await page.getByRole('switch', { name: /The guest polls before it halts/ }).click();
+        await typeInto(page, 'Guest\'s maximum poll time (ns)', '2000000000', LEAVE);
+      },
+      message: /^guest-halt-poll-ns must be between 0 and 1000000000, got 2000000000$/,
+    },
+    {
       what: 'kvm-pv-unhalt=on together with cpu-pm=on',
       cli: ['--cpu', 'host,kvm-pv-unhalt=on', '--overcommit', 'cpu-pm=on'],
       api: { cpuFeatures: { 'kvm-pv-unhalt': true }, cpuPm: true },
@@ -130,7 +147,7 @@ describe('the same bad configuration gets the same message on the CLI, the API a
     },
   ];
 
-  const withFile = <T,>(v: T): T => JSON.parse(JSON.stringify(v).replaceAll('<notAKernel>', notAKernel)) as T;
+  const withFile = <T,>(v: T): T => JSON.parse(JSON.stringify(v).replaceAll('<notAKernel>', notAKernel).replaceAll('<ownKernel>', ownKernel)) as T;
 
   for (const c of cases) {
     it(c.what, async () => {

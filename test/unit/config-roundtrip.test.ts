@@ -13,6 +13,8 @@ const samples: Record<string, unknown>[] = [
   { guest: 'linux', cpus: 2 },
   { cpus: 2, rng: true },
   { guest: 'linux', rng: 'on' },
+  { guest: 'linux', cpus: 2, guestHaltPollNs: 200000, cpuFeatures: { 'kvm-poll-control': false } },
+  { guest: 'custom', kernel: '/boot/vmlinuz', append: 'console=ttyS0', guestHaltPollNs: 0 },
 ];
 
 function viaCli(c: VmConfig): VmConfig {
@@ -50,6 +52,21 @@ describe('config round trips', () => {
     expect(commandLine(validateConfig({ rng: true }))).toContain('--rng on');
     expect(() => configFromOptions({ rng: 'maybe' })).toThrow(/rng must be on or off, got "maybe"/);
     expect(() => parseConfigString('rng=1')).toThrow(/rng must be on or off/);
+  });
+
+  it('guest-halt-poll-ns: the same knob on every surface, refused for the probe guest in one sentence', () => {
+    expect(parseConfigString('cpus=2,guest-halt-poll-ns=50000', { guest: 'linux' }).guestHaltPollNs).toBe(50000);
+    expect(configFromOptions({ guest: 'linux', 'guest-halt-poll-ns': '0' }).guestHaltPollNs).toBe(0);
+    expect(commandLine(validateConfig({ guest: 'linux', guestHaltPollNs: 7 }))).toContain('--guest-halt-poll-ns 7');
+    expect(formatConfigString(validateConfig({ guest: 'linux', guestHaltPollNs: 7 }))).toContain('guest-halt-poll-ns=7');
+    for (const refuse of [() => validateConfig({ guestHaltPollNs: 1000 }), () => parseConfigString('guest-halt-poll-ns=1000'),
+      () => configFromOptions({ 'guest-halt-poll-ns': '1000' })]) {
+      expect(refuse).toThrow(ConfigError);
+      expect(refuse).toThrow(/guest-halt-poll-ns sets a Linux guest kernel's cpuidle-haltpoll; the probe guest has none: drop it, or choose the linux or a custom guest/);
+    }
+    expect(() => configFromOptions({ guest: 'linux', 'guest-halt-poll-ns': '-1' })).toThrow(/guest-halt-poll-ns must be between 0 and 1000000000, got -1/);
+    expect(() => configFromOptions({ guest: 'linux', 'guest-halt-poll-ns': '0x10' })).toThrow(/guest-halt-poll-ns must be a whole number/);
+    expect(() => parseConfigString('guest-halt-poll-ns=1,guest-halt-poll-ns=2', { guest: 'linux' })).toThrow(/given twice/);
   });
 
   it('prints an equivalent, shell-quoted command line', () => {

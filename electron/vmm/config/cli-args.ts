@@ -17,6 +17,7 @@ export const VM_OPTIONS = {
   cpu: { type: 'string' },
   overcommit: { type: 'string' },
   'halt-poll-ns': { type: 'string' },
+  'guest-halt-poll-ns': { type: 'string' },
   pin: { type: 'string' },
   'pvm-profile': { type: 'string' },
   rng: { type: 'string' },
@@ -35,6 +36,7 @@ export function configFromOptions(v: VmOptionValues): VmConfig {
     cpuFeatures: v.cpu === undefined ? undefined : parseCpuOption(v.cpu),
     cpuPm: over.cpuPm, memLock: over.memLock,
     haltPollNs: v['halt-poll-ns'],
+    guestHaltPollNs: v['guest-halt-poll-ns'],
     pin: v.pin === undefined ? undefined : parseCpuList(v.pin),
     pvmProfile: v['pvm-profile'],
     rng: v.rng,
@@ -53,6 +55,7 @@ export function optionsFromConfig(c: VmConfig): string[] {
   if (Object.keys(c.cpuFeatures).length) a.push('--cpu', formatCpuOption(c.cpuFeatures));
   if (c.cpuPm || c.memLock) a.push('--overcommit', `cpu-pm=${c.cpuPm ? 'on' : 'off'},mem-lock=${c.memLock ? 'on' : 'off'}`);
   if (c.haltPollNs !== undefined) a.push('--halt-poll-ns', String(c.haltPollNs));
+  if (c.guestHaltPollNs !== undefined) a.push('--guest-halt-poll-ns', String(c.guestHaltPollNs));
   if (c.pin) a.push('--pin', c.pin.join(','));
   if (!c.pvmProfile) a.push('--pvm-profile', 'off');
   if (c.rng) a.push('--rng', 'on');

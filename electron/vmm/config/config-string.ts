@@ -11,7 +11,7 @@ const REPEATABLE = new Set(['disk', 'hostfwd', 'readonly', 'snapshot']);
 
 const SIMPLE: Record<string, string> = {
   cpus: 'cpus', memory: 'memoryMiB', machine: 'machine', 'cpu-pm': 'cpuPm', 'mem-lock': 'memLock',
-  'halt-poll-ns': 'haltPollNs', guest: 'guest', name: 'name', 'pvm-profile': 'pvmProfile', rng: 'rng',
+  'halt-poll-ns': 'haltPollNs', 'guest-halt-poll-ns': 'guestHaltPollNs', guest: 'guest', name: 'name', 'pvm-profile': 'pvmProfile', rng: 'rng',
 };
 
 /**
@@ -105,6 +105,7 @@ export function formatConfigString(c: VmConfig): string {
   if (c.cpuPm) parts.push('cpu-pm=on');
   if (c.memLock) parts.push('mem-lock=on');
   if (c.haltPollNs !== undefined) parts.push(`halt-poll-ns=${c.haltPollNs}`);
+  if (c.guestHaltPollNs !== undefined) parts.push(`guest-halt-poll-ns=${c.guestHaltPollNs}`);
   if (c.pin) parts.push(`pin=${c.pin.join('+')}`);
   if (!c.pvmProfile) parts.push('pvm-profile=off');
   if (c.rng) parts.push('rng=on');

@@ -14,7 +14,7 @@ import type { MachineSpec } from '../machine-spec.ts';
 import { hostKind } from '../host.ts';
 import { RunnabilityError, checkHostFit, checkKnobConflicts, cpuPmTurnedOffNote, effectiveFeatures, type EffectiveFeature } from './rules.ts';
 import { macForVm } from './net-config.ts';
-import { ConfigError, diskMode, type VmConfig } from './vm-config.ts';
+import { ConfigError, diskMode, guestPollArgs, type VmConfig } from './vm-config.ts';
 
 export { RunnabilityError };
 export type { FeatureSource } from './rules.ts';
@@ -156,6 +156,8 @@ export function resolveBoot(c: VmConfig, hostKind: HostCapabilities['kind']): Bo
     kernelPath = checkFile(c.kernel!, 'kernel');
     if (c.initrd !== undefined) initrdPath = checkFile(c.initrd, 'initrd');
   }
+  // After the user's own append: for a module parameter given twice the kernel keeps the last.
+  if (c.guestHaltPollNs !== undefined && c.guest !== 'probe') cmdline = `${cmdline} ${guestPollArgs(c.guestHaltPollNs)}`.trim();
   return initrdPath ? { kernelPath, initrdPath, cmdline } : { kernelPath, cmdline };
 }
 

@@ -82,6 +82,7 @@ export function keyKnobs(host: HostInfo | null, c: VmConfigDto, status?: VmStatu
       ? { label: 'halt-poll', value: shortNs(c.haltPollNs) }
       : { label: 'halt-poll', value: `${shortNs(poll)} (this run only)`, title: `changed live; saved: ${shortNs(c.haltPollNs)}`, live: true },
   ];
+  if (c.guestHaltPollNs !== undefined) knobs.push({ label: 'guest-poll', value: shortNs(c.guestHaltPollNs), title: "the guest's cpuidle-haltpoll, forced on" });
   if (pin !== undefined) knobs.push({ label: 'pin', value: `${pin.length ? pin.join(',') : 'none'} (this run only)`, title: `changed live; saved: ${c.pin?.join(',') ?? 'none'}`, live: true });
   return knobs;
 }

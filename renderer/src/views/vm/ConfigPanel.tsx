@@ -6,7 +6,7 @@ import type { ResolvedDto, VmRecord } from '../../../../electron/service/api.ts'
 import { formatNetOption } from '../../../../electron/vmm/config/net-config.ts';
 import { diskModeNote } from '../../../../electron/vmm/config/vm-config.ts';
 import { api, errorMessage, useApp } from '../../state/app.ts';
-import { haltPollNow, pinNow, probeScenario } from '../../lib/config.ts';
+import { fmtNs, haltPollNow, pinNow, probeScenario } from '../../lib/config.ts';
 import { clock, mib } from '../../lib/format.ts';
 
 function useSavedResolution(vm: VmRecord): { resolved: ResolvedDto | null; error: string | null } {
@@ -56,6 +56,7 @@ export function ConfigPanel({ vm }: { vm: VmRecord }) {
     ['Disks', c.disks?.length ? c.disks.map((d, i) => `vd${String.fromCharCode(97 + i)} ${d.path}${diskModeNote(d) ? ` (${diskModeNote(d)})` : ''}`).join(', ') : 'none'],
     ['Network', c.net ? <code>{formatNetOption(c.net)}</code> : 'none'],
     ['Halt polling', haltPollNow(c, vm.status, host)],
+    ['Guest polling', c.guestHaltPollNs === undefined ? 'the guest kernel\'s own idle' : `cpuidle-haltpoll forced, up to ${fmtNs(c.guestHaltPollNs)}`],
     ['Pinning', `${pinNow(c, vm.status)}${c.pin?.length || vm.status.live?.pin?.length ? ' (vCPU i on the i-th listed, round-robin)' : ''}`],
     ...(c.guest !== 'probe' ? [['PVM profile', c.pvmProfile ? 'on' : 'off'] as [string, React.ReactNode]] : []),
     ['Created', clock(vm.createdAt)],

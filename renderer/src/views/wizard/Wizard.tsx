@@ -23,7 +23,7 @@ const STEPS: { id: string; title: string; Component: (p: StepProps) => React.Rea
   { id: 'machine', title: 'Machine type', Component: MachineStep, fields: [] },
   { id: 'features', title: 'Paravirt features', Component: FeaturesStep, fields: ['cpuFeatures'] },
   { id: 'overcommit', title: 'Overcommit', Component: OvercommitStep, fields: ['cpuPm'] },
-  { id: 'halt-poll', title: 'Halt polling', Component: HaltPollStep, fields: ['haltPollNs'] },
+  { id: 'halt-poll', title: 'Halt polling', Component: HaltPollStep, fields: ['haltPollNs', 'guestHaltPollNs'] },
   { id: 'pinning', title: 'Pinning', Component: PinStep, fields: ['pin'] },
   { id: 'summary', title: 'Summary', Component: SummaryStep, fields: [] },
 ];

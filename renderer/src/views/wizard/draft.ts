@@ -22,6 +22,9 @@ export interface Draft {
   memLock: boolean;
   haltPollMode: 'default' | 'custom';
   haltPollNs: string;
+  /** Guest-side polling (a Linux guest's cpuidle-haltpoll) and its maximum, as typed; not offered for the probe. */
+  guestPoll: boolean;
+  guestHaltPollNs: string;
   /** Host CPUs in order, as typed ("0,1", "0-3"): vCPU i runs on the i-th; empty = not pinned. */
   pin: string;
   /** A virtio-rng device on the PCI bus (rng=on). */
@@ -79,6 +82,8 @@ export function initialDraft(host: HostInfo | null, guest: 'probe' | 'linux' | u
     memLock: false,
     haltPollMode: 'default',
     haltPollNs: '200000',
+    guestPoll: false,
+    guestHaltPollNs: '200000',
     pin: '',
     rng: false,
     net: { ...NO_NET, forwards: [] },
@@ -128,6 +133,7 @@ export function draftToConfig(d: Draft): Record<string, unknown> & { version: 1 
     c.pvmProfile = d.pvmProfile;
   }
   if (d.haltPollMode === 'custom') c.haltPollNs = numberOrText(d.haltPollNs);
+  if (d.guestPoll && d.guest !== 'probe') c.guestHaltPollNs = numberOrText(d.guestHaltPollNs);
   if (d.rng) c.rng = true;
   const net = draftNetToConfig(d.net);
   if (net) c.net = net;

@@ -26,6 +26,8 @@ export function configToDraft(c: VmConfigDto, host: HostInfo | null, names: Set<
     memLock: c.memLock,
     haltPollMode: c.haltPollNs === undefined ? 'default' : 'custom',
     haltPollNs: c.haltPollNs === undefined ? base.haltPollNs : asDrafted(base.haltPollNs, c.haltPollNs),
+    guestPoll: c.guestHaltPollNs !== undefined,
+    guestHaltPollNs: c.guestHaltPollNs === undefined ? base.guestHaltPollNs : asDrafted(base.guestHaltPollNs, c.guestHaltPollNs),
     pin: pinAsDrafted(base.pin, c.pin ?? []),
     rng: c.rng === true,
     net: configToDraftNet(c.net),

@@ -2,7 +2,7 @@
 // capability check gives (HostInfo.options).
 import { useId } from 'react';
 import { cpuPmTurnedOffNote, effectiveFeatures, vcpuLimit } from '../../../../electron/vmm/config/rules.ts';
-import { DEFAULT_MEMORY_MIB, checkCpus, checkHaltPollNs, checkMemoryMiB, diskModeNote } from '../../../../electron/vmm/config/vm-config.ts';
+import { DEFAULT_MEMORY_MIB, checkCpus, checkGuestHaltPollNs, checkHaltPollNs, checkMemoryMiB, diskModeNote } from '../../../../electron/vmm/config/vm-config.ts';
 import type { StepProps } from './step-props.ts';
 import { PROBE_SCENARIOS } from './draft.ts';
 import { typedNumber, typedPin } from './typed-text.ts';
@@ -455,8 +455,46 @@ export function HaltPollStep(props: StepProps) {
           </div>
         </div>
       )}
+      <GuestPollFields {...props} />
       <CheckLine describe={describe} anyProblem={anyProblem} />
     </>
+  );
+}
+
+/** Guest-side polling: a Linux guest's cpuidle-haltpoll, forced on by kernel parameters (none for the probe). */
+function GuestPollFields(props: StepProps) {
+  const { draft, update, problem, editing, touch } = props;
+  const id = useId();
+  if (draft.guest === 'probe') return null;
+  const ns = typedNumber(draft.guestHaltPollNs, checkGuestHaltPollNs);
+  const pollControl = draft.cpuFeatures['kvm-poll-control'];
+  return (
+    <fieldset className="field">
+      <legend>Guest-side polling</legend>
+      <label className="toggle">
+        <input type="checkbox" role="switch" checked={draft.guestPoll} onChange={(e) => { update({ guestPoll: e.target.checked }); touch('guestHaltPollNs'); }} />
+        <span>
+          <strong>The guest polls before it halts (cpuidle-haltpoll)</strong>
+          <span className="choice-help">
+            Adds cpuidle_haltpoll.force=1 haltpoll.guest_halt_poll_ns to its kernel command line.
+            {pollControl === false ? ' kvm-poll-control is off: host and guest both poll.' : ' With kvm-poll-control (on by default) the guest turns host polling off for its vCPUs.'}
+          </span>
+        </span>
+      </label>
+      {draft.guestPoll && (
+        <>
+          <label htmlFor={`${id}-gns`}>Guest's maximum poll time (ns)</label>
+          <div className="range-row">
+            <input id={`${id}-gns`} type="text" inputMode="numeric" className="num wide" value={draft.guestHaltPollNs} autoComplete="off"
+              {...judged(props, 'guestHaltPollNs', `${id}-gns-error`)}
+              onChange={(e) => { editing('guestHaltPollNs'); update({ guestHaltPollNs: e.target.value }); }} />
+            <span className="muted">{ns === undefined ? '' : fmtNs(ns)}</span>
+          </div>
+          <FieldError id={`${id}-gns-error`} text={problem('guestHaltPollNs')} />
+          <p className="muted small">A kernel without the haltpoll governor (Debian's cloud kernel) ignores this maximum; the VM page's guest idle chart shows what its cpuidle states do.</p>
+        </>
+      )}
+    </fieldset>
   );
 }
 
@@ -521,6 +559,7 @@ export function SummaryStep({ draft, host, describe }: StepProps) {
         <div><dt>Machine</dt><dd>{draft.machine}</dd></div>
         <div><dt>cpu-pm / mem-lock</dt><dd>{draft.cpuPm ? 'on' : 'off'} / {draft.memLock ? 'on' : 'off'}</dd></div>
         <div><dt>Halt polling</dt><dd>{draft.haltPollMode === 'default' ? `host default${host?.haltPollParams.halt_poll_ns !== undefined ? ` (${fmtNs(host.haltPollParams.halt_poll_ns)})` : ''}` : draft.haltPollNs}</dd></div>
+        {draft.guestPoll && draft.guest !== 'probe' && <div><dt>Guest polling</dt><dd>cpuidle-haltpoll, up to {draft.guestHaltPollNs} ns</dd></div>}
         <div><dt>Pinning</dt><dd>{draft.pin.trim() ? draft.pin : 'not pinned'}</dd></div>
         <div><dt>Devices</dt><dd>{draft.rng ? 'virtio-rng' : 'none besides the serial ports'}</dd></div>
         <div><dt>Network</dt><dd>{netSummary(draft.net)}</dd></div>

@@ -7,12 +7,12 @@ import { parseCpuList } from '../../../../electron/vmm/config/knob-syntax.ts';
 import {
   checkCpusFit, checkKnobConflicts, checkMemoryFit, checkNameFree, checkPinFit, type HostLimits,
 } from '../../../../electron/vmm/config/rules.ts';
-import { checkBootPath, checkCpus, checkDisks, checkHaltPollNs, checkMemoryMiB, validateConfig } from '../../../../electron/vmm/config/vm-config.ts';
+import { checkBootPath, checkCpus, checkDisks, checkGuestHaltPollNs, checkHaltPollNs, checkMemoryMiB, validateConfig } from '../../../../electron/vmm/config/vm-config.ts';
 import { draftDiskToConfig, type Draft } from './draft.ts';
 import { netProblems, type NetFieldId } from './net-draft.ts';
 import { problem } from './rule-problem.ts';
 
-export type FieldId = 'name' | 'kernel' | 'initrd' | 'cpus' | 'memoryMiB' | 'cpuFeatures' | 'cpuPm' | 'haltPollNs' | 'pin' | 'disks' | NetFieldId;
+export type FieldId = 'name' | 'kernel' | 'initrd' | 'cpus' | 'memoryMiB' | 'cpuFeatures' | 'cpuPm' | 'haltPollNs' | 'guestHaltPollNs' | 'pin' | 'disks' | NetFieldId;
 export type FieldProblems = Partial<Record<FieldId, string>>;
 
 /** The service's verdict on the boot files as typed: a message per file, or none. */
@@ -59,6 +59,7 @@ export function draftProblems(d: Draft, host: HostInfo | null, names: Iterable<s
   set('cpuFeatures', conflict);
   set('cpuPm', conflict);
   if (d.haltPollMode === 'custom') set('haltPollNs', problem(() => checkHaltPollNs(d.haltPollNs)));
+  if (d.guestPoll && d.guest !== 'probe') set('guestHaltPollNs', problem(() => checkGuestHaltPollNs(d.guestHaltPollNs)));
   if (d.pin.trim() !== '') {
     set('pin', problem(() => {
       const pin = parseCpuList(d.pin);
