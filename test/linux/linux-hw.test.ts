@@ -169,6 +169,38 @@ describe.skipIf(!hw)('the Linux guest on hardware-semantics KVM', () => {
     expect((await g.vm.ended).kind).toBe('poweroff');
   }, 4 * STEP_MS);
 
+  it('guest-halt-poll-ns: the guest\'s cpuidle-haltpoll runs; with kvm-poll-control it turns host polling off, without it both sides poll', async () => {
+    // Host polling on (200 µs) in both runs: only the guest's MSR_KVM_POLL_CONTROL write can stop it.
+    for (const pollControl of [true, false]) {
+      const g = await startLinux({ haltPollNs: 200_000, guestHaltPollNs: 200_000, cpuFeatures: { 'kvm-poll-control': pollControl } });
+      const ready = await g.waitForEvent('ready', STEP_MS);
+      expect(ready.fields.haltpoll, 'the cpuidle driver is cpuidle-haltpoll').toBe(1);
+      await g.waitForConsole(PROMPT, STEP_MS);
+      const shown = nextOutput(g, /driver=\w+\r?\n/);
+      g.vm.sendConsole('echo driver=$(cat /sys/devices/system/cpu/cpuidle/current_driver)\r');
+      expect(await shown).toMatch(/driver=haltpoll\r?\n/);
+      // Short halts, which KVM's poll window grows on (an idle guest's halts last longer than any
+      // window and are never polled): the context-switch probe and a pipe ping-pong across vCPUs.
+      g.sampler.sampleNow();
+      const before = { polls: vcpuTotal(g.sampler, 'halt_attempted_poll'), halts: vcpuTotal(g.sampler, 'halt_exits') };
+      const t0 = performance.now();
+      g.vm.sendAgent('probe on interval_ms=50 rounds=50\nrun pipe loops=20000\n');
+      await g.waitForEvent('pipe', STEP_MS);
+      await g.waitForEvent('ctxprobe', STEP_MS);
+      g.vm.sendAgent('probe off\n');
+      g.sampler.sampleNow();
+      const polls = vcpuTotal(g.sampler, 'halt_attempted_poll') - before.polls;
+      const halts = vcpuTotal(g.sampler, 'halt_exits') - before.halts;
+      console.log(`linux-hw: guest polling, kvm-poll-control=${pollControl ? 'on' : 'off'}: ${halts} halt exits, ${polls} host polls in ${(performance.now() - t0).toFixed(0)} ms of pipe and probe`);
+      expect(halts, 'the guest still halts to the host').toBeGreaterThan(0);
+      if (pollControl) expect(polls, 'the guest turned host polling off').toBe(0);
+      else expect(polls, 'without kvm-poll-control the host polls too').toBeGreaterThan(0);
+      g.sampler.stop();
+      g.vm.sendConsole('poweroff\r');
+      expect((await g.vm.ended).kind).toBe('poweroff');
+    }
+  }, 8 * STEP_MS);
+
   it('cpu-pm=on: no halt exits at all, and the kernel declines PV spinlocks', async () => {
     const g = await startLinux({ cpuPm: true });
     await g.waitForEvent('ready', STEP_MS);
