@@ -23,8 +23,8 @@ const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, '..', '..', '..');
 export const WORKLOADS_DIR = join(here, 'workloads');
 export const AGENT_SRC = join(here, 'agent', 'agent.c');
-/** The agent's other sources: the workloads disk's tools and `exec` (not part of the host's unhalt-workload). */
-const AGENT_EXTRA = [join(here, 'agent', 'tools.c'), join(here, 'agent', 'tools.h'), join(here, 'agent', 'exec.c'), join(here, 'agent', 'exec.h')];
+/** The agent's other sources: the workloads disk's tools, `exec` and the probe's idle lines (not part of the host's unhalt-workload). */
+const AGENT_EXTRA = ['tools', 'exec', 'gidle'].flatMap((m) => [join(here, 'agent', `${m}.c`), join(here, 'agent', `${m}.h`)]);
 export const HOST_OUT_DIR = join(root, 'assets', 'guests', 'linux', 'host');
 const CFLAGS = ['-std=gnu11', '-O2', '-Wall', '-Wextra', '-Werror=implicit-function-declaration'];
 

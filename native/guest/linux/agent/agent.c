@@ -7,7 +7,8 @@
 // On start it writes one readiness line with the kernel's view of its paravirt features:
 //
 //   @u1 ready nproc=N cpus_possible=N kvm=0|1 kvm_features=N kvm_hints=N pv_unhalt=0|1
-//       pv_spinlocks=1|0|-1 pv_spinlocks_reason=N kvmclock=0|1 haltpoll=0|1
+//       pv_spinlocks=1|0|-1 pv_spinlocks_reason=N kvmclock=0|1 haltpoll=0|1 cpuidle=0|1
+//       haltpoll_gov=0|1 guest_halt_poll_ns=N
 //
 // then serves commands, one per line, from the same device: `NAME key=value ...`.
 // Every reply is a `@u1 EVENT ...` line (integers only, units in key names); an unknown
@@ -26,7 +27,12 @@
 //   probe on [interval_ms=1000] [rounds=100]
 //                               -> @u1 probe on=1 interval_ms=N rounds=N, then from a separate
 //                                  process every interval: @u1 ctxprobe rounds=N p50_ns=N
-//                                  p99_ns=N max_ns=N (it keeps running during workloads)
+//                                  p99_ns=N max_ns=N (it keeps running during workloads),
+//                                  after each (from the second on) one line per online CPU:
+//                                  @u1 gidle cpu=N interval_ns=N cpuidle=0|1 poll_count=N
+//                                  poll_ns=N halt_count=N halt_ns=N steal_ns=N, each the
+//                                  difference since that CPU's previous line or `probe on`
+//                                  (gidle.c)
 //   probe off                   -> @u1 probe on=0
 //   exec hex=ARGV [timeout_ms=N] -> the user's own command: @u1 exec_out ... lines, then
 //                                  @u1 exec status=N ... (exec.c)
@@ -37,7 +43,8 @@
 // that arrive meanwhile wait in the tty's buffer. Readable error messages go to stderr (the
 // console in the guest).
 //
-// Built static (gcc -static -O2) with ../workloads/workloads.c by build-workloads.mjs (for
+// Built static (gcc -static -O2) with ../workloads/workloads.c, exec.c, gidle.c and tools.c by
+// build-workloads.mjs (for
 // native/guest/linux/build-kit.mjs); runs as the initramfs's only program besides busybox.
 #define _GNU_SOURCE
 #include <cpuid.h>
@@ -57,6 +64,7 @@
 
 #include "../workloads/workloads.h"
 #include "exec.h"
+#include "gidle.h"
 #include "tools.h"
 
 #define LINE_MAX_BYTES 512
@@ -99,6 +107,9 @@ struct facts {
   int pv_spinlocks;              // 1 enabled, 0 disabled, -1 no message seen
   int pv_spinlocks_reason;       // 0 enabled/unknown, 1 no host support, 2 realtime hint, 3 single CPU, 4 nopvspin
   int kvmclock, haltpoll;
+  int cpuidle;                   // a cpuidle driver runs (current_driver exists, not "none")
+  int haltpoll_gov;              // the cpuidle governor is haltpoll
+  long long guest_halt_poll_ns;  // that governor's parameter; -1: the kernel has none
 };
 
 static int read_small(const char *path, char *buf, size_t size) {
@@ -175,6 +186,15 @@ static void gather(struct facts *f) {
   }
   if (read_small("/sys/devices/system/cpu/cpuidle/current_driver", buf, sizeof buf) > 0) {
     f->haltpoll = strcmp(buf, "haltpoll") == 0;
+    f->cpuidle = strcmp(buf, "none") != 0;
+  }
+  if (read_small("/sys/devices/system/cpu/cpuidle/current_governor_ro", buf, sizeof buf) > 0
+      || read_small("/sys/devices/system/cpu/cpuidle/current_governor", buf, sizeof buf) > 0) {
+    f->haltpoll_gov = strcmp(buf, "haltpoll") == 0;
+  }
+  f->guest_halt_poll_ns = -1;
+  if (read_small("/sys/module/haltpoll/parameters/guest_halt_poll_ns", buf, sizeof buf) > 0) {
+    f->guest_halt_poll_ns = strtoll(buf, NULL, 10);
   }
 }
 
@@ -182,9 +202,9 @@ static void report_ready(const char *event) {
   struct facts f;
   gather(&f);
   emit("@u1 %s nproc=%ld cpus_possible=%ld kvm=%d kvm_features=%u kvm_hints=%u pv_unhalt=%d pv_spinlocks=%d "
-       "pv_spinlocks_reason=%d kvmclock=%d haltpoll=%d",
+       "pv_spinlocks_reason=%d kvmclock=%d haltpoll=%d cpuidle=%d haltpoll_gov=%d guest_halt_poll_ns=%lld",
        event, f.nproc, f.cpus_possible, f.kvm, f.kvm_features, f.kvm_hints, f.pv_unhalt, f.pv_spinlocks,
-       f.pv_spinlocks_reason, f.kvmclock, f.haltpoll);
+       f.pv_spinlocks_reason, f.kvmclock, f.haltpoll, f.cpuidle, f.haltpoll_gov, f.guest_halt_poll_ns);
 }
 
 // --- commands ----------------------------------------------------------------------------
@@ -269,6 +289,20 @@ static void cmd_run(int argc, char **argv) {
 // The live probe: a child process of ours (so it keeps sampling while a workload runs).
 static pid_t prober = -1;
 
+// After each ctxprobe burst (so the file reading does not sit inside one), the per-CPU idle
+// lines (gidle.c). The first burst runs at once: its lines would cover a millisecond, so the
+// first lines come with the second burst and cover the interval since `probe on`. `probe off`
+// (SIGTERM) waits for the round to end: a round's lines come whole.
+static void probe_after_burst(long long burst, wl_emit_fn out) {
+  if (burst == 0) return;
+  sigset_t term, old;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  sigprocmask(SIG_BLOCK, &term, &old);
+  gidle_report(out);
+  sigprocmask(SIG_SETMASK, &old, NULL);
+}
+
 static void stop_prober(void) {
   if (prober <= 0) return;
   kill(prober, SIGTERM);
@@ -305,6 +339,8 @@ static void cmd_probe(int argc, char **argv) {
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != self) _exit(0);
     signal(SIGTERM, SIG_DFL);
+    gidle_begin(); // the baselines: the first gidle lines cover the time since now
+    o.after_burst = probe_after_burst;
     _exit(wl_probe_loop(&o, emit) == WL_OK ? 0 : 1);
   }
   prober = pid;

@@ -522,6 +522,7 @@ int wl_probe_parse(int argc, char *const *argv, struct wl_probe_opts *out) {
   out->interval_ms = v[0];
   out->rounds = v[1];
   out->count = v[2];
+  out->after_burst = NULL;
   return WL_OK;
 }
 
@@ -590,6 +591,7 @@ int wl_probe_loop(const struct wl_probe_opts *o, wl_emit_fn emit) {
     qsort(samples, (size_t)o->rounds, sizeof *samples, cmp_ll);
     emit("@u1 ctxprobe rounds=%lld p50_ns=%lld p99_ns=%lld max_ns=%lld", o->rounds, percentile(samples, o->rounds, 50),
          percentile(samples, o->rounds, 99), samples[o->rounds - 1]);
+    if (o->after_burst) o->after_burst(k, emit);
   }
 out:
   close(a[1]), close(b[0]);

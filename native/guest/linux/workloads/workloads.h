@@ -33,7 +33,8 @@
 // The live context-switch probe (`probe`): every `interval_ms` (default 1000) a burst of
 // `rounds` (default 100) pipe round trips with a partner process, each timed on its own:
 //   -> @u1 ctxprobe rounds=N p50_ns=N p99_ns=N max_ns=N
-// `count` bursts (0 = until stopped).
+// `count` bursts (0 = until stopped). After each burst's line (and before the sleep to the
+// next) the optional `after_burst` hook runs: the agent's per-CPU idle report (agent/gidle.c).
 #ifndef UNHALT_WORKLOADS_H
 #define UNHALT_WORKLOADS_H
 
@@ -56,9 +57,11 @@ int wl_run(const char *name, int argc, char *const *argv, wl_emit_fn emit);
 
 struct wl_probe_opts {
   long long interval_ms, rounds, count;
+  /** Called after burst `burst` (0, 1, ...) has emitted its line; NULL: nothing. */
+  void (*after_burst)(long long burst, wl_emit_fn emit);
 };
 
-/** Parses the probe's "key=value" tokens; WL_BAD_ARGS with a message on stderr. */
+/** Parses the probe's "key=value" tokens (after_burst NULL); WL_BAD_ARGS with a message on stderr. */
 int wl_probe_parse(int argc, char *const *argv, struct wl_probe_opts *out);
 
 /**
