@@ -46,6 +46,14 @@ export const MAX_BACKFILL_SAMPLES = 6000;
 /** Histogram bins in a backfill (one per vCPU per second, ~0.3 KiB each): ten minutes of 8 vCPUs. */
 const MAX_BACKFILL_HIST_BINS = 4800;
 
+/**
+ * The guest metrics a new subscriber gets: those kept, led by the agent's newest ready / info line
+ * when the per-vCPU probe lines have pushed it out (the VM page reads the guest's cpuidle set-up from it).
+ */
+export function metricsBackfill(kept: readonly GuestMetric[], agentFacts: GuestMetric | undefined): GuestMetric[] {
+  return agentFacts && !kept.includes(agentFacts) ? [agentFacts, ...kept] : [...kept];
+}
+
 export interface StartInput {
   name: string;
   resolved: ResolvedMachine;
@@ -83,6 +91,8 @@ export class VmSupervisor {
   private scrollbackLoaded = false;
   private readonly log: ConsoleLogFile;
   private metrics: GuestMetric[] = [];
+  /** The agent's newest ready / info line this run: the VM page's guest facts, kept past MAX_METRICS. */
+  private agentFacts: GuestMetric | undefined;
   /** Markers of a run without a sampler (telemetry unavailable). */
   private ownMarkers: TelemetryMarker[] = [];
   private readonly sinks = new Set<EventSink>();
@@ -172,6 +182,7 @@ export class VmSupervisor {
     this.startedAt = Date.now();
     this.epochBase = performance.timeOrigin + vm.startedAt;
     this.metrics = [];
+    this.agentFacts = undefined;
     this.ownMarkers = [];
     this.live = {};
     this.droppedByVm = 0;
@@ -346,7 +357,7 @@ export class VmSupervisor {
     this.sinks.add(sink);
     this.updateProbe();
     return {
-      console: this.scrollback.text(), samples, markers, metrics: [...this.metrics],
+      console: this.scrollback.text(), samples, markers, metrics: metricsBackfill(this.metrics, this.agentFacts),
       ...(devices.length ? { devices } : {}), ...(histograms.length ? { histograms } : {}),
     };
   }
@@ -398,6 +409,7 @@ export class VmSupervisor {
       if (!this.updateProbe()) this.emitStatus();
     }
     const metric: GuestMetric = { t: Date.now(), event: e.event, fields: { ...e.fields } };
+    if (e.event === 'ready' || e.event === 'info') this.agentFacts = metric;
     this.metrics.push(metric);
     if (this.metrics.length > MAX_METRICS) this.metrics.shift();
     if (this.sinks.size === 0 || this.pendingMetrics.length >= MAX_METRICS_PER_FLUSH) return;

@@ -47,6 +47,9 @@ describe.skipIf(reason !== null)('the Devices panel', () => {
     const panel = page.getByTestId('devices-panel');
     await panel.waitFor();
     await panel.getByRole('heading', { name: 'Devices' }).waitFor();
+    // Watched as a person watches it: scrolled into view (charts out of view are not drawn, and
+    // the VM page's charts above it fill more than a screen).
+    await panel.scrollIntoViewIfNeeded();
 
     // The disk's rates reach the charts while the guest reads.
     await waitFor('non-zero device requests', async () => (await nonZero(page, 'device-requests')) >= 2, 60_000, 250);

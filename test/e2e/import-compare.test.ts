@@ -129,6 +129,8 @@ describe.skipIf(reason !== null)('a cloud image imported and compared in the app
     await app.goto(`#/vm/${vmId}`);
     const latency = page.locator('figure[data-chart="latency"]');
     await latency.waitFor();
+    // In view, as a person looks at it: charts out of view are not drawn, and the page's charts fill more than a screen.
+    await latency.scrollIntoViewIfNeeded();
     // Before the start: the chart says what will report there.
     expect(await latency.locator('.chart-empty').textContent()).toMatch(/start the VM; its agent's context-switch probe then reports here/);
     await page.locator('button[data-action="start"]').click();

@@ -154,8 +154,9 @@ export function LiveChart({ vmId, vmName, def, windowSec, note, emptyText }: {
 /** What the header's max and mean are of: " per vCPU", " all vCPUs", " all"... */
 function headerScopes(def: ChartDef, first: string): [string, string] {
   const total = def.total ?? (def.kind === 'rate' || def.kind === 'bytes' ? 'sum' : 'max');
-  const one = def.source === 'devices' ? ' per series' : def.source === 'samples' ? ' per vCPU' : '';
+  const perVcpu = def.source === 'samples' || def.source === 'guest';
+  const one = def.source === 'devices' ? ' per series' : perVcpu ? ' per vCPU' : '';
   if (total === 'first') return [` ${first}`, ` ${first}`];
   if (total === 'sum') return [one, def.source === 'devices' ? ' all devices' : ' all vCPUs'];
-  return [one, def.source === 'devices' ? ' per series' : def.source === 'samples' ? ' per vCPU' : ''];
+  return [one, def.source === 'devices' ? ' per series' : perVcpu ? ' per vCPU' : ''];
 }

@@ -3,6 +3,7 @@ import type { ChartDef, SeriesDef } from './stream-chart.ts';
 import type { VmTelemetry } from './telemetry-store.ts';
 import { latencyLabel } from './labels.ts';
 import { deviceByteSeries, deviceNotifySeries, deviceRequestSeries } from './device-series.ts';
+import { guestIdleSeries, stealSeries } from './guest-idle.ts';
 
 function perVcpu(field: string, ratio?: [string, string]): (t: VmTelemetry) => SeriesDef[] {
   return (t) => Array.from({ length: t.vcpuSeries() }, (_, v) => ({
@@ -43,6 +44,18 @@ export const CHARTS: ChartDef[] = [
     series: perVcpu('poll_cpu_fraction'),
     empty: 'no polling',
   },
+  // Next to the host's polling, so the two sides' polling read together.
+  {
+    id: 'guest-idle',
+    title: 'Guest idle: polling vs halted',
+    help: 'the guest\'s own idle per vCPU, from its cpuidle states (the agent reads them each second): polling is time in the POLL state, the guest spinning by itself before it halts (cpuidle-haltpoll); halted is every other state, the halts the host sees as halt exits and may poll on in turn. With kvm-poll-control the haltpoll driver turns host polling off while it polls. A state\'s time counts when it ends; it is spread back over the intervals it covered',
+    source: 'guest',
+    kind: 'fraction',
+    // Polling and halted shares do not average into anything: the header reads the first series.
+    total: 'first',
+    series: guestIdleSeries,
+    empty: 'waiting for the guest agent\'s idle states',
+  },
   {
     id: 'halt-wait',
     title: 'Halt wait',
@@ -69,6 +82,15 @@ export const CHARTS: ChartDef[] = [
     kind: 'fraction',
     series: perVcpu('runqueue_wait_fraction'),
     empty: 'no run-queue data yet (it needs the host kernel\'s schedstat, CONFIG_SCHED_INFO)',
+  },
+  {
+    id: 'steal',
+    title: 'Steal time (guest)',
+    help: 'share of time each vCPU was runnable but the host ran something else, as the guest counts it (kvm-steal-time, /proc/stat, in ticks): the guest\'s view of what run-queue wait measures on the host. Steal counted late is spread back over the intervals it covered',
+    source: 'guest',
+    kind: 'fraction',
+    series: stealSeries,
+    empty: 'waiting for the guest agent\'s steal time',
   },
   {
     id: 'exits-by-kind',

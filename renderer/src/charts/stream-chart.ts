@@ -26,7 +26,8 @@ export interface ChartDef {
   title: string;
   /** One line under the title: what the chart shows and where it comes from. */
   help: string;
-  source: 'samples' | 'latency' | 'devices';
+  /** The rows drawn: KVM's samples, the guest's latencies, devices, or the guest's own idle (guest-idle.ts). */
+  source: 'samples' | 'latency' | 'devices' | 'guest';
   /** bytes: a rate of bytes per second. */
   kind: 'rate' | 'fraction' | 'us' | 'bytes';
   /** What the header's max / mean are of: the per-row sum of the series (default for rates), their max, or the first series. */
@@ -455,7 +456,7 @@ export class StreamChart {
 
 /** The rows a chart draws from. */
 export function rowsOf(t: VmTelemetry, def: Pick<ChartDef, 'source'>): Rows {
-  return def.source === 'samples' ? t.samples : def.source === 'devices' ? t.devices : t.latency;
+  return def.source === 'samples' ? t.samples : def.source === 'devices' ? t.devices : def.source === 'guest' ? t.guestIdle.rows : t.latency;
 }
 
 /** The chart as a PNG: title, plot and legend on the theme's background. */

@@ -6,6 +6,7 @@ import { HistogramBins } from '../../../electron/vmm/telemetry/hist-bins.ts';
 import { attributeShare, haltWaitRow } from './halt-wait.ts';
 import { LATENCY_EVENTS, isChartedLatency } from './labels.ts';
 import { DEVICE_TOTALS, HISTORY_POINTS, Rows, appendDeviceSamples, type Column } from './device-rows.ts';
+import { GuestIdleRows } from './guest-idle.ts';
 
 export { HISTORY_POINTS, Rows, type Column };
 
@@ -38,6 +39,8 @@ export class VmTelemetry {
   readonly latency = new Rows();
   /** Device samples: their own rows (the same instants as the vCPUs', arriving in their own list). */
   readonly devices = new Rows();
+  /** The guest's own idle and steal per vCPU, from its agent's gidle lines, and its cpuidle facts (guest-idle.ts). */
+  readonly guestIdle = new GuestIdleRows();
   /** KVM's halt histograms per vCPU per second (times in epoch seconds, like the rows' x). */
   readonly histograms = new HistogramBins(1, HISTORY_POINTS / 10);
   /** Devices seen so far (rng, net, blk0...), in order of appearance. */
@@ -121,6 +124,7 @@ export class VmTelemetry {
   reset(): void {
     this.samples.clear();
     this.latency.clear();
+    this.guestIdle.clear();
     this.histograms.clear();
     this.devices.clear();
     this.deviceNames = [];
@@ -237,16 +241,20 @@ export class VmTelemetry {
 
   addMarker(m: TelemetryMarker): void {
     if (typeof m.t !== 'number') return;
-    const x = m.t > 1e11 ? m.t / 1000 : this.base !== undefined ? (this.base + m.t) / 1000 : Date.now() / 1000;
-    this.markers.push({ x, label: String(m.label) });
+    this.markers.push({ x: this.eventX(m.t), label: String(m.label) });
     this.changed();
   }
 
   addMetric(metric: GuestMetric): void {
-    // The agent's live probe switched on or off (the service does it while the VM is watched).
-    if (metric.event === 'probe' && typeof metric.fields?.on === 'number') this.probeSwitches.push(metric.fields.on === 1);
-    if (!LATENCY_EVENTS.has(metric.event)) return; // a device's figures are not a wake-up latency
     const fields = metric.fields ?? {};
+    // The agent's live probe switched on or off (the service does it while the VM is watched).
+    if (metric.event === 'probe' && typeof fields.on === 'number') this.probeSwitches.push(fields.on === 1);
+    const guestColumns = this.guestIdle.rows.cols.size;
+    if (this.guestIdle.addMetric(metric.event, fields, this.eventX(metric.t))) {
+      if (this.guestIdle.rows.cols.size !== guestColumns) this.shape++;
+      this.changed();
+    }
+    if (!LATENCY_EVENTS.has(metric.event)) return; // a device's figures are not a wake-up latency
     let row = -1;
     // How many measurements a point summarizes: a p99 of 50 is the maximum, and says so.
     const count = [fields.rounds, fields.count, fields.samples, fields.n].find((v) => typeof v === 'number' && v > 0);
@@ -257,8 +265,7 @@ export class VmTelemetry {
     for (const [k, v] of Object.entries(fields)) {
       if (typeof v !== 'number' || !isChartedLatency(metric.event, k)) continue;
       if (row < 0) {
-        const t = typeof metric.t === 'number' ? metric.t : 0;
-        const x = t > 1e11 ? t / 1000 : this.base !== undefined ? (this.base + t) / 1000 : Date.now() / 1000;
+        const x = this.eventX(metric.t);
         const last = this.latency.length ? this.latency.x[this.latency.length - 1]! : undefined;
         row = this.latency.push(last !== undefined && x <= last ? last + 1e-3 : x);
       }
@@ -273,6 +280,12 @@ export class VmTelemetry {
     if (row >= 0) this.changed();
   }
 
+  /** A marker's or guest metric's time as x: epoch ms (the service's), else ms since the start. */
+  private eventX(t: unknown): number {
+    const ms = typeof t === 'number' ? t : 0;
+    return ms > 1e11 ? ms / 1000 : this.base !== undefined ? (this.base + ms) / 1000 : Date.now() / 1000;
+  }
+
   /** Appends KVM's halt histograms (the histogram panel sums them over its window). */
   addHistograms(hists: readonly TelemetryHistograms[]): void {
     for (const h of hists) if (typeof h.t === 'number' && typeof h.vcpu === 'number' && h.counts) this.histograms.add(h.t / 1000, h.vcpu, h.counts);
@@ -285,7 +298,7 @@ export class VmTelemetry {
    */
   newestX(): number {
     let hi = -Infinity;
-    for (const r of [this.samples, this.latency, this.devices]) if (r.length) hi = Math.max(hi, r.x[r.length - 1]!);
+    for (const r of [this.samples, this.latency, this.devices, this.guestIdle.rows]) if (r.length) hi = Math.max(hi, r.x[r.length - 1]!);
     return hi;
   }
 

@@ -379,6 +379,8 @@ window.__unhalt = {
       probeSwitches: t.probeSwitches,
       devices: t.deviceNames,
       deviceRows: t.devices.length,
+      guestIdleRows: t.guestIdle.rows.length,
+      guestIdleFacts: t.guestIdle.facts,
     };
   },
   state: () => store.get(),

@@ -1,5 +1,5 @@
-// The live charts of one VM, with the history window and the cpu-pm note.
-import { useEffect, useState } from 'react';
+// The live charts of one VM, with the history window, the cpu-pm note and the guest's cpuidle set-up.
+import { useCallback, useEffect, useState, useSyncExternalStore } from 'react';
 import type { VmRecord } from '../../../../electron/service/api.ts';
 import { api, errorMessage, notify, useApp } from '../../state/app.ts';
 import { available } from '../../lib/config.ts';
@@ -10,6 +10,7 @@ import { HaltHistograms } from '../../charts/HaltHistograms.tsx';
 import { telemetryFor } from '../../charts/telemetry-store.ts';
 import { DevicesPanel, hasDevices } from './DevicesPanel.tsx';
 import { hasAgent } from '../../lib/agent.ts';
+import { guestChartEmpty, guestIdleNote } from '../../charts/guest-idle-text.ts';
 
 const WINDOWS = [
   { sec: 60, label: '1 min' },
@@ -42,6 +43,13 @@ export function ChartsPanel({ vm }: { vm: VmRecord }) {
   const [windowSec, setWindowSec] = useState(60);
   // A series and a legend entry per configured vCPU, also before the first sample (a stopped VM).
   useEffect(() => { telemetryFor(vm.id).setConfiguredVcpus(vm.config.cpus); }, [vm.id, vm.config.cpus]);
+  // The guest's cpuidle facts arrive with its agent's ready line, outside React: re-render when they change.
+  const telemetry = telemetryFor(vm.id);
+  const subscribe = useCallback((onChange: () => void) => telemetry.listen(onChange), [telemetry]);
+  const facts = useSyncExternalStore(subscribe, () => telemetry.guestIdle.facts);
+  const empties: Record<string, string | undefined> = {
+    latency: latencyEmpty(vm), 'guest-idle': guestChartEmpty('guest-idle', vm, facts), steal: guestChartEmpty('steal', vm, facts),
+  };
   const cpuPm = vm.config.cpuPm || !!vm.status.resolved?.disableExits.some((e) => /hlt/i.test(e));
   const note = cpuPm ? (
     <p className="chart-note" role="note">
@@ -50,6 +58,11 @@ export function ChartsPanel({ vm }: { vm: VmRecord }) {
         : 'With cpu-pm=on, HLT no longer exits to the host: halt_exits stays flat by design (the vCPU idles inside the guest).'}
     </p>
   ) : undefined;
+  const idleNote = guestIdleNote(facts);
+  const notes: Record<string, React.ReactNode> = {
+    'halt-exits': note,
+    'guest-idle': idleNote && <p className="chart-fact" role="note">{idleNote}</p>,
+  };
   return (
     <section className="panel charts-panel" aria-labelledby={`charts-${vm.id}`}>
       <div className="panel-head">
@@ -66,7 +79,7 @@ export function ChartsPanel({ vm }: { vm: VmRecord }) {
       <div className="chart-grid">
         {CHARTS.map((def) => (
           <LiveChart key={def.id} vmId={vm.id} vmName={vm.config.name} def={def} windowSec={windowSec}
-            note={def.id === 'halt-exits' ? note : undefined} emptyText={def.id === 'latency' ? latencyEmpty(vm) : undefined} />
+            note={notes[def.id]} emptyText={empties[def.id]} />
         ))}
       </div>
       {hasDevices(vm) && <DevicesPanel vm={vm} windowSec={windowSec} />}
