@@ -8,7 +8,6 @@
 // hardware semantics: on a PVM host this file skips and runs in the nested lane's L1, as the
 // Linux lane's files do (test/support/e2e-files.ts LINUX_E2E_FILES).
 import { describe, expect, it } from 'vitest';
-import { LINUX_DEFAULT_CMDLINE } from '../../electron/vmm/guests-linux.ts';
 import { hardwareKvm, NEEDS_HARDWARE } from '../support/kvm-semantics.ts';
 import { kvmAvailable } from '../support/probe.ts';
 import { artifact, createVmThroughApi, hook, openAndStartVm, skipReason, useApp, waitFor } from './support.ts';
@@ -31,10 +30,9 @@ describe.skipIf(reason !== null)('a Linux VM page under load', () => {
     const { page } = app;
     await app.goto();
     await page.getByRole('heading', { name: 'No virtual machines yet' }).waitFor();
-    // cpuidle-haltpoll, forced (KVM gives no realtime hint): the guest then counts its idle states.
-    const vmId = await createVmThroughApi(page, {
-      name: 'linux-load', guest: 'linux', cpus: 2, memoryMiB: 512, append: `${LINUX_DEFAULT_CMDLINE} cpuidle_haltpoll.force=1`,
-    });
+    // Guest-side polling (guest-halt-poll-ns forces cpuidle-haltpoll on; KVM gives no realtime
+    // hint): the guest then counts its idle states.
+    const vmId = await createVmThroughApi(page, { name: 'linux-load', guest: 'linux', cpus: 2, memoryMiB: 512, guestHaltPollNs: 200_000 });
     await openAndStartVm(page, vmId, 'linux-load');
     await waitFor('the shell prompt', async () => (await hook<string>(page, 'consoleText', vmId)).includes(PROMPT), 300_000, 500);
 
