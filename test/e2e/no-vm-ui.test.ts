@@ -167,7 +167,8 @@ describe('the UI without a VM running', () => {
     expect(await problem.count()).toBe(1);
     await page.screenshot({ path: shot('compare-unknown-keys'), fullPage: true });
     // The hint's keys are the ones the server accepts: those its own refusal lists as valid.
-    const hint = (await page.getByTestId('config-keys').locator('.mono').textContent())!.split(', ');
+    const hint = (await page.getByTestId('knob-keys').textContent())!.split(', ');
+    const features = (await page.getByTestId('feature-keys').textContent())!.split(', ');
     const refusal = await page.evaluate(async () => {
       const api = (globalThis as unknown as { __unhalt: { api: { startExperiment(s: unknown): Promise<unknown> } } }).__unhalt.api;
       try {
@@ -177,11 +178,23 @@ describe('the UI without a VM running', () => {
         return (e as Error).message;
       }
     });
-    const valid = /; valid: (.*)$/.exec(refusal);
+    const valid = /; valid: (.*), and the paravirt features \(/.exec(refusal);
     expect(valid, refusal).not.toBeNull();
     expect(hint).toEqual(valid![1]!.split(', '));
-    expect(hint).toContain('kvm-pv-unhalt');
     expect(hint).toContain('rng');
+    expect(hint).toContain('guest-halt-poll-ns');
+    // A mistyped feature is answered with the features, the hint's second list.
+    const featureRefusal = await page.evaluate(async () => {
+      const api = (globalThis as unknown as { __unhalt: { api: { startExperiment(s: unknown): Promise<unknown> } } }).__unhalt.api;
+      try {
+        await api.startExperiment({ guest: 'probe', workload: 'timer', runs: 5, configs: [{ name: 'a', config: 'kvm-pv-unhalted=on' }, { name: 'b', config: '' }] });
+        return 'accepted';
+      } catch (e) {
+        return (e as Error).message;
+      }
+    });
+    expect(features).toEqual(/; valid paravirt features: (.*)$/.exec(featureRefusal)![1]!.split(', '));
+    expect(features).toContain('kvm-pv-unhalt');
     // Nothing starts: this host has no KVM, so Run is disabled (no-kvm-notice.test.ts), and the
     // problem was said as it was typed.
     expect(await page.getByRole('button', { name: 'Run experiment' }).isDisabled()).toBe(true);

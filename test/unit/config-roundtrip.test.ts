@@ -2,8 +2,9 @@
 import { parseArgs } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { VM_OPTIONS, commandLine, configFromOptions, optionsFromConfig } from '../../electron/vmm/config/cli-args.ts';
-import { CONFIG_STRING_KEYS, formatConfigString, parseConfigString, withKnobs } from '../../electron/vmm/config/config-string.ts';
+import { CONFIG_STRING_KEYS, KNOB_KEYS, formatConfigString, parseConfigString, withKnobs } from '../../electron/vmm/config/config-string.ts';
 import { ConfigError, validateConfig, type VmConfig } from '../../electron/vmm/config/vm-config.ts';
+import { FEATURE_NAMES } from '../../electron/vmm/machine/features.ts';
 
 const samples: Record<string, unknown>[] = [
   {},
@@ -86,7 +87,8 @@ describe('bad knob inputs', () => {
     ['bad pin list', () => configFromOptions({ pin: '0,x' }), /"x" is not a host CPU number/],
     ['unknown config string key', () => parseConfigString('cpus=2,speed=fast'), /unknown key "speed"/],
     ['every unknown config string key at once', () => parseConfigString('cpus=2,speed=fast,turbo=on,speed=slow,cpu=4'),
-      new RegExp(`^config string: unknown keys "speed", "turbo", "cpu"; valid: ${CONFIG_STRING_KEYS.join(', ')}$`)],
+      new RegExp(`^config string: unknown keys "speed", "turbo", "cpu"; valid: ${KNOB_KEYS.join(', ')}, and the paravirt features \\(kvm-pv-unhalt=on, \\.\\.\\.: unhalt machines lists them\\)$`)],
+    ['a mistyped paravirt feature', () => parseConfigString('kvm-pv-unhalted=on'), /^config string: unknown key "kvm-pv-unhalted"; valid paravirt features: kvmclock, kvm-nopiodelay, .*kvm-hint-dedicated$/],
     ['many unknown config string keys', () => parseConfigString('a=1,b=1,c=1,d=1,e=1,f=1,g=1'), /^config string: unknown keys "a", "b", "c", "d", "e" and 2 more; valid: cpus, /],
     ['an object property name as a config string key', () => parseConfigString('toString=1'), /^config string: unknown key "toString"; valid: /],
     ['config string without =', () => parseConfigString('cpus'), /is not key=value/],
@@ -110,9 +112,10 @@ describe('config string keys', () => {
       try { parseConfigString(value); } catch (e) { message = (e as Error).message; }
       expect(message, key).not.toMatch(/unknown key/);
     }
-    for (const key of ['cpu', 'memoryMiB', 'cpuPm', 'kvm-turbo', 'constructor', 'hostfwds']) {
-      expect(() => parseConfigString(`${key}=0`), key).toThrow(`config string: unknown key "${key}"; valid: `);
+    for (const key of ['cpu', 'memoryMiB', 'cpuPm', 'constructor', 'hostfwds']) {
+      expect(() => parseConfigString(`${key}=0`), key).toThrow(`config string: unknown key "${key}"; valid: ${KNOB_KEYS.join(', ')}, and the paravirt features`);
     }
+    expect(() => parseConfigString('kvm-turbo=0')).toThrow(`config string: unknown key "kvm-turbo"; valid paravirt features: ${FEATURE_NAMES.join(', ')}`);
   });
 
   it('refuses a key given twice (the last would win silently); disks, forwards and their options repeat', () => {

@@ -19,6 +19,18 @@ const SIMPLE: Record<string, string> = {
  * and the forms show as their hint (readonly= and snapshot= only right after a disk=FILE).
  */
 export const CONFIG_STRING_KEYS: readonly string[] = [...Object.keys(SIMPLE), 'pin', 'net', 'hostfwd', 'disk', ...DISK_OPTIONS, ...FEATURE_NAMES];
+/** The keys besides the paravirt features: what a refusal lists in full, as the forms' hint does. */
+export const KNOB_KEYS: readonly string[] = CONFIG_STRING_KEYS.filter((k) => !FEATURE_NAMES.includes(k));
+
+/**
+ * The valid keys a refusal names: the paravirt features for a mistyped one (they all start with
+ * kvm), else the other keys and where the features are listed (all of them would not fit a line).
+ */
+function validKeysText(unknown: readonly string[]): string {
+  return unknown.every((k) => k.startsWith('kvm'))
+    ? `valid paravirt features: ${FEATURE_NAMES.join(', ')}`
+    : `valid: ${KNOB_KEYS.join(', ')}, and the paravirt features (kvm-pv-unhalt=on, ...: unhalt machines lists them)`;
+}
 
 /** The keys of a config string that are none of CONFIG_STRING_KEYS, each once, in the order written. */
 export function unknownConfigKeys(spec: string): string[] {
@@ -44,7 +56,7 @@ export function parseConfigString(spec: string, base: Record<string, unknown> = 
   if (spec.length > 4096) throw new ConfigError('config string is too long');
   // Every unknown key at once (a typo rarely comes alone), before any value is judged.
   const unknown = unknownConfigKeys(spec);
-  if (unknown.length) throw new ConfigError(`config string: ${unknownKeysText(unknown)}; valid: ${CONFIG_STRING_KEYS.join(', ')}`);
+  if (unknown.length) throw new ConfigError(`config string: ${unknownKeysText(unknown)}; ${validKeysText(unknown)}`);
   const raw: Record<string, unknown> = { ...base };
   const features: Record<string, unknown> = { ...(base.cpuFeatures as Record<string, unknown> | undefined) };
   // `net=user,hostfwd=...,hostfwd=...`: the same text as `--net`, its parts being keys here too.

@@ -4,7 +4,8 @@
 // with ratios (to the first configuration and to QEMU / bare metal).
 import { Fragment, useEffect, useId, useState } from 'react';
 import { CONFIG_NAME, FEW_RUNS, MAX_CONTENTION, MAX_RUNS, type ExperimentDetail, type ExperimentSpec, type ExperimentSummary } from '../../../../electron/service/api.ts';
-import { CONFIG_STRING_KEYS, parseConfigString } from '../../../../electron/vmm/config/config-string.ts';
+import { KNOB_KEYS, parseConfigString } from '../../../../electron/vmm/config/config-string.ts';
+import { FEATURE_NAMES } from '../../../../electron/vmm/machine/features.ts';
 import { api, useApp, navigate, errorMessage } from '../../state/app.ts';
 import { ago } from '../../lib/format.ts';
 import { ResultsView } from './ResultsView.tsx';
@@ -298,7 +299,7 @@ function ExperimentForm() {
         <button type="button" className="btn small" onClick={() => setConfigs((c) => [...c, { name: `config ${c.length + 1}`, config: c.at(-1)?.config ?? '' }])}>
           Add configuration
         </button>
-        <p className="hint" data-testid="config-keys">Keys: <span className="mono">{CONFIG_STRING_KEYS.join(', ')}</span>. Lists join with + (pin=0+1); paravirt features take on or off (kvm-pv-unhalt=on).</p>
+        <p className="hint" data-testid="config-keys">Keys: <span className="mono" data-testid="knob-keys">{KNOB_KEYS.join(', ')}</span>; paravirt features, on or off (kvm-pv-unhalt=on): <span className="mono" data-testid="feature-keys">{FEATURE_NAMES.join(', ')}</span>. Lists join with + (pin=0+1).</p>
       </fieldset>
       <div className="field-row">
         <div className="field">
