@@ -5,7 +5,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { allowedHostCpus, setThreadAffinity } from '../../native/kvm/affinity.ts';
-import { CLOCK_TICKS_PER_S } from '../vmm/telemetry/thread-stats.ts';
+import { CLOCK_TICKS_PER_S, parseStatCpuTicks } from '../vmm/telemetry/thread-stats.ts';
 
 /** The host CPUs contention runs on for a configuration: its vCPUs' pinning, else every CPU allowed. */
 export function contentionCpus(pin: readonly number[] | undefined): number[] {
@@ -68,9 +68,8 @@ export class Contention {
 function cpuOf(pid: number | undefined): number {
   if (pid === undefined) return 0;
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return ((Number(f[11]) + Number(f[12])) / CLOCK_TICKS_PER_S) * 1e9; // utime, stime
+    const ticks = parseStatCpuTicks(readFileSync(`/proc/${pid}/stat`));
+    return Number.isFinite(ticks) ? (ticks / CLOCK_TICKS_PER_S) * 1e9 : 0;
   } catch {
     return 0; // gone already
   }
