@@ -76,6 +76,16 @@ for the agent. qcow2 is converted to a raw copy under UNHALT_HOME (docs/own-gues
 Exit codes: 0 imported, 1 bad input (nothing kept), 130/143 SIGINT/SIGTERM (nothing kept).
 `;
 
+export const WATCH_USAGE = `usage: unhalt watch qmp:PATH [--stats F] [--interval MS] [--duration S]
+Watches a QEMU you run (7.1 or later, -accel kvm) through its QMP socket, read-only: QEMU started
+with -qmp unix:PATH,server=on,wait=off. Its vCPUs' KVM stats every --interval ms (default 1000, at
+least 100) go to --stats as the NDJSON of unhalt run --stats; without --stats, one summary line per
+interval on stderr. Only query-* commands are sent; a socket another client holds (libvirt) is
+refused (docs/watch.md).
+Exit codes: 0 QEMU exited or --duration passed, 1 bad input or the socket cannot be watched,
+130/143 stopped by SIGINT/SIGTERM (the VM runs on).
+`;
+
 export const OVERVIEW = `usage: unhalt <command> [options]      (unhalt <command> --help for one command)
 
 commands:
@@ -87,6 +97,7 @@ commands:
   tune      the tuning advisor: the knob settings that best serve a goal, with the evidence
   import    a distribution's cloud image (qcow2 or raw) into the library as a VM
   export    a VM as a QEMU command line, a libvirt domain or a KubeVirt VirtualMachine
+  watch     a QEMU you run, watched read-only through its QMP socket: its vCPUs' KVM stats
 
-${[RUN_USAGE, BENCH_USAGE, TUNE_USAGE, DOCTOR_USAGE, SERVE_USAGE, IMPORT_USAGE, EXPORT_USAGE].map((u) => u.split('\n')[0]!.replace(/^usage: /, '')).join('\n')}
+${[RUN_USAGE, BENCH_USAGE, TUNE_USAGE, DOCTOR_USAGE, SERVE_USAGE, IMPORT_USAGE, EXPORT_USAGE, WATCH_USAGE].map((u) => u.split('\n')[0]!.replace(/^usage: /, '')).join('\n')}
 `;

@@ -41,6 +41,8 @@ export interface Run {
 }
 
 export interface Qemu {
+  /** SIGKILL: QEMU gone at once, as a crash would leave it. */
+  kill(): void;
   output(): string;
   waitForOutput(text: string, timeoutMs?: number): Promise<void>;
   send(text: string): void;
@@ -49,9 +51,10 @@ export interface Qemu {
 
 /**
  * `machine`: microvm by default; `q35` (with SeaBIOS, which assigns the BARs) for a PCI bus reached
- * through 0xCF8/0xCFC, as ours is; `devices`: extra `-device` values (e.g. virtio-rng-pci).
+ * through 0xCF8/0xCFC, as ours is; `devices`: extra `-device` values (e.g. virtio-rng-pci); `args`:
+ * any other options (e.g. a -qmp socket).
  */
-export function startQemu(smp: number, append: string, timeoutMs = RUN_TIMEOUT_MS, opts: { machine?: 'microvm' | 'q35'; devices?: string[] } = {}): Qemu {
+export function startQemu(smp: number, append: string, timeoutMs = RUN_TIMEOUT_MS, opts: { machine?: 'microvm' | 'q35'; devices?: string[]; args?: string[] } = {}): Qemu {
   const dir = mkdtempSync(join(tmpdir(), 'unhalt-probe-qemu-'));
   const ttyS1 = join(dir, 'ttyS1.txt');
   const args = [
@@ -64,6 +67,7 @@ export function startQemu(smp: number, append: string, timeoutMs = RUN_TIMEOUT_M
     '-kernel', elfPath, '-append', append,
     '-serial', 'stdio',
     '-chardev', `file,id=ttyS1,path=${ttyS1}`, '-device', 'isa-serial,chardev=ttyS1,iobase=0x2f8,irq=3',
+    ...(opts.args ?? []),
   ];
   const t0 = performance.now();
   const proc = spawn(QEMU, args, { stdio: ['pipe', 'pipe', 'pipe'] });
@@ -95,6 +99,7 @@ export function startQemu(smp: number, append: string, timeoutMs = RUN_TIMEOUT_M
     });
   });
   return {
+    kill: () => { proc.kill('SIGKILL'); },
     output: () => out,
     send: (text) => { proc.stdin.write(text); },
     waitForOutput: (text, timeoutMs = scaled(20_000)) => new Promise<void>((resolve, reject) => {

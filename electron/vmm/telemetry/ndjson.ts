@@ -6,7 +6,11 @@
 // tell them apart by `vcpu`, `device` or `marker`.
 import type { Writable } from 'node:stream';
 import type { DeviceRecord, SampleRecord, TelemetryEvent, TelemetryMarker } from './fields.ts';
-import type { Sampler } from './sampler.ts';
+
+/** What the writer follows: our own VM's Sampler, or a watched QEMU's (electron/watch/). */
+export interface TelemetrySource {
+  subscribe(listener: (event: TelemetryEvent) => void): () => void;
+}
 
 /** Six significant digits are plenty for a rate and keep the file about half the size. */
 function compact(_key: string, v: unknown): unknown {
@@ -30,8 +34,8 @@ export class NdjsonStatsWriter {
     this.out = out;
   }
 
-  /** Writes what the sampler has stored, then every new sample and marker until close(). */
-  attach(sampler: Sampler): void {
+  /** Writes what the source has stored, then every new sample and marker until close(). */
+  attach(sampler: TelemetrySource): void {
     this.unsubscribe?.();
     this.unsubscribe = sampler.subscribe((e) => this.onEvent(e));
   }
