@@ -82,7 +82,8 @@ with -qmp unix:PATH,server=on,wait=off. Its vCPUs' KVM stats every --interval ms
 least 100) go to --stats as the NDJSON of unhalt run --stats; without --stats, one summary line per
 interval on stderr. Only query-* commands are sent; a socket another client holds (libvirt) is
 refused (docs/watch.md).
-Exit codes: 0 QEMU exited or --duration passed, 1 bad input or the socket cannot be watched,
+Exit codes: 0 QEMU exited or --duration passed, 1 bad input, a socket that cannot be watched or a
+QEMU that stops answering,
 130/143 stopped by SIGINT/SIGTERM (the VM runs on).
 `;
 

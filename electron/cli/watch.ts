@@ -89,8 +89,9 @@ export async function watchCommand(argv: string[]): Promise<number> {
   if (stoppedBy) { say(`${stoppedBy}: stopped watching; the VM runs on`); return SIGNAL_EXIT_CODES[stoppedBy]; }
   if (outputFailed || problem) return EXIT_CODES.badInput;
   if (timedOut) { say(`watched for ${durationS} s; the VM runs on`); return EXIT_CODES.ok; }
-  say(ended ? `${ended.message}; the watch ended` : 'the watch ended');
-  return EXIT_CODES.ok;
+  say(`${ended?.message ?? 'the watch stopped'}; the watch ended`);
+  // QEMU's exit is the clean end; a QEMU that stopped answering or refused a query is not.
+  return qmp.peerClosed ? EXIT_CODES.ok : EXIT_CODES.badInput;
 }
 
 /** Without --stats: each interval in one line, all vCPUs summed. */

@@ -43,6 +43,7 @@ export class QmpClient {
   private readonly commandTimeoutMs: number;
   private nextId = 1;
   private gone?: string;
+  private peerEnded = false;
 
   private constructor(path: string, socket: Socket, version: string, lines: LineReader, commandTimeoutMs: number) {
     this.path = path;
@@ -53,7 +54,11 @@ export class QmpClient {
     this.closed = new Promise((resolve) => { markClosed = resolve; });
     lines.onLine = (line) => this.onLine(line);
     lines.onError = (what) => { this.end(`${path} sent ${what}: not a QMP server this client will read`); socket.destroy(); };
-    socket.on('close', () => { this.end(this.gone ?? `QEMU closed its QMP socket ${path} (the VM exited)`); markClosed(this.gone!); });
+    socket.on('close', () => {
+      if (!this.gone) this.peerEnded = true;
+      this.end(`QEMU closed its QMP socket ${path} (the VM exited)`);
+      markClosed(this.gone!);
+    });
   }
 
   /** Connects, reads the greeting and opens the session; every failure is one QmpError line. */
@@ -92,6 +97,11 @@ export class QmpClient {
       throw e;
     }
     return client;
+  }
+
+  /** True once QEMU closed the connection (it exited), as opposed to us closing it or giving up on it. */
+  get peerClosed(): boolean {
+    return this.peerEnded;
   }
 
   /** Runs one read-only command; anything off READ_ONLY_COMMANDS is refused without being sent. */

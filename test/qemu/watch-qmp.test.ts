@@ -3,13 +3,14 @@
 // query-stats read over a raw socket (not the client under test), a socket the test holds is
 // refused in one line, a QEMU killed mid-watch ends the watch with exit 0, a missing socket is one
 // line with exit 1, and the client refuses a command that is not read-only without sending it.
+import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { QmpClient } from '../../electron/watch/qmp-client.ts';
-import { runCli } from '../support/cli.ts';
+import { UNHALT_BIN, runCli } from '../support/cli.ts';
 import { type Qemu, qemuSkipReason, startQemu } from '../support/qemu-probe.ts';
 import { scaled } from '../support/time-scale.ts';
 
@@ -166,6 +167,25 @@ describe.skipIf(!!skip)('unhalt watch qmp:PATH against a real QEMU', () => {
     } finally {
       qmp.close();
     }
+  });
+
+  it('SIGINT stops the watch with exit 130, the stats file complete and QEMU running on', async () => {
+    const file = join(dir, 'sigint.ndjson');
+    const child = spawn(process.execPath, [UNHALT_BIN, 'watch', `qmp:${sock}`, '--stats', file, '--interval', '200'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    const code = new Promise<number | null>((resolve) => child.on('close', resolve));
+    await new Promise<void>((resolve, reject) => {
+      const killer = setTimeout(() => { child.kill('SIGKILL'); reject(new Error(`no start line: ${stderr}`)); }, scaled(30_000));
+      child.stderr.on('data', (d) => { stderr += d; if (stderr.includes('read-only')) { clearTimeout(killer); resolve(); } });
+    });
+    await new Promise((r) => setTimeout(r, 1000));
+    child.kill('SIGINT');
+    expect(await code, stderr).toBe(130);
+    expect(stderr).toContain('SIGINT: stopped watching; the VM runs on');
+    const lines = records(file);
+    expect(lines.filter((l) => l.vcpu === 0).length).toBeGreaterThanOrEqual(2);
+    const s = await rawSession(sock);
+    try { expect(await s.execute('query-status')).toMatchObject({ status: 'running' }); } finally { s.socket.destroy(); }
   });
 
   it('a non-existent socket path is one line, exit 1', async () => {
