@@ -83,8 +83,7 @@ least 100) go to --stats as the NDJSON of unhalt run --stats; without --stats, o
 interval on stderr. Only query-* commands are sent; a socket another client holds (libvirt) is
 refused (docs/watch.md).
 Exit codes: 0 QEMU exited or --duration passed, 1 bad input, a socket that cannot be watched or a
-QEMU that stops answering,
-130/143 stopped by SIGINT/SIGTERM (the VM runs on).
+QEMU that stops answering, 130/143 stopped by SIGINT/SIGTERM (the VM runs on).
 `;
 
 export const OVERVIEW = `usage: unhalt <command> [options]      (unhalt <command> --help for one command)
