@@ -9,7 +9,7 @@
 #     UNHALT_NESTED_L1_APPEND=unhalt.script=/project/bench/l1-seeds.sh npm test -- nested
 #
 # L1 runs this instead of its checks and prints the tables (the lane then says no file ran:
-# expected). Each run boots the guest (~70 s in L1): two runs a side, about 25 min in all
+# expected). Each run boots the guest (~30 s in L1): two runs a side, about 22 min in all
 # (UNHALT_SEED_RUNS=N for more). One L1 CPU (docs/nested.md: two fault now and then with Linux guests), so a guest of
 # two vCPUs is already overcommitted: its vCPUs take turns on that CPU, the seeds' condition for
 # pv-unhalt; --contention 1 adds a busy host process on it. Last, guest-side polling against host
@@ -17,11 +17,17 @@
 runs=${UNHALT_SEED_RUNS:-2}
 cd /project || exit 1
 bench() { node bin/unhalt.mjs bench --guest linux --runs "$runs" "$@" || echo "bench failed: $?"; }
+echo "== perf bench sched messaging, kvm-pv-unhalt off / on, 2 vCPUs (runs=$runs)"
+bench --workload perf-messaging --workload-args 'groups=2 loops=20' \
+  --config off='cpus=2,kvm-pv-unhalt=off' --config on='cpus=2,kvm-pv-unhalt=on'
 echo "== perf bench sched messaging, kvm-pv-unhalt off / on, 2 vCPUs, one busy host process (runs=$runs)"
 bench --workload perf-messaging --workload-args 'groups=2 loops=20' --contention 1 \
   --config off='cpus=2,kvm-pv-unhalt=off' --config on='cpus=2,kvm-pv-unhalt=on'
 echo "== perf bench sched pipe, cpu-pm off / on, 2 vCPUs (runs=$runs)"
 bench --workload perf-pipe --workload-args 'loops=20000' \
+  --config off='cpus=2' --config on='cpus=2,cpu-pm=on'
+echo "== the agent's pipe (perf's within 20 %: bench/pipe-truth.ts), cpu-pm off / on, and bare L1 (runs=$runs)"
+bench --workload pipe --workload-args 'loops=20000' --bare \
   --config off='cpus=2' --config on='cpus=2,cpu-pm=on'
 for cell in 'procs=2 size_kb=0' 'procs=16 size_kb=64'; do
   # 2 ms, not the host default of 200 us: in L1 a wake-up takes longer than 200 us, and KVM
