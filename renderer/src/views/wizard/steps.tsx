@@ -403,7 +403,7 @@ export function OvercommitStep({ draft, update, host, describe, problem, touch, 
 const POLL_PRESETS = [0, 10_000, 50_000, 200_000, 1_000_000];
 
 export function HaltPollStep(props: StepProps) {
-  const { draft, update, host, describe, problem, editing, touch, anyProblem } = props;
+  const { draft, update, host, describe, touch, anyProblem } = props;
   const id = useId();
   const ns = typedNumber(draft.haltPollNs, checkHaltPollNs);
   const opt = available(host, 'halt-poll-ns');
@@ -438,14 +438,7 @@ export function HaltPollStep(props: StepProps) {
       {!opt.ok && <Unavailable reason={opt.reason} />}
       {draft.haltPollMode === 'custom' && (
         <div className="field">
-          <label htmlFor={`${id}-ns`}>Maximum poll time (ns)</label>
-          <div className="range-row">
-            <input id={`${id}-ns`} type="text" inputMode="numeric" className="num wide" value={draft.haltPollNs} autoComplete="off"
-              {...judged(props, 'haltPollNs', `${id}-ns-error`)}
-              onChange={(e) => { editing('haltPollNs'); update({ haltPollNs: e.target.value }); }} />
-            <span className="muted">{ns === undefined ? '' : fmtNs(ns)}</span>
-          </div>
-          <FieldError id={`${id}-ns-error`} text={problem('haltPollNs')} />
+          <PollNsInput props={props} field="haltPollNs" id={`${id}-ns`} label="Maximum poll time (ns)" ns={ns} />
           <div className="presets" role="group" aria-label="Presets">
             {POLL_PRESETS.map((p) => (
               <button key={p} type="button" className="btn small" aria-pressed={ns === p} onClick={() => { update({ haltPollNs: String(p) }); touch('haltPollNs'); }}>
@@ -461,9 +454,26 @@ export function HaltPollStep(props: StepProps) {
   );
 }
 
+/** A poll time typed in ns, judged as it is left, with the value read back in µs or ms beside it. */
+function PollNsInput({ props, field, id, label, ns }: { props: StepProps; field: 'haltPollNs' | 'guestHaltPollNs'; id: string; label: string; ns: number | undefined }) {
+  const { draft, update, problem, editing } = props;
+  return (
+    <>
+      <label htmlFor={id}>{label}</label>
+      <div className="range-row">
+        <input id={id} type="text" inputMode="numeric" className="num wide" value={draft[field]} autoComplete="off"
+          {...judged(props, field, `${id}-error`)}
+          onChange={(e) => { editing(field); update({ [field]: e.target.value }); }} />
+        <span className="muted">{ns === undefined ? '' : fmtNs(ns)}</span>
+      </div>
+      <FieldError id={`${id}-error`} text={problem(field)} />
+    </>
+  );
+}
+
 /** Guest-side polling: a Linux guest's cpuidle-haltpoll, forced on by kernel parameters (none for the probe). */
 function GuestPollFields(props: StepProps) {
-  const { draft, update, problem, editing, touch } = props;
+  const { draft, update, touch } = props;
   const id = useId();
   if (draft.guest === 'probe') return null;
   const ns = typedNumber(draft.guestHaltPollNs, checkGuestHaltPollNs);
@@ -483,14 +493,7 @@ function GuestPollFields(props: StepProps) {
       </label>
       {draft.guestPoll && (
         <>
-          <label htmlFor={`${id}-gns`}>Guest's maximum poll time (ns)</label>
-          <div className="range-row">
-            <input id={`${id}-gns`} type="text" inputMode="numeric" className="num wide" value={draft.guestHaltPollNs} autoComplete="off"
-              {...judged(props, 'guestHaltPollNs', `${id}-gns-error`)}
-              onChange={(e) => { editing('guestHaltPollNs'); update({ guestHaltPollNs: e.target.value }); }} />
-            <span className="muted">{ns === undefined ? '' : fmtNs(ns)}</span>
-          </div>
-          <FieldError id={`${id}-gns-error`} text={problem('guestHaltPollNs')} />
+          <PollNsInput props={props} field="guestHaltPollNs" id={`${id}-gns`} label="Guest's maximum poll time (ns)" ns={ns} />
           <p className="muted small">A kernel without the haltpoll governor (Debian's cloud kernel) ignores this maximum; the VM page's guest idle chart shows what its cpuidle states do.</p>
         </>
       )}
