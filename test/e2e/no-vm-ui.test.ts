@@ -167,32 +167,26 @@ describe('the UI without a VM running', () => {
     expect(await problem.count()).toBe(1);
     await page.screenshot({ path: shot('compare-unknown-keys'), fullPage: true });
     // The hint's keys are the ones the server accepts: those its own refusal lists as valid.
-    const hint = (await page.getByTestId('knob-keys').textContent())!.split(', ');
-    const features = (await page.getByTestId('feature-keys').textContent())!.split(', ');
-    const refusal = await page.evaluate(async () => {
+    // The service's own refusal of an experiment whose first configuration is `config`.
+    const refusalOf = (config: string) => page.evaluate(async (c) => {
       const api = (globalThis as unknown as { __unhalt: { api: { startExperiment(s: unknown): Promise<unknown> } } }).__unhalt.api;
       try {
-        await api.startExperiment({ guest: 'probe', workload: 'timer', runs: 5, configs: [{ name: 'a', config: 'nosuchkey=1' }, { name: 'b', config: '' }] });
+        await api.startExperiment({ guest: 'probe', workload: 'timer', runs: 5, configs: [{ name: 'a', config: c }, { name: 'b', config: '' }] });
         return 'accepted';
       } catch (e) {
         return (e as Error).message;
       }
-    });
+    }, config);
+    const hint = (await page.getByTestId('knob-keys').textContent())!.split(', ');
+    const features = (await page.getByTestId('feature-keys').textContent())!.split(', ');
+    const refusal = await refusalOf('nosuchkey=1');
     const valid = /; valid: (.*), and the paravirt features \(/.exec(refusal);
     expect(valid, refusal).not.toBeNull();
     expect(hint).toEqual(valid![1]!.split(', '));
     expect(hint).toContain('rng');
     expect(hint).toContain('guest-halt-poll-ns');
     // A mistyped feature is answered with the features, the hint's second list.
-    const featureRefusal = await page.evaluate(async () => {
-      const api = (globalThis as unknown as { __unhalt: { api: { startExperiment(s: unknown): Promise<unknown> } } }).__unhalt.api;
-      try {
-        await api.startExperiment({ guest: 'probe', workload: 'timer', runs: 5, configs: [{ name: 'a', config: 'kvm-pv-unhalted=on' }, { name: 'b', config: '' }] });
-        return 'accepted';
-      } catch (e) {
-        return (e as Error).message;
-      }
-    });
+    const featureRefusal = await refusalOf('kvm-pv-unhalted=on');
     expect(features).toEqual(/; valid paravirt features: (.*)$/.exec(featureRefusal)![1]!.split(', '));
     expect(features).toContain('kvm-pv-unhalt');
     // Nothing starts: this host has no KVM, so Run is disabled (no-kvm-notice.test.ts), and the
