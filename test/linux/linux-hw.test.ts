@@ -189,7 +189,7 @@ describe.skipIf(!hw)('the Linux guest on hardware-semantics KVM', () => {
       g.sampler.sampleNow();
       const before = { polls: vcpuTotal(g.sampler, 'halt_attempted_poll'), halts: vcpuTotal(g.sampler, 'halt_exits') };
       const t0 = performance.now();
-      g.vm.sendAgent('probe on interval_ms=50 rounds=50\nrun pipe loops=20000\n');
+      g.vm.sendAgent('probe on interval_ms=50 rounds=50\nrun pipe loops=5000\n');
       await g.waitForEvent('pipe', STEP_MS);
       // Then three more probe rounds, the guest idle between its bursts: the agent's view of that
       // time counts each vCPU's cpuidle entries (while the pipe kept both busy it may count none).
