@@ -143,7 +143,7 @@ describe('the same bad configuration gets the same message on the CLI, the API a
         await page.getByRole('radio', { name: /Own kernel/ }).click();
         await typeInto(page, 'Kernel', notAKernel, LEAVE);
       },
-      message: /^kernel \/.*\/kernels\/notes\.txt is neither a PVH ELF nor a Linux bzImage$/,
+      message: /^kernel \/.*\/kernels\/notes\.txt is neither a PVH ELF, a Linux bzImage nor a multiboot kernel$/,
     },
   ];
 

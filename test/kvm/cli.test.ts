@@ -89,7 +89,7 @@ describe.skipIf(!kvmAvailable)('unhalt run', () => {
   writeFileSync(notPvh, 'hello, I am a text file\n');
   const cases: [string, string[], RegExp, NodeJS.ProcessEnv?][] = [
     ['a missing kernel', ['--kernel', join(dir, 'nope.elf')], /kernel not found/],
-    ['a file that is not a kernel', ['--kernel', notPvh], /neither a PVH ELF nor a Linux bzImage/],
+    ['a file that is not a kernel', ['--kernel', notPvh], /neither a PVH ELF, a Linux bzImage nor a multiboot kernel/],
     ['an ELF without a PVH note', ['--kernel', process.execPath], /is an ELF without a PVH entry note/],
     ['memory too small', ['--memory', '4'], /memory \(MiB\) must be between 16 and/],
     ['memory larger than the host', ['--memory', '900000'], /more than this host has/],

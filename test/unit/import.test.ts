@@ -247,7 +247,7 @@ describe('importImage and deleteVm in the API', () => {
     const notKernel = join(home, 'not-kernel.img');
     expect(spawnSync('mke2fs', ['-q', '-F', '-t', 'ext4', '-d', tree, notKernel, '8M']).status).toBe(0);
     rmSync(join(tree, 'boot', 'vmlinuz-2'));
-    expect((await rejection(svc.importImage({ image: notKernel, sshKeyFile: key }))).message).toBe(`${notKernel}: kernel /boot/vmlinuz-2 (in the image) is neither a PVH ELF nor a Linux bzImage`);
+    expect((await rejection(svc.importImage({ image: notKernel, sshKeyFile: key }))).message).toBe(`${notKernel}: kernel /boot/vmlinuz-2 (in the image) is neither a PVH ELF, a Linux bzImage nor a multiboot kernel`);
     const before = existsSync(join(home, 'imports')) ? readdirSync(join(home, 'imports')).length : 0;
     const recs = await Promise.all([1, 2, 3].map(() => svc.importImage({ image, sshKeyFile: key })));
     expect(new Set(recs.map((r) => r.config.name)).size).toBe(3);

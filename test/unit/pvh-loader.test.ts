@@ -54,7 +54,7 @@ describe.skipIf(!probeBuilt())('PVH loader', () => {
 describe('kernel format detection', () => {
   it('names what a file is not', () => {
     expect(detectKernelFormat(new TextEncoder().encode('#!/bin/sh\necho hi\n'))).toBe('unknown');
-    expect(describeUnknownKernel(new TextEncoder().encode('#!/bin/sh\n'))).toMatch(/neither a PVH ELF nor a Linux bzImage .*text/);
+    expect(describeUnknownKernel(new TextEncoder().encode('#!/bin/sh\n'))).toMatch(/neither a PVH ELF, a Linux bzImage nor a multiboot kernel .*text/);
     expect(describeUnknownKernel(new Uint8Array(0))).toMatch(/empty/);
     const bz = new Uint8Array(0x300);
     bz.set([0x48, 0x64, 0x72, 0x53], 0x202);

@@ -80,7 +80,7 @@ describe('service API boundary', () => {
       [custom({ kernel: '/nonexistent/../etc/vmlinuz' }), /^kernel \/nonexistent\/..\/etc\/vmlinuz is outside the folders Unhalt may give to a guest/],
       [custom({ kernel: join(dir, 'missing.elf') }), /kernel not found: .*missing\.elf/],
       [custom({ kernel: dir }), /kernel is not a regular file/],
-      [custom({}), /is neither a PVH ELF nor a Linux bzImage$/],
+      [custom({}), /is neither a PVH ELF, a Linux bzImage nor a multiboot kernel$/],
       [custom({ kernel: '/proc/self/environ' }), /^kernel \/proc\/self\/environ is outside the folders/],
       [custom({ kernel: '' }), /kernel is an empty path/],
       [custom({ kernel: 'a\0b' }), /kernel contains a NUL character/],

@@ -7,7 +7,8 @@ import { accessSync, constants, statSync } from 'node:fs';
 import { ConfigError, diskMode, type VmConfig } from '../config/vm-config.ts';
 import { readKernelImage, refuseUnfit } from './boot-files.ts';
 import { parseElf } from './elf.ts';
-import { detectKernelFormat } from './kernel-format.ts';
+import { detectKernelFormat, NOT_A_KERNEL } from './kernel-format.ts';
+import { planMultiboot } from './multiboot.ts';
 import { checkDiskImage } from '../devices/virtio/disk-image.ts';
 import { shownPath } from '../config/shown-path.ts';
 
@@ -58,7 +59,14 @@ export async function checkBootFiles(c: Pick<VmConfig, 'kernel' | 'initrd' | 'me
     kernelBytes = image.bytes.length;
     const format = detectKernelFormat(image.bytes);
     const shown = shownPath(c.kernel);
-    if (format === 'unknown') throw new ConfigError(`kernel ${shown} is neither a PVH ELF nor a Linux bzImage`);
+    if (format === 'unknown') throw new ConfigError(`kernel ${shown} is ${NOT_A_KERNEL}`);
+    if (format === 'multiboot') {
+      try {
+        planMultiboot(image.bytes);
+      } catch (e) {
+        throw new ConfigError(`kernel ${shown}: ${(e as Error).message.replace(/^kernel /, '')}`);
+      }
+    }
     if (format === 'elf-without-pvh') {
       // An ELF that does not even parse (truncated, not x86) says what is wrong with it.
       try {

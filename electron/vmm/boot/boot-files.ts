@@ -8,6 +8,7 @@
 // - every read is asynchronous (fs.promises), so a slow or huge file never freezes clients.
 import { open, type FileHandle } from 'node:fs/promises';
 import { isElf } from './elf.ts';
+import { findMultibootHeader, MULTIBOOT_ADDRESS_FIELDS } from './multiboot.ts';
 
 const MiB = 1024 * 1024;
 /** Enough to hold an ELF header with its program headers, or a bzImage's setup header. */
@@ -47,8 +48,9 @@ export async function readKernelImage(path: string, memoryMiB?: number): Promise
     let want: number;
     if (isElf(head)) {
       want = Math.min(fileSize, await elfExtent(fh, head));
-    } else if (isBzImage(head)) {
-      // A bzImage is loaded whole (its compressed kernel unpacks itself inside the guest).
+    } else if (isBzImage(head) || (findMultibootHeader(head)?.flags ?? 0) & MULTIBOOT_ADDRESS_FIELDS) {
+      // A bzImage is loaded whole (its compressed kernel unpacks itself inside the guest); so is a
+      // multiboot kernel that is no ELF (its header's addresses say which part loads).
       want = fileSize;
     } else {
       return { bytes: head, fileSize };

@@ -7,6 +7,7 @@ import { loadBzImage, parseSetupHeader } from '../boot/bzimage.ts';
 import type { BootFiles } from '../boot/boot-files.ts';
 import { describeUnknownKernel, detectKernelFormat } from '../boot/kernel-format.ts';
 import { E820_RAM, E820_RESERVED, type E820Entry, LAYOUT } from '../boot/layout.ts';
+import { loadMultiboot, planMultiboot } from '../boot/multiboot.ts';
 import { loadPvh } from '../boot/pvh.ts';
 import { buildAcpiTables, type AcpiTables } from '../firmware/acpi.ts';
 import { PCI_MMIO_WINDOW } from '../devices/board.ts';
@@ -14,8 +15,8 @@ import { GuestMemory, HIGH_MEMORY_START, MiB } from '../memory/guest-memory.ts';
 import type { MachineSpec } from '../machine-spec.ts';
 
 export interface GuestImage {
-  /** 'pvh': an ELF with a PVH entry note; 'bzimage': the Linux boot protocol. */
-  format: 'pvh' | 'bzimage';
+  /** 'pvh': an ELF with a PVH entry note; 'bzimage': the Linux boot protocol; 'multiboot': v1, as QEMU's -kernel. */
+  format: KernelLoader;
   memory: GuestMemory;
   /** How the boot CPU starts (mode, entry, registers). */
   boot: BootPlan;
@@ -23,15 +24,23 @@ export interface GuestImage {
   rsdpAddress: number;
 }
 
-type ImageSpec = Pick<MachineSpec, 'cpus' | 'memoryMiB' | 'kernelPath' | 'cmdline'>;
+type ImageSpec = Pick<MachineSpec, 'cpus' | 'memoryMiB' | 'kernelPath' | 'initrdPath' | 'cmdline'>;
+export type KernelLoader = 'pvh' | 'bzimage' | 'multiboot';
 
-/** Judges the kernel's format, refusing what no loader takes (a bad bzImage included). */
-export function kernelFormatOf(spec: Pick<MachineSpec, 'kernelPath'>, files: BootFiles): 'pvh' | 'bzimage' {
+/** Judges the kernel's format, refusing what no loader takes (a bad bzImage or multiboot kernel included). */
+export function kernelFormatOf(spec: Pick<MachineSpec, 'kernelPath'>, files: BootFiles): KernelLoader {
   const kernel = files.kernel.bytes;
   const format = detectKernelFormat(kernel);
   if (format === 'bzimage') parseSetupHeader(kernel, spec.kernelPath);
   if (format === 'unknown') throw new Error(`${spec.kernelPath}: ${describeUnknownKernel(kernel, files.kernel.fileSize)}`);
-  return format === 'bzimage' ? 'bzimage' : 'pvh';
+  if (format === 'multiboot') {
+    try {
+      planMultiboot(kernel);
+    } catch (e) {
+      throw new Error(`${spec.kernelPath}: ${(e as Error).message}`);
+    }
+  }
+  return format === 'bzimage' || format === 'multiboot' ? format : 'pvh';
 }
 
 /**
@@ -46,9 +55,16 @@ export function buildGuestImage(spec: ImageSpec, files: BootFiles, memory?: Gues
   memory.write(LAYOUT.acpi, acpi.bytes);
   const e820 = memoryMap(memory);
   const input = { kernel: files.kernel.bytes, initrd: files.initrd, cmdline: spec.cmdline, rsdpAddress: acpi.rsdpAddress, e820 };
-  const boot = format === 'bzimage' ? loadBzImage(memory, input) : loadPvh(memory, input);
+  const boot = format === 'bzimage' ? loadBzImage(memory, input)
+    : format === 'multiboot' ? loadMultiboot(memory, { ...input, cmdline: multibootCmdline(spec), ...(spec.initrdPath ? { initrdName: spec.initrdPath } : {}) })
+      : loadPvh(memory, input);
   memory.endLoading();
   return { format, memory, boot, e820, rsdpAddress: acpi.rsdpAddress };
+}
+
+/** What a multiboot kernel reads as its command line: its path, then the arguments, as QEMU gives them. */
+export function multibootCmdline(spec: Pick<MachineSpec, 'kernelPath' | 'cmdline'>): string {
+  return spec.cmdline ? `${spec.kernelPath} ${spec.cmdline}` : spec.kernelPath;
 }
 
 /** The ACPI tables of a machine with `cpus` CPUs: the same bytes for every start, so made once per CPU count. */

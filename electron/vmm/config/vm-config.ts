@@ -18,7 +18,7 @@ export interface VmConfig {
   version: typeof CONFIG_VERSION;
   name: string;
   guest: GuestKind;
-  /** Own kernel (guest "custom"): a PVH ELF or a bzImage. */
+  /** Own kernel (guest "custom"): a PVH ELF, a bzImage or a multiboot kernel. */
   kernel?: string;
   initrd?: string;
   /** Kernel command line; for the probe guest its scenario and parameters. */

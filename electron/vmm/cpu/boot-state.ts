@@ -51,13 +51,16 @@ export function writeIdentityPageTables(mem: GuestMemory): number {
 }
 
 export function setBootCpuState(vcpu: Vcpu, mem: GuestMemory, plan: BootPlan): void {
-  writeBootGdt(mem);
+  // Multiboot leaves page 0 to the kernel (kvm-unit-tests puts its SIPI trampoline there) and
+  // says GDTR may be invalid: the segments' hidden parts are all the entry needs.
+  const ownGdt = plan.protocol !== 'multiboot';
+  if (ownGdt) writeBootGdt(mem);
   const s: Sregs = vcpu.getSregs();
   const long = plan.mode === 'long64';
   s.cs = segment(long ? 0x28 : 0x10, 0xb, long);
   s.ds = s.es = s.fs = s.gs = s.ss = segment(0x18, 0x3);
   s.tr = { ...segment(0x20, 0xb), limit: 0x67, s: 0, db: 0, g: 0 };
-  s.gdt = { base: BigInt(LAYOUT.gdt), limit: GDT.length * 8 - 1 };
+  s.gdt = ownGdt ? { base: BigInt(LAYOUT.gdt), limit: GDT.length * 8 - 1 } : { base: 0n, limit: 0 };
   s.idt = { base: 0n, limit: 0 };
   s.cr0 = (s.cr0 | CR0_PE | CR0_ET) & ~CR0_PG;
   if (long) {
@@ -68,7 +71,7 @@ export function setBootCpuState(vcpu: Vcpu, mem: GuestMemory, plan: BootPlan): v
   }
   vcpu.setSregs(s);
   const regs: Regs = {
-    rax: 0n, rbx: BigInt(plan.rbx), rcx: 0n, rdx: 0n, rsi: BigInt(plan.rsi), rdi: 0n, rsp: 0n, rbp: 0n,
+    rax: BigInt(plan.rax ?? 0), rbx: BigInt(plan.rbx), rcx: 0n, rdx: 0n, rsi: BigInt(plan.rsi), rdi: 0n, rsp: 0n, rbp: 0n,
     r8: 0n, r9: 0n, r10: 0n, r11: 0n, r12: 0n, r13: 0n, r14: 0n, r15: 0n,
     rip: BigInt(plan.entry), rflags: 0x2n,
   };
