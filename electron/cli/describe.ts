@@ -32,6 +32,7 @@ export function describeResolution(c: VmConfig, r: ResolvedMachine): string {
     `PCI devices:   host bridge 00:00.0${(spec.virtio ?? []).map((d) => `, virtio-${d} 00:${VIRTIO_DEVICES[d].slot.toString(16).padStart(2, '0')}.0`).join('')}`
       + (spec.disks ?? []).map((d, i) => `, virtio-blk 00:${(DISK_SLOT_BASE + i).toString(16).padStart(2, '0')}.0 (${[d.path, diskModeNote(d)].filter(Boolean).join(', ')})`).join(''),
     ...(spec.net ? [`network:       ${describeNet(spec.net.backEnd)}, MAC ${spec.net.mac}`] : []),
+    ...(spec.debugExit ? [`isa-debug-exit: ports 0x${spec.debugExit.iobase.toString(16)}-0x${(spec.debugExit.iobase + spec.debugExit.iosize - 1).toString(16)}; a guest write of V ends the run with exit status (V << 1) | 1`] : []),
     `pinning:       ${spec.pin ? spec.pin.map((h, i) => `vCPU${i}->CPU${h}`).join(' ') : 'none'}`,
     ...res.notes.map((n) => `note: ${n}`),
     ...res.warnings.map((w) => `warning: ${w}`),

@@ -6,6 +6,7 @@ export const RUN_USAGE = `usage: unhalt run [--guest probe|linux|custom] [--kern
                   [--guest-halt-poll-ns N] [--pvm-profile on|off] [--rng on|off]
                   [--disk FILE[,readonly=on][,snapshot=on]]...
                   [--net user[,hostfwd=[tcp|udp]:[ADDR]:PORT-[ADDR]:PORT]...|tap=NAME]
+                  [--device isa-debug-exit[,iobase=N][,iosize=1|2|4]]
                   [--agent-log F] [--stats F] [--stats-interval MS] [--timeout S] [--dry-run]
        unhalt run --vm NAME [--agent-log F] [--stats F] [--timeout S] [--dry-run]
 Boots one VM (or the library's VM NAME, as saved) with ttyS0 on this terminal (Ctrl-A x quits). A distribution's own Linux:
@@ -13,7 +14,9 @@ Boots one VM (or the library's VM NAME, as saved) with ttyS0 on this terminal (C
 (its initrd needs virtio_pci and virtio_blk; docs/own-guest.md).
 Exit codes: 0 the guest shut down, 1 bad input or an output that could not be written, 2 the VM
 failed (or the guest reported an unhandled exception), 124 --timeout expired, 130/143 stopped by
-SIGINT/SIGTERM.
+SIGINT/SIGTERM. With --device isa-debug-exit, a guest's write of V to it ends the run with
+(V << 1) | 1 as QEMU's does (kvm-unit-tests: 1 pass, 3 fail, 77 skipped), numbers the codes
+above share: judge such a run by the guest's output too.
 `;
 
 export const BENCH_USAGE = `usage: unhalt bench --workload NAME --config A='cpus=2,cpu-pm=off' --config B='cpus=2,cpu-pm=on'

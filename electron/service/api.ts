@@ -25,8 +25,11 @@ export type VmRunState = 'stopped' | 'starting' | 'running' | 'paused' | 'stoppi
 export interface VmStatus {
   id: string;
   state: VmRunState;
-  /** Why it last stopped (guest power-off, triple fault, stopped by the user, ...). */
-  lastEnd?: { kind: string; message: string; at: number };
+  /**
+   * Why it last stopped (guest power-off, triple fault, stopped by the user, ...); `value`: what
+   * the guest wrote to its isa-debug-exit (kind 'debug-exit'; the message gives its exit status).
+   */
+  lastEnd?: { kind: string; message: string; at: number; value?: number };
   startedAt?: number;
   /** Resolved knobs of the running instance (what the guest actually got). */
   resolved?: ResolvedDto;

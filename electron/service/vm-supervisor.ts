@@ -17,7 +17,7 @@ import { disableExitNames } from '../vmm/machine/host-caps.ts';
 import { Sampler } from '../vmm/telemetry/sampler.ts';
 import type { DeviceRecord, TelemetryEvent, SampleRecord, TelemetryMarker as SamplerMarker, VcpuHistograms } from '../vmm/telemetry/fields.ts';
 import { VirtualMachine, type VmState } from '../vmm/vm.ts';
-import { isCleanEnd, type VmEnd } from '../vmm/runtime/vm-end.ts';
+import { isGuestEnd, type VmEnd } from '../vmm/runtime/vm-end.ts';
 import { sanitizeVmError } from './config-checks.ts';
 import { ConsoleLogFile, readLogTail } from './console-log.ts';
 import { ApiError } from './errors.ts';
@@ -226,10 +226,10 @@ export class VmSupervisor {
     this.vm = undefined;
     const message = end.kind === 'stopped' && this.forceMessage ? this.forceMessage : end.message;
     // Which vCPU hit a fault is worth saying (unless the VMM's message already does); which one
-    // wrote the power-off register is not.
-    const where = end.vcpu !== undefined && !isCleanEnd(end.kind) && !message.startsWith(`vCPU ${end.vcpu}`)
+    // wrote the power-off register or isa-debug-exit is not.
+    const where = end.vcpu !== undefined && !isGuestEnd(end.kind) && !message.startsWith(`vCPU ${end.vcpu}`)
       ? ` (vCPU ${end.vcpu})` : '';
-    this.lastEnd = { kind: end.kind, message: `${message}${where}`, at: Date.now() };
+    this.lastEnd = { kind: end.kind, message: `${message}${where}`, at: Date.now(), ...(end.value !== undefined ? { value: end.value } : {}) };
     this.state = 'stopped';
     this.consoleLine(`run ended ${new Date(this.lastEnd.at).toLocaleTimeString()}: ${this.lastEnd.message}`);
     this.flushConsole();

@@ -31,6 +31,8 @@ export interface MachineSpec {
   net?: NetBackEndSpec;
   /** virtio-blk disks, in order (the first is the guest's vda), each in its own PCI slot (board.ts). */
   disks?: DiskSpec[];
+  /** The isa-debug-exit the VM asked for (BoardConfig.debugExit); absent: the board's own at 0xf4. */
+  debugExit?: { iobase: number; iosize: number };
   /** Tests only (never set from a config): ways to make a guest fail on purpose. */
   testHooks?: VmTestHooks;
 }

@@ -373,7 +373,7 @@ export class VirtualMachine extends EventEmitter<VmEvents> {
       clearTimeout(deadline);
       this.channels.stopDraining();
       this.channels.flush();
-      const end = vmEnd(this.control.endCode, this.control.endVcpu, this.endMessage, this.guestFault);
+      const end = vmEnd(this.control.endCode, this.control.endVcpu, this.endMessage, this.guestFault, this.control.endValue);
       const threadsEnded = await this.release();
       // Every fd closed and guest RAM returned: the VM is stopped. `ended` (and stop()) also wait
       // for the worker threads that are not reused to have ended, so a caller that awaits them

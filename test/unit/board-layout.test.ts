@@ -45,7 +45,7 @@ describe('the device SAB layout', () => {
     };
     const sab = createDeviceState(config);
     const nop = () => {};
-    const b = attachBoard(sab, { emitConsole: nop, emitAgent: nop, setIrq: nop, onPowerOff: nop, onReset: nop, signalMsi: nop, signalEventFd: nop, setIoeventfd: nop }, config);
+    const b = attachBoard(sab, { emitConsole: nop, emitAgent: nop, setIrq: nop, onPowerOff: nop, onDebugExit: nop, onReset: nop, signalMsi: nop, signalEventFd: nop, setIoeventfd: nop }, config);
     const id = (slot: number) => {
       b.pio.write(0xcf8, 4, 0x80000000 | (slot << 11));
       return b.pio.read(0xcfc, 4) >>> 0;
@@ -71,7 +71,7 @@ describe('the device SAB layout', () => {
 
   it('refuses a device name with no registered place', () => {
     const nop = () => {};
-    const io = { emitConsole: nop, emitAgent: nop, setIrq: nop, onPowerOff: nop, onReset: nop, signalMsi: nop, signalEventFd: nop, setIoeventfd: nop };
+    const io = { emitConsole: nop, emitAgent: nop, setIrq: nop, onPowerOff: nop, onDebugExit: nop, onReset: nop, signalMsi: nop, signalEventFd: nop, setIoeventfd: nop };
     for (const name of [`blk${MAX_DISKS}`, 'blk', 'rng0', 'floppy'] as const) {
       const config = { virtio: [{ name, eventFd: 1, disk: { fd: -1, sizeBytes: 512, readonly: true, discard: false, serial: '' } }] } as unknown as BoardConfig;
       expect(() => attachBoard(createDeviceState(), io, config), name).toThrow(/no PCI slot/);

@@ -16,6 +16,8 @@ const samples: Record<string, unknown>[] = [
   { guest: 'linux', rng: 'on' },
   { guest: 'linux', cpus: 2, guestHaltPollNs: 200000, cpuFeatures: { 'kvm-poll-control': false } },
   { guest: 'custom', kernel: '/boot/vmlinuz', append: 'console=ttyS0', guestHaltPollNs: 0 },
+  { guest: 'custom', kernel: '/srv/kvm-unit-tests/x86/msr.flat', devices: [{ type: 'isa-debug-exit', iobase: 0xf4, iosize: 4 }] },
+  { cpus: 2, disks: [{ path: '/srv/a.img', readonly: true }], devices: [{ type: 'isa-debug-exit' }] },
 ];
 
 function viaCli(c: VmConfig): VmConfig {

@@ -330,7 +330,8 @@ describe('device models under random accesses', () => {
     fc.assert(fc.property(fc.array(opArb, { minLength: 1, maxLength: 3000, size: 'max' }), (ops) => {
       let resets = 0, offs = 0, wantResets = 0, wantOffs = 0, lastPost = 0;
       const kbc = new I8042({ onReset: () => resets++ });
-      const exit = new DebugExit({ onPowerOff: () => offs++ });
+      // The board's own (no --device): every write is a power off, never a reported value.
+      const exit = new DebugExit({ onPowerOff: () => offs++, onDebugExit: () => { throw new Error('the board\'s own debug-exit reports no value'); } }, false);
       const postWords = new Int32Array(new SharedArrayBuffer(4));
       const post = new PostPort(postWords);
       for (const [dev, isWrite, cmdPort, value] of ops) {
@@ -343,7 +344,7 @@ describe('device models under random accesses', () => {
             inv('i8042: status reads idle, data reads 0', kbc.read(port) === (port === 0x64 ? 0x1c : 0));
           }
         } else if (dev === 1) {
-          if (isWrite) { exit.write(); wantOffs++; } else inv('debug-exit: reads 0', exit.read() === 0);
+          if (isWrite) { exit.write(value); wantOffs++; } else inv('debug-exit: reads 0', exit.read() === 0);
         } else if (isWrite) {
           post.write(value);
           lastPost = value & 0xff;
@@ -495,6 +496,7 @@ describe('the whole port bus of the board under random accesses', () => {
         emitAgent: (b) => emitted[1].push(b),
         setIrq: irq.set,
         onPowerOff: () => powerOffs++,
+        onDebugExit: () => { throw new Error('no isa-debug-exit was asked for: 0xf4 powers off'); },
         onReset: () => resets++,
       });
       const input = new SerialInput(sab, irq.set);

@@ -12,6 +12,8 @@ const configs: Record<string, unknown>[] = [
   { name: 'linux box', guest: 'linux', cpus: 2, memoryMiB: 512, append: 'quiet loglevel=3', pvmProfile: false },
   { name: 'own', guest: 'custom', kernel: '/boot/vmlinux', initrd: '/boot/initrd.img', cpus: 1, memoryMiB: 256, append: 'console=ttyS0' },
   // Disks in each mode, read-only and snapshot together kept as given (read-only wins when it runs).
+  // A device no wizard field edits: kept as saved.
+  { name: 'kut', guest: 'custom', kernel: '/srv/kvm-unit-tests/x86/msr.flat', cpus: 1, memoryMiB: 64, devices: [{ type: 'isa-debug-exit', iobase: 0xf4, iosize: 4 }] },
   { name: 'disks', guest: 'probe', cpus: 1, memoryMiB: 64, disks: [{ path: '/srv/a.img' }, { path: '/srv/b.img', readonly: true }, { path: '/srv/c.img', snapshot: true }, { path: '/srv/d.img', readonly: true, snapshot: true }] },
 ];
 

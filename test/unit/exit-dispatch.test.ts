@@ -122,7 +122,7 @@ describe('PIO exits', () => {
     let poweredOff = 0;
     const bus = attachDevices(createDeviceState(), {
       emitConsole: (b) => consoleBytes.push(b), emitAgent: () => {}, setIrq: () => {},
-      onPowerOff: () => { poweredOff++; }, onReset: () => {},
+      onPowerOff: () => { poweredOff++; }, onDebugExit: () => {}, onReset: () => {},
     });
     const devices: ExitDevices = { pio: bus, mmio: UNMAPPED_MMIO };
     expect(dispatch(pioRecord(KVM_EXIT_IO_OUT, COM1_BASE, 1, 2, [0x68, 0x69]), devices).action).toBe(CONTINUE_IO);

@@ -20,7 +20,7 @@ function rngWithPostedBuffer(signalMsi: (address: number, data: number) => void)
   const config: BoardConfig = { virtio: [{ name: 'rng', eventFd: 9 }] };
   const sab = createDeviceState(config);
   const nop = () => {};
-  const b = attachBoard(sab, { emitConsole: nop, emitAgent: nop, setIrq: nop, onPowerOff: nop, onReset: nop, signalMsi, signalEventFd: nop, setIoeventfd: nop, entropy: getrandomIo }, config);
+  const b = attachBoard(sab, { emitConsole: nop, emitAgent: nop, setIrq: nop, onPowerOff: nop, onDebugExit: nop, onReset: nop, signalMsi, signalEventFd: nop, setIoeventfd: nop, entropy: getrandomIo }, config);
   const { regs, msix } = slotBars(1);
   const data = new Uint8Array(8);
   const w = (addr: number, size: number, v: number) => { for (let i = 0; i < size; i++) data[i] = (v >>> (8 * i)) & 0xff; b.mmio.write(addr, data, size); };

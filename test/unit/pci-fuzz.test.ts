@@ -73,7 +73,7 @@ function runOps(ops: Op[]): void {
   const sent: [number, number, string | undefined][] = [];
   const nop = () => {};
   const b = attachBoard(createDeviceState(config), {
-    emitConsole: nop, emitAgent: nop, setIrq: nop, onPowerOff: nop, onReset: nop, entropy: getrandomIo,
+    emitConsole: nop, emitAgent: nop, setIrq: nop, onPowerOff: nop, onDebugExit: nop, onReset: nop, entropy: getrandomIo,
     signalMsi: (a, d) => sent.push([a, d, judge(a, d)]), signalEventFd: nop, setIoeventfd: nop,
   }, config);
   const rng = b.pci.virtio[0]!.device;

@@ -15,7 +15,7 @@ function board(config: BoardConfig = { virtio: [{ name: 'rng', eventFd: EVENT_FD
   const log = { msi: [] as [number, number][], eventFd: [] as number[], ioeventfd: [] as [number, number, number, boolean][] };
   const nop = () => {};
   const b = attachBoard(sab, {
-    emitConsole: nop, emitAgent: nop, setIrq: nop, onPowerOff: nop, onReset: nop, entropy: getrandomIo,
+    emitConsole: nop, emitAgent: nop, setIrq: nop, onPowerOff: nop, onDebugExit: nop, onReset: nop, entropy: getrandomIo,
     signalMsi: (a, d) => log.msi.push([a, d]),
     signalEventFd: (fd) => log.eventFd.push(fd),
     setIoeventfd: (address, length, fd, assign) => log.ioeventfd.push([address, length, fd, assign]),

@@ -1,18 +1,19 @@
 import { describe, it, expect } from 'vitest';
-import { attachDevices, createDeviceState, SerialInput, DEVICE_LAYOUT } from '../../electron/vmm/devices/board.ts';
-import type { DeviceIo } from '../../electron/vmm/devices/board.ts';
+import { attachDevices, boardPortUser, createDeviceState, SerialInput, DEVICE_LAYOUT } from '../../electron/vmm/devices/board.ts';
+import type { BoardConfig, DeviceIo } from '../../electron/vmm/devices/board.ts';
 import { UNHANDLED_SLOTS } from '../../electron/vmm/devices/port-bus.ts';
 
-function machine(sab = createDeviceState()) {
-  const log = { console: [] as number[], agent: [] as number[], irqs: [] as [number, boolean][], powerOff: 0, reset: 0 };
+function machine(sab = createDeviceState(), board: BoardConfig = { virtio: [] }) {
+  const log = { console: [] as number[], agent: [] as number[], irqs: [] as [number, boolean][], powerOff: 0, reset: 0, debugExits: [] as number[] };
   const io: DeviceIo = {
     emitConsole: (b) => log.console.push(b),
     emitAgent: (b) => log.agent.push(b),
     setIrq: (line, level) => log.irqs.push([line, level]),
     onPowerOff: () => log.powerOff++,
+    onDebugExit: (v) => log.debugExits.push(v),
     onReset: () => log.reset++,
   };
-  return { bus: attachDevices(sab, io), log, sab };
+  return { bus: attachDevices(sab, io, board), log, sab };
 }
 
 describe('PortBus and the board', () => {
@@ -78,6 +79,34 @@ describe('PortBus and the board', () => {
     bus.write(0xf4, 4, 0);
     bus.write(0xf4, 1, 1);
     expect(log.powerOff).toBe(2);
+    expect(log.debugExits).toEqual([]);
+  });
+
+  it('a VM\'s own isa-debug-exit sits at its iobase/iosize instead and reports the value written', () => {
+    const { bus, log } = machine(createDeviceState(), { virtio: [], debugExit: { iobase: 0x501, iosize: 2 } });
+    bus.write(0xf4, 4, 0); // the board's own has moved away: 0xf4 is a quiet port now
+    expect(bus.unhandledCounts().ports).toEqual([{ port: 0xf4, count: 1 }]);
+    bus.write(0x501, 2, 0x1234);
+    bus.write(0x502, 1, 0x26); // any offset: QEMU reports what was written, wherever in its ports
+    bus.write(0x503, 1, 7); // past iosize 2: not the device's
+    expect(bus.read(0x501, 2)).toBe(0);
+    expect(log.debugExits).toEqual([0x1234, 0x26]);
+    expect(log.powerOff).toBe(0);
+
+    const at0xf4 = machine(createDeviceState(), { virtio: [], debugExit: { iobase: 0xf4, iosize: 4 } });
+    at0xf4.bus.write(0xf4, 4, 0xffffffff);
+    at0xf4.bus.write(0xf4, 1, 1);
+    expect(at0xf4.log.debugExits).toEqual([0xffffffff, 1]);
+    expect(at0xf4.log.powerOff).toBe(0);
+  });
+
+  it('boardPortUser names the board\'s device a configured isa-debug-exit would overlap', () => {
+    expect(boardPortUser(0xf4, 4)).toBeUndefined(); // the board's own debug-exit gives way
+    expect(boardPortUser(0x501, 2)).toBeUndefined();
+    expect(boardPortUser(0x3fe, 4)).toBe('com1 (ports 0x3f8-0x3ff)');
+    expect(boardPortUser(0x80, 1)).toBe('post (ports 0x80-0x80)');
+    expect(boardPortUser(0xcfc, 1)).toBe('PCI configuration (ports 0xcfc-0xcff)');
+    expect(boardPortUser(0x5fe, 4)).toMatch(/^acpiPm \(ports 0x600-/);
   });
 
   it('routes COM1 to the console and COM2 to the agent; splits 16-bit accesses bytewise', () => {
@@ -137,7 +166,7 @@ describe('port 0x80 (POST / I/O delay) takes no bus lock', () => {
       const { workerData, parentPort } = require('node:worker_threads');
       import(workerData.board).then(({ attachDevices }) => {
         const nop = () => {};
-        const bus = attachDevices(workerData.sab, { emitConsole: nop, emitAgent: nop, setIrq: nop, onPowerOff: nop, onReset: nop });
+        const bus = attachDevices(workerData.sab, { emitConsole: nop, emitAgent: nop, setIrq: nop, onPowerOff: nop, onDebugExit: nop, onReset: nop });
         bus.write(0x80, 1, 0x42);
         parentPort.postMessage(bus.read(0x80, 1));
       });

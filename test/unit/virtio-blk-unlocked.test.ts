@@ -25,7 +25,7 @@ function setUp(image: string, io: BlkFileIo) {
   const sab = createDeviceState(board);
   const nop = () => {};
   const b = attachBoard(sab, {
-    emitConsole: nop, emitAgent: nop, setIrq: nop, onPowerOff: nop, onReset: nop, signalMsi: nop, signalEventFd: nop, setIoeventfd: nop, blkFileIo: io,
+    emitConsole: nop, emitAgent: nop, setIrq: nop, onPowerOff: nop, onDebugExit: nop, onReset: nop, signalMsi: nop, signalEventFd: nop, setIoeventfd: nop, blkFileIo: io,
   }, board);
   const { regs } = slotBars(DISK_SLOT_BASE);
   const data = new Uint8Array(8);

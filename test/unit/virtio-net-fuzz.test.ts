@@ -290,7 +290,7 @@ class NetSession extends FuzzDriver {
     const config: BoardConfig = { virtio: [{ name: 'net', eventFd: 91, deviceConfig: netConfigBytes(MAC) }] };
     const nop = () => {};
     this.b = attachBoard(createDeviceState(config), {
-      emitConsole: nop, emitAgent: nop, setIrq: nop, onPowerOff: nop, onReset: nop,
+      emitConsole: nop, emitAgent: nop, setIrq: nop, onPowerOff: nop, onDebugExit: nop, onReset: nop,
       signalMsi: (_a, d) => {
         const v = VECTOR_DATA.indexOf(d);
         if (v < 0) throw new Error(`an MSI with data ${d}: no vector was programmed so`);

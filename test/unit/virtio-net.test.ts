@@ -104,7 +104,7 @@ function netBoard() {
   const msi: [number, number][] = [];
   const nop = () => {};
   const b = attachBoard(sab, {
-    emitConsole: nop, emitAgent: nop, setIrq: nop, onPowerOff: nop, onReset: nop,
+    emitConsole: nop, emitAgent: nop, setIrq: nop, onPowerOff: nop, onDebugExit: nop, onReset: nop,
     signalMsi: (a, d) => msi.push([a, d]), signalEventFd: nop, setIoeventfd: nop,
   }, config);
   const data = new Uint8Array(8);

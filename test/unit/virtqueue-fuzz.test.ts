@@ -141,7 +141,7 @@ class Session extends FuzzDriver {
     const config: BoardConfig = { virtio: [{ name: 'rng', eventFd: 9 }] };
     const nop = () => {};
     this.b = attachBoard(createDeviceState(config), {
-      emitConsole: nop, emitAgent: nop, setIrq: nop, onPowerOff: nop, onReset: nop, entropy: getrandomIo,
+      emitConsole: nop, emitAgent: nop, setIrq: nop, onPowerOff: nop, onDebugExit: nop, onReset: nop, entropy: getrandomIo,
       signalMsi: (_a, d) => {
         if (d !== VECTOR_DATA && d !== VECTOR_DATA + 1) throw new Error(`an MSI with data ${d}: no vector was programmed so`);
         this.msis[d - VECTOR_DATA]!++;

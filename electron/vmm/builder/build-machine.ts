@@ -165,11 +165,13 @@ export async function buildMachine(spec: MachineSpec, files: BootFiles): Promise
 
 /**
  * The board's PCI devices: one eventfd per virtio device (its I/O thread's wake-up), MSIs through
- * KVM_SIGNAL_MSI (required), notifications by ioeventfd where KVM has them.
+ * KVM_SIGNAL_MSI (required), notifications by ioeventfd where KVM has them; and where the VM's
+ * isa-debug-exit sits, if it asked for one.
  */
 function boardFor(spec: MachineSpec, check: (cap: number) => number, eventFds: number[], disks: readonly OpenDisk[]): BoardConfig {
+  const ports: Pick<BoardConfig, 'debugExit'> = spec.debugExit ? { debugExit: { ...spec.debugExit } } : {};
   const names = spec.virtio ?? [];
-  if (names.length === 0 && disks.length === 0) return { virtio: [] };
+  if (names.length === 0 && disks.length === 0) return { virtio: [], ...ports };
   if (check(CAP.SIGNAL_MSI) <= 0) throw new Error('this host\'s KVM cannot inject MSIs (no KVM_CAP_SIGNAL_MSI): virtio devices need it; turn them off');
   const virtio: BoardConfig['virtio'] = names.map((name) => {
     const eventFd = createEventFd();
@@ -182,7 +184,7 @@ function boardFor(spec: MachineSpec, check: (cap: number) => number, eventFds: n
     eventFds.push(eventFd);
     virtio.push({ name: `blk${i}`, eventFd, disk: d.backend });
   });
-  const board: BoardConfig = { virtio };
+  const board: BoardConfig = { virtio, ...ports };
   if (!spec.testHooks?.noIoeventfd && check(CAP.IOEVENTFD) > 0) board.ioeventfdLength = check(CAP.IOEVENTFD_ANY_LENGTH) > 0 ? 0 : 2;
   return board;
 }

@@ -2,6 +2,7 @@
 // a round-trip test keeps the two in step.
 import { formatCpuOption, parseCpuList, parseCpuOption, parseOvercommit } from './knob-syntax.ts';
 import { formatNetOption, parseNetOption } from './net-config.ts';
+import { formatDeviceOption, parseDeviceOption } from './device-config.ts';
 import { formatDiskOption, parseDiskOption, validateConfig, type VmConfig } from './vm-config.ts';
 
 /** node:util parseArgs options that describe a VM (run-only options like --timeout live in the CLI). */
@@ -24,9 +25,11 @@ export const VM_OPTIONS = {
   net: { type: 'string' },
   /** FILE[,readonly=on][,snapshot=on], repeatable: one virtio-blk disk each. */
   disk: { type: 'string', multiple: true },
+  /** NAME[,OPT=V...] as QEMU's -device (device-config.ts); repeatable by syntax, one of each kind. */
+  device: { type: 'string', multiple: true },
 } as const;
 
-export type VmOptionValues = Partial<Record<Exclude<keyof typeof VM_OPTIONS, 'disk'>, string>> & { disk?: string[] };
+export type VmOptionValues = Partial<Record<Exclude<keyof typeof VM_OPTIONS, 'disk' | 'device'>, string>> & { disk?: string[]; device?: string[] };
 
 export function configFromOptions(v: VmOptionValues): VmConfig {
   const over = v.overcommit === undefined ? {} : parseOvercommit(v.overcommit);
@@ -42,6 +45,7 @@ export function configFromOptions(v: VmOptionValues): VmConfig {
     rng: v.rng,
     net: v.net === undefined ? undefined : parseNetOption(v.net),
     disks: v.disk?.map(parseDiskOption),
+    devices: v.device?.map(parseDeviceOption),
   });
 }
 
@@ -61,6 +65,7 @@ export function optionsFromConfig(c: VmConfig): string[] {
   if (c.rng) a.push('--rng', 'on');
   if (c.net) a.push('--net', formatNetOption(c.net));
   for (const d of c.disks ?? []) a.push('--disk', formatDiskOption(d));
+  for (const d of c.devices ?? []) a.push('--device', formatDeviceOption(d));
   return a;
 }
 

@@ -4,10 +4,11 @@
 import { FEATURE_NAMES } from '../machine/features.ts';
 import { parseCpuList } from './knob-syntax.ts';
 import { formatNetOption, parseNetOption } from './net-config.ts';
+import { DEVICE_OPTIONS, formatDeviceOption, parseDeviceOption } from './device-config.ts';
 import { ConfigError, DISK_OPTIONS, formatDiskOption, parseDiskOption, validateConfig, type VmConfig } from './vm-config.ts';
 
-/** Keys that may appear more than once: each disk=, each forward, a disk's own options. */
-const REPEATABLE = new Set(['disk', 'hostfwd', 'readonly', 'snapshot']);
+/** Keys that may appear more than once: each disk=, each forward, each device=, a disk's or device's own options. */
+const REPEATABLE = new Set(['disk', 'hostfwd', 'readonly', 'snapshot', 'device', ...DEVICE_OPTIONS]);
 
 const SIMPLE: Record<string, string> = {
   cpus: 'cpus', memory: 'memoryMiB', machine: 'machine', 'cpu-pm': 'cpuPm', 'mem-lock': 'memLock',
@@ -18,7 +19,7 @@ const SIMPLE: Record<string, string> = {
  * Every key a config string accepts: the one list the parser checks against, its message names
  * and the forms show as their hint (readonly= and snapshot= only right after a disk=FILE).
  */
-export const CONFIG_STRING_KEYS: readonly string[] = [...Object.keys(SIMPLE), 'pin', 'net', 'hostfwd', 'disk', ...DISK_OPTIONS, ...FEATURE_NAMES];
+export const CONFIG_STRING_KEYS: readonly string[] = [...Object.keys(SIMPLE), 'pin', 'net', 'hostfwd', 'disk', ...DISK_OPTIONS, 'device', ...DEVICE_OPTIONS, ...FEATURE_NAMES];
 /** The keys besides the paravirt features: what a refusal lists in full, as the forms' hint does. */
 export const KNOB_KEYS: readonly string[] = CONFIG_STRING_KEYS.filter((k) => !FEATURE_NAMES.includes(k));
 
@@ -66,6 +67,9 @@ export function parseConfigString(spec: string, base: Record<string, unknown> = 
   // FILE,readonly=on,snapshot=on): parsed as that text, so both surfaces keep one reading.
   const disks: string[] = [];
   let inDisk = false;
+  // device=NAME, likewise with iobase= and iosize= right after it (as --device NAME,iobase=N,iosize=N).
+  const devices: string[] = [];
+  let inDevice = false;
   // A key given twice is refused, as the CLI refuses a repeated option (the last one silently
   // winning hides a typo); disk=, hostfwd= and a disk's own options repeat by design.
   const given = new Map<string, string>();
@@ -82,6 +86,8 @@ export function parseConfigString(spec: string, base: Record<string, unknown> = 
     }
     const afterDisk: boolean = inDisk;
     inDisk = key === 'disk' || ((DISK_OPTIONS as readonly string[]).includes(key) && afterDisk);
+    const afterDevice: boolean = inDevice;
+    inDevice = key === 'device' || ((DEVICE_OPTIONS as readonly string[]).includes(key) && afterDevice);
     if (key === 'pin') raw.pin = parseCpuList(value);
     else if (key === 'net') net = value;
     else if (key === 'hostfwd') hostfwd.push(`hostfwd=${value}`);
@@ -89,6 +95,10 @@ export function parseConfigString(spec: string, base: Record<string, unknown> = 
     else if ((DISK_OPTIONS as readonly string[]).includes(key)) {
       if (!afterDisk) throw new ConfigError(`config string: ${key}= belongs right after a disk=FILE`);
       disks[disks.length - 1] += `,${key}=${value}`;
+    } else if (key === 'device') devices.push(value);
+    else if ((DEVICE_OPTIONS as readonly string[]).includes(key)) {
+      if (!afterDevice) throw new ConfigError(`config string: ${key}= belongs right after a device=NAME`);
+      devices[devices.length - 1] += `,${key}=${value}`;
     } else if (key in SIMPLE) raw[SIMPLE[key]!] = value;
     else if (FEATURE_NAMES.includes(key)) features[key] = value;
     else throw new ConfigError(`config string: unknown key "${key.slice(0, 40)}"`); // unknownConfigKeys has refused it
@@ -97,6 +107,7 @@ export function parseConfigString(spec: string, base: Record<string, unknown> = 
   if (hostfwd.length && net !== 'user') throw new ConfigError('config string: hostfwd= needs net=user before it');
   if (net !== undefined) raw.net = parseNetOption([net, ...hostfwd].join(','));
   if (disks.length) raw.disks = disks.map(parseDiskOption);
+  if (devices.length) raw.devices = devices.map(parseDeviceOption);
   return validateConfig(raw);
 }
 
@@ -123,6 +134,7 @@ export function formatConfigString(c: VmConfig): string {
   if (c.rng) parts.push('rng=on');
   if (c.net) parts.push(`net=${formatNetOption(c.net)}`);
   for (const d of c.disks ?? []) parts.push(`disk=${formatDiskOption(d)}`);
+  for (const d of c.devices ?? []) parts.push(`device=${formatDeviceOption(d)}`);
   for (const [k, v] of Object.entries(c.cpuFeatures)) parts.push(`${k}=${v ? 'on' : 'off'}`);
   return parts.join(',');
 }

@@ -9,6 +9,7 @@ import { FEATURE_NAMES } from '../machine/features.ts';
 import { resolveMachineName } from '../machine/machine-types.ts';
 import { ConfigError } from './config-error.ts';
 import { checkNet, type NetConfig } from './net-config.ts';
+import { checkDevices, type DeviceConfig } from './device-config.ts';
 
 export const CONFIG_VERSION = 1;
 export const GUESTS = ['probe', 'linux', 'custom'] as const;
@@ -50,6 +51,8 @@ export interface VmConfig {
   net?: NetConfig;
   /** virtio-blk disks (raw image files), in order: the first is the guest's vda; absent = none. */
   disks?: DiskConfig[];
+  /** Devices beside the board's own (device-config.ts: an isa-debug-exit); absent = none. */
+  devices?: DeviceConfig[];
 }
 
 /** One disk: a raw image file, read-write unless readonly or snapshot (diskMode: what the two mean together). */
@@ -88,7 +91,7 @@ export const DEFAULT_MEMORY_MIB: Readonly<Record<GuestKind, number>> = { probe: 
 export { ConfigError };
 
 const FIELDS = new Set(['version', 'name', 'guest', 'kernel', 'initrd', 'append', 'cpus', 'memoryMiB', 'machine',
-  'cpuFeatures', 'cpuPm', 'memLock', 'haltPollNs', 'guestHaltPollNs', 'pin', 'pvmProfile', 'rng', 'net', 'disks']);
+  'cpuFeatures', 'cpuPm', 'memLock', 'haltPollNs', 'guestHaltPollNs', 'pin', 'pvmProfile', 'rng', 'net', 'disks', 'devices']);
 
 // The one number syntax of every option, config string and API field: decimal digits, an optional
 // sign (so a negative value gets a range message, not a syntax one), no hex, no exponents —
@@ -326,6 +329,10 @@ export function validateConfig(raw: unknown): VmConfig {
   if (r.disks !== undefined) {
     const disks = checkDisks(r.disks);
     if (disks.length) config.disks = disks;
+  }
+  if (r.devices !== undefined) {
+    const devices = checkDevices(r.devices);
+    if (devices.length) config.devices = devices;
   }
   if (r.pin !== undefined) {
     if (!Array.isArray(r.pin) || r.pin.length === 0) throw new ConfigError('pin must be a non-empty list of host CPU numbers');

@@ -38,9 +38,15 @@ interface PortDeviceRegistration {
   readonly words: number;
   /** Power-on state, written once per VM (createDeviceState). */
   readonly init?: (state: Int32Array) => void;
-  /** Maps its ports on one thread's bus, over its shared words, with that thread's callbacks. */
-  readonly attach: (bus: PortBus, state: Int32Array, io: DeviceIo) => void;
+  /**
+   * Maps its ports on one thread's bus, over its shared words, with that thread's callbacks and
+   * the VM's board (the same plain data on every thread: where a configured device sits).
+   */
+  readonly attach: (bus: PortMap, state: Int32Array, io: DeviceIo, board: BoardConfig) => void;
 }
+
+/** All a registration does with the bus: claim ports (boardPortUser records them through it). */
+type PortMap = Pick<PortBus, 'map'>;
 
 /** A 16550 at `base` on ISA line `irq`; `emitOf` picks the ring its transmitted bytes go to. */
 function uart(base: number, irq: number, emitOf: (io: DeviceIo) => (byte: number) => void): PortDeviceRegistration {
@@ -78,10 +84,14 @@ export const PORT_DEVICES = Object.freeze({
   },
   debugExit: {
     words: 0,
-    attach: (bus, _state, io) => {
-      const exit = new DebugExit(io);
-      // One write of any width is one power-off request.
-      bus.map({ base: DEBUG_EXIT_PORT, length: DEBUG_EXIT_LENGTH, read: () => exit.read(), write: () => exit.write() });
+    attach: (bus, _state, io, board) => {
+      // The board's own at 0xf4 powers off; one the VM asked for reports the value written.
+      const asked = board.debugExit;
+      const exit = new DebugExit(io, asked !== undefined);
+      bus.map({
+        base: asked?.iobase ?? DEBUG_EXIT_PORT, length: asked?.iosize ?? DEBUG_EXIT_LENGTH,
+        read: () => exit.read(), write: (_o, _s, v) => exit.write(v),
+      });
     },
   },
   post: {
@@ -183,8 +193,10 @@ export interface DeviceIo {
   emitAgent(byte: number): void;
   /** Drive an ISA IRQ line (KVM_IRQ_LINE); only called when the level changes. */
   setIrq(line: number, level: boolean): void;
-  /** ACPI S5 or isa-debug-exit: the guest shut down. */
+  /** ACPI S5 or the board's own isa-debug-exit: the guest shut down. */
   onPowerOff(): void;
+  /** A write of `value` to the isa-debug-exit the VM asked for (BoardConfig.debugExit). */
+  onDebugExit(value: number): void;
   /** i8042 reset: the run ends. */
   onReset(): void;
 }
@@ -214,6 +226,8 @@ export interface PciDeviceEntry {
  */
 export interface BoardConfig {
   virtio: PciDeviceEntry[];
+  /** The VM's isa-debug-exit (--device), in place of the board's own at 0xf4; absent: that one. */
+  debugExit?: { iobase: number; iosize: number };
   /** KVM has ioeventfds: the width they match (0 = any, KVM_CAP_IOEVENTFD_ANY_LENGTH); absent: none. */
   ioeventfdLength?: number;
 }
@@ -314,19 +328,51 @@ export class BoardMmio {
 
 /** A vCPU worker's devices: the port bus with the PCI host's ports on it, and MMIO to the BARs. */
 export function attachBoard(stateSab: SharedArrayBuffer, io: DeviceIo & PciIo, board: BoardConfig): { pio: PortBus; mmio: BoardMmio; pci: PciBoard } {
-  const pio = attachDevices(stateSab, io);
+  const pio = attachDevices(stateSab, io, board);
   const pci = attachPci(stateSab, board, io);
-  const host = pci.host;
-  pio.map({ base: PCI_CONFIG_ADDRESS_PORT, length: 4, read: (o, s) => host.readAddress(o, s), write: (o, s, v) => host.writeAddress(o, s, v) });
-  pio.map({ base: PCI_CONFIG_DATA_PORT, length: 4, read: (o, s) => host.readData(o, s), write: (o, s, v) => host.writeData(o, s, v) });
+  mapPciConfigPorts(pio, pci.host);
   return { pio, mmio: new BoardMmio(pci), pci };
 }
 
+/** PCI configuration mechanism #1: its address and data ports on the host. */
+function mapPciConfigPorts(bus: PortMap, host: PciHost): void {
+  bus.map({ base: PCI_CONFIG_ADDRESS_PORT, length: 4, read: (o, s) => host.readAddress(o, s), write: (o, s, v) => host.writeAddress(o, s, v) });
+  bus.map({ base: PCI_CONFIG_DATA_PORT, length: 4, read: (o, s) => host.readData(o, s), write: (o, s, v) => host.writeData(o, s, v) });
+}
+
 /** This thread's port bus over shared device state, with this thread's I/O callbacks. */
-export function attachDevices(stateSab: SharedArrayBuffer, io: DeviceIo): PortBus {
+export function attachDevices(stateSab: SharedArrayBuffer, io: DeviceIo, board: BoardConfig = NO_PCI_DEVICES): PortBus {
   const bus = new PortBus(lockOf(stateSab), view(stateSab, DEVICE_LAYOUT.unhandled, UNHANDLED_TABLE_WORDS));
-  for (const [name, d] of entries(portRegistrations)) d.attach(bus, view(stateSab, DEVICE_LAYOUT[name], d.words), io);
+  for (const [name, d] of entries(portRegistrations)) d.attach(bus, view(stateSab, DEVICE_LAYOUT[name], d.words), io, board);
   return bus;
+}
+
+/**
+ * Which of the board's other devices answers a port in `base`..`base + length - 1` (a configured
+ * isa-debug-exit placed there would collide when a vCPU maps its bus), named with its ports, or
+ * undefined. Taken from the registrations themselves, so the list cannot drift from the board.
+ */
+export function boardPortUser(base: number, length: number): string | undefined {
+  for (const { name, base: b, length: l } of boardPorts()) {
+    if (base < b + l && b < base + length) return `${name} (ports 0x${b.toString(16)}-0x${(b + l - 1).toString(16)})`;
+  }
+  return undefined;
+}
+
+let boardPortList: { name: string; base: number; length: number }[] | undefined;
+function boardPorts(): { name: string; base: number; length: number }[] {
+  if (boardPortList) return boardPortList;
+  const list: { name: string; base: number; length: number }[] = [];
+  const nop = () => {};
+  const io: DeviceIo = { emitConsole: nop, emitAgent: nop, setIrq: nop, onPowerOff: nop, onDebugExit: nop, onReset: nop };
+  const record = (name: string): PortMap => ({ map: (d) => { list.push({ name, base: d.base, length: d.length }); } });
+  for (const [name, d] of entries(portRegistrations)) {
+    if (name !== 'debugExit') d.attach(record(name), new Int32Array(d.words), io, NO_PCI_DEVICES);
+  }
+  // A recorder only reads the ranges; it never calls a device, so no host is needed behind them.
+  mapPciConfigPorts(record('PCI configuration'), undefined as unknown as PciHost);
+  boardPortList = list;
+  return list;
 }
 
 /**

@@ -10,6 +10,7 @@ import {
 import { toYaml, type YamlValue } from './yaml.ts';
 import { diskMode } from '../config/vm-config.ts';
 import { macForVm } from '../config/net-config.ts';
+import { qemuDeviceOption } from '../config/device-config.ts';
 
 /** Features KubeVirt has a field for. */
 const KUBEVIRT_FIELD = new Set(['kvmclock', 'kvm-pv-eoi', 'kvm-pv-unhalt']);
@@ -51,6 +52,11 @@ export function kubevirtYaml(plan: ExportPlan): string {
     gaps.push('hostfwd: the masquerade interface forwards the listed guest ports from the pod; reach them from the host with a Service:',
       ...c.net.hostfwd.map((f) => `  virtctl expose vm ${plan.slug} --name ${plan.slug}-${f.protocol}-${f.hostPort} --type NodePort --port ${f.hostPort} --target-port ${f.guestPort} --protocol ${f.protocol.toUpperCase()}`),
       '  (KubeVirt\'s masquerade network gives the guest 10.0.2.2, gateway 10.0.2.1, not 10.0.2.15.)');
+  }
+  for (const d of c.devices ?? []) {
+    gaps.push(`device ${qemuDeviceOption(d)}: not exported; KubeVirt has no field for QEMU's isa-debug-exit and passes no`,
+      '  QEMU exit status on. Nearest: read the guest\'s verdict on its serial console (virtctl console), or a hook sidecar',
+      '  that adds <qemu:commandline> -device with it (see the libvirt export).');
   }
   if (unreachable.length) {
     gaps.push(`${unreachable.map((f) => `${f.name}=${f.value ? 'on' : 'off'}`).join(', ')}: KubeVirt has no field for ${unreachable.length > 1 ? 'these' : 'this'}`,

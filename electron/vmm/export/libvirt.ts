@@ -10,6 +10,7 @@ import {
 } from './plan.ts';
 import { ConfigError, diskMode } from '../config/vm-config.ts';
 import { macForVm, type NetConfig } from '../config/net-config.ts';
+import { qemuDeviceOption } from '../config/device-config.ts';
 
 const QEMU_NS = 'http://libvirt.org/schemas/domain/qemu/1.0';
 /** Features with a libvirt element of their own (the rest ride on host-passthrough). */
@@ -36,6 +37,9 @@ export function libvirtXml(plan: ExportPlan): string {
   const qemuArgs: string[] = [];
   if (c.cpuPm) qemuArgs.push('-overcommit', 'cpu-pm=on');
   for (const f of globals) qemuArgs.push('-global', `${HOST_CPU_TYPE}.${f.name}=${f.value ? 'on' : 'off'}`);
+  // libvirt has no element for isa-debug-exit: QEMU's -device, passed through.
+  const devices = (c.devices ?? []).map(qemuDeviceOption);
+  for (const d of devices) qemuArgs.push('-device', d);
 
   const header = [
     `VM "${c.name}" exported by Unhalt for libvirt (QEMU/KVM): virsh define FILE, then virsh start ${shellQuote(c.name)}.`,
@@ -46,6 +50,7 @@ export function libvirtXml(plan: ExportPlan): string {
     ...(leftOff.length ? [`  Off as host-passthrough leaves them (with the in-kernel irqchip): ${leftOff.map((f) => `${f.name}=off`).join(', ')}.`] : []),
     ...(globals.length ? [`  Without a libvirt element and not as host-passthrough sets them, so through <qemu:commandline> -global: ${globals.map((f) => `${f.name}=${f.value ? 'on' : 'off'}`).join(', ')}.`] : []),
     ...(c.cpuPm ? ['cpu-pm=on: libvirt has no element for -overcommit cpu-pm=on; it is passed in <qemu:commandline> (libvirt then reports the domain as tainted: custom-argv).'] : []),
+    ...devices.map((d) => `device ${d}: libvirt has no element for it; it is passed in <qemu:commandline> as -device (tainted: custom-argv). A guest's write of V ends QEMU with status (V << 1) | 1, which virsh does not pass on: read the guest's verdict on its console.`),
     ...(c.memLock ? ['mem-lock=on: <memoryBacking><locked/>; give the domain a <memtune><hard_limit> so libvirt can size RLIMIT_MEMLOCK (it needs the right to raise it).'] : []),
     ...(plan.pins ? [`pin: <cputune><vcpupin> (${describePins(plan.pins)}).`] : []),
     ...(c.haltPollNs !== undefined ? ['Knobs libvirt and QEMU have no option for:', ...haltPollAdvice(c.haltPollNs).map((l) => `  ${l}`)] : []),

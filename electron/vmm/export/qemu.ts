@@ -4,6 +4,7 @@
 // not (per-VM halt polling, vCPU pinning) is said in the comments with what to do instead.
 import { diskMode, type VmConfig } from '../config/vm-config.ts';
 import { formatHostForward, macForVm, type NetConfig } from '../config/net-config.ts';
+import { qemuDeviceOption } from '../config/device-config.ts';
 import type { HostKind } from '../host.ts';
 import { commentLine, describePins, type ExportPlan, haltPollAdvice, machineTypeNote, madeForLine, shellQuote } from './plan.ts';
 
@@ -55,6 +56,8 @@ function qemuOptions(plan: ExportPlan): Option[] {
   });
   // disable-legacy=on: a modern-only 1af4:1041 as Unhalt's card is (QEMU's default is the transitional 1af4:1000).
   if (c.net) opts.push(['-netdev', qemuNetdev(c.net)], ['-device', `virtio-net-pci,disable-legacy=on,netdev=n0,mac=${macForVm(c.name)}`]);
+  // --device isa-debug-exit is QEMU's own device, under its own name and properties.
+  for (const d of c.devices ?? []) opts.push(['-device', qemuDeviceOption(d)]);
   return opts;
 }
 

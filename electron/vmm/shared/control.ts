@@ -32,6 +32,8 @@ export const END = {
   failEntry: 5,
   crash: 6,
   stopped: 7,
+  /** A guest write to a configured isa-debug-exit; the value it wrote is END_VALUE. */
+  debugExit: 8,
 } as const;
 export type EndCode = (typeof END)[keyof typeof END];
 
@@ -68,6 +70,8 @@ const CHANGES = 7;
 const IO_PAUSE_ACK = 8;
 /** Set by the main thread when the I/O thread is to end (after every vCPU has left KVM_RUN). */
 const IO_STOP = 9;
+/** What the ending thread reported with its end code (the value a guest wrote to isa-debug-exit). */
+const END_VALUE = 10;
 const TID_BASE = 16;
 // Far above any vCPU count, so an abandoned barrier never reads as "everyone arrived".
 const START_ABANDONED = 1 << 30;
@@ -178,9 +182,11 @@ export class VmControl {
   requestIoStop(): void { Atomics.store(this.words, IO_STOP, 1); }
   get ioStopRequested(): boolean { return Atomics.load(this.words, IO_STOP) !== 0; }
 
-  /** Records how the VM ended; returns false if another vCPU already did. */
-  end(code: EndCode, vcpu: number): boolean {
+  /** Records how the VM ended (and the value that goes with it); returns false if another vCPU already did. */
+  end(code: EndCode, vcpu: number, value = 0): boolean {
     if (Atomics.compareExchange(this.words, END_CODE, END.none, code) !== END.none) return false;
+    // Only the winner writes it; the main thread reads it after every vCPU thread has left.
+    Atomics.store(this.words, END_VALUE, value);
     Atomics.add(this.words, CHANGES, 1);
     Atomics.store(this.words, END_VCPU, vcpu);
     this.abandonStart();
@@ -265,6 +271,8 @@ export class VmControl {
   }
   get endCode(): EndCode { return Atomics.load(this.words, END_CODE) as EndCode; }
   get endVcpu(): number { return Atomics.load(this.words, END_VCPU); }
+  /** The value recorded with the end code (END.debugExit: what the guest wrote), unsigned. */
+  get endValue(): number { return Atomics.load(this.words, END_VALUE) >>> 0; }
 
   setTid(vcpu: number, tid: number): void { Atomics.store(this.words, TID_BASE + vcpu, tid); }
   tid(vcpu: number): number { return Atomics.load(this.words, TID_BASE + vcpu); }

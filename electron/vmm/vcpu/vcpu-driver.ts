@@ -8,6 +8,7 @@ import { EventFdWriter } from '../../../native/kvm/eventfd.ts';
 import { attachBoard, type BoardConfig } from '../devices/board.ts';
 import { ByteRing } from '../devices/byte-ring.ts';
 import { COMMAND, COUNTER, END, VmControl, type EndCode } from '../shared/control.ts';
+import { describeDebugExit } from '../runtime/vm-end.ts';
 import { NO_COUNTER, dispatchExit, type ExitDevices } from './exit-dispatch.ts';
 
 /** Everything a thread needs to drive a vCPU created elsewhere (plain data: postMessage-able). */
@@ -53,7 +54,7 @@ export function createVcpuDriver(data: VcpuThreadData, onEnd: (code: EndCode, me
   const counters = control.counters;
   const cbase = control.counterBase(id);
   const irq = new IrqLine(data.vmFd);
-  const endVm = (code: EndCode, message: string) => { if (control.end(code, id)) onEnd(code, message); };
+  const endVm = (code: EndCode, message: string, value?: number) => { if (control.end(code, id, value)) onEnd(code, message); };
   const consoleRing = new ByteRing(data.consoleRingSab);
   const agentRing = new ByteRing(data.agentRingSab);
   const msi = new MsiSignal(data.vmFd);
@@ -63,6 +64,7 @@ export function createVcpuDriver(data: VcpuThreadData, onEnd: (code: EndCode, me
     emitAgent: (b) => { agentRing.write(b); },
     setIrq: (line, level) => irq.set(line, level),
     onPowerOff: () => endVm(END.poweroff, 'the guest powered off'),
+    onDebugExit: (value) => endVm(END.debugExit, describeDebugExit(value), value),
     onReset: () => endVm(END.reset, 'the guest reset the machine'),
     signalMsi: (address, value) => { msi.signal(address, value); },
     signalEventFd: (fd) => eventFds.signal(fd),

@@ -8,7 +8,7 @@ const { sab, board, cells } = workerData as { sab: SharedArrayBuffer; board: Boa
 const c = new Int32Array(cells);
 const nop = () => {};
 const b = attachBoard(sab, {
-  emitConsole: nop, emitAgent: nop, setIrq: nop, onPowerOff: nop, onReset: nop, signalMsi: nop, signalEventFd: nop, setIoeventfd: nop,
+  emitConsole: nop, emitAgent: nop, setIrq: nop, onPowerOff: nop, onDebugExit: nop, onReset: nop, signalMsi: nop, signalEventFd: nop, setIoeventfd: nop,
 }, board);
 // cells[0]: 1 = a request is in flight (set by the main thread); cells[1]: 1 = this worker is about to reset.
 while (Atomics.load(c, 0) === 0) Atomics.wait(c, 0, 0, 50);

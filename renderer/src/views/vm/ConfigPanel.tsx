@@ -4,6 +4,7 @@
 import { useEffect, useState } from 'react';
 import type { ResolvedDto, VmRecord } from '../../../../electron/service/api.ts';
 import { formatNetOption } from '../../../../electron/vmm/config/net-config.ts';
+import { formatDeviceOption } from '../../../../electron/vmm/config/device-config.ts';
 import { diskModeNote } from '../../../../electron/vmm/config/vm-config.ts';
 import { api, errorMessage, useApp } from '../../state/app.ts';
 import { fmtNs, haltPollNow, pinNow, probeScenario } from '../../lib/config.ts';
@@ -55,6 +56,7 @@ export function ConfigPanel({ vm }: { vm: VmRecord }) {
     ['virtio-rng', c.rng ? 'on (virtio-pci, from the host\'s getrandom)' : 'off'],
     ['Disks', c.disks?.length ? c.disks.map((d, i) => `vd${String.fromCharCode(97 + i)} ${d.path}${diskModeNote(d) ? ` (${diskModeNote(d)})` : ''}`).join(', ') : 'none'],
     ['Network', c.net ? <code>{formatNetOption(c.net)}</code> : 'none'],
+    ...(c.devices?.length ? [['Devices', <code key="dev">{c.devices.map(formatDeviceOption).join(' ')}</code>] as [string, React.ReactNode]] : []),
     ['Halt polling', haltPollNow(c, vm.status, host)],
     ['Guest polling', c.guestHaltPollNs === undefined ? 'the guest kernel\'s own idle' : `cpuidle-haltpoll forced, up to ${fmtNs(c.guestHaltPollNs)}`],
     ['Pinning', `${pinNow(c, vm.status)}${c.pin?.length || vm.status.live?.pin?.length ? ' (vCPU i on the i-th listed, round-robin)' : ''}`],

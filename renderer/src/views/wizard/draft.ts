@@ -1,6 +1,7 @@
 // The wizard's working copy of a VM configuration and its conversion to the API's config.
 import type { HostInfo } from '../../../../electron/service/api.ts';
 import { DEFAULT_MEMORY_MIB, type DiskConfig } from '../../../../electron/vmm/config/vm-config.ts';
+import type { DeviceConfig } from '../../../../electron/vmm/config/device-config.ts';
 import { NO_NET, draftNetToConfig, type DraftNet } from './net-draft.ts';
 import { typedPin } from './typed-text.ts';
 
@@ -33,6 +34,8 @@ export interface Draft {
   net: DraftNet;
   /** virtio-blk disks, in order (paths as typed). */
   disks: DraftDisk[];
+  /** Devices such as isa-debug-exit (--device): no field edits them, so an edit keeps them as saved. */
+  devices: DeviceConfig[];
 }
 
 export interface DraftDisk {
@@ -88,6 +91,7 @@ export function initialDraft(host: HostInfo | null, guest: 'probe' | 'linux' | u
     rng: false,
     net: { ...NO_NET, forwards: [] },
     disks: [],
+    devices: [],
   };
 }
 
@@ -138,6 +142,7 @@ export function draftToConfig(d: Draft): Record<string, unknown> & { version: 1 
   const net = draftNetToConfig(d.net);
   if (net) c.net = net;
   if (d.disks.length) c.disks = d.disks.map(draftDiskToConfig);
+  if (d.devices.length) c.devices = d.devices.map((x) => ({ ...x }));
   const pin = typedPin(d.pin);
   if (pin === undefined) c.pin = d.pin;
   else if (pin.length) c.pin = pin;

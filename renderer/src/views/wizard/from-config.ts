@@ -32,6 +32,7 @@ export function configToDraft(c: VmConfigDto, host: HostInfo | null, names: Set<
     rng: c.rng === true,
     net: configToDraftNet(c.net),
     disks: (c.disks ?? []).map((d) => ({ path: d.path, readonly: d.readonly === true, snapshot: d.snapshot === true })),
+    devices: (c.devices ?? []).map((d) => ({ ...d })),
   };
 }
 

@@ -11,6 +11,7 @@ import { available, machineDefaults, fmtNs } from '../../lib/config.ts';
 import { StorageFields } from './StorageFields.tsx';
 import { NetworkFields } from './NetworkFields.tsx';
 import { netSummary } from './net-draft.ts';
+import { formatDeviceOption } from '../../../../electron/vmm/config/device-config.ts';
 
 function capitalize(s: string): string {
   return s ? s[0]!.toUpperCase() + s.slice(1).replace(/\.$/, '') : s;
@@ -564,7 +565,7 @@ export function SummaryStep({ draft, host, describe }: StepProps) {
         <div><dt>Halt polling</dt><dd>{draft.haltPollMode === 'default' ? `host default${host?.haltPollParams.halt_poll_ns !== undefined ? ` (${fmtNs(host.haltPollParams.halt_poll_ns)})` : ''}` : draft.haltPollNs}</dd></div>
         {draft.guestPoll && draft.guest !== 'probe' && <div><dt>Guest polling</dt><dd>cpuidle-haltpoll, up to {draft.guestHaltPollNs} ns</dd></div>}
         <div><dt>Pinning</dt><dd>{draft.pin.trim() ? draft.pin : 'not pinned'}</dd></div>
-        <div><dt>Devices</dt><dd>{draft.rng ? 'virtio-rng' : 'none besides the serial ports'}</dd></div>
+        <div><dt>Devices</dt><dd>{[...(draft.rng ? ['virtio-rng'] : []), ...draft.devices.map(formatDeviceOption)].join(', ') || 'none besides the serial ports'}</dd></div>
         <div><dt>Network</dt><dd>{netSummary(draft.net)}</dd></div>
         <div><dt>Disks</dt><dd>{draft.disks.length ? draft.disks.map((d, i) => `vd${String.fromCharCode(97 + i)} ${d.path.trim()}${diskModeNote(d) ? ` (${diskModeNote(d)})` : ''}`).join(', ') : 'none'}</dd></div>
       </dl>
