@@ -15,6 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checksMinutes, filesWithoutResults, innerSelection, type InnerReport, l1Append, lanesOf, splitFiles, summarizeInner, type VitestJson } from './inner-report.ts';
 // @ts-expect-error plain ESM build script without types
 import { outerQemu } from './outer-qemu.mjs';
+import { buildKvmUnitTests } from '../../native/guest/kvm-unit-tests/build.mjs';
 import { chromium, type BrowserServer } from 'playwright-core';
 import { canBindTcp } from '../support/free-port.ts';
 import { CHROMIUM, CHROMIUM_ARGS, ensureRendererBuilt } from '../e2e/support.ts';
@@ -291,6 +292,11 @@ describe('nested lane: hardware-semantics KVM inside QEMU TCG (L1)', () => {
     expect(r.error?.message, 'the cloud image was built within its deadline').toBeUndefined();
     expect(r.status).toBe(0);
     console.log(`nested: cloud image ready after ${elapsed()}`);
+  }, DEADLINE.build + 10_000);
+
+  it('builds kvm-unit-tests from its source tarball (cached), whose kernels L1 boots', () => {
+    if (!selection.files.includes('test/kvm/kvm-unit-tests.test.ts')) return void console.log('nested: kvm-unit-tests not selected: not built');
+    console.log(`nested: kvm-unit-tests in ${buildKvmUnitTests()} after ${elapsed()}`);
   }, DEADLINE.build + 10_000);
 
   it('builds the L1 kernel, initramfs and root image (cached by content)', () => {
