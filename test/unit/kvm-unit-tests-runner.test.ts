@@ -1,0 +1,74 @@
+// The kvm-unit-tests runner's own rules: unittests.cfg read as the suite writes it, the scope
+// rules, and a verdict from a test's lines and its isa-debug-exit status.
+import { describe, expect, it } from 'vitest';
+import { judge, outOfScope, parseUnittestsCfg } from '../support/kvm-unit-tests.ts';
+
+const CFG = `
+# comment
+[smptest3]
+file = smptest.flat
+smp = 3
+
+[vmexit_cpuid]
+file = vmexit.flat
+test_args = 'cpuid'
+groups = vmexit
+
+[x2apic]
+file = apic.flat
+smp = 2
+qemu_params = -cpu qemu64,+x2apic,+tsc-deadline
+timeout = 30
+groups = apic
+
+[xapic]
+file = apic.flat
+qemu_params = -cpu qemu64,-x2apic,+tsc-deadline
+
+[pit]
+file = pit.flat
+extra_params = -device pc-testdev -append 'a b'
+timeout = 2m
+
+[ipi]
+file = vmexit.flat
+qemu_params = -machine pit=off
+
+[t32]
+file = taskswitch.flat
+arch = i386
+`;
+
+describe('kvm-unit-tests runner', () => {
+  const tests = parseUnittestsCfg(CFG);
+  const t = (name: string) => tests.find((x) => x.name === name)!;
+
+  it('reads each section: file, vCPUs, arguments, QEMU options, time-out', () => {
+    expect(tests.map((x) => x.name)).toEqual(['smptest3', 'vmexit_cpuid', 'x2apic', 'xapic', 'pit', 'ipi', 't32']);
+    expect(t('smptest3')).toMatchObject({ file: 'smptest.flat', smp: 3, args: '', timeoutS: 90 });
+    expect(t('vmexit_cpuid')).toMatchObject({ args: 'cpuid', groups: ['vmexit'], smp: 1 });
+    expect(t('x2apic')).toMatchObject({ timeoutS: 30, qemuParams: '-cpu qemu64,+x2apic,+tsc-deadline' });
+    expect(t('pit')).toMatchObject({ args: 'a b', qemuParams: '-device pc-testdev', timeoutS: 120 });
+  });
+
+  it('keeps in scope what we can run, and names why the rest is not', () => {
+    expect(outOfScope(t('smptest3'))).toBeUndefined();
+    expect(outOfScope(t('x2apic'))).toBeUndefined();
+    expect(outOfScope(t('xapic'))).toBe('hides x2APIC: Unhalt always offers it');
+    expect(outOfScope(t('pit'))).toBe("needs QEMU's pc-testdev device");
+    expect(outOfScope(t('ipi'))).toBe('needs QEMU machine option pit=off');
+    expect(outOfScope(t('t32'))).toMatch(/32-bit build/);
+  });
+
+  it('judges by the lines and the exit status: a FAIL line or status 3 fails, 77 skips, 1 with a SUMMARY passes', () => {
+    expect(judge('PASS: a\nSUMMARY: 1 tests\n', 1, false)).toBe('PASS');
+    expect(judge('PASS: a\nFAIL: b\nSUMMARY: 2 tests, 1 unexpected failures\n', 3, false)).toBe('FAIL');
+    expect(judge('PASS: a\nSUMMARY: 1 tests\n', 3, false)).toBe('FAIL');
+    expect(judge('FAIL: a\n', 1, false)).toBe('FAIL');
+    expect(judge('SKIP: no rdtscp\nSUMMARY: 1 tests, 1 skipped\n', 77, false)).toBe('SKIP');
+    expect(judge('SUMMARY: 2 tests, 2 skipped\n', 1, false)).toBe('SKIP');
+    expect(judge('PASS: a\nSUMMARY: 1 tests\n', 1, true)).toBe('TIMEOUT');
+    expect(judge('PASS: a\n', 2, false)).toBe('ERROR'); // the VMM failed before a report
+    expect(judge('', 0, false)).toBe('ERROR');
+  });
+});
