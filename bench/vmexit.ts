@@ -1,0 +1,64 @@
+// The cost of one exit, by someone else's measure: kvm-unit-tests' vmexit.flat times each of its
+// exits in TSC cycles inside the guest, under Unhalt and under QEMU on the same KVM, alternately,
+// run after run. The median per exit and the ratio Unhalt / QEMU. `inl_from_qemu` is a round trip
+// to the VMM's user space (a port nobody claims); `inl_from_kernel` and `cpuid` stay in KVM.
+//
+//   node bench/vmexit.ts [--runs 5] [--exits cpuid,vmcall,inl_from_qemu,...] [--json F]
+//
+// On a PVM host the figures are PVM's (QEMU runs there as `-cpu host,-arch-capabilities`); in the
+// nested lane's L1 they are hardware-semantics KVM's, emulated (bench/l1-vmexit.sh).
+import { writeFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { buildKvmUnitTests } from '../native/guest/kvm-unit-tests/build.mjs';
+import { QEMU_CPU, runUnderQemu, runUnderUnhalt, type RunResult, type UnitTest } from '../test/support/kvm-unit-tests.ts';
+
+const DEFAULT_EXITS = ['cpuid', 'vmcall', 'mov_to_cr8', 'inl_from_pmtimer', 'inl_from_qemu', 'inl_from_kernel', 'outl_to_kernel', 'ipi', 'ipi_halt', 'tscdeadline_immed', 'tscdeadline'];
+const { values } = parseArgs({ options: { runs: { type: 'string', default: '5' }, exits: { type: 'string' }, json: { type: 'string' } } });
+const runs = Number(values.runs);
+if (!Number.isInteger(runs) || runs < 1) throw new Error('--runs must be a whole number from 1');
+const exits = values.exits?.split(',').filter(Boolean) ?? DEFAULT_EXITS;
+const suite = buildKvmUnitTests({ log: (m) => process.stderr.write(`vmexit: ${m}\n`) });
+const test: UnitTest = { name: 'vmexit', file: 'vmexit.flat', smp: 1, args: '', qemuParams: '', timeoutS: 60, groups: [] };
+
+/** `name cycles` lines of one run (the lines vmexit.flat prints per exit it timed). */
+function cycles(r: RunResult): Map<string, number> {
+  const m = new Map<string, number>();
+  for (const line of r.output.split('\n')) {
+    const f = /^(\w+) (\d+)\r?$/.exec(line);
+    if (f && exits.includes(f[1]!)) m.set(f[1]!, Number(f[2]));
+  }
+  return m;
+}
+
+const samples = { unhalt: new Map<string, number[]>(), qemu: new Map<string, number[]>() };
+const errors: string[] = [];
+// One VM per exit and run, so an exit that hangs a vCPU (a hypercall on PVM) costs only itself.
+for (let i = 0; i < runs; i++) {
+  for (const exit of exits) {
+    const one: UnitTest = { ...test, args: exit, smp: /ipi/.test(exit) ? 2 : 1 };
+    // Alternate who goes first, so neither always runs on a warmer host.
+    const order = i % 2 === 0 ? (['unhalt', 'qemu'] as const) : (['qemu', 'unhalt'] as const);
+    for (const who of order) {
+      const r = who === 'unhalt' ? await runUnderUnhalt(suite, one, 60_000) : await runUnderQemu(suite, one, 60_000);
+      const got = cycles(r).get(exit);
+      if (got === undefined) errors.push(`${who}, ${exit}, run ${i + 1}: ${r.verdict}`);
+      else samples[who].set(exit, [...(samples[who].get(exit) ?? []), got]);
+    }
+  }
+  process.stderr.write(`vmexit: run ${i + 1}/${runs} done\n`);
+}
+const median = (xs: number[] | undefined): number | undefined => {
+  if (!xs?.length) return undefined;
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+};
+const rows = exits.map((e) => {
+  const u = median(samples.unhalt.get(e));
+  const q = median(samples.qemu.get(e));
+  return { exit: e, unhalt: u, qemu: q, ratio: u !== undefined && q ? u / q : undefined };
+});
+const fmt = (n: number | undefined, d = 0) => (n === undefined ? '—' : n.toFixed(d));
+console.log(`## vmexit.flat: TSC cycles per exit, median of ${runs} runs each, alternating (QEMU -cpu ${QEMU_CPU})\n`);
+console.log(`| exit | Unhalt | QEMU | Unhalt / QEMU |\n|---|---:|---:|---:|\n${rows.map((r) => `| ${r.exit} | ${fmt(r.unhalt)} | ${fmt(r.qemu)} | ${fmt(r.ratio, 2)} |`).join('\n')}`);
+if (errors.length) console.log(`\nRuns without a figure (a hang is cut after 60 s):\n${errors.map((e) => `- ${e}`).join('\n')}`);
+if (values.json) writeFileSync(values.json, `${JSON.stringify({ runs, qemuCpu: QEMU_CPU, rows, errors }, null, 2)}\n`);
