@@ -2,7 +2,9 @@
 // and ich9 place it (unhalt-1.2 and later): a free-running 24-bit counter at 3.579545 MHz (the
 // FADT's TMR_VAL_EXT clear), read as a 32-bit register. Like QEMU's (acpi_pm_tmr_get), its value is
 // computed from a clock at each read rather than kept: here the host's CLOCK_MONOTONIC, which
-// every thread reads alike (process.hrtime). No TMR_STS / TMR_EN: the overflow event is not raised.
+// every thread reads alike (process.hrtime: exact, unlike performance.now(), whose origin differs
+// per thread; one step back across vCPUs would read as a 4.7 s wrap). Unlike QEMU's it runs on
+// while the VM is paused. No TMR_STS / TMR_EN: the overflow event is not raised.
 // It has no state, so the bus maps it lockFree: a guest that polls it (kvm-unit-tests' vmexit
 // inl_from_pmtimer) never contends for the bus lock.
 
