@@ -32,6 +32,8 @@ export function describeResolution(c: VmConfig, r: ResolvedMachine): string {
     `PCI devices:   host bridge 00:00.0${(spec.virtio ?? []).map((d) => `, virtio-${d} 00:${VIRTIO_DEVICES[d].slot.toString(16).padStart(2, '0')}.0`).join('')}`
       + (spec.disks ?? []).map((d, i) => `, virtio-blk 00:${(DISK_SLOT_BASE + i).toString(16).padStart(2, '0')}.0 (${[d.path, diskModeNote(d)].filter(Boolean).join(', ')})`).join(''),
     ...(spec.net ? [`network:       ${describeNet(spec.net.backEnd)}, MAC ${spec.net.mac}`] : []),
+    ...(spec.board?.fwCfg || spec.board?.pmTimer
+      ? [`board devices: ${[spec.board.fwCfg ? 'fw_cfg 0x510-0x511' : '', spec.board.pmTimer ? 'ACPI PM timer 0x608' : ''].filter(Boolean).join(', ')} (${res.machine})`] : []),
     ...(spec.debugExit ? [`isa-debug-exit: ports 0x${spec.debugExit.iobase.toString(16)}-0x${(spec.debugExit.iobase + spec.debugExit.iosize - 1).toString(16)}; a guest write of V ends the run with exit status (V << 1) | 1`] : []),
     `pinning:       ${spec.pin ? spec.pin.map((h, i) => `vCPU${i}->CPU${h}`).join(' ') : 'none'}`,
     ...res.notes.map((n) => `note: ${n}`),
@@ -59,6 +61,7 @@ export function describeMachines(): string {
     out.push(`${m.name}${m.name === NEWEST_MACHINE ? ` (alias: ${MACHINE_ALIAS})` : ''}: ${m.summary}`);
     out.push(`  changes: ${m.changes}`);
     out.push(`  ${PV_FEATURES.map((f) => `${f.name}=${m.defaults[f.name] ? 'on' : 'off'}`).join(' ')}`);
+    out.push(`  board: fw_cfg=${m.board.fwCfg ? 'on' : 'off'} pm-timer=${m.board.pmTimer ? 'on' : 'off'}`);
   }
   return `${out.join('\n')}\n`;
 }

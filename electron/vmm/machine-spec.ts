@@ -3,7 +3,7 @@
 // changes are the runtime's own state (LiveKnobs), not edits of the spec it was built from.
 import type { Vcpu } from '../../native/kvm/kvm.ts';
 import type { GuestMemory } from './memory/guest-memory.ts';
-import type { NetBackEndSpec, VirtioDeviceName } from './devices/board.ts';
+import type { NetBackEndSpec, VersionedDevices, VirtioDeviceName } from './devices/board.ts';
 import type { DiskSpec } from './devices/virtio/disk-image.ts';
 
 /** Everything needed to start a machine, already validated and resolved (see config/). */
@@ -33,6 +33,8 @@ export interface MachineSpec {
   disks?: DiskSpec[];
   /** The isa-debug-exit the VM asked for (BoardConfig.debugExit); absent: the board's own at 0xf4. */
   debugExit?: { iobase: number; iosize: number };
+  /** The devices its machine type version adds to the board (MachineType.board); absent: none (unhalt-1.0/1.1). */
+  board?: VersionedDevices;
   /** Tests only (never set from a config): ways to make a guest fail on purpose. */
   testHooks?: VmTestHooks;
 }

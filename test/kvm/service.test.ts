@@ -48,7 +48,7 @@ describe.skipIf(!kvmAvailable)('service on KVM', () => {
     expect(sub.backfill.console).toBe('');
 
     const started = await svc.startVm(vm.id);
-    expect(started).toMatchObject({ state: 'running', resolved: { machine: 'unhalt-1.1', commandLine: expect.stringMatching(/^unhalt run --guest probe/) } });
+    expect(started).toMatchObject({ state: 'running', resolved: { machine: 'unhalt-1.2', commandLine: expect.stringMatching(/^unhalt run --guest probe/) } });
     expect((await svc.getVm(vm.id)).status.state).toBe('running');
     await until(events, (all) => (consoleText(all, vm.id).includes('probe> ') ? true : undefined), 'the prompt');
 

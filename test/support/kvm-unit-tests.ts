@@ -126,11 +126,21 @@ function envFile(dir: string, t: UnitTest, memoryMiB: number): string {
 
 const MEMORY_MIB = 256;
 
+export interface UnhaltRunOptions {
+  /** `--machine`; absent: the default (the newest version). */
+  machine?: string;
+  /** Give the suite its environment file (default true); without it the suite asks fw_cfg. */
+  envFile?: boolean;
+  /** `--timeout` in seconds: the VMM ends the run itself (exit status 124). */
+  vmmTimeoutS?: number;
+}
+
 /** Runs one test under Unhalt's CLI; `timeoutMs` already scaled for this host. */
-export function runUnderUnhalt(suiteDir: string, t: UnitTest, timeoutMs: number): Promise<RunResult> {
+export function runUnderUnhalt(suiteDir: string, t: UnitTest, timeoutMs: number, opts: UnhaltRunOptions = {}): Promise<RunResult> {
   const dir = mkdtempSync(join(tmpdir(), 'unhalt-kut-'));
   const argv = [process.execPath, UNHALT_BIN, 'run', '--kernel', join(suiteDir, 'x86', t.file), '--cpus', String(t.smp), '--memory', String(MEMORY_MIB),
-    '--initrd', envFile(dir, t, MEMORY_MIB), '--device', DEBUG_EXIT, ...(t.args ? ['--append', t.args] : [])];
+    ...(opts.envFile === false ? [] : ['--initrd', envFile(dir, t, MEMORY_MIB)]), '--device', DEBUG_EXIT, ...(t.args ? ['--append', t.args] : []),
+    ...(opts.machine ? ['--machine', opts.machine] : []), ...(opts.vmmTimeoutS ? ['--timeout', String(opts.vmmTimeoutS)] : [])];
   return runProcess(argv, timeoutMs).finally(() => rmSync(dir, { recursive: true, force: true }));
 }
 

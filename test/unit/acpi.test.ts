@@ -3,8 +3,12 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createHash } from 'node:crypto';
 import { buildAcpiTables, amlPkgLength, eisaId } from '../../electron/vmm/firmware/acpi.ts';
 import { PCI_MMIO_WINDOW } from '../../electron/vmm/devices/board.ts';
+import { acpiTablesFor } from '../../electron/vmm/builder/guest-image.ts';
+import { LAYOUT } from '../../electron/vmm/boot/layout.ts';
+import { MACHINE_TYPES, machineType } from '../../electron/vmm/machine/machine-types.ts';
 
 const BASE = 0xe0000;
 
@@ -200,4 +204,91 @@ describe('ACPI tables', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  // iasl as an independent reader of each version's FADT: where its PM timer is, or that there is none.
+  it.skipIf(!hasAcpica)('iasl reads each machine type\'s FADT: PM timer block at 0x608 (24-bit) from unhalt-1.2, none before', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'unhalt-acpi-'));
+    try {
+      for (const m of MACHINE_TYPES) {
+        const { bytes, tables } = acpiTablesFor(2, m.board.pmTimer);
+        const f = tables.find((t) => t.signature === 'FACP')!;
+        const file = join(dir, `${m.name}.dat`);
+        writeFileSync(file, bytes.subarray(f.address - LAYOUT.acpi, f.address - LAYOUT.acpi + f.length));
+        execFileSync('iasl', ['-d', file], { cwd: dir, stdio: 'pipe' });
+        const dsl = readFileSync(join(dir, `${m.name}.dsl`), 'utf8');
+        expect(dsl, m.name).toMatch(new RegExp(`PM Timer Block Address : ${m.board.pmTimer ? '00000608' : '00000000'}`));
+        expect(dsl, m.name).toMatch(new RegExp(`PM Timer Block Length : ${m.board.pmTimer ? '04' : '00'}`));
+        expect(dsl, m.name).toMatch(/32-bit PM Timer \(V1\) : 0/);
+        const gas = /PM Timer Block : \[Generic Address Structure\]([\s\S]*?)Address : (\w+)/.exec(dsl);
+        expect(gas?.[1], m.name).toMatch(m.board.pmTimer ? /Space ID : 01 \[SystemIO\][\s\S]*Bit Width : 20/ : /Space ID : 00/);
+        expect(gas?.[2], m.name).toBe(m.board.pmTimer ? '0000000000000608' : '0000000000000000');
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });
+
+// The guest ABI per machine type (machine-types.ts): the whole ACPI block a guest of each version
+// gets, as guest-image.ts builds it, by digest. A change that alters a released version's bytes
+// fails here: the change belongs in a new machine type.
+const GOLDEN_ACPI: Record<string, Record<number, string>> = {
+  'unhalt-1.0': {
+    1: '783c4629d8579a0cef057164fbd51c1c53fbe2c662b09275bf92ee7c3ec5a7b0',
+    2: '5ebdaa042d2fa71cda06d5743ab979d0dadf728ffd40361758b7dddc27783793',
+    4: 'ca631c9e9dbd9e881754a2e4ed758adc940b282ed58ca0b93cbc0c198188940c',
+    255: '8d867145e0660ab6c7345d8a3085ac72cfd948ceac022070a58094dc7e5b0609',
+  },
+  'unhalt-1.1': {
+    1: '783c4629d8579a0cef057164fbd51c1c53fbe2c662b09275bf92ee7c3ec5a7b0',
+    2: '5ebdaa042d2fa71cda06d5743ab979d0dadf728ffd40361758b7dddc27783793',
+    4: 'ca631c9e9dbd9e881754a2e4ed758adc940b282ed58ca0b93cbc0c198188940c',
+    255: '8d867145e0660ab6c7345d8a3085ac72cfd948ceac022070a58094dc7e5b0609',
+  },
+  // ... plus the PM timer: PM_TMR_BLK 0x608, PM_TMR_LEN 4, X_PM_TMR_BLK.
+  'unhalt-1.2': {
+    1: '95ef2ddf051826da5e08aa21ca4c79a65d59789a77f14ec7ce62890892785bed',
+    2: 'cef032c0505e81021249841b08e01504ec9d0c96bd9aaf3ea99904c570a37e77',
+    4: '4aa51fa74ee07351ce10e01b55cc2e5bf3c3a81a05bec8a02b11dd6d60a06a55',
+    255: '69443401b02cf5f20e49b566ac12caae813e16eb305b6302afb4d155b2ca4ad1',
+  },
+};
+
+describe('ACPI tables per machine type', () => {
+  it('has golden digests for every machine type (add a row with each new type)', () => {
+    expect(MACHINE_TYPES.map((m) => m.name)).toEqual(Object.keys(GOLDEN_ACPI));
+  });
+
+  for (const [name, digests] of Object.entries(GOLDEN_ACPI)) {
+    it(`${name} keeps its ACPI bytes`, () => {
+      for (const [cpus, digest] of Object.entries(digests)) {
+        const { bytes } = acpiTablesFor(Number(cpus), machineType(name)!.board.pmTimer);
+        expect(createHash('sha256').update(bytes).digest('hex'), `${name}, ${cpus} CPUs`).toBe(digest);
+      }
+    });
+  }
+
+  it('FADT per version: only PM_TMR_BLK, PM_TMR_LEN, X_PM_TMR_BLK (and the checksum) tell them apart', () => {
+    const fadtOf = (pmTimer: boolean) => {
+      const { bytes, tables } = acpiTablesFor(2, pmTimer);
+      const f = tables.find((t) => t.signature === 'FACP')!;
+      return bytes.slice(f.address - LAYOUT.acpi, f.address - LAYOUT.acpi + f.length);
+    };
+    const without = fadtOf(false);
+    const withTimer = fadtOf(true);
+    const dv = new DataView(withTimer.buffer);
+    expect(dv.getUint32(76, true)).toBe(0x608); // PM_TMR_BLK
+    expect(withTimer[91]).toBe(4); // PM_TMR_LEN
+    expect([...withTimer.subarray(208, 212)]).toEqual([1, 32, 0, 3]); // X_PM_TMR_BLK: system I/O, 32 bits, dword access
+    expect(Number(dv.getBigUint64(212, true))).toBe(0x608);
+    expect(dv.getUint32(112, true) & (1 << 8)).toBe(0); // TMR_VAL_EXT clear: a 24-bit counter
+    expect(new DataView(without.buffer).getUint32(76, true)).toBe(0);
+    expect(without[91]).toBe(0);
+    expect([...without.subarray(208, 220)].every((b) => b === 0)).toBe(true);
+    const differing = [...withTimer.keys()].filter((i) => withTimer[i] !== without[i]);
+    const allowed = new Set([9, 76, 77, 91, 208, 209, 211, 212, 213]);
+    expect(differing.filter((i) => !allowed.has(i))).toEqual([]);
+    expect(sum(withTimer)).toBe(0);
+  });
+});
+

@@ -79,7 +79,7 @@ describe('config round trips', () => {
 
 describe('bad knob inputs', () => {
   const bad: [string, () => unknown, RegExp][] = [
-    ['unknown machine type', () => validateConfig({ machine: 'pc-q35-9.9' }), /unknown machine type "pc-q35-9.9"; valid: unhalt, unhalt-1.0, unhalt-1.1/],
+    ['unknown machine type', () => validateConfig({ machine: 'pc-q35-9.9' }), /unknown machine type "pc-q35-9.9"; valid: unhalt, unhalt-1.0, unhalt-1.1, unhalt-1.2/],
     ['unknown feature (CLI)', () => configFromOptions({ cpu: 'host,kvm-turbo=on' }), /unknown CPU feature "kvm-turbo"; valid: kvmclock/],
     ['malformed feature', () => configFromOptions({ cpu: 'host,kvm-pv-unhalt' }), /needs a value/],
     ['bad feature value', () => configFromOptions({ cpu: 'host,kvm-pv-unhalt=maybe' }), /kvm-pv-unhalt must be on or off/],

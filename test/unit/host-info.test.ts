@@ -19,7 +19,7 @@ describe('host info', () => {
     expect(option(info, 'cpu-pm')).toMatchObject({ available: true, reason: expect.stringMatching(/halt exits flatline/) });
     expect(option(info, 'halt-poll-ns')).toMatchObject({ available: true, reason: 'host default halt_poll_ns=200000' });
     expect(info.features.find((f) => f.name === 'kvm-pv-unhalt')).toMatchObject({ hostOffers: true, usesHypercalls: true });
-    expect(info.machineTypes.find((m) => m.newest)?.name).toBe('unhalt-1.1');
+    expect(info.machineTypes.find((m) => m.newest)?.name).toBe('unhalt-1.2');
     expect(info.telemetry).toEqual({ binaryStats: true });
   });
 

@@ -1,11 +1,13 @@
 // Golden guest ABI per machine type: CPUID 0x40000000/0x40000001 and topology on a fixed
 // simulated host. A change that alters an existing machine type's values fails here: add a new
 // machine type instead.
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { resolveKnobs } from '../../electron/vmm/config/resolve.ts';
+import { resolveKnobs, resolveMachineWithoutKvm } from '../../electron/vmm/config/resolve.ts';
 import { validateConfig } from '../../electron/vmm/config/vm-config.ts';
 import { buildCpuid } from '../../electron/vmm/cpu/cpuid.ts';
-import { MACHINE_TYPES, NEWEST_MACHINE, resolveMachineName } from '../../electron/vmm/machine/machine-types.ts';
+import { MACHINE_TYPES, NEWEST_MACHINE, machineType, resolveMachineName } from '../../electron/vmm/machine/machine-types.ts';
+import { boardPortUser } from '../../electron/vmm/devices/board.ts';
 import { simulatedHost } from '../support/simulated-host.ts';
 
 const GOLDEN: Record<string, { eax: number; edx: number }> = {
@@ -14,6 +16,15 @@ const GOLDEN: Record<string, { eax: number; edx: number }> = {
   'unhalt-1.0': { eax: 0x01007a7b, edx: 0 },
   // ... plus pv-unhalt(7)
   'unhalt-1.1': { eax: 0x01007afb, edx: 0 },
+  // the same features as 1.1 (its board gains fw_cfg and the PM timer: GOLDEN_BOARD)
+  'unhalt-1.2': { eax: 0x01007afb, edx: 0 },
+};
+
+/** The devices each version adds to the board (its ports; the ACPI bytes are golden in acpi.test.ts). */
+const GOLDEN_BOARD: Record<string, { fwCfg: boolean; pmTimer: boolean }> = {
+  'unhalt-1.0': { fwCfg: false, pmTimer: false },
+  'unhalt-1.1': { fwCfg: false, pmTimer: false },
+  'unhalt-1.2': { fwCfg: true, pmTimer: true },
 };
 
 function guestCpuid(machine: string, cpus: number, vcpuId: number, extra: Record<string, unknown> = {}) {
@@ -39,6 +50,23 @@ describe('machine types', () => {
       expect(get(0xb, 1)).toMatchObject({ eax: 2, ebx: 4, edx: 2 });
       expect(get(4, 0).eax >>> 26).toBe(3);
       expect((get(1).ecx >>> 3) & 1).toBe(0); // no MWAIT without cpu-pm
+    });
+  }
+
+  it('has a golden board for every machine type (add a row with each new type)', () => {
+    expect(MACHINE_TYPES.map((m) => m.name)).toEqual(Object.keys(GOLDEN_BOARD));
+  });
+
+  for (const [name, board] of Object.entries(GOLDEN_BOARD)) {
+    it(`${name} keeps its board devices, and only a version that adds some puts them in the spec`, () => {
+      expect({ ...machineType(name)!.board }).toEqual(board);
+      const kernel = fileURLToPath(import.meta.url); // any existing file: a dry resolution only checks it exists
+      const { spec } = resolveMachineWithoutKvm(validateConfig({ machine: name, cpus: 2, kernel }));
+      if (board.fwCfg || board.pmTimer) expect(spec.board).toEqual(board);
+      else expect(spec).not.toHaveProperty('board');
+      // A configured isa-debug-exit may not sit on a port the version's board has.
+      expect(boardPortUser(0x510, 2, spec.board)).toBe(board.fwCfg ? 'fwCfg (ports 0x510-0x511)' : undefined);
+      expect(boardPortUser(0x608, 4, spec.board)).toBe(board.pmTimer ? 'pmTimer (ports 0x608-0x60b)' : undefined);
     });
   }
 

@@ -127,7 +127,7 @@ describe('service API boundary', () => {
   it('creates, lists, clones, updates and deletes, with library events', async () => {
     const vm = await svc.createVm(probe);
     expect(vm.status).toEqual({ id: vm.id, state: 'stopped' });
-    expect(vm.config).toMatchObject({ version: 1, name: 'probe-vm', guest: 'probe', machine: 'unhalt-1.1', pvmProfile: true });
+    expect(vm.config).toMatchObject({ version: 1, name: 'probe-vm', guest: 'probe', machine: 'unhalt-1.2', pvmProfile: true });
     expect(events.at(-1)).toMatchObject({ type: 'library', vms: [{ id: vm.id }] });
     expect((await rejection(svc.createVm({ ...probe, name: 'PROBE-VM' })))).toMatchObject({ code: 'conflict', message: expect.stringMatching(/a VM named "probe-vm" already exists/) });
 
@@ -196,7 +196,7 @@ describe('service API boundary', () => {
 
   it('host info says what the host can run, and reports the library', async () => {
     const info = await svc.host();
-    expect(info.machineTypes.map((m) => m.name)).toEqual(['unhalt-1.0', 'unhalt-1.1']);
+    expect(info.machineTypes.map((m) => m.name)).toEqual(['unhalt-1.0', 'unhalt-1.1', 'unhalt-1.2']);
     expect(info.guests.find((g) => g.kind === 'probe')?.label).toMatch(/diagnostic guest/);
     // Unavailable for its own reason, with KVM or without (then the problem is said once, in kvmProblem).
     expect(info.options.find((o) => o.option === 'feature:kvm-msi-ext-dest-id')).toMatchObject({ available: false, reason: expect.stringMatching(/split irqchip/) });

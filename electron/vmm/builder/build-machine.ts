@@ -13,11 +13,11 @@ import { checkInitrd } from '../boot/initrd.ts';
 import { LAYOUT } from '../boot/layout.ts';
 import { buildCpuid, hostKvmFeatures } from '../cpu/cpuid.ts';
 import { setBootCpuState, setBootMsrs, setLapicLints } from '../cpu/boot-state.ts';
-import { createDeviceState, type BoardConfig } from '../devices/board.ts';
+import { createDeviceState, versionedBoard, type BoardConfig } from '../devices/board.ts';
 import { OpenDisk } from '../devices/virtio/disk-image.ts';
 import { createEventFd } from '../../../native/kvm/eventfd.ts';
 import { netConfigBytes } from '../devices/virtio/virtio-net.ts';
-import type { GuestMemory } from '../memory/guest-memory.ts';
+import { MiB, type GuestMemory } from '../memory/guest-memory.ts';
 import type { MachineSpec } from '../machine-spec.ts';
 import { probeHost } from '../machine/host-caps.ts';
 import { buildGuestImage, kernelFormatOf, type GuestImage } from './guest-image.ts';
@@ -165,11 +165,14 @@ export async function buildMachine(spec: MachineSpec, files: BootFiles): Promise
 
 /**
  * The board's PCI devices: one eventfd per virtio device (its I/O thread's wake-up), MSIs through
- * KVM_SIGNAL_MSI (required), notifications by ioeventfd where KVM has them; and where the VM's
- * isa-debug-exit sits, if it asked for one.
+ * KVM_SIGNAL_MSI (required), notifications by ioeventfd where KVM has them; where the VM's
+ * isa-debug-exit sits, if it asked for one; and the devices its machine type version adds.
  */
 function boardFor(spec: MachineSpec, check: (cap: number) => number, eventFds: number[], disks: readonly OpenDisk[]): BoardConfig {
-  const ports: Pick<BoardConfig, 'debugExit'> = spec.debugExit ? { debugExit: { ...spec.debugExit } } : {};
+  const ports: Pick<BoardConfig, 'debugExit' | 'fwCfg' | 'pmTimer'> = {
+    ...(spec.debugExit ? { debugExit: { ...spec.debugExit } } : {}),
+    ...versionedBoard(spec.board, { cpus: spec.cpus, ramBytes: spec.memoryMiB * MiB }),
+  };
   const names = spec.virtio ?? [];
   if (names.length === 0 && disks.length === 0) return { virtio: [], ...ports };
   if (check(CAP.SIGNAL_MSI) <= 0) throw new Error('this host\'s KVM cannot inject MSIs (no KVM_CAP_SIGNAL_MSI): virtio devices need it; turn them off');

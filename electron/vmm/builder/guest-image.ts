@@ -24,7 +24,7 @@ export interface GuestImage {
   rsdpAddress: number;
 }
 
-type ImageSpec = Pick<MachineSpec, 'cpus' | 'memoryMiB' | 'kernelPath' | 'initrdPath' | 'cmdline'>;
+type ImageSpec = Pick<MachineSpec, 'cpus' | 'memoryMiB' | 'kernelPath' | 'initrdPath' | 'cmdline' | 'board'>;
 export type KernelLoader = 'pvh' | 'bzimage' | 'multiboot';
 
 /** Judges the kernel's format, refusing what no loader takes (a bad bzImage or multiboot kernel included). */
@@ -51,7 +51,7 @@ export function buildGuestImage(spec: ImageSpec, files: BootFiles, memory?: Gues
   const format = kernelFormatOf(spec, files);
   if (memory && memory.size !== spec.memoryMiB * MiB) throw new RangeError(`guest RAM of ${memory.size / MiB} MiB given for a ${spec.memoryMiB} MiB machine`);
   memory ??= new GuestMemory(spec.memoryMiB * MiB);
-  const acpi = acpiTablesFor(spec.cpus);
+  const acpi = acpiTablesFor(spec.cpus, spec.board?.pmTimer === true);
   memory.write(LAYOUT.acpi, acpi.bytes);
   const e820 = memoryMap(memory);
   const input = { kernel: files.kernel.bytes, initrd: files.initrd, cmdline: spec.cmdline, rsdpAddress: acpi.rsdpAddress, e820 };
@@ -67,13 +67,17 @@ export function multibootCmdline(spec: Pick<MachineSpec, 'kernelPath' | 'cmdline
   return spec.cmdline ? `${spec.kernelPath} ${spec.cmdline}` : spec.kernelPath;
 }
 
-/** The ACPI tables of a machine with `cpus` CPUs: the same bytes for every start, so made once per CPU count. */
-const acpiByCpus = new Map<number, AcpiTables>();
-function acpiTablesFor(cpus: number): AcpiTables {
-  let t = acpiByCpus.get(cpus);
+/**
+ * The ACPI tables of a machine with `cpus` CPUs and (its version's board) a PM timer or not: the
+ * same bytes for every start, so made once per CPU count and board.
+ */
+const acpiByBoard = new Map<string, AcpiTables>();
+export function acpiTablesFor(cpus: number, pmTimer: boolean): AcpiTables {
+  const key = `${cpus}/${pmTimer ? 'pm-timer' : '-'}`;
+  let t = acpiByBoard.get(key);
   if (!t) {
-    t = buildAcpiTables({ cpus, baseAddress: LAYOUT.acpi, pciMmioWindow: PCI_MMIO_WINDOW });
-    acpiByCpus.set(cpus, t);
+    t = buildAcpiTables({ cpus, baseAddress: LAYOUT.acpi, pciMmioWindow: PCI_MMIO_WINDOW, ...(pmTimer ? { pmTimer } : {}) });
+    acpiByBoard.set(key, t);
   }
   return t;
 }

@@ -184,6 +184,9 @@ function machineOf(c: VmConfig, resolution: Resolution, kind: HostCapabilities['
     disableExits: resolution.disableExits, mwait: resolution.mwait, memLock: c.memLock,
   };
   if (initrdPath) spec.initrdPath = initrdPath;
+  // Only a version that adds devices says so: an older one's spec stays as it always was.
+  const board = machineType(resolution.machine)!.board;
+  if (board.fwCfg || board.pmTimer) spec.board = { ...board };
   if (c.rng) spec.virtio = ['rng'];
   if (c.net) {
     spec.virtio = [...(spec.virtio ?? []), 'net'];
@@ -195,7 +198,7 @@ function machineOf(c: VmConfig, resolution: Resolution, kind: HostCapabilities['
   const debugExit = debugExitOf(c);
   if (debugExit) {
     // The schema knows no board; here the board's own ports are known, so a clash is said before any vCPU maps them.
-    const user = boardPortUser(debugExit.iobase, debugExit.iosize);
+    const user = boardPortUser(debugExit.iobase, debugExit.iosize, spec.board);
     if (user) {
       throw new ConfigError(`isa-debug-exit at 0x${debugExit.iobase.toString(16)} (iosize ${debugExit.iosize}) overlaps the board's ${user}; `
         + 'give another iobase, e.g. iobase=0xf4 (kvm-unit-tests\') or QEMU\'s default 0x501');

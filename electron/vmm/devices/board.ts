@@ -7,7 +7,9 @@
 import { AcpiPm, ACPI_PM_BASE, ACPI_PM_LENGTH, ACPI_PM_STATE_WORDS, SCI_IRQ } from './acpi-pm.ts';
 import { DebugExit, DEBUG_EXIT_LENGTH, DEBUG_EXIT_PORT } from './debug-exit.ts';
 import { readAllOnes } from './floating-bus.ts';
+import { FwCfg, fwCfgItems, FW_CFG_LENGTH, FW_CFG_PORT, FW_CFG_STATE_WORDS, type FwCfgMachine } from './fw-cfg.ts';
 import { I8042, I8042_COMMAND_PORT, I8042_DATA_PORT } from './i8042.ts';
+import { PmTimer, PM_TMR_LENGTH, PM_TMR_PORT } from './pm-timer.ts';
 import { PortBus, UNHANDLED_TABLE_WORDS } from './port-bus.ts';
 import { POST_PORT, POST_STATE_WORDS, PostPort } from './post-port.ts';
 import { SharedLock } from './shared-lock.ts';
@@ -99,6 +101,25 @@ export const PORT_DEVICES = Object.freeze({
     attach: (bus, state) => {
       const post = new PostPort(state);
       bus.map({ base: POST_PORT, length: 1, byteWide: true, lockFree: true, read: () => post.read(), write: (_o, _s, v) => post.write(v) });
+    },
+  },
+  // The versioned devices (machine-types.ts, MachineType.board): mapped only on a board whose
+  // version has them, so a VM pinned to an older version sees exactly the ports it always had.
+  pmTimer: {
+    words: 0,
+    attach: (bus, _state, _io, board) => {
+      if (!board.pmTimer) return;
+      const timer = new PmTimer();
+      bus.map({ base: PM_TMR_PORT, length: PM_TMR_LENGTH, lockFree: true, read: (o, s) => timer.read(o, s), write: () => {} });
+    },
+  },
+  fwCfg: {
+    words: FW_CFG_STATE_WORDS,
+    init: (state) => FwCfg.initState(state),
+    attach: (bus, state, _io, board) => {
+      if (!board.fwCfg) return;
+      const fw = new FwCfg(state, fwCfgItems(board.fwCfg));
+      bus.map({ base: FW_CFG_PORT, length: FW_CFG_LENGTH, read: (o, s) => fw.read(o, s), write: (o, s, v) => fw.write(o, s, v) });
     },
   },
 } satisfies Record<string, PortDeviceRegistration>);
@@ -230,6 +251,24 @@ export interface BoardConfig {
   debugExit?: { iobase: number; iosize: number };
   /** KVM has ioeventfds: the width they match (0 = any, KVM_CAP_IOEVENTFD_ANY_LENGTH); absent: none. */
   ioeventfdLength?: number;
+  /** QEMU's fw_cfg at 0x510 (unhalt-1.2+) and what its items say; absent: no fw_cfg. */
+  fwCfg?: FwCfgMachine;
+  /** The ACPI PM timer at 0x608 (unhalt-1.2+). */
+  pmTimer?: boolean;
+}
+
+/** The board devices a machine type version adds (MachineType.board); absent or false: not there. */
+export interface VersionedDevices {
+  fwCfg?: boolean;
+  pmTimer?: boolean;
+}
+
+/** The BoardConfig fields of a version's devices, for a VM of `cpus` vCPUs and `ramBytes` of RAM. */
+export function versionedBoard(devices: VersionedDevices | undefined, machine: FwCfgMachine): Pick<BoardConfig, 'fwCfg' | 'pmTimer'> {
+  return {
+    ...(devices?.fwCfg ? { fwCfg: { cpus: machine.cpus, ramBytes: machine.ramBytes } } : {}),
+    ...(devices?.pmTimer ? { pmTimer: true } : {}),
+  };
 }
 
 export interface NetBackEndSpec {
@@ -352,26 +391,29 @@ export function attachDevices(stateSab: SharedArrayBuffer, io: DeviceIo, board: 
  * isa-debug-exit placed there would collide when a vCPU maps its bus), named with its ports, or
  * undefined. Taken from the registrations themselves, so the list cannot drift from the board.
  */
-export function boardPortUser(base: number, length: number): string | undefined {
-  for (const { name, base: b, length: l } of boardPorts()) {
+export function boardPortUser(base: number, length: number, devices?: VersionedDevices): string | undefined {
+  for (const { name, base: b, length: l } of boardPorts(devices)) {
     if (base < b + l && b < base + length) return `${name} (ports 0x${b.toString(16)}-0x${(b + l - 1).toString(16)})`;
   }
   return undefined;
 }
 
-let boardPortList: { name: string; base: number; length: number }[] | undefined;
-function boardPorts(): { name: string; base: number; length: number }[] {
-  if (boardPortList) return boardPortList;
+const boardPortLists = new Map<string, { name: string; base: number; length: number }[]>();
+function boardPorts(devices: VersionedDevices | undefined): { name: string; base: number; length: number }[] {
+  const board: BoardConfig = { virtio: [], ...versionedBoard(devices, { cpus: 1, ramBytes: 0 }) };
+  const key = JSON.stringify(board);
+  const known = boardPortLists.get(key);
+  if (known) return known;
   const list: { name: string; base: number; length: number }[] = [];
   const nop = () => {};
   const io: DeviceIo = { emitConsole: nop, emitAgent: nop, setIrq: nop, onPowerOff: nop, onDebugExit: nop, onReset: nop };
   const record = (name: string): PortMap => ({ map: (d) => { list.push({ name, base: d.base, length: d.length }); } });
   for (const [name, d] of entries(portRegistrations)) {
-    if (name !== 'debugExit') d.attach(record(name), new Int32Array(d.words), io, NO_PCI_DEVICES);
+    if (name !== 'debugExit') d.attach(record(name), new Int32Array(d.words), io, board);
   }
   // A recorder only reads the ranges; it never calls a device, so no host is needed behind them.
   mapPciConfigPorts(record('PCI configuration'), undefined as unknown as PciHost);
-  boardPortList = list;
+  boardPortLists.set(key, list);
   return list;
 }
 

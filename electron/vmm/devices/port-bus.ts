@@ -16,9 +16,10 @@ export interface PortDevice {
   /** Registers are 8 bits wide: hand 2- and 4-byte accesses over one byte at a time. */
   readonly byteWide?: boolean;
   /**
-   * Every access is one tear-free load or store (an aligned 32-bit word) of the device's own state and nothing else: the
-   * bus lock is not taken for it (port 0x80, which Linux writes as an I/O delay and the probe's
-   * `pio` scenario hammers; two atomic read-modify-writes were a quarter of such an exit's JS).
+   * Every access is one tear-free load or store (an aligned 32-bit word) of the device's own state and nothing else,
+   * or touches no shared state at all: the bus lock is not taken for it (port 0x80, which Linux writes as an I/O
+   * delay and the probe's `pio` scenario hammers; two atomic read-modify-writes were a quarter of such an exit's JS;
+   * the ACPI PM timer, computed from a clock, which a guest may poll).
    */
   readonly lockFree?: boolean;
   /** `offset` from `base`; `size` 1, 2 or 4; the result is masked to `size`. */

@@ -11,6 +11,8 @@ export interface AcpiOptions {
   baseAddress: number;
   /** The PCI host bridge's 32-bit memory window (DSDT \_SB.PCI0._CRS); absent: no PCI0 (tests of the bare tables). */
   pciMmioWindow?: { base: number; size: number };
+  /** The board has the ACPI PM timer (unhalt-1.2+): the FADT's PM_TMR_BLK points at it; absent: no PM timer. */
+  pmTimer?: boolean;
 }
 
 export interface AcpiTables {
@@ -25,6 +27,7 @@ export const IOAPIC_ADDRESS = 0xfec00000;
 export const SCI_IRQ = 9;
 export const PM1A_EVT_BLK = 0x600;
 export const PM1A_CNT_BLK = 0x604;
+export const PM_TMR_BLK = 0x608; // devices/pm-timer.ts
 export const RESET_PORT = 0x64; // i8042 command port: 0xFE resets
 export const RESET_VALUE = 0xfe;
 
@@ -58,7 +61,7 @@ export function buildAcpiTables(opts: AcpiOptions): AcpiTables {
   const fadtAddr = place(276, 16);
   const madtAddr = place(madt.length, 16);
   const xsdtAddr = place(HEADER + 8 * 2, 16);
-  const fadt = buildFadt(facsAddr, dsdtAddr);
+  const fadt = buildFadt(facsAddr, dsdtAddr, opts.pmTimer === true);
   const xsdt = buildXsdt([fadtAddr, madtAddr]);
   const rsdp = buildRsdp(xsdtAddr);
 
@@ -106,7 +109,9 @@ function buildXsdt(entries: number[]): Uint8Array {
 }
 
 // FADT revision 6 (ACPI 6.3), 276 bytes, full (not hardware-reduced) fixed hardware.
-function buildFadt(facsAddr: number, dsdtAddr: number): Uint8Array {
+// With `pmTimer` only PM_TMR_BLK, PM_TMR_LEN and X_PM_TMR_BLK differ: an older machine type's
+// FADT is byte for byte what it always was (test/unit/acpi.test.ts holds its digest).
+function buildFadt(facsAddr: number, dsdtAddr: number, pmTimer: boolean): Uint8Array {
   const t = new Table(276);
   t.u32(36, facsAddr); // FIRMWARE_CTRL (below 4 GiB, so the 32-bit field; X_ left 0)
   t.u32(40, dsdtAddr); // DSDT
@@ -116,9 +121,11 @@ function buildFadt(facsAddr: number, dsdtAddr: number): Uint8Array {
   t.u32(48, 0); // SMI_CMD 0: no SMM, the machine is always in ACPI mode (SCI_EN reads 1)
   t.u32(56, PM1A_EVT_BLK);
   t.u32(64, PM1A_CNT_BLK);
-  t.u32(76, 0); // PM_TMR_BLK: no PM timer (the guest uses TSC/LAPIC/kvmclock)
+  // PM_TMR_BLK: the PM timer where the board has one; else none (the guest uses TSC/LAPIC/kvmclock).
+  t.u32(76, pmTimer ? PM_TMR_BLK : 0);
   t.u8(88, 4); // PM1_EVT_LEN
   t.u8(89, 2); // PM1_CNT_LEN
+  if (pmTimer) t.u8(91, 4); // PM_TMR_LEN
   t.u16(96, 0x0fff); // P_LVL2_LAT > 100: C2 not supported
   t.u16(98, 0x0fff); // P_LVL3_LAT > 1000: C3 not supported
   // IAPC_BOOT_ARCH: LEGACY_DEVICES (ISA UARTs) | 8042 | VGA not present | CMOS RTC not present
@@ -135,7 +142,8 @@ function buildFadt(facsAddr: number, dsdtAddr: number): Uint8Array {
   t.u64(140, dsdtAddr); // X_DSDT
   t.gas(148, 1, 32, 2, PM1A_EVT_BLK); // X_PM1a_EVT_BLK: two 16-bit registers
   t.gas(172, 1, 16, 2, PM1A_CNT_BLK); // X_PM1a_CNT_BLK
-  // X_PM1b_*, X_PM2_CNT, X_PM_TMR, X_GPE0/1, SLEEP_CONTROL/STATUS, hypervisor id: 0.
+  if (pmTimer) t.gas(208, 1, 32, 3, PM_TMR_BLK); // X_PM_TMR_BLK: one 32-bit register (24 bits count: TMR_VAL_EXT clear)
+  // X_PM1b_*, X_PM2_CNT, X_GPE0/1, SLEEP_CONTROL/STATUS, hypervisor id (and X_PM_TMR without a timer): 0.
   return t.finish('FACP', 6);
 }
 

@@ -1,7 +1,8 @@
 // Versioned machine types, like QEMU's pc-q35-X.Y: each version is a table of default property
-// values (its compat props). A saved VM pins its version, so the guest ABI it was created with
-// (CPUID 0x40000000/0x40000001, topology) never changes under it. New defaults go into a NEW
-// version; old tables are never edited (golden tests in test/unit/machine-types.test.ts).
+// values (its compat props) and the board devices it has. A saved VM pins its version, so the
+// guest ABI it was created with (CPUID 0x40000000/0x40000001, topology, the ports and ACPI tables
+// of its board) never changes under it. New defaults and new devices go into a NEW version; old
+// tables are never edited (golden tests in test/unit/machine-types.test.ts and test/unit/acpi.test.ts).
 
 export interface MachineType {
   name: string;
@@ -10,7 +11,18 @@ export interface MachineType {
   changes: string;
   /** Default value of every paravirt feature (by QEMU property name). */
   defaults: Readonly<Record<string, boolean>>;
+  /** Board devices a guest sees only from the version that added them (docs/guest-contract.md). */
+  board: Readonly<BoardProperties>;
 }
+
+export interface BoardProperties {
+  /** QEMU's fw_cfg, legacy I/O interface at 0x510/0x511 (vCPU count, RAM size; no files, no DMA). */
+  fwCfg: boolean;
+  /** The ACPI PM timer at 0x608, in the FADT's PM_TMR_BLK. */
+  pmTimer: boolean;
+}
+
+const BOARD_1_0: BoardProperties = { fwCfg: false, pmTimer: false };
 
 const BASE_1_0: Record<string, boolean> = {
   kvmclock: true,
@@ -37,12 +49,21 @@ export const MACHINE_TYPES: readonly MachineType[] = [
     summary: 'the first Unhalt machine: paravirt features on, except PV spinlocks (kvm-pv-unhalt)',
     changes: 'initial version',
     defaults: Object.freeze({ ...BASE_1_0 }),
+    board: Object.freeze({ ...BOARD_1_0 }),
   },
   {
     name: 'unhalt-1.1',
     summary: 'as unhalt-1.0, with PV spinlocks on (kvm-pv-unhalt=on)',
     changes: 'kvm-pv-unhalt defaults to on',
     defaults: Object.freeze({ ...BASE_1_0, 'kvm-pv-unhalt': true }),
+    board: Object.freeze({ ...BOARD_1_0 }),
+  },
+  {
+    name: 'unhalt-1.2',
+    summary: 'as unhalt-1.1, with QEMU\'s fw_cfg and an ACPI PM timer on the board',
+    changes: 'adds fw_cfg (ports 0x510-0x511: signature, ID, RAM size, CPU counts, an empty file directory) and the ACPI PM timer (port 0x608, in the FADT)',
+    defaults: Object.freeze({ ...BASE_1_0, 'kvm-pv-unhalt': true }),
+    board: Object.freeze({ fwCfg: true, pmTimer: true }),
   },
 ];
 
