@@ -2,6 +2,7 @@
 import type { HostInfo } from '../../../../electron/service/api.ts';
 import { DEFAULT_MEMORY_MIB, type DiskConfig } from '../../../../electron/vmm/config/vm-config.ts';
 import type { DeviceConfig } from '../../../../electron/vmm/config/device-config.ts';
+import { NEWEST_MACHINE } from '../../../../electron/vmm/machine/machine-types.ts';
 import { NO_NET, draftNetToConfig, type DraftNet } from './net-draft.ts';
 import { typedPin } from './typed-text.ts';
 
@@ -61,7 +62,7 @@ export const PROBE_SCENARIOS: { name: string; summary: string; args?: string }[]
 
 export function initialDraft(host: HostInfo | null, guest: 'probe' | 'linux' | undefined, names: Set<string>): Draft {
   const g = guest ?? (host?.defaultGuest.kind === 'linux' && host.guests.find((x) => x.kind === 'linux')?.built ? 'linux' : 'probe');
-  const newest = host?.machineTypes.find((m) => m.newest)?.name ?? host?.machineTypes.at(-1)?.name ?? 'unhalt-1.1';
+  const newest = host?.machineTypes.find((m) => m.newest)?.name ?? host?.machineTypes.at(-1)?.name ?? NEWEST_MACHINE;
   let name = g === 'linux' ? 'linux' : 'probe';
   if (names.has(name)) {
     let i = 2;
