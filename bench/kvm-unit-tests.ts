@@ -23,7 +23,7 @@ const suite = buildKvmUnitTests({ log: (m) => process.stderr.write(`kvm-unit-tes
 const tests = unitTests(suite).filter((t) => !only || only.includes(t.name));
 if (only) for (const name of only) if (!tests.some((t) => t.name === name)) throw new Error(`no test ${name} in x86/unittests.cfg`);
 
-const cell = (r: RunResult): string => `${r.verdict} (${(r.ms / 1000).toFixed(1)} s)`;
+const cell = (r: RunResult): string => `${r.verdict} (${r.status ?? 'killed'}; ${(r.ms / 1000).toFixed(1)} s)`;
 const totals = { unhalt: new Map<string, number>(), qemu: new Map<string, number>() };
 const count = (m: Map<string, number>, k: string) => m.set(k, (m.get(k) ?? 0) + 1);
 const rows: string[] = [];
@@ -51,6 +51,6 @@ for (const t of tests) {
 }
 const sum = (m: Map<string, number>) => [...m].map(([k, n]) => `${n} ${k}`).join(', ') || '—';
 console.log(`## kvm-unit-tests (${tests.length} tests; in scope ${rows.length})\n`);
-console.log(`| test | vCPUs | Unhalt | QEMU -cpu host |\n|---|---|---|---|\n${rows.join('\n')}\n`);
+console.log(`Each cell: the verdict (the exit status; the time).\n\n| test | vCPUs | Unhalt | QEMU -cpu host |\n|---|---|---|---|\n${rows.join('\n')}\n`);
 console.log(`Unhalt: ${sum(totals.unhalt)}. QEMU: ${sum(totals.qemu)}.\n`);
 console.log(`Out of scope:\n\n| test | why |\n|---|---|\n${out.join('\n')}`);

@@ -10,8 +10,12 @@ import { hardwareKvm, NEEDS_HARDWARE } from '../support/kvm-semantics.ts';
 import { kvmAvailable } from '../support/probe.ts';
 import { guestScaled, scaled } from '../support/time-scale.ts';
 
-/** The subset CI runs under both VMMs in L1 (QEMU takes about a minute a test there, SeaBIOS included). */
-const SIDE_BY_SIDE = ['smptest', 'tsc', 'idt_test'];
+/**
+ * The subset CI runs under both VMMs: the tests QEMU passed in L1 in the whole table
+ * (docs/kvm-unit-tests.md), a few seconds each there.
+ */
+const SIDE_BY_SIDE = ['smptest', 'smap', 'pku', 'eventinj', 'hypercall', 'idt_test', 'memory', 'setjmp', 'tsc', 'tsc_adjust',
+  'pcid-enabled', 'pcid-disabled', 'pcid-asymmetric', 'rdpru', 'umip'];
 
 let suite = '';
 let tests: UnitTest[] = [];
@@ -28,7 +32,7 @@ describe('kvm-unit-tests (x86) under Unhalt', () => {
 
   it('reads x86/unittests.cfg: every test is in scope or listed with the reason it is not', () => {
     expect(tests.length).toBeGreaterThan(50);
-    for (const name of [...SIDE_BY_SIDE, 'smptest3']) expect(outOfScope(test(name)), name).toBeUndefined();
+    for (const name of [...SIDE_BY_SIDE, 'smptest3']) expect(test(name) && outOfScope(test(name)), name).toBeUndefined();
     expect(outOfScope(test('xapic'))).toBe('hides x2APIC: Unhalt always offers it');
     expect(outOfScope(test('vmx'))).toMatch(/nested virtualization/);
     expect(outOfScope(test('hyperv_synic'))).toMatch(/Hyper-V/);
@@ -45,17 +49,21 @@ describe('kvm-unit-tests (x86) under Unhalt', () => {
     }
   }, 2 * Math.min(guestScaled(90_000), 600_000) + 10_000);
 
-  it.skipIf(!hardwareKvm())(`side by side with QEMU -cpu host on the same KVM (${SIDE_BY_SIDE.join(', ')}): each test QEMU passes passes under Unhalt`, async () => {
+  it.skipIf(!hardwareKvm())(`side by side with QEMU -cpu host on the same KVM (${SIDE_BY_SIDE.length} tests): each test QEMU passes passes under Unhalt`, async () => {
     const rows: string[] = [];
+    let judged = 0;
     for (const name of SIDE_BY_SIDE) {
       const t = test(name);
       const ours = await runUnderUnhalt(suite, t, deadline(t));
       const qemu = await runUnderQemu(suite, t, deadline(t));
       rows.push(`| ${name} | ${ours.verdict} (${(ours.ms / 1000).toFixed(1)} s) | ${qemu.verdict} (${(qemu.ms / 1000).toFixed(1)} s) |`);
-      if (qemu.verdict === 'PASS') expect(ours.verdict, `${name} passes under QEMU; under Unhalt: ${said(ours)}`).toBe('PASS');
-      else console.log(`kvm-unit-tests: ${name} does not pass under QEMU here, so it judges nothing: ${said(qemu)}`);
+      if (qemu.verdict === 'PASS') {
+        judged++;
+        expect(ours.verdict, `${name} passes under QEMU; under Unhalt: ${said(ours)}`).toBe('PASS');
+      } else console.log(`kvm-unit-tests: ${name} does not pass under QEMU here, so it judges nothing: ${said(qemu)}`);
     }
     console.log(`kvm-unit-tests side by side:\n| test | Unhalt | QEMU |\n|---|---|---|\n${rows.join('\n')}`);
+    expect(judged, 'QEMU passes most of them here, or the check judges nothing').toBeGreaterThanOrEqual(SIDE_BY_SIDE.length / 2);
   }, SIDE_BY_SIDE.length * 2 * 600_000);
 });
 

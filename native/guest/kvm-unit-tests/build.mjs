@@ -8,7 +8,8 @@
 //   node native/guest/kvm-unit-tests/build.mjs [--force] [--quiet]
 //
 // The tarball: $UNHALT_KVM_UNIT_TESTS (a .tar.gz or the folder holding one), else the nearest
-// shared/kvm-unit-tests/ in a folder above this checkout (../shared/kvm-unit-tests/ beside it). Needs gcc and make (~25 s on two CPUs).
+// shared/kvm-unit-tests/ in a folder above this checkout (../shared/kvm-unit-tests/ beside it), or
+// above the local repository it was cloned from (a clean clone made elsewhere). Needs gcc and make (~25 s on two CPUs).
 // Cached: a stamp of the tarball's SHA-256 makes a second run instant. Prints the folder.
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -21,22 +22,34 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 export const KVM_UNIT_TESTS_DIR = join(root, 'assets', 'guests', 'kvm-unit-tests');
 const STAMP = join(KVM_UNIT_TESTS_DIR, 'stamp.json');
 
+/** Folders at and above `dir`, nearest first. */
+function upFrom(dir) {
+  const out = [];
+  for (let d = dir; ; d = dirname(d)) {
+    out.push(d);
+    if (dirname(d) === d) return out;
+  }
+}
+
+/** The local repository this checkout was cloned from (a clean clone for CI), if any. */
+function clonedFrom() {
+  const r = spawnSync('git', ['-C', root, 'config', '--get', 'remote.origin.url'], { encoding: 'utf8' });
+  const url = r.status === 0 ? r.stdout.trim().replace(/^file:\/\//, '') : '';
+  return url.startsWith('/') && existsSync(url) ? resolve(url) : undefined;
+}
+
 /** The suite's source tarball, or an error naming where it was looked for. */
 export function findTarball() {
   const given = process.env.UNHALT_KVM_UNIT_TESTS;
-  const places = [];
-  if (given) places.push(given);
-  else for (let d = dirname(root); ; d = dirname(d)) {
-    places.push(join(d, 'shared', 'kvm-unit-tests'));
-    if (dirname(d) === d) break;
-  }
+  const origin = clonedFrom();
+  const places = given ? [given] : [...upFrom(dirname(root)), ...(origin ? upFrom(dirname(origin)) : [])].map((d) => join(d, 'shared', 'kvm-unit-tests'));
   for (const p of places) {
     if (!existsSync(p)) continue;
     if (statSync(p).isFile()) return p;
     const tar = readdirSync(p).filter((f) => /^kvm-unit-tests.*\.tar\.gz$/.test(f)).sort().pop();
     if (tar) return join(p, tar);
   }
-  throw new Error(`no kvm-unit-tests source tarball in ${given ?? `a shared/kvm-unit-tests/ folder above ${root}`}: set UNHALT_KVM_UNIT_TESTS to the .tar.gz`);
+  throw new Error(`no kvm-unit-tests source tarball in ${given ?? `a shared/kvm-unit-tests/ folder above ${root}${origin ? ` or ${origin}` : ''}`}: set UNHALT_KVM_UNIT_TESTS to the .tar.gz`);
 }
 
 /** Builds the suite unless the stamp says this tarball is built; returns the folder with x86/. */
