@@ -97,6 +97,9 @@ describe.skipIf(!hw)('the Linux guest on hardware-semantics KVM', () => {
     await new Promise((r) => setTimeout(r, scaled(1500)));
     g.sampler.sampleNow();
     expect(vcpuTotal(g.sampler, 'halt_attempted_poll')).toBeGreaterThan(0);
+    // Off again for the rest: two CI runs saw this L2 guest stall (RCU) with host polling on in a
+    // one-CPU L1 shared with a second L1; nothing below needs it.
+    g.vm.setHaltPollNs(0);
 
     // A pause stops the guest's clock with it (kvm-clock, as QEMU's stop/cont): the guest's
     // uptime moves on by the time it ran, not by the time it stood paused.
