@@ -178,7 +178,16 @@ describe.skipIf(!!skip)('unhalt watch qmp:PATH against a real QEMU', () => {
       const killer = setTimeout(() => { child.kill('SIGKILL'); reject(new Error(`no start line: ${stderr}`)); }, scaled(30_000));
       child.stderr.on('data', (d) => { stderr += d; if (stderr.includes('read-only')) { clearTimeout(killer); resolve(); } });
     });
-    await new Promise((r) => setTimeout(r, 1000));
+    // Two samples of vCPU 0 written, however slow the host (a fixed wait is a race in L1).
+    const deadline = performance.now() + scaled(30_000);
+    const sampledTwice = () => {
+      try {
+        return records(file).filter((l) => l.vcpu === 0).length >= 2;
+      } catch {
+        return false;
+      }
+    };
+    while (!sampledTwice() && performance.now() < deadline) await new Promise((r) => setTimeout(r, 100));
     child.kill('SIGINT');
     expect(await code, stderr).toBe(130);
     expect(stderr).toContain('SIGINT: stopped watching; the VM runs on');
@@ -203,7 +212,18 @@ describe.skipIf(!!skip)('unhalt watch qmp:PATH against a real QEMU', () => {
     try {
       await waitForSocket(sock2);
       const watch = runCli(['watch', `qmp:${sock2}`, '--stats', file, '--interval', '200']);
-      await new Promise((r) => setTimeout(r, 2500));
+      // Killed once the watch has sampled both vCPUs (a fixed wait lost the race in a slow L1,
+      // where the CLI's own start took longer: QEMU was gone before the watch connected).
+      const sampledBoth = () => {
+        try {
+          const l = records(file);
+          return l.some((x) => x.vcpu === 0) && l.some((x) => x.vcpu === 1);
+        } catch {
+          return false;
+        }
+      };
+      const deadline = performance.now() + scaled(60_000);
+      while (!sampledBoth() && performance.now() < deadline) await new Promise((r) => setTimeout(r, 100));
       q2.kill();
       const r = await watch;
       expect(r.code, r.stderr).toBe(0);
