@@ -7,7 +7,7 @@ import type { GuestMemory } from '../memory/guest-memory.ts';
 import type { BootPlan } from './boot-plan.ts';
 import { EM_386, isElf, parseElf, PT_LOAD } from './elf.ts';
 import { type E820Entry, LAYOUT } from './layout.ts';
-import { placeInitrd } from './pvh.ts';
+import { placeInitrd, writeCmdline } from './pvh.ts';
 
 export const MULTIBOOT_HEADER_MAGIC = 0x1badb002;
 export const MULTIBOOT_BOOTLOADER_MAGIC = 0x2badb002;
@@ -118,10 +118,7 @@ export function loadMultiboot(mem: GuestMemory, input: MultibootInput): BootPlan
   }
 
   const m = MULTIBOOT_LAYOUT;
-  const cmdline = new TextEncoder().encode(input.cmdline);
-  if (cmdline.length >= LAYOUT.cmdlineMax) throw new Error(`command line is ${cmdline.length} bytes; at most ${LAYOUT.cmdlineMax - 1} fit`);
-  mem.fill(m.cmdline, LAYOUT.cmdlineMax);
-  mem.write(m.cmdline, cmdline);
+  writeCmdline(mem, input.cmdline);
   mem.fill(m.info, LAYOUT.memMap - m.info);
   writeString(mem, m.loaderName, LOADER_NAME, m.moduleName - m.loaderName);
 

@@ -51,12 +51,7 @@ export function loadPvh(mem: GuestMemory, input: PvhInput): BootPlan {
   }
   if (kernelEnd === 0) throw new Error('kernel ELF has no loadable segments');
 
-  const cmdlineBytes = new TextEncoder().encode(input.cmdline);
-  if (cmdlineBytes.length >= LAYOUT.cmdlineMax) {
-    throw new Error(`command line is ${cmdlineBytes.length} bytes; at most ${LAYOUT.cmdlineMax - 1} fit`);
-  }
-  mem.fill(LAYOUT.cmdline, LAYOUT.cmdlineMax);
-  mem.write(LAYOUT.cmdline, cmdlineBytes);
+  writeCmdline(mem, input.cmdline);
 
   const si = LAYOUT.startInfo;
   mem.fill(si, 0x40 + 0x20);
@@ -84,6 +79,14 @@ export function loadPvh(mem: GuestMemory, input: PvhInput): BootPlan {
   mem.writeU64(si + 40, LAYOUT.memMap);
   mem.writeU32(si + 48, input.e820.length);
   return { protocol: 'pvh', mode: 'protected32', entry, rbx: LAYOUT.startInfo, rsi: 0 };
+}
+
+/** The command line at LAYOUT.cmdline, NUL-padded (PVH and multiboot: the same place and limit). */
+export function writeCmdline(mem: GuestMemory, cmdline: string): void {
+  const bytes = new TextEncoder().encode(cmdline);
+  if (bytes.length >= LAYOUT.cmdlineMax) throw new Error(`command line is ${bytes.length} bytes; at most ${LAYOUT.cmdlineMax - 1} fit`);
+  mem.fill(LAYOUT.cmdline, LAYOUT.cmdlineMax);
+  mem.write(LAYOUT.cmdline, bytes);
 }
 
 /**

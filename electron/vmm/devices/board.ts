@@ -10,6 +10,7 @@ import { readAllOnes } from './floating-bus.ts';
 import { FwCfg, fwCfgItems, FW_CFG_LENGTH, FW_CFG_PORT, FW_CFG_STATE_WORDS, type FwCfgMachine } from './fw-cfg.ts';
 import { I8042, I8042_COMMAND_PORT, I8042_DATA_PORT } from './i8042.ts';
 import { PmTimer, PM_TMR_LENGTH, PM_TMR_PORT } from './pm-timer.ts';
+import type { BoardProperties } from '../machine/machine-types.ts';
 import { PortBus, UNHANDLED_TABLE_WORDS } from './port-bus.ts';
 import { POST_PORT, POST_STATE_WORDS, PostPort } from './post-port.ts';
 import { SharedLock } from './shared-lock.ts';
@@ -258,10 +259,7 @@ export interface BoardConfig {
 }
 
 /** The board devices a machine type version adds (MachineType.board); absent or false: not there. */
-export interface VersionedDevices {
-  fwCfg?: boolean;
-  pmTimer?: boolean;
-}
+export type VersionedDevices = Partial<BoardProperties>;
 
 /** The BoardConfig fields of a version's devices, for a VM of `cpus` vCPUs and `ramBytes` of RAM. */
 export function versionedBoard(devices: VersionedDevices | undefined, machine: FwCfgMachine): Pick<BoardConfig, 'fwCfg' | 'pmTimer'> {
