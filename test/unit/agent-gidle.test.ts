@@ -1,7 +1,7 @@
 // The agent's view of guest idle and steal time (native/guest/linux/agent/gidle.c), through the
 // real agent built for the host (`unhalt-agent --stdio`: the same C code a guest runs on ttyS1),
 // checked against what this host's /sys and /proc show: `info`'s cpuidle fields, and the live
-// probe's `@u1 gidle` lines, one per online CPU per interval. A host without cpuidle is checked
+// probe's `@u1 gidle` lines, one per online CPU at most once a second. A host without cpuidle is checked
 // too (cpuidle=0, zero counts). No KVM needed.
 import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
@@ -164,7 +164,7 @@ describe('the agent reports guest idle (cpuidle) and steal time', () => {
     }
   });
 
-  it('probe on: one gidle line per online CPU per interval, sane against /sys and /proc/stat; probe off stops them', async () => {
+  it('probe on: one gidle line per online CPU after a burst a second or more since the last, sane against /sys and /proc/stat; probe off stops them', async () => {
     const a = (running = new Agent());
     await a.until('ready', (s) => s.length > 0);
     const cpus = [...procStat().keys()].sort((x, y) => x - y);
@@ -182,15 +182,17 @@ describe('the agent reports guest idle (cpuidle) and steal time', () => {
     const on = a.find(0, isProbe(1));
     expect(on).toBeGreaterThanOrEqual(0);
     const rs = rounds(a, on, off);
-    // The first burst runs at once and has no lines (they would cover a millisecond); every later
-    // burst is followed by one line per online CPU, in CPU order (the last burst's lines may not
-    // have come yet when probe off stopped the prober; a round never comes in part).
+    // The first burst runs at once and has no lines (they would cover a millisecond). At a 200 ms
+    // interval only about every fifth burst has lines: a second or more since the last ones (the
+    // rate limit that keeps a slow host's console from flooding), one line per online CPU, in CPU
+    // order; a round never comes in part.
     expect(rs[0]!.lines).toEqual([]);
-    expect(rs.length).toBeGreaterThanOrEqual(5);
-    if (rs.at(-1)!.lines.length === 0) rs.pop();
+    const withLines = rs.filter((r) => r.lines.length > 0);
+    expect(withLines.length).toBeGreaterThanOrEqual(4);
+    expect(rs.length, 'bursts without lines between the rounds').toBeGreaterThanOrEqual(withLines.length * 3);
     const tickNs = 1e9 / clkTck();
     const sums = new Map(cpus.map((c) => [c, { interval: 0, idle: 0, poll_count: 0, poll_ns: 0, halt_count: 0, halt_ns: 0, steal: 0 }]));
-    for (const [k, r] of rs.slice(1).entries()) {
+    for (const [k, r] of withLines.entries()) {
       expect(r.lines.map((s) => s.e.fields.cpu), `round ${k + 1}`).toEqual(cpus);
       for (const { e, raw, at } of r.lines) {
         expect(Buffer.byteLength(raw)).toBeLessThanOrEqual(MAX_LINE_BYTES);
@@ -200,9 +202,10 @@ describe('the agent reports guest idle (cpuidle) and steal time', () => {
           expect(Number.isInteger(f[key]), `${key} in ${raw}`).toBe(true);
           expect(f[key], `${key} in ${raw}`).toBeGreaterThanOrEqual(0);
         }
-        // About the 200 ms interval (generous: a busy host may run the prober late).
-        expect(f.interval_ns).toBeGreaterThanOrEqual(100e6);
-        expect(f.interval_ns).toBeLessThanOrEqual(2000e6);
+        // A second or more, and about a 200 ms burst interval beyond it at most (generous: a busy
+        // host may run the prober late).
+        expect(f.interval_ns).toBeGreaterThanOrEqual(1e9);
+        expect(f.interval_ns).toBeLessThanOrEqual(3e9);
         if (k === 0) expect(f.interval_ns, 'the first line covers the time since probe on').toBeLessThanOrEqual((at - sentOn) * 1e6 + 5e6);
         const hasDir = existsSync(`/sys/devices/system/cpu/cpu${f.cpu}/cpuidle`);
         expect(f.cpuidle, raw).toBe(hasDir ? 1 : 0);
@@ -250,7 +253,7 @@ describe('the agent reports guest idle (cpuidle) and steal time', () => {
     expect(first.length).toBeGreaterThan(0);
     const since = (first[0]!.at - sentOn) * 1e6;
     for (const { e, raw } of first.slice(0, procStat().size)) {
-      expect(e.fields.interval_ns, raw).toBeGreaterThanOrEqual(100e6);
+      expect(e.fields.interval_ns, raw).toBeGreaterThanOrEqual(1e9);
       expect(e.fields.interval_ns, raw).toBeLessThanOrEqual(since + 5e6);
     }
     a.send('probe off');

@@ -1,5 +1,5 @@
 // The Linux guest's own idle and steal time, from its agent (docs/guest-contract.md): the
-// `@u1 gidle` lines (one per vCPU per probe interval, differences since the last) as rows, and
+// `@u1 gidle` lines (one per vCPU at most once a second, differences since the last) as rows, and
 // the cpuidle facts of its `ready` / `info` line. Pure: the node tests feed it without a browser.
 import { MAX_CPUS } from '../../../electron/vmm/config/limits.ts';
 import { attributeShare } from './halt-wait.ts';

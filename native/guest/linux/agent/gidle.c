@@ -1,5 +1,7 @@
-// The guest's idle and steal time per CPU: what the live probe (`probe on`) reports after each
-// ctxprobe burst, in its process, one line per online CPU:
+// The guest's idle and steal time per CPU: what the live probe (`probe on`) reports after a
+// ctxprobe burst, in its process, one line per online CPU, at most once a second (GIDLE_MIN_NS):
+// each line is a serial write the host exits on, and a probe at 50 ms on many CPUs would flood a
+// slow host's console (an emulated one stalled its guest's RCU on it); a chart needs no more.
 //
 //   @u1 gidle cpu=N interval_ns=N cpuidle=0|1 poll_count=N poll_ns=N halt_count=N halt_ns=N steal_ns=N
 //
@@ -31,6 +33,7 @@
 #define GIDLE_MAX_CPUS 8192  // the kernel's largest NR_CPUS; higher numbers are ignored
 #define GIDLE_MAX_STATES 16  // the kernel's CPUIDLE_STATE_MAX is 10
 #define CPU_DIR "/sys/devices/system/cpu/cpu"
+#define GIDLE_MIN_NS 1000000000LL // the shortest time a round of lines covers
 
 struct sample {
   long long t_ns, steal_ticks, poll_count, poll_us, halt_count, halt_us;
@@ -45,6 +48,7 @@ struct cpu {
 
 static struct cpu *cpus; // indexed by CPU number, `cap` entries
 static int cap;
+static long long last_round_ns; // when the baselines last moved (begin or a round of lines)
 
 static long long gidle_now_ns(void) {
   struct timespec ts;
@@ -180,8 +184,11 @@ static long long up(long long from, long long to) {
 static void round_of(wl_emit_fn emit) {
   static long long hz;
   if (!hz) hz = sysconf(_SC_CLK_TCK) > 0 ? sysconf(_SC_CLK_TCK) : 100;
+  long long now = gidle_now_ns();
+  if (emit && now - last_round_ns < GIDLE_MIN_NS) return; // too soon: the differences keep growing
+  last_round_ns = now;
   for (int i = 0; i < cap; i++) cpus[i].online = 0;
-  read_stat(gidle_now_ns());
+  read_stat(now);
   for (int i = 0; i < cap; i++) {
     struct cpu *c = &cpus[i];
     if (!c->online) {
