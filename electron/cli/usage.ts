@@ -6,7 +6,7 @@ export const RUN_USAGE = `usage: unhalt run [--guest probe|linux|custom] [--kern
                   [--guest-halt-poll-ns N] [--pvm-profile on|off] [--rng on|off]
                   [--disk FILE[,readonly=on][,snapshot=on]]...
                   [--net user[,hostfwd=[tcp|udp]:[ADDR]:PORT-[ADDR]:PORT]...|tap=NAME]
-                  [--device isa-debug-exit[,iobase=N][,iosize=1|2|4]]
+                  [--device isa-debug-exit[,iobase=N][,iosize=1|2|4]] [--device pc-testdev]
                   [--agent-log F] [--stats F] [--stats-interval MS] [--timeout S] [--dry-run]
        unhalt run --vm NAME [--agent-log F] [--stats F] [--timeout S] [--dry-run]
 Boots one VM (or the library's VM NAME, as saved) with ttyS0 on this terminal (Ctrl-A x quits). A distribution's own Linux:

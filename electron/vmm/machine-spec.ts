@@ -33,6 +33,8 @@ export interface MachineSpec {
   disks?: DiskSpec[];
   /** The isa-debug-exit the VM asked for (BoardConfig.debugExit); absent: the board's own at 0xf4. */
   debugExit?: { iobase: number; iosize: number };
+  /** QEMU's pc-testdev (BoardConfig.pcTestdev), which the VM asked for. */
+  pcTestdev?: boolean;
   /** The devices its machine type version adds to the board (MachineType.board); absent: none (unhalt-1.0/1.1). */
   board?: VersionedDevices;
   /** Tests only (never set from a config): ways to make a guest fail on purpose. */

@@ -12,9 +12,9 @@ import { guestScaled, scaled } from '../support/time-scale.ts';
 
 /**
  * The subset CI runs under both VMMs: the tests QEMU passed in L1 in the whole table
- * (docs/kvm-unit-tests.md), a few seconds each there.
+ * (docs/kvm-unit-tests.md), a few seconds each there, and ioapic, which pc-testdev's IRQ lines drive.
  */
-const SIDE_BY_SIDE = ['smptest', 'smap', 'pku', 'eventinj', 'hypercall', 'idt_test', 'memory', 'setjmp', 'tsc', 'tsc_adjust',
+const SIDE_BY_SIDE = ['smptest', 'ioapic', 'smap', 'pku', 'eventinj', 'hypercall', 'idt_test', 'memory', 'setjmp', 'tsc', 'tsc_adjust',
   'pcid-enabled', 'pcid-disabled', 'pcid-asymmetric', 'rdpru', 'umip'];
 
 let suite = '';

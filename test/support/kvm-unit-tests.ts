@@ -68,7 +68,7 @@ function parseTimeout(s: string | undefined): number {
 
 /**
  * Why a test is out of scope for a VMM with x86-64 vCPUs like `-cpu host`, an in-kernel irqchip
- * that always offers x2APIC and no test devices yet; undefined when in scope.
+ * that always offers x2APIC, and of QEMU's test devices isa-debug-exit and pc-testdev; undefined when in scope.
  */
 export function outOfScope(t: UnitTest): string | undefined {
   if (t.arch === 'i386') return 'a 32-bit build (the lane builds the suite for x86_64)';
@@ -76,7 +76,7 @@ export function outOfScope(t: UnitTest): string | undefined {
   if (/^hyperv_/.test(t.name) || t.groups.includes('hyperv')) return 'Hyper-V enlightenments: not offered';
   if (/^(vmx|svm)/.test(t.name) || t.groups.some((g) => g === 'vmx' || g === 'svm' || g === 'nested')) return 'nested virtualization: our vCPUs have no VMX/SVM';
   if (/-cpu\s+\S*-x2apic/.test(t.qemuParams)) return 'hides x2APIC: Unhalt always offers it';
-  const device = /-device\s+([\w-]+)/.exec(t.qemuParams.replace(/-device\s+(isa-debug-exit)\S*/g, ''));
+  const device = /-device\s+([\w-]+)/.exec(t.qemuParams.replace(/-device\s+(isa-debug-exit|pc-testdev)\S*/g, ''));
   if (device) return `needs QEMU's ${device[1]} device`;
   const machine = /-machine\s+(\S+)/.exec(t.qemuParams);
   if (machine) return `needs QEMU machine option ${machine[1]}`;
@@ -105,8 +105,12 @@ export function judge(output: string, status: number | null, timedOut: boolean):
   return summary && Number(summary[1]) > 0 && Number(summary[2] ?? 0) === Number(summary[1]) ? 'SKIP' : 'PASS';
 }
 
-/** The suite's exit device, as its own runner gives QEMU (and we take QEMU's spelling). */
-const DEBUG_EXIT = 'isa-debug-exit,iobase=0xf4,iosize=0x4';
+/**
+ * The devices the suite's own runner (x86/run) gives QEMU for every test, in QEMU's spelling, which
+ * we take too: its exit device and pc-testdev (the ioapic test's IRQ lines, the emulator's string
+ * I/O port). Its pci-testdev (only vmexit's optional pci_* figures use it) neither VMM gets.
+ */
+const TEST_DEVICES = ['-device', 'isa-debug-exit,iobase=0xf4,iosize=0x4', '-device', 'pc-testdev'];
 
 export interface RunResult {
   verdict: Verdict;
@@ -134,14 +138,17 @@ export interface UnhaltRunOptions {
   envFile?: boolean;
   /** `--timeout` in seconds: the VMM ends the run itself (exit status 124). */
   vmmTimeoutS?: number;
+  /** `--halt-poll-ns`: this VM's halt polling (absent: the host's default). */
+  haltPollNs?: number;
 }
 
 /** Runs one test under Unhalt's CLI; `timeoutMs` already scaled for this host. */
 export function runUnderUnhalt(suiteDir: string, t: UnitTest, timeoutMs: number, opts: UnhaltRunOptions = {}): Promise<RunResult> {
   const dir = mkdtempSync(join(tmpdir(), 'unhalt-kut-'));
   const argv = [process.execPath, UNHALT_BIN, 'run', '--kernel', join(suiteDir, 'x86', t.file), '--cpus', String(t.smp), '--memory', String(MEMORY_MIB),
-    ...(opts.envFile === false ? [] : ['--initrd', envFile(dir, t, MEMORY_MIB)]), '--device', DEBUG_EXIT, ...(t.args ? ['--append', t.args] : []),
-    ...(opts.machine ? ['--machine', opts.machine] : []), ...(opts.vmmTimeoutS ? ['--timeout', String(opts.vmmTimeoutS)] : [])];
+    ...(opts.envFile === false ? [] : ['--initrd', envFile(dir, t, MEMORY_MIB)]), ...TEST_DEVICES.map((a) => a === '-device' ? '--device' : a), ...(t.args ? ['--append', t.args] : []),
+    ...(opts.machine ? ['--machine', opts.machine] : []), ...(opts.vmmTimeoutS ? ['--timeout', String(opts.vmmTimeoutS)] : []),
+    ...(opts.haltPollNs !== undefined ? ['--halt-poll-ns', String(opts.haltPollNs)] : [])];
   return runProcess(argv, timeoutMs).finally(() => rmSync(dir, { recursive: true, force: true }));
 }
 
@@ -151,11 +158,11 @@ export function runUnderUnhalt(suiteDir: string, t: UnitTest, timeoutMs: number,
  */
 export const QEMU_CPU = existsSync('/sys/module/kvm_pvm') ? 'host,-arch-capabilities' : 'host';
 
-/** Runs one test under QEMU on the same KVM, `-cpu host` like ours, with the suite's exit device. */
+/** Runs one test under QEMU on the same KVM, `-cpu host` like ours, with the suite's test devices. */
 export function runUnderQemu(suiteDir: string, t: UnitTest, timeoutMs: number): Promise<RunResult> {
   const dir = mkdtempSync(join(tmpdir(), 'unhalt-kut-'));
   const argv = ['qemu-system-x86_64', '-machine', 'pc,accel=kvm', '-cpu', QEMU_CPU, '-smp', String(t.smp), '-m', String(MEMORY_MIB),
-    '-nodefaults', '-display', 'none', '-vga', 'none', '-serial', 'stdio', '-device', DEBUG_EXIT,
+    '-nodefaults', '-display', 'none', '-vga', 'none', '-serial', 'stdio', ...TEST_DEVICES,
     '-kernel', join(suiteDir, 'x86', t.file), '-initrd', envFile(dir, t, MEMORY_MIB), ...(t.args ? ['-append', t.args] : [])];
   return runProcess(argv, timeoutMs).finally(() => rmSync(dir, { recursive: true, force: true }));
 }

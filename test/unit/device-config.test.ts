@@ -29,9 +29,9 @@ describe('the --device spec', () => {
     expect(parseDeviceOption(' isa-debug-exit , iobase=0xf4 , iosize=4 ')).toEqual(KUT);
     expect(parseDeviceOption('isa-debug-exit')).toEqual({ type: 'isa-debug-exit', iobase: 0x501, iosize: 2 });
     expect(DEBUG_EXIT_DEFAULTS).toEqual({ iobase: 0x501, iosize: 2 });
-    expect(parseDeviceOption('isa-debug-exit,iosize=1').iosize).toBe(1);
-    expect(parseDeviceOption('isa-debug-exit,iobase=0xfffc,iosize=4').iobase).toBe(0xfffc);
-    expect(parseDeviceOption('isa-debug-exit,iobase=0').iobase).toBe(0);
+    expect(parseDeviceOption('isa-debug-exit,iosize=1')).toMatchObject({ iosize: 1 });
+    expect(parseDeviceOption('isa-debug-exit,iobase=0xfffc,iosize=4')).toMatchObject({ iobase: 0xfffc });
+    expect(parseDeviceOption('isa-debug-exit,iobase=0')).toMatchObject({ iobase: 0 });
   });
 
   it('prints itself back as it parses, and in QEMU\'s hex for the QEMU export', () => {
@@ -167,5 +167,48 @@ describe('isa-debug-exit in the exports', () => {
     expect(text).not.toContain('Every knob of this VM has a KubeVirt field.');
     const doc = parseYamlSubset(text) as { spec: unknown };
     expect(JSON.stringify(doc.spec)).not.toContain('debug-exit');
+  });
+});
+
+describe('pc-testdev through the same surfaces', () => {
+  const TESTDEV = { type: 'pc-testdev' } as const;
+  it('the spec: its name alone; any option refused in one line; it prints back as it parses', () => {
+    expect(parseDeviceOption('pc-testdev')).toEqual(TESTDEV);
+    expect(parseDeviceOption(' pc-testdev , ')).toEqual(TESTDEV);
+    expect(formatDeviceOption(TESTDEV)).toBe('pc-testdev');
+    expect(qemuDeviceOption(TESTDEV)).toBe('pc-testdev');
+    expect(() => parseDeviceOption('pc-testdev,iobase=0xe0')).toThrow('pc-testdev: option "iobase=0xe0" is not known; it takes no options');
+    expect(() => parseDeviceOption('pci-testdev')).toThrow(/the devices known: isa-debug-exit\[.*\), pc-testdev$/);
+    expect(() => validateConfig({ devices: [{ type: 'pc-testdev', size: 1 }] })).toThrow('pc-testdev: unknown field "size"; it has only type');
+    expect(() => validateConfig({ devices: [TESTDEV, TESTDEV] })).toThrow('pc-testdev is given twice: a VM has at most one; give it once');
+  });
+
+  it('next to isa-debug-exit from the CLI and config strings; round trips', () => {
+    const c = configFromOptions({ device: ['pc-testdev', 'isa-debug-exit,iobase=0xf4,iosize=4'] });
+    expect(c.devices).toEqual([TESTDEV, KUT]);
+    expect(commandLine(c)).toContain('--device pc-testdev --device isa-debug-exit,iobase=0xf4,iosize=4');
+    const s = parseConfigString('device=pc-testdev,device=isa-debug-exit,iobase=0xf4,iosize=4');
+    expect(s.devices).toEqual([TESTDEV, KUT]);
+    expect(parseConfigString(formatConfigString(s))).toEqual(s);
+    expect(() => parseConfigString('device=pc-testdev,iobase=0xf4')).toThrow('pc-testdev: option "iobase=0xf4" is not known; it takes no options');
+  });
+
+  it('--dry-run names its ports and window; an isa-debug-exit over its ports is refused, naming it', () => {
+    const c = validateConfig({ devices: [TESTDEV, KUT] });
+    const r = resolveMachineWithoutKvm(c);
+    expect(r.spec.pcTestdev).toBe(true);
+    expect(describeResolution(c, r)).toContain('pc-testdev:    ports 0xe0-0xeb and IRQ lines 0x2000-0x2017, MMIO 0xff000000-0xff00ffff');
+    expect(resolveMachineWithoutKvm(validateConfig({ devices: [KUT] })).spec.pcTestdev).toBeUndefined();
+    expect(() => resolveMachineWithoutKvm(validateConfig({ devices: [TESTDEV, { type: 'isa-debug-exit', iobase: 0xe4, iosize: 4 }] })))
+      .toThrow("isa-debug-exit at 0xe4 (iosize 4) overlaps the board's pcTestdev (ports 0xe4-0xe7)");
+    // Without pc-testdev those ports are free.
+    expect(resolveMachineWithoutKvm(validateConfig({ devices: [{ type: 'isa-debug-exit', iobase: 0xe4, iosize: 4 }] })).spec.debugExit).toEqual({ iobase: 0xe4, iosize: 4 });
+  });
+
+  it('the exports: QEMU\'s -device pc-testdev; KubeVirt lists it as not exported', () => {
+    const config = validateConfig({ name: 'kut', devices: [TESTDEV] });
+    expect(exportConfig('qemu', { config, boot, hostKind: 'hardware' }).text).toContain('  -device pc-testdev');
+    const kv = exportConfig('kubevirt', { config, boot, hostKind: 'hardware' }).text;
+    expect(kv).toContain('device pc-testdev: not exported; KubeVirt has no field for QEMU\'s test devices');
   });
 });

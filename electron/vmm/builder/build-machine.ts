@@ -166,11 +166,12 @@ export async function buildMachine(spec: MachineSpec, files: BootFiles): Promise
 /**
  * The board's PCI devices: one eventfd per virtio device (its I/O thread's wake-up), MSIs through
  * KVM_SIGNAL_MSI (required), notifications by ioeventfd where KVM has them; where the VM's
- * isa-debug-exit sits, if it asked for one; and the devices its machine type version adds.
+ * isa-debug-exit sits, if it asked for one; its pc-testdev; and the devices its machine type version adds.
  */
 function boardFor(spec: MachineSpec, check: (cap: number) => number, eventFds: number[], disks: readonly OpenDisk[]): BoardConfig {
-  const ports: Pick<BoardConfig, 'debugExit' | 'fwCfg' | 'pmTimer'> = {
+  const ports: Pick<BoardConfig, 'debugExit' | 'pcTestdev' | 'fwCfg' | 'pmTimer'> = {
     ...(spec.debugExit ? { debugExit: { ...spec.debugExit } } : {}),
+    ...(spec.pcTestdev ? { pcTestdev: true } : {}),
     ...versionedBoard(spec.board, { cpus: spec.cpus, ramBytes: spec.memoryMiB * MiB }),
   };
   const names = spec.virtio ?? [];

@@ -14,8 +14,17 @@ export interface DebugExitConfig {
   iosize: 1 | 2 | 4;
 }
 
-export type DeviceConfig = DebugExitConfig;
-export const DEVICE_TYPES = ['isa-debug-exit'] as const;
+/**
+ * QEMU's pc-testdev, which kvm-unit-tests' own runner always adds: a scratch register at ports
+ * 0xe0-0xe3 (and byte-wise at 0xe8-0xeb), a page-flush port at 0xe4, ISA IRQ lines driven by
+ * writes to 0x2000+N, and 64 KiB of RAM-like MMIO at 0xff000000 (devices/pc-testdev.ts). No options.
+ */
+export interface PcTestdevConfig {
+  type: 'pc-testdev';
+}
+
+export type DeviceConfig = DebugExitConfig | PcTestdevConfig;
+export const DEVICE_TYPES = ['isa-debug-exit', 'pc-testdev'] as const;
 /** QEMU's defaults for the device's properties (hw/misc/debugexit.c). */
 export const DEBUG_EXIT_DEFAULTS = Object.freeze({ iobase: 0x501, iosize: 2 as const });
 /** The options after `isa-debug-exit,` (config strings take them as keys right after device=). */
@@ -24,7 +33,7 @@ const IOSIZES = [1, 2, 4] as const;
 const PORTS = 0x10000;
 
 /** What a refusal offers as the fix: every device known, with its options. */
-export const DEVICE_SYNTAX = 'isa-debug-exit[,iobase=N][,iosize=1|2|4] (N decimal or 0x hex; QEMU\'s defaults iobase=0x501,iosize=2)';
+export const DEVICE_SYNTAX = 'isa-debug-exit[,iobase=N][,iosize=1|2|4] (N decimal or 0x hex; QEMU\'s defaults iobase=0x501,iosize=2), pc-testdev';
 
 /**
  * The exit status QEMU gives a guest's write of `value` to isa-debug-exit, as a process's 8-bit
@@ -43,6 +52,7 @@ export function parseDeviceOption(text: string): DeviceConfig {
   const raw: Record<string, unknown> = { type: name };
   for (const o of opts) {
     if (o === '') continue;
+    if (name === 'pc-testdev') throw new ConfigError(`pc-testdev: option "${o.slice(0, 40)}" is not known; it takes no options`);
     const eq = o.indexOf('=');
     const key = eq < 0 ? o : o.slice(0, eq);
     if (!(DEVICE_OPTIONS as readonly string[]).includes(key)) {
@@ -56,22 +66,27 @@ export function parseDeviceOption(text: string): DeviceConfig {
 
 /** A device as --device and config strings write it (parseDeviceOption's inverse). */
 export function formatDeviceOption(d: DeviceConfig): string {
-  return `${d.type},iobase=${hex(d.iobase)},iosize=${d.iosize}`;
+  return d.type === 'pc-testdev' ? d.type : `${d.type},iobase=${hex(d.iobase)},iosize=${d.iosize}`;
 }
 
 /** QEMU's own -device text for it (its properties in hex, as QEMU's documentation writes them). */
 export function qemuDeviceOption(d: DeviceConfig): string {
-  return `${d.type},iobase=${hex(d.iobase)},iosize=${hex(d.iosize)}`;
+  return d.type === 'pc-testdev' ? d.type : `${d.type},iobase=${hex(d.iobase)},iosize=${hex(d.iosize)}`;
 }
 
 /** The rule a device must pass, from any surface (JSON of the library or the API, or parsed text). */
 export function checkDevice(value: unknown): DeviceConfig {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw new ConfigError(`a device must be an object { type: "isa-debug-exit", iobase, iosize }; the devices known: ${DEVICE_SYNTAX}`);
+    throw new ConfigError(`a device must be an object { type: "isa-debug-exit", iobase, iosize } or { type: "pc-testdev" }; the devices known: ${DEVICE_SYNTAX}`);
   }
   const r = value as Record<string, unknown>;
   if (!(DEVICE_TYPES as readonly unknown[]).includes(r.type)) {
     throw new ConfigError(`device ${JSON.stringify(r.type)?.slice(0, 40)} is not known; the devices known: ${DEVICE_SYNTAX}`);
+  }
+  if (r.type === 'pc-testdev') {
+    const extra = Object.keys(r).find((k) => k !== 'type');
+    if (extra !== undefined) throw new ConfigError(`pc-testdev: unknown field "${extra.slice(0, 40)}"; it has only type`);
+    return { type: 'pc-testdev' };
   }
   for (const k of Object.keys(r)) {
     if (k !== 'type' && !(DEVICE_OPTIONS as readonly string[]).includes(k)) throw new ConfigError(`isa-debug-exit: unknown field "${k.slice(0, 40)}"; its fields: type, iobase, iosize`);
@@ -106,7 +121,12 @@ export function checkDevices(value: unknown): DeviceConfig[] {
 
 /** The VM's isa-debug-exit, if it has one. */
 export function debugExitOf(c: { devices?: readonly DeviceConfig[] }): DebugExitConfig | undefined {
-  return c.devices?.find((d) => d.type === 'isa-debug-exit');
+  return c.devices?.find((d): d is DebugExitConfig => d.type === 'isa-debug-exit');
+}
+
+/** Whether the VM has a pc-testdev. */
+export function hasPcTestdev(c: { devices?: readonly DeviceConfig[] }): boolean {
+  return c.devices?.some((d) => d.type === 'pc-testdev') ?? false;
 }
 
 /** A port number as QEMU's properties take it: decimal, or hex with 0x. */

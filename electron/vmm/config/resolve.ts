@@ -14,7 +14,7 @@ import type { MachineSpec } from '../machine-spec.ts';
 import { hostKind } from '../host.ts';
 import { RunnabilityError, checkHostFit, checkKnobConflicts, cpuPmTurnedOffNote, effectiveFeatures, type EffectiveFeature } from './rules.ts';
 import { macForVm } from './net-config.ts';
-import { debugExitOf } from './device-config.ts';
+import { debugExitOf, hasPcTestdev } from './device-config.ts';
 import { boardPortUser } from '../devices/board.ts';
 import { ConfigError, diskMode, guestPollArgs, type VmConfig } from './vm-config.ts';
 
@@ -195,10 +195,11 @@ function machineOf(c: VmConfig, resolution: Resolution, kind: HostCapabilities['
   // Checked with the boot files (checkBootFiles), opened and locked at build time (disk-image.ts).
   // diskMode reads readonly and snapshot together (readonly wins): the spec carries its answer.
   if (c.disks) spec.disks = c.disks.map((d) => ({ path: d.path, readonly: diskMode(d) === 'read-only', snapshot: diskMode(d) === 'snapshot' }));
+  if (hasPcTestdev(c)) spec.pcTestdev = true;
   const debugExit = debugExitOf(c);
   if (debugExit) {
     // The schema knows no board; here the board's own ports are known, so a clash is said before any vCPU maps them.
-    const user = boardPortUser(debugExit.iobase, debugExit.iosize, spec.board);
+    const user = boardPortUser(debugExit.iobase, debugExit.iosize, spec.board, spec.pcTestdev);
     if (user) {
       throw new ConfigError(`isa-debug-exit at 0x${debugExit.iobase.toString(16)} (iosize ${debugExit.iosize}) overlaps the board's ${user}; `
         + 'give another iobase, e.g. iobase=0xf4 (kvm-unit-tests\') or QEMU\'s default 0x501');

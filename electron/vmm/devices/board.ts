@@ -10,6 +10,10 @@ import { readAllOnes } from './floating-bus.ts';
 import { FwCfg, fwCfgItems, FW_CFG_LENGTH, FW_CFG_PORT, FW_CFG_STATE_WORDS, type FwCfgMachine } from './fw-cfg.ts';
 import { I8042, I8042_COMMAND_PORT, I8042_DATA_PORT } from './i8042.ts';
 import { PmTimer, PM_TMR_LENGTH, PM_TMR_PORT } from './pm-timer.ts';
+import {
+  PcTestdev, PC_TESTDEV_FLUSH_PORT, PC_TESTDEV_IRQ_LINES, PC_TESTDEV_IRQ_PORT, PC_TESTDEV_SCRATCH_BYTE_PORT, PC_TESTDEV_SCRATCH_PORT,
+  PC_TESTDEV_STATE_WORDS,
+} from './pc-testdev.ts';
 import type { BoardProperties } from '../machine/machine-types.ts';
 import { PortBus, UNHANDLED_TABLE_WORDS } from './port-bus.ts';
 import { POST_PORT, POST_STATE_WORDS, PostPort } from './post-port.ts';
@@ -95,6 +99,20 @@ export const PORT_DEVICES = Object.freeze({
         base: asked?.iobase ?? DEBUG_EXIT_PORT, length: asked?.iosize ?? DEBUG_EXIT_LENGTH,
         read: () => exit.read(), write: (_o, _s, v) => exit.write(v),
       });
+    },
+  },
+  // QEMU's pc-testdev, when the VM asked for it (--device pc-testdev). Its words are in every VM's
+  // SAB (64 KiB) so the layout stays one; its MMIO window is served by BoardMmio.
+  pcTestdev: {
+    words: PC_TESTDEV_STATE_WORDS,
+    attach: (bus, state, io, board) => {
+      if (!board.pcTestdev) return;
+      const dev = new PcTestdev(state, io);
+      const scratch = { read: (o: number, s: number) => dev.readScratch(o, s), write: (o: number, s: number, v: number) => dev.writeScratch(o, s, v) };
+      bus.map({ base: PC_TESTDEV_SCRATCH_PORT, length: 4, ...scratch });
+      bus.map({ base: PC_TESTDEV_FLUSH_PORT, length: 4, read: () => 0, write: () => {} });
+      bus.map({ base: PC_TESTDEV_SCRATCH_BYTE_PORT, length: 4, byteWide: true, ...scratch });
+      bus.map({ base: PC_TESTDEV_IRQ_PORT, length: PC_TESTDEV_IRQ_LINES, byteWide: true, read: () => 0, write: (o, _s, v) => dev.writeIrqLine(o, v) });
     },
   },
   post: {
@@ -213,7 +231,7 @@ export interface DeviceIo {
   emitConsole(byte: number): void;
   /** A byte the guest sent on ttyS1 (the agent channel). Called under the bus lock. */
   emitAgent(byte: number): void;
-  /** Drive an ISA IRQ line (KVM_IRQ_LINE); only called when the level changes. */
+  /** Drive an ISA IRQ line (KVM_IRQ_LINE): a UART only on a change, pc-testdev on each guest write. */
   setIrq(line: number, level: boolean): void;
   /** ACPI S5 or the board's own isa-debug-exit: the guest shut down. */
   onPowerOff(): void;
@@ -250,6 +268,8 @@ export interface BoardConfig {
   virtio: PciDeviceEntry[];
   /** The VM's isa-debug-exit (--device), in place of the board's own at 0xf4; absent: that one. */
   debugExit?: { iobase: number; iosize: number };
+  /** QEMU's pc-testdev (--device pc-testdev): its ports, IRQ lines and MMIO window. */
+  pcTestdev?: boolean;
   /** KVM has ioeventfds: the width they match (0 = any, KVM_CAP_IOEVENTFD_ANY_LENGTH); absent: none. */
   ioeventfdLength?: number;
   /** QEMU's fw_cfg at 0x510 (unhalt-1.2+) and what its items say; absent: no fw_cfg. */
@@ -339,13 +359,19 @@ export function attachPci(stateSab: SharedArrayBuffer, board: BoardConfig, io: P
   return { host: new PciHost(view(stateSab, DEVICE_LAYOUT.pciHost, PCI_HOST_STATE_WORDS), slots), bridge, virtio, lock: lockOf(stateSab) };
 }
 
-/** Guest-physical accesses outside RAM: a BAR's registers under the bus lock, else all ones. */
+/**
+ * Guest-physical accesses outside RAM: pc-testdev's window (if the VM has one), else a BAR's
+ * registers under the bus lock, else all ones.
+ */
 export class BoardMmio {
   private readonly pci: PciBoard;
-  constructor(pci: PciBoard) {
+  private readonly testdev: PcTestdev | undefined;
+  constructor(pci: PciBoard, testdev?: PcTestdev) {
     this.pci = pci;
+    this.testdev = testdev;
   }
   read(address: number, data: Uint8Array, size: number): void {
+    if (this.testdev && PcTestdev.inWindow(address)) return this.testdev.mmioRead(address, data, size);
     this.pci.lock.lock();
     try {
       if (!this.pci.host.mmioRead(address, data, size)) readAllOnes(data, size);
@@ -354,6 +380,7 @@ export class BoardMmio {
     }
   }
   write(address: number, data: Uint8Array, size: number): void {
+    if (this.testdev && PcTestdev.inWindow(address)) return this.testdev.mmioWrite(address, data, size);
     this.pci.lock.lock();
     try {
       this.pci.host.mmioWrite(address, data, size);
@@ -368,7 +395,9 @@ export function attachBoard(stateSab: SharedArrayBuffer, io: DeviceIo & PciIo, b
   const pio = attachDevices(stateSab, io, board);
   const pci = attachPci(stateSab, board, io);
   mapPciConfigPorts(pio, pci.host);
-  return { pio, mmio: new BoardMmio(pci), pci };
+  // Its window's bytes are shared words like its ports' register: a second view, one device.
+  const testdev = board.pcTestdev ? new PcTestdev(view(stateSab, DEVICE_LAYOUT.pcTestdev, PC_TESTDEV_STATE_WORDS), io) : undefined;
+  return { pio, mmio: new BoardMmio(pci, testdev), pci };
 }
 
 /** PCI configuration mechanism #1: its address and data ports on the host. */
@@ -389,16 +418,16 @@ export function attachDevices(stateSab: SharedArrayBuffer, io: DeviceIo, board: 
  * isa-debug-exit placed there would collide when a vCPU maps its bus), named with its ports, or
  * undefined. Taken from the registrations themselves, so the list cannot drift from the board.
  */
-export function boardPortUser(base: number, length: number, devices?: VersionedDevices): string | undefined {
-  for (const { name, base: b, length: l } of boardPorts(devices)) {
+export function boardPortUser(base: number, length: number, devices?: VersionedDevices, pcTestdev = false): string | undefined {
+  for (const { name, base: b, length: l } of boardPorts(devices, pcTestdev)) {
     if (base < b + l && b < base + length) return `${name} (ports 0x${b.toString(16)}-0x${(b + l - 1).toString(16)})`;
   }
   return undefined;
 }
 
 const boardPortLists = new Map<string, { name: string; base: number; length: number }[]>();
-function boardPorts(devices: VersionedDevices | undefined): { name: string; base: number; length: number }[] {
-  const board: BoardConfig = { virtio: [], ...versionedBoard(devices, { cpus: 1, ramBytes: 0 }) };
+function boardPorts(devices: VersionedDevices | undefined, pcTestdev: boolean): { name: string; base: number; length: number }[] {
+  const board: BoardConfig = { virtio: [], ...versionedBoard(devices, { cpus: 1, ramBytes: 0 }), ...(pcTestdev ? { pcTestdev } : {}) };
   const key = JSON.stringify(board);
   const known = boardPortLists.get(key);
   if (known) return known;

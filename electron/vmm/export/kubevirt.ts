@@ -54,8 +54,11 @@ export function kubevirtYaml(plan: ExportPlan): string {
       '  (KubeVirt\'s masquerade network gives the guest 10.0.2.2, gateway 10.0.2.1, not 10.0.2.15.)');
   }
   for (const d of c.devices ?? []) {
-    gaps.push(`device ${qemuDeviceOption(d)}: not exported; KubeVirt has no field for QEMU's isa-debug-exit and passes no`,
-      '  QEMU exit status on. Nearest: read the guest\'s verdict on its serial console (virtctl console), or a hook sidecar',
+    const why = d.type === 'pc-testdev'
+      ? [`device ${qemuDeviceOption(d)}: not exported; KubeVirt has no field for QEMU's test devices. Nearest: a hook sidecar`]
+      : [`device ${qemuDeviceOption(d)}: not exported; KubeVirt has no field for QEMU's isa-debug-exit and passes no`,
+        '  QEMU exit status on. Nearest: read the guest\'s verdict on its serial console (virtctl console), or a hook sidecar'];
+    gaps.push(...why,
       '  that adds <qemu:commandline> -device with it (see the libvirt export).');
   }
   if (unreachable.length) {

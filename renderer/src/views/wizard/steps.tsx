@@ -120,7 +120,7 @@ export function BasicsStep(props: StepProps) {
             <input type="radio" name="guest" value="custom" checked={draft.guest === 'custom'} onChange={() => update({ guest: 'custom' })} />
             <span>
               <strong>Own kernel</strong>
-              <span className="choice-help">A PVH ELF (vmlinux, a unit-test kernel) or a bzImage, with an optional initrd.</span>
+              <span className="choice-help">A PVH ELF (vmlinux), a bzImage or a multiboot kernel (kvm-unit-tests), with an optional initrd.</span>
             </span>
           </label>
         </div>
