@@ -9,5 +9,7 @@
 #
 # L1 runs this instead of its checks (the lane then says no file ran: expected); the table is in
 # test/artifacts/nested/l1.1/results/script.log. A test that hangs is cut at twice its own time-out.
+# Some rows only: add unhalt.kut_only=NAME,NAME to UNHALT_NESTED_L1_APPEND (L1's command line).
 cd /project || exit 1
-node bench/kvm-unit-tests.ts --timeout-scale 2 2>&1 || echo "kvm-unit-tests table failed: $?"
+only=$(tr ' ' '\n' < /proc/cmdline | sed -n 's/^unhalt\.kut_only=//p')
+node bench/kvm-unit-tests.ts --timeout-scale 2 ${only:+--only "$only"} 2>&1 || echo "kvm-unit-tests table failed: $?"

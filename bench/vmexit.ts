@@ -10,37 +10,25 @@
 import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { buildKvmUnitTests } from '../native/guest/kvm-unit-tests/build.mjs';
-import { QEMU_CPU, runUnderQemu, runUnderUnhalt, type RunResult, type UnitTest } from '../test/support/kvm-unit-tests.ts';
+import { exitCycles, VMEXIT_EXITS, vmexitTest } from '../electron/kvm-unit-tests/vmexit.ts';
+import { QEMU_CPU, runUnderQemu, runUnderUnhalt } from '../test/support/kvm-unit-tests.ts';
 
-const DEFAULT_EXITS = ['cpuid', 'vmcall', 'mov_to_cr8', 'inl_from_pmtimer', 'inl_from_qemu', 'inl_from_kernel', 'outl_to_kernel', 'ipi', 'ipi_halt', 'tscdeadline_immed', 'tscdeadline'];
 const { values } = parseArgs({ options: { runs: { type: 'string', default: '5' }, exits: { type: 'string' }, json: { type: 'string' } } });
 const runs = Number(values.runs);
 if (!Number.isInteger(runs) || runs < 1) throw new Error('--runs must be a whole number from 1');
-const exits = values.exits?.split(',').filter(Boolean) ?? DEFAULT_EXITS;
+const exits: readonly string[] = values.exits?.split(',').filter(Boolean) ?? VMEXIT_EXITS;
 const suite = buildKvmUnitTests({ log: (m) => process.stderr.write(`vmexit: ${m}\n`) });
-const test: UnitTest = { name: 'vmexit', file: 'vmexit.flat', smp: 1, args: '', qemuParams: '', timeoutS: 60, groups: [] };
-
-/** `name cycles` lines of one run (the lines vmexit.flat prints per exit it timed). */
-function cycles(r: RunResult): Map<string, number> {
-  const m = new Map<string, number>();
-  for (const line of r.output.split('\n')) {
-    const f = /^(\w+) (\d+)\r?$/.exec(line);
-    if (f && exits.includes(f[1]!)) m.set(f[1]!, Number(f[2]));
-  }
-  return m;
-}
-
 const samples = { unhalt: new Map<string, number[]>(), qemu: new Map<string, number[]>() };
 const errors: string[] = [];
 // One VM per exit and run, so an exit that hangs a vCPU (a hypercall on PVM) costs only itself.
 for (let i = 0; i < runs; i++) {
   for (const exit of exits) {
-    const one: UnitTest = { ...test, args: exit, smp: /ipi/.test(exit) ? 2 : 1 };
+    const one = vmexitTest(exit);
     // Alternate who goes first, so neither always runs on a warmer host.
     const order = i % 2 === 0 ? (['unhalt', 'qemu'] as const) : (['qemu', 'unhalt'] as const);
     for (const who of order) {
       const r = who === 'unhalt' ? await runUnderUnhalt(suite, one, 60_000) : await runUnderQemu(suite, one, 60_000);
-      const got = cycles(r).get(exit);
+      const got = exitCycles(r.output).get(exit);
       if (got === undefined) errors.push(`${who}, ${exit}, run ${i + 1}: ${r.verdict}`);
       else samples[who].set(exit, [...(samples[who].get(exit) ?? []), got]);
     }

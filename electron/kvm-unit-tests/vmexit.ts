@@ -1,0 +1,22 @@
+// kvm-unit-tests' `vmexit.flat`, the suite's exit-cost benchmark: one VM per exit (an exit that
+// hangs a vCPU, a hypercall on PVM, costs only itself), the guest's own TSC count per exit read
+// from its `NAME CYCLES` lines. Shared by bench/vmexit.ts and `unhalt selftest`.
+import type { UnitTest } from './suite.ts';
+
+/** The exits timed by default: cheap in-kernel ones, round trips to the VMM, IPIs, timers. */
+export const VMEXIT_EXITS = ['cpuid', 'vmcall', 'mov_to_cr8', 'inl_from_pmtimer', 'inl_from_qemu', 'inl_from_kernel', 'outl_to_kernel', 'ipi', 'ipi_halt', 'tscdeadline_immed', 'tscdeadline'] as const;
+
+/** The test that times `exit` alone (IPIs need a second vCPU). */
+export function vmexitTest(exit: string): UnitTest {
+  return { name: `vmexit_${exit}`, file: 'vmexit.flat', smp: /ipi/.test(exit) ? 2 : 1, args: exit, qemuParams: '', timeoutS: 60, groups: ['vmexit'] };
+}
+
+/** The TSC cycles per exit a run printed, by exit name. */
+export function exitCycles(output: string): Map<string, number> {
+  const m = new Map<string, number>();
+  for (const line of output.split('\n')) {
+    const f = /^(\w+) (\d+)\r?$/.exec(line);
+    if (f) m.set(f[1]!, Number(f[2]));
+  }
+  return m;
+}
