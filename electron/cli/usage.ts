@@ -55,6 +55,19 @@ Checks this host: /dev/kvm (if it cannot be opened: the cause found and its fix)
 capabilities, halt polling, PVM, built guests. The last line sums up: ready, or what to fix first.
 `;
 
+export const SELFTEST_USAGE = `usage: unhalt selftest [--kvm-unit-tests TARBALL|DIR] [--only TEST,...] [--exits EXIT,...|none]
+                       [--no-suite] [--no-qemu] [--format md|json] [--output F]
+Checks the knobs' mechanisms on this host's own KVM with the probe guest (halt polling per VM,
+cpu-pm=on, pv-unhalt's kicks; a check this KVM cannot show is "not judged", with why), then runs
+kvm-unit-tests' x86 tests in scope (--only: some) and vmexit's exit costs (--exits: some) under
+Unhalt and, where QEMU is installed, under QEMU -cpu host on the same KVM. The suite is built
+from its upstream source tarball (--kvm-unit-tests, else a checkout's shared/kvm-unit-tests/;
+needs gcc and make).
+Writes a report to share: host CPU, kernel, KVM and its module parameters, each result.
+Exit codes: 0 all passed, 1 bad input or no KVM (nothing ran), 2 a check failed or a test QEMU
+passes failed under Unhalt, 130/143 SIGINT/SIGTERM.
+`;
+
 export const SERVE_USAGE = `usage: unhalt serve [--port N] [--no-open] [--demo]
 Host mode: the app in a browser, on 127.0.0.1 with a token in the URL.
 `;
@@ -94,6 +107,7 @@ export const OVERVIEW = `usage: unhalt <command> [options]      (unhalt <command
 commands:
   run       boot a VM with ttyS0 on this terminal (Ctrl-A x quits)
   doctor    check this host: /dev/kvm, KVM capabilities, halt polling, built guests
+  selftest  the knobs and kvm-unit-tests on this host's KVM, and a report to share
   machines  list machine types and their default properties
   serve     host mode: the app in a browser, on 127.0.0.1 with a token in the URL
   bench     A/B experiment: one workload under two or more configurations
@@ -102,5 +116,5 @@ commands:
   export    a VM as a QEMU command line, a libvirt domain or a KubeVirt VirtualMachine
   watch     a QEMU you run, watched read-only through its QMP socket: its vCPUs' KVM stats
 
-${[RUN_USAGE, BENCH_USAGE, TUNE_USAGE, DOCTOR_USAGE, SERVE_USAGE, IMPORT_USAGE, EXPORT_USAGE, WATCH_USAGE].map((u) => u.split('\n')[0]!.replace(/^usage: /, '')).join('\n')}
+${[RUN_USAGE, BENCH_USAGE, TUNE_USAGE, DOCTOR_USAGE, SELFTEST_USAGE, SERVE_USAGE, IMPORT_USAGE, EXPORT_USAGE, WATCH_USAGE].map((u) => u.split('\n')[0]!.replace(/^usage: /, '')).join('\n')}
 `;

@@ -44,6 +44,8 @@ export interface UnhaltRunOptions {
   vmmTimeoutS?: number;
   /** `--halt-poll-ns`: this VM's halt polling (absent: the host's default). */
   haltPollNs?: number;
+  /** Ends the run at once (SIGKILL). */
+  signal?: AbortSignal;
 }
 
 /** Runs one test under Unhalt's CLI; `timeoutMs` already scaled for this host. */
@@ -53,7 +55,7 @@ export function runUnderUnhalt(suiteDir: string, t: UnitTest, timeoutMs: number,
     ...(opts.envFile === false ? [] : ['--initrd', envFile(dir, t, MEMORY_MIB)]), ...TEST_DEVICES.map((a) => a === '-device' ? '--device' : a), ...(t.args ? ['--append', t.args] : []),
     ...(opts.machine ? ['--machine', opts.machine] : []), ...(opts.vmmTimeoutS ? ['--timeout', String(opts.vmmTimeoutS)] : []),
     ...(opts.haltPollNs !== undefined ? ['--halt-poll-ns', String(opts.haltPollNs)] : [])];
-  return runProcess(argv, timeoutMs).finally(() => rmSync(dir, { recursive: true, force: true }));
+  return runProcess(argv, timeoutMs, opts.signal).finally(() => rmSync(dir, { recursive: true, force: true }));
 }
 
 /**
@@ -63,15 +65,15 @@ export function runUnderUnhalt(suiteDir: string, t: UnitTest, timeoutMs: number,
 export const QEMU_CPU = existsSync('/sys/module/kvm_pvm') ? 'host,-arch-capabilities' : 'host';
 
 /** Runs one test under QEMU on the same KVM, `-cpu host` like ours, with the suite's test devices. */
-export function runUnderQemu(suiteDir: string, t: UnitTest, timeoutMs: number): Promise<RunResult> {
+export function runUnderQemu(suiteDir: string, t: UnitTest, timeoutMs: number, signal?: AbortSignal): Promise<RunResult> {
   const dir = mkdtempSync(join(tmpdir(), 'unhalt-kut-'));
   const argv = ['qemu-system-x86_64', '-machine', 'pc,accel=kvm', '-cpu', QEMU_CPU, '-smp', String(t.smp), '-m', String(MEMORY_MIB),
     '-nodefaults', '-display', 'none', '-vga', 'none', '-serial', 'stdio', ...TEST_DEVICES,
     '-kernel', join(suiteDir, 'x86', t.file), '-initrd', envFile(dir, t, MEMORY_MIB), ...(t.args ? ['-append', t.args] : [])];
-  return runProcess(argv, timeoutMs).finally(() => rmSync(dir, { recursive: true, force: true }));
+  return runProcess(argv, timeoutMs, signal).finally(() => rmSync(dir, { recursive: true, force: true }));
 }
 
-function runProcess(argv: string[], timeoutMs: number): Promise<RunResult> {
+function runProcess(argv: string[], timeoutMs: number, signal?: AbortSignal): Promise<RunResult> {
   const t0 = performance.now();
   return new Promise((resolve) => {
     const child = spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -84,9 +86,13 @@ function runProcess(argv: string[], timeoutMs: number): Promise<RunResult> {
       timedOut = true;
       child.kill('SIGKILL');
     }, timeoutMs);
+    const abort = () => child.kill('SIGKILL');
+    signal?.addEventListener('abort', abort, { once: true });
+    if (signal?.aborted) abort();
     child.on('error', (e) => { stderr += `\n${e.message}`; });
     child.on('close', (status) => {
       clearTimeout(timer);
+      signal?.removeEventListener('abort', abort);
       resolve({ verdict: judge(output, status, timedOut), output, stderr, status, ms: performance.now() - t0 });
     });
   });

@@ -5,6 +5,13 @@ import type { UnitTest } from './suite.ts';
 
 /** The exits timed by default: cheap in-kernel ones, round trips to the VMM, IPIs, timers. */
 export const VMEXIT_EXITS = ['cpuid', 'vmcall', 'mov_to_cr8', 'inl_from_pmtimer', 'inl_from_qemu', 'inl_from_kernel', 'outl_to_kernel', 'ipi', 'ipi_halt', 'tscdeadline_immed', 'tscdeadline'] as const;
+/** Every exit vmexit.flat can time alone (its x86/vmexit.c table, ple_round_robin aside). */
+export const VMEXIT_ALL = [
+  ...VMEXIT_EXITS, 'wbinvd', 'invd', 'mov_from_cr8', 'mov_dr', 'self_ipi_sti_nop', 'self_ipi_sti_hlt', 'self_ipi_tpr',
+  'self_ipi_tpr_sti_nop', 'self_ipi_tpr_sti_hlt', 'x2apic_self_ipi_sti_nop', 'x2apic_self_ipi_sti_hlt', 'x2apic_self_ipi_tpr',
+  'x2apic_self_ipi_tpr_sti_nop', 'x2apic_self_ipi_tpr_sti_hlt', 'wr_kernel_gs_base', 'wr_tsx_ctrl_msr', 'wr_ibrs_msr', 'wr_ibpb_msr',
+  'wr_tsc_adjust_msr', 'rd_tsc_adjust_msr', 'toggle_cr0_wp', 'toggle_cr4_pge',
+] as const;
 
 /** The test that times `exit` alone (IPIs need a second vCPU). */
 export function vmexitTest(exit: string): UnitTest {

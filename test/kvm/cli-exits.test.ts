@@ -132,7 +132,7 @@ describe.skipIf(!kvmAvailable)('unhalt bench: the output path', () => {
 });
 
 describe('the command line a user meets first', () => {
-  for (const command of ['run', 'serve', 'bench', 'tune', 'doctor', 'machines']) {
+  for (const command of ['run', 'serve', 'bench', 'tune', 'doctor', 'selftest', 'machines']) {
     for (const flag of ['--help', '-h']) {
       it(`${command} ${flag}: usage on stdout, exit 0`, async () => {
         const r = await runCli([command, flag], { env });

@@ -27,7 +27,10 @@ export const NESTED_PROBE_FILES = [
   'test/kvm/pause-clock.test.ts',
   'test/kvm/halt-poll-prediction.test.ts',
   'test/kvm/kvm-unit-tests.test.ts',
+  'test/kvm/selftest.test.ts',
 ];
+/** The files that boot kvm-unit-tests' kernels: L1 gets the suite built on the host. */
+export const KVM_UNIT_TESTS_FILES = ['test/kvm/kvm-unit-tests.test.ts', 'test/kvm/selftest.test.ts'];
 export const NESTED_LINUX_FILES = [
   'test/linux/linux-boot.test.ts',
   'test/linux/linux-hw.test.ts',
@@ -64,6 +67,8 @@ export const EXPECTED_MINUTES: Record<string, number> = {
   'test/kvm/halt-poll-prediction.test.ts': 1.5,
   // 12-07: 15 tests under both VMMs in 74 s, smptest/smptest3 under us in 20 s.
   'test/kvm/kvm-unit-tests.test.ts': 2,
+  // 12-07: 107 s (six probe boots, smptest and two vmexit exits under both VMMs, a SIGINT, refusals).
+  'test/kvm/selftest.test.ts': 2,
   'test/linux/linux-boot.test.ts': 4,
   'test/linux/linux-hw.test.ts': 6.5,
   'test/linux/linux-disk.test.ts': 3,

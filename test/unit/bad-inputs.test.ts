@@ -168,6 +168,7 @@ const CASES: Case[] = [
   { area: 'cli', what: '--net with an unknown back end', argv: ['run', '--net', 'vde'], message: /^unhalt: --net must be user\[,hostfwd=\.\.\.\] or tap=NAME, got "vde"$/m },
   { area: 'cli', what: '--net hostfwd with a host name', argv: ['run', '--net', 'user,hostfwd=tcp:localhost:8080-:80'], message: /^unhalt: hostfwd "tcp:localhost:8080-:80": the host address must be an IPv4 address/m },
   { area: 'cli', what: 'unknown doctor option (used to crash with a stack trace)', argv: ['doctor', '--bogus'], message: /^unhalt: Unknown option '--bogus'$/m },
+  { area: 'cli', what: 'unknown selftest option', argv: ['selftest', '--bogus'], message: /^unhalt: Unknown option '--bogus'$/m },
   { area: 'cli', what: 'positional argument', argv: ['run', 'extra'], message: /^unhalt: Unexpected argument 'extra'/m },
   { area: 'cli', what: 'cpus not a number', argv: ['run', '--cpus', 'abc'], message: /^unhalt: cpus must be a whole number, got "abc"$/m },
   { area: 'cli', what: 'memory too small', argv: ['run', '--memory', '1'], message: /^unhalt: memory \(MiB\) must be between \d+ and/m },
