@@ -7,5 +7,10 @@
 #     UNHALT_NESTED_L1_APPEND=unhalt.script=/project/bench/l1-vmexit.sh npm test -- nested
 #
 # The table is in test/artifacts/nested/l1.1/results/script.log.
+# Fewer runs or exits: unhalt.vmexit_runs=N, unhalt.vmexit_exits=A,B on L1's command line
+# (UNHALT_NESTED_L1_APPEND).
 cd /project || exit 1
-node bench/vmexit.ts --runs "${UNHALT_VMEXIT_RUNS:-3}" 2>&1 || echo "vmexit failed: $?"
+arg() { tr ' ' '\n' < /proc/cmdline | sed -n "s/^unhalt\.$1=//p"; }
+runs=$(arg vmexit_runs)
+exits=$(arg vmexit_exits)
+node bench/vmexit.ts --runs "${runs:-3}" ${exits:+--exits "$exits"} 2>&1 || echo "vmexit failed: $?"

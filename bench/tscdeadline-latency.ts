@@ -12,6 +12,7 @@
 import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { buildKvmUnitTests } from '../native/guest/kvm-unit-tests/build.mjs';
+import { median } from '../electron/experiments/stats.ts';
 import { QEMU_CPU, runUnderQemu, runUnderUnhalt, type RunResult, type UnitTest } from '../test/support/kvm-unit-tests.ts';
 
 const { values } = parseArgs({
@@ -47,7 +48,6 @@ function latencies(r: RunResult): number[] {
   return xs.sort((a, b) => a - b);
 }
 const quantile = (sorted: number[], q: number): number => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
-const median = (xs: number[]): number => quantile([...xs].sort((a, b) => a - b), 0.5);
 
 const per: Record<Side, { p50: number[]; p90: number[] }> = { 'polling off': { p50: [], p90: [] }, 'polling on': { p50: [], p90: [] }, QEMU: { p50: [], p90: [] } };
 const errors: string[] = [];

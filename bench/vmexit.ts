@@ -10,6 +10,7 @@
 import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { buildKvmUnitTests } from '../native/guest/kvm-unit-tests/build.mjs';
+import { median } from '../electron/experiments/stats.ts';
 import { exitCycles, VMEXIT_EXITS, vmexitTest } from '../electron/kvm-unit-tests/vmexit.ts';
 import { QEMU_CPU, runUnderQemu, runUnderUnhalt } from '../test/support/kvm-unit-tests.ts';
 
@@ -35,14 +36,10 @@ for (let i = 0; i < runs; i++) {
   }
   process.stderr.write(`vmexit: run ${i + 1}/${runs} done\n`);
 }
-const median = (xs: number[] | undefined): number | undefined => {
-  if (!xs?.length) return undefined;
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
-};
+const medianOf = (xs: number[] | undefined): number | undefined => (xs?.length ? median(xs) : undefined);
 const rows = exits.map((e) => {
-  const u = median(samples.unhalt.get(e));
-  const q = median(samples.qemu.get(e));
+  const u = medianOf(samples.unhalt.get(e));
+  const q = medianOf(samples.qemu.get(e));
   return { exit: e, unhalt: u, qemu: q, ratio: u !== undefined && q ? u / q : undefined };
 });
 const fmt = (n: number | undefined, d = 0) => (n === undefined ? '—' : n.toFixed(d));

@@ -35,7 +35,7 @@ export function describeResolution(c: VmConfig, r: ResolvedMachine): string {
     ...(spec.board?.fwCfg || spec.board?.pmTimer
       ? [`board devices: ${[spec.board.fwCfg ? 'fw_cfg 0x510-0x511' : '', spec.board.pmTimer ? 'ACPI PM timer 0x608' : ''].filter(Boolean).join(', ')} (${res.machine})`] : []),
     ...(spec.debugExit ? [`isa-debug-exit: ports 0x${spec.debugExit.iobase.toString(16)}-0x${(spec.debugExit.iobase + spec.debugExit.iosize - 1).toString(16)}; a guest write of V ends the run with exit status (V << 1) | 1`] : []),
-    ...(spec.pcTestdev ? ['pc-testdev:    ports 0xe0-0xeb and IRQ lines 0x2000-0x2017, MMIO 0xff000000-0xff00ffff'] : []),
+    ...(spec.pcTestdev ? ['pc-testdev:    ports 0xe0-0xeb, IRQ-line ports 0x2000-0x2017, MMIO 0xff000000-0xff00ffff'] : []),
     `pinning:       ${spec.pin ? spec.pin.map((h, i) => `vCPU${i}->CPU${h}`).join(' ') : 'none'}`,
     ...res.notes.map((n) => `note: ${n}`),
     ...res.warnings.map((w) => `warning: ${w}`),

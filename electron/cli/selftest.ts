@@ -1,9 +1,8 @@
 // `unhalt selftest`: the knobs' mechanisms and kvm-unit-tests on this host's own KVM, and a report
 // to share (docs/cli.md). What needs hardware no build machine has is checked where users run it.
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { appVersion } from '../app-version.ts';
 import { OutputError, checkOutputPath } from '../service/output-file.ts';
-import { ExperimentCancelled } from '../experiments/runner.ts';
 import { hostFacts } from '../selftest/host-facts.ts';
 import { runKnobChecks } from '../selftest/knob-checks.ts';
 import { formatReport, verdictOf, type SelftestReport } from '../selftest/report.ts';
@@ -26,8 +25,6 @@ export const SELFTEST_OPTIONS = {
   format: { type: 'string', default: 'md' },
   output: { type: 'string' },
 } as const;
-
-const VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
 function qemuInstalled(): boolean {
   return spawnSync('qemu-system-x86_64', ['--version'], { stdio: 'ignore' }).status === 0;
@@ -66,11 +63,14 @@ export async function selftestCommand(argv: string[]): Promise<number> {
     // The suite first (built if need be): a bad --only is refused before any run.
     let suite: SuiteReport = { source: 'not asked for (--no-suite)', ran: false, rows: [], outOfScope: [], vmexit: [] };
     const found = values['no-suite'] ? undefined : await suiteFolder(values['kvm-unit-tests'], progress);
+    // The build blocks; a signal sent during it (make died of it too) is handled now.
+    await new Promise((r) => setImmediate(r));
+    if (stoppedBy) throw new Error(`${stoppedBy} during the suite's build`);
     if (found) suite = { ...suite, source: found.why };
     // A suite named on the command line that cannot run is bad input; one not found is only said.
     if (found && !found.dir && values['kvm-unit-tests']) throw new UsageError(found.why);
     const only = values.only?.split(',').map((s) => s.trim()).filter(Boolean);
-    if (only && !found?.dir) throw new UsageError(`--only names kvm-unit-tests, and none can run: ${found?.why}`);
+    if ((only || exits) && !found?.dir) throw new UsageError(`--${only ? 'only' : 'exits'} names kvm-unit-tests, and none can run: ${found?.why}`);
     if (only && found?.dir) {
       const names = new Set(unitTests(found.dir).map((t) => t.name));
       const unknown = only.filter((name) => !names.has(name));
@@ -90,15 +90,15 @@ export async function selftestCommand(argv: string[]): Promise<number> {
       return SIGNAL_EXIT_CODES[stoppedBy];
     }
     report = {
-      startedAt, unhalt: { version: VERSION, node: process.versions.node }, host, platform: hostVirtualization(), checks, suite,
+      startedAt, unhalt: { version: appVersion(), node: process.versions.node }, host, platform: hostVirtualization(), checks, suite,
       ...verdictOf(checks, suite),
     };
   } catch (e) {
-    if (e instanceof UsageError) {
+    if (e instanceof UsageError && !stoppedBy) {
       say(e.message);
       return EXIT_CODES.badInput;
     }
-    if (stoppedBy && (e instanceof ExperimentCancelled || abort.signal.aborted)) {
+    if (stoppedBy) {
       say(`${stoppedBy}: the selftest was cancelled; no report`);
       return SIGNAL_EXIT_CODES[stoppedBy];
     }

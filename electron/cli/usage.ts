@@ -61,11 +61,12 @@ Checks the knobs' mechanisms on this host's own KVM with the probe guest (halt p
 cpu-pm=on, pv-unhalt's kicks; a check this KVM cannot show is "not judged", with why), then runs
 kvm-unit-tests' x86 tests in scope (--only: some) and vmexit's exit costs (--exits: some) under
 Unhalt and, where QEMU is installed, under QEMU -cpu host on the same KVM. The suite is built
-from its upstream source tarball (--kvm-unit-tests, else a checkout's shared/kvm-unit-tests/;
-needs gcc and make).
+from its upstream source tarball (--kvm-unit-tests, else one in a shared/kvm-unit-tests/ folder
+above the checkout; needs gcc and make).
 Writes a report to share: host CPU, kernel, KVM and its module parameters, each result.
-Exit codes: 0 all passed, 1 bad input or no KVM (nothing ran), 2 a check failed or a test QEMU
-passes failed under Unhalt, 130/143 SIGINT/SIGTERM.
+Exit codes: 0 all passed, 1 bad input or no KVM (nothing ran) or the report could not be
+written, 2 a check failed or a test QEMU passes failed under Unhalt, 129/130/143 SIGHUP/SIGINT/
+SIGTERM (the run in progress killed, no report).
 `;
 
 export const SERVE_USAGE = `usage: unhalt serve [--port N] [--no-open] [--demo]

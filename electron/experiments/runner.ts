@@ -18,7 +18,7 @@
 // backend-linux.ts with linux-agent-run.ts, backend-qemu.ts, backend-bare.ts; what they share is
 // backend.ts's), summary.ts (the rows). This module runs them in turn and is what the service
 // loads on demand and `unhalt bench` imports.
-import { readFileSync } from 'node:fs';
+import { appVersion } from '../app-version.ts';
 import { release } from 'node:os';
 import { resolveMachine } from '../vmm/config/resolve.ts';
 import { PROBE_KERNEL } from '../vmm/guests.ts';
@@ -183,12 +183,8 @@ async function recorded(run: () => Promise<RunOutcome>): Promise<RunOutcome> {
 }
 
 function environment(host: HostCapabilities, prepared: Prepared[], spec: ExperimentSpec): Record<string, unknown> {
-  let version = 'unknown';
-  try {
-    version = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')).version;
-  } catch { /* not fatal */ }
   return {
-    appVersion: version,
+    appVersion: appVersion(),
     node: process.versions.node,
     hostCpuModel: hostCpuModel(),
     hostCpus: host.hostCpus.length,

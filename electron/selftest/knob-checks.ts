@@ -4,7 +4,10 @@
 // emulates the guest's hlt; its hypercalls hang a vCPU) the check says so instead of judging.
 import { runExperiment } from '../experiments/runner.ts';
 import type { ExperimentResult, ExperimentResultRow } from '../experiments/types.ts';
+import { cpuPmUnavailable, featureUnavailable, haltPollUnavailable } from '../vmm/config/host-rules.ts';
 import type { KvmBackend } from '../vmm/host.ts';
+import { PV_FEATURES } from '../vmm/machine/features.ts';
+import { probeHost, type HostCapabilities } from '../vmm/machine/host-caps.ts';
 
 export type CheckVerdict = 'pass' | 'fail' | 'not judged';
 
@@ -20,8 +23,8 @@ export interface CheckResult {
 interface KnobCheck {
   name: string;
   shows: string;
-  /** Why this KVM cannot show it; undefined: it can. */
-  notHere(kvm: KvmBackend): string | undefined;
+  /** Why this KVM cannot show it (the rules that refuse such a config, host-rules.ts); undefined: it can. */
+  notHere(kvm: KvmBackend, host: HostCapabilities): string | undefined;
   workload: string;
   workloadArgs: string;
   configs: { name: string; config: string }[];
@@ -36,7 +39,7 @@ export const KNOB_CHECKS: readonly KnobCheck[] = [
   {
     name: 'halt polling',
     shows: 'KVM polls a halting vCPU only as this VM\'s halt-poll-ns allows (KVM_CAP_HALT_POLL): none at 0, polls at 2 ms',
-    notHere: () => undefined,
+    notHere: (_kvm, host) => haltPollUnavailable(host),
     // 1 ms timer ticks with hlt between: halts shorter than the 2 ms window, which KVM polls.
     workload: 'idle', workloadArgs: 'ms=600',
     configs: [{ name: 'poll-0', config: 'cpus=1,halt-poll-ns=0' }, { name: 'poll-2ms', config: 'cpus=1,halt-poll-ns=2000000' }],
@@ -49,7 +52,7 @@ export const KNOB_CHECKS: readonly KnobCheck[] = [
   {
     name: 'cpu-pm',
     shows: 'with cpu-pm=on (KVM_CAP_X86_DISABLE_EXITS) a halted vCPU stays in the guest: no halt exits',
-    notHere: (kvm) => (kvm === 'kvm_pvm' ? PVM_HLT : undefined),
+    notHere: (kvm, host) => (kvm === 'kvm_pvm' ? PVM_HLT : cpuPmUnavailable(host)),
     workload: 'idle', workloadArgs: 'ms=600',
     configs: [{ name: 'cpu-pm-off', config: 'cpus=1' }, { name: 'cpu-pm-on', config: 'cpus=1,cpu-pm=on' }],
     judge: (row) => {
@@ -60,7 +63,7 @@ export const KNOB_CHECKS: readonly KnobCheck[] = [
   {
     name: 'pv-unhalt kicks',
     shows: 'a spinlock waiter halts and its releaser kicks it with a KVM hypercall only with kvm-pv-unhalt=on',
-    notHere: (kvm) => (kvm === 'kvm_pvm' ? 'KVM hypercalls hang a vCPU on PVM' : undefined),
+    notHere: (kvm, host) => (kvm === 'kvm_pvm' ? 'KVM hypercalls hang a vCPU on PVM' : featureUnavailable(PV_FEATURES.find((f) => f.name === 'kvm-pv-unhalt')!, host)),
     workload: 'spinlock', workloadArgs: 'ms=500 spin=16',
     configs: [{ name: 'pv-off', config: 'cpus=4,kvm-pv-unhalt=off' }, { name: 'pv-on', config: 'cpus=4,kvm-pv-unhalt=on' }],
     judge: (row) => {
@@ -73,8 +76,9 @@ export const KNOB_CHECKS: readonly KnobCheck[] = [
 /** Runs each check (one run per config); `progress` gets a line as each starts. */
 export async function runKnobChecks(kvm: KvmBackend, progress: (line: string) => void, signal?: AbortSignal): Promise<CheckResult[]> {
   const results: CheckResult[] = [];
+  const host = probeHost();
   for (const c of KNOB_CHECKS) {
-    const why = c.notHere(kvm);
+    const why = c.notHere(kvm, host);
     if (why) {
       results.push({ name: c.name, shows: c.shows, verdict: 'not judged', seen: `not judged on this host: ${why}` });
       continue;

@@ -1,5 +1,6 @@
 // The selftest's report: what ran where, and the verdict, as Markdown a user can paste into an
 // issue, or as JSON. Pure: the unit tests feed it fixed results.
+import { conditionsLines } from '../experiments/conditions-format.ts';
 import type { HostVirtualization } from '../vmm/host.ts';
 import type { HostFacts } from './host-facts.ts';
 import type { CheckResult } from './knob-checks.ts';
@@ -41,6 +42,8 @@ export function verdictOf(checks: readonly CheckResult[], suite: SuiteReport): P
   return { verdict: fail ? 'fail' : 'pass', summary: `${fail ? 'FAIL' : 'PASS'}: ${parts.join('; ')}${failed.length ? `; failed: ${failed.join(', ')}` : ''}` };
 }
 
+/** Text safe in a Markdown table cell: one line, no column breaks. */
+const inCell = (text: string) => text.replace(/\s*\n\s*/g, ' ').replace(/\|/g, '\\|');
 const cell = (v: string | undefined, s: number | undefined) => (v === undefined ? '—' : `${v}${s !== undefined ? ` (${s} s)` : ''}`);
 
 export function formatReport(r: SelftestReport): string {
@@ -54,9 +57,10 @@ export function formatReport(r: SelftestReport): string {
     `**${r.summary}**`,
     '',
     '## Host',
-    `- CPU: ${r.host.cpuModel} (${r.host.cpuVendor}), ${r.host.hostCpus} CPUs, on ${platform}`,
-    `- kernel: Linux ${r.host.kernel}`,
+    `- CPU: ${r.host.conditions.cpuModel} (${r.host.cpuVendor}), ${r.host.hostCpus} CPUs, on ${platform}`,
+    `- kernel: Linux ${r.host.conditions.kernel}`,
     `- KVM: ${KVM_NAMES[r.host.kvm] ?? r.host.kvm}`,
+    ...conditionsLines(r.host.conditions).map((l) => `- ${l}`),
     `- Unhalt ${r.unhalt.version}, Node ${r.unhalt.node}`,
     '',
     'KVM module parameters:',
@@ -66,18 +70,20 @@ export function formatReport(r: SelftestReport): string {
     '',
     '| check | verdict | what a pass shows | seen |',
     '|---|---|---|---|',
-    ...r.checks.map((c) => `| ${c.name} | ${c.verdict.toUpperCase()} | ${c.shows} | ${c.seen} |`),
+    ...r.checks.map((c) => `| ${c.name} | ${c.verdict.toUpperCase()} | ${inCell(c.shows)} | ${inCell(c.seen)} |`),
     '',
-    `## kvm-unit-tests (${r.suite.source})`,
+    `## kvm-unit-tests (${inCell(r.suite.source)})`,
   ];
   if (r.suite.ran) {
     const withQemu = r.suite.rows.some((x) => x.qemu);
-    lines.push('', `| test | Unhalt |${withQemu ? ' QEMU -cpu host |' : ''}`, `|---|---|${withQemu ? '---|' : ''}`,
-      ...r.suite.rows.map((x) => `| ${x.test}${x.regression ? ' **(fails only under Unhalt)**' : ''} | ${cell(x.unhalt, x.unhaltS)} |${withQemu ? ` ${cell(x.qemu, x.qemuS)} |` : ''}`));
+    lines.push('', `| test | Unhalt |${withQemu ? ' QEMU -cpu host |' : ''} what ended a run that did not pass |`, `|---|---|${withQemu ? '---|' : ''}---|`,
+      ...r.suite.rows.map((x) => `| ${x.test}${x.regression ? ' **(fails only under Unhalt)**' : ''} | ${cell(x.unhalt, x.unhaltS)} |${withQemu ? ` ${cell(x.qemu, x.qemuS)} |` : ''} ${inCell(x.note ?? '')} |`));
     if (r.suite.outOfScope.length) lines.push('', `Out of scope: ${r.suite.outOfScope.map((o) => `${o.test} (${o.why})`).join('; ')}.`);
     if (r.suite.vmexit.length) {
       lines.push('', '### vmexit: TSC cycles per exit (one run each)', '', '| exit | Unhalt | QEMU | Unhalt / QEMU |', '|---|---:|---:|---:|',
         ...r.suite.vmexit.map((v) => `| ${v.exit} | ${v.unhalt ?? '—'} | ${v.qemu ?? '—'} | ${v.unhalt !== undefined && v.qemu ? (v.unhalt / v.qemu).toFixed(2) : '—'} |`));
+      const missing = r.suite.vmexit.filter((v) => v.note);
+      if (missing.length) lines.push('', ...missing.map((v) => `- ${v.exit}: ${inCell(v.note!)}`));
     }
     if (r.suite.exitsLeftOut) lines.push('', `vmexit: ${r.suite.exitsLeftOut}.`);
   } else {

@@ -3,7 +3,7 @@
 // vmexit's cycles per exit under both. The suite comes from its upstream source tarball, built
 // here with its own configure and make (native/guest/kvm-unit-tests/build.mjs).
 import { existsSync, readFileSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { runUnderQemu, runUnderUnhalt, type RunResult } from '../kvm-unit-tests/runner.ts';
 import { outOfScope, unitTests, type Verdict } from '../kvm-unit-tests/suite.ts';
 import { exitCycles, VMEXIT_EXITS, vmexitTest } from '../kvm-unit-tests/vmexit.ts';
@@ -17,12 +17,16 @@ export interface SuiteRow {
   qemuS?: number;
   /** FAIL under us where QEMU passed: a bug of ours until shown otherwise. */
   regression: boolean;
+  /** What ended a run that did not pass: the VMM's last line, per VMM. */
+  note?: string;
 }
 
 export interface VmexitRow {
   exit: string;
   unhalt?: number;
   qemu?: number;
+  /** Why a VMM gave no figure (its verdict and last line). */
+  note?: string;
 }
 
 export interface SuiteReport {
@@ -57,14 +61,18 @@ export interface SuiteOptions {
 const HANGS_ON_PVM = new Set(['vmcall', 'tscdeadline']);
 
 /** The built suite's folder: the given one, or the tarball (given or the checkout's) built. */
-export async function suiteFolder(path: string | undefined, log: (m: string) => void): Promise<{ dir?: string; why: string }> {
+export async function suiteFolder(given: string | undefined, log: (m: string) => void): Promise<{ dir?: string; why: string }> {
+  // Relative to where the user is, not to the checkout the build runs in.
+  const path = given === undefined ? undefined : resolve(given);
   if (path && existsSync(join(path, 'x86', 'unittests.cfg'))) return { dir: path, why: `built suite ${path}` };
-  if (path && !existsSync(path)) return { why: `--kvm-unit-tests ${path}: no such file or folder; give the suite's source tarball (.tar.gz) or a built suite` };
-  if (path && statSync(path).isFile() && !/\.tar\.gz$|\.tgz$/.test(path)) return { why: `--kvm-unit-tests ${path}: not a .tar.gz; give the suite's source tarball or a built suite (a folder with x86/unittests.cfg)` };
+  if (path && !existsSync(path)) return { why: `--kvm-unit-tests ${given}: no such file or folder; give the suite's source tarball (.tar.gz) or a built suite` };
+  if (path && statSync(path).isFile() && !/\.tar\.gz$|\.tgz$/.test(path)) return { why: `--kvm-unit-tests ${given}: not a .tar.gz; give the suite's source tarball or a built suite (a folder with x86/unittests.cfg)` };
   const build = await import('../../native/guest/kvm-unit-tests/build.mjs');
   const before = process.env.UNHALT_KVM_UNIT_TESTS;
   if (path) process.env.UNHALT_KVM_UNIT_TESTS = path;
   try {
+    // A folder given must hold the tarball: never the suite built earlier from another one.
+    if (path) build.findTarball();
     // Built unless already built from this tarball (or carried here built, without its source).
     const dir = build.buildKvmUnitTests({ log });
     let from = dir;
@@ -85,6 +93,11 @@ export async function suiteFolder(path: string | undefined, log: (m: string) => 
 }
 
 const secs = (r: RunResult) => Math.round(r.ms / 100) / 10;
+/** The last line a run said (its stderr, else its output), for a run that did not pass. */
+const lastLine = (r: RunResult) => (r.stderr.trim() || r.output.trim()).split('\n').at(-1)?.trim().slice(0, 200) ?? '';
+/** Why a run did not pass: its first FAIL line, else the last line it said. */
+const whyNot = (r: RunResult) => (r.verdict === 'FAIL' ? /^FAIL[: ].*$/m.exec(r.output)?.[0].trim().slice(0, 200) : undefined) ?? lastLine(r);
+const noteOf = (who: string, r: RunResult | undefined) => (r && r.verdict !== 'PASS' && whyNot(r) ? `${who}: ${r.verdict}, ${whyNot(r)}` : undefined);
 
 /** Runs the suite's tests in scope (and vmexit's exits) under Unhalt and, if asked, QEMU. */
 export async function runSuiteChecks(dir: string, kvm: KvmBackend, o: SuiteOptions): Promise<Omit<SuiteReport, 'source' | 'ran'>> {
@@ -102,13 +115,16 @@ export async function runSuiteChecks(dir: string, kvm: KvmBackend, o: SuiteOptio
     // The suite's own time-out, grown with this host's slowdown, never past 10 minutes.
     const ms = Math.min(t.timeoutS * 1000 * Math.max(1, o.slowdown), 600_000);
     o.progress(`kvm-unit-tests: ${t.name}`);
-    const ours = await runUnderUnhalt(dir, t, ms, { cli: o.cli, ...(o.signal ? { signal: o.signal } : {}) });
+    // The VMM's own --timeout too: a run a second signal leaves behind still ends by itself.
+    const ours = await runUnderUnhalt(dir, t, ms, { cli: o.cli, vmmTimeoutS: Math.ceil(ms / 1000) + 10, ...(o.signal ? { signal: o.signal } : {}) });
     if (o.signal?.aborted) break;
     const theirs = o.qemu ? await runUnderQemu(dir, t, ms, o.signal) : undefined;
+    const note = [noteOf('Unhalt', ours), noteOf('QEMU', theirs)].filter(Boolean).join('; ');
     rows.push({
       test: t.name, unhalt: ours.verdict, unhaltS: secs(ours),
       ...(theirs ? { qemu: theirs.verdict, qemuS: secs(theirs) } : {}),
       regression: theirs?.verdict === 'PASS' && ours.verdict !== 'PASS',
+      ...(note ? { note } : {}),
     });
   }
   const vmexit: VmexitRow[] = [];
@@ -120,10 +136,13 @@ export async function runSuiteChecks(dir: string, kvm: KvmBackend, o: SuiteOptio
     o.progress(`vmexit: ${exit}`);
     const t = vmexitTest(exit);
     const ms = Math.min(t.timeoutS * 1000 * Math.max(1, o.slowdown), 600_000);
-    const ours = exitCycles((await runUnderUnhalt(dir, t, ms, { cli: o.cli, ...(o.signal ? { signal: o.signal } : {}) })).output).get(exit);
+    const oursRun = await runUnderUnhalt(dir, t, ms, { cli: o.cli, vmmTimeoutS: Math.ceil(ms / 1000) + 10, ...(o.signal ? { signal: o.signal } : {}) });
     if (o.signal?.aborted) break;
-    const theirs = o.qemu ? exitCycles((await runUnderQemu(dir, t, ms, o.signal)).output).get(exit) : undefined;
-    vmexit.push({ exit, ...(ours !== undefined ? { unhalt: ours } : {}), ...(theirs !== undefined ? { qemu: theirs } : {}) });
+    const theirsRun = o.qemu ? await runUnderQemu(dir, t, ms, o.signal) : undefined;
+    const ours = exitCycles(oursRun.output).get(exit);
+    const theirs = theirsRun ? exitCycles(theirsRun.output).get(exit) : undefined;
+    const note = [ours === undefined ? `Unhalt: ${oursRun.verdict}, ${lastLine(oursRun)}` : '', theirsRun && theirs === undefined ? `QEMU: ${theirsRun.verdict}, ${lastLine(theirsRun)}` : ''].filter(Boolean).join('; ');
+    vmexit.push({ exit, ...(ours !== undefined ? { unhalt: ours } : {}), ...(theirs !== undefined ? { qemu: theirs } : {}), ...(note ? { note } : {}) });
   }
   return { rows, outOfScope: out, vmexit, ...(leftOut.length ? { exitsLeftOut: `${leftOut.join(', ')}: not run on PVM, where they hang a vCPU` } : {}) };
 }

@@ -1,7 +1,7 @@
 // The agent's view of guest idle and steal time (native/guest/linux/agent/gidle.c), through the
 // real agent built for the host (`unhalt-agent --stdio`: the same C code a guest runs on ttyS1),
 // checked against what this host's /sys and /proc show: `info`'s cpuidle fields, and the live
-// probe's `@u1 gidle` lines, one per online CPU at most once a second. A host without cpuidle is checked
+// probe's `@u1 gidle` lines, one per online CPU about once a second at most. A host without cpuidle is checked
 // too (cpuidle=0, zero counts). No KVM needed.
 import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
@@ -164,7 +164,7 @@ describe('the agent reports guest idle (cpuidle) and steal time', () => {
     }
   });
 
-  it('probe on: one gidle line per online CPU after a burst a second or more since the last, sane against /sys and /proc/stat; probe off stops them', async () => {
+  it('probe on: one gidle line per online CPU after a burst 0.9 s or more since the last, sane against /sys and /proc/stat; probe off stops them', async () => {
     const a = (running = new Agent());
     await a.until('ready', (s) => s.length > 0);
     const cpus = [...procStat().keys()].sort((x, y) => x - y);
@@ -183,7 +183,7 @@ describe('the agent reports guest idle (cpuidle) and steal time', () => {
     expect(on).toBeGreaterThanOrEqual(0);
     const rs = rounds(a, on, off);
     // The first burst runs at once and has no lines (they would cover a millisecond). At a 200 ms
-    // interval only about every fifth burst has lines: a second or more since the last ones (the
+    // interval only about every fifth burst has lines: 0.9 s or more since the last ones (the
     // rate limit that keeps a slow host's console from flooding), one line per online CPU, in CPU
     // order; a round never comes in part.
     expect(rs[0]!.lines).toEqual([]);
@@ -202,9 +202,9 @@ describe('the agent reports guest idle (cpuidle) and steal time', () => {
           expect(Number.isInteger(f[key]), `${key} in ${raw}`).toBe(true);
           expect(f[key], `${key} in ${raw}`).toBeGreaterThanOrEqual(0);
         }
-        // A second or more, and about a 200 ms burst interval beyond it at most (generous: a busy
+        // 0.9 s or more, and about a 200 ms burst interval beyond it at most (generous: a busy
         // host may run the prober late).
-        expect(f.interval_ns).toBeGreaterThanOrEqual(1e9);
+        expect(f.interval_ns).toBeGreaterThanOrEqual(0.9e9);
         expect(f.interval_ns).toBeLessThanOrEqual(3e9);
         if (k === 0) expect(f.interval_ns, 'the first line covers the time since probe on').toBeLessThanOrEqual((at - sentOn) * 1e6 + 5e6);
         const hasDir = existsSync(`/sys/devices/system/cpu/cpu${f.cpu}/cpuidle`);
@@ -237,6 +237,21 @@ describe('the agent reports guest idle (cpuidle) and steal time', () => {
     }
   }, 60_000);
 
+  it('a 1 s probe (the app\'s) gets a round of lines after every burst but the first: none dropped for jitter', async () => {
+    const a = (running = new Agent());
+    await a.until('ready', (s) => s.length > 0);
+    a.send('probe on interval_ms=1000 rounds=10');
+    await gidleRounds(a, 0, 3);
+    a.send('probe off');
+    await a.until('probe on=0', (s) => s.some((x) => isProbe(0)(x.e)));
+    const rs = rounds(a, a.find(0, isProbe(1)), a.find(0, isProbe(0)));
+    expect(rs[0]!.lines).toEqual([]);
+    // The last burst's lines may have been cut by probe off; every one between has its round.
+    const between = rs.slice(1, -1);
+    expect(between.length).toBeGreaterThanOrEqual(2);
+    for (const r of between) expect(r.lines.length, `a round after the burst at ${r.burst.at.toFixed(0)} ms`).toBe(procStat().size);
+  }, 60_000);
+
   it('probe on, off, on: the second probe takes new baselines (its first lines cover only the time since it)', async () => {
     const a = (running = new Agent());
     await a.until('ready', (s) => s.length > 0);
@@ -253,7 +268,7 @@ describe('the agent reports guest idle (cpuidle) and steal time', () => {
     expect(first.length).toBeGreaterThan(0);
     const since = (first[0]!.at - sentOn) * 1e6;
     for (const { e, raw } of first.slice(0, procStat().size)) {
-      expect(e.fields.interval_ns, raw).toBeGreaterThanOrEqual(1e9);
+      expect(e.fields.interval_ns, raw).toBeGreaterThanOrEqual(0.9e9);
       expect(e.fields.interval_ns, raw).toBeLessThanOrEqual(since + 5e6);
     }
     a.send('probe off');

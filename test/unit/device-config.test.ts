@@ -197,10 +197,10 @@ describe('pc-testdev through the same surfaces', () => {
     const c = validateConfig({ devices: [TESTDEV, KUT] });
     const r = resolveMachineWithoutKvm(c);
     expect(r.spec.pcTestdev).toBe(true);
-    expect(describeResolution(c, r)).toContain('pc-testdev:    ports 0xe0-0xeb and IRQ lines 0x2000-0x2017, MMIO 0xff000000-0xff00ffff');
+    expect(describeResolution(c, r)).toContain('pc-testdev:    ports 0xe0-0xeb, IRQ-line ports 0x2000-0x2017, MMIO 0xff000000-0xff00ffff');
     expect(resolveMachineWithoutKvm(validateConfig({ devices: [KUT] })).spec.pcTestdev).toBeUndefined();
     expect(() => resolveMachineWithoutKvm(validateConfig({ devices: [TESTDEV, { type: 'isa-debug-exit', iobase: 0xe4, iosize: 4 }] })))
-      .toThrow("isa-debug-exit at 0xe4 (iosize 4) overlaps the board's pcTestdev (ports 0xe4-0xe7)");
+      .toThrow("isa-debug-exit at 0xe4 (iosize 4) overlaps the board's pc-testdev (ports 0xe4-0xe7)");
     // Without pc-testdev those ports are free.
     expect(resolveMachineWithoutKvm(validateConfig({ devices: [{ type: 'isa-debug-exit', iobase: 0xe4, iosize: 4 }] })).spec.debugExit).toEqual({ iobase: 0xe4, iosize: 4 });
   });

@@ -426,6 +426,8 @@ export function boardPortUser(base: number, length: number, devices?: VersionedD
 }
 
 const boardPortLists = new Map<string, { name: string; base: number; length: number }[]>();
+/** How a refusal names a port device whose registration key is not its user-facing name. */
+const PORT_DEVICE_NAMES: Record<string, string> = { pcTestdev: 'pc-testdev' };
 function boardPorts(devices: VersionedDevices | undefined, pcTestdev: boolean): { name: string; base: number; length: number }[] {
   const board: BoardConfig = { virtio: [], ...versionedBoard(devices, { cpus: 1, ramBytes: 0 }), ...(pcTestdev ? { pcTestdev } : {}) };
   const key = JSON.stringify(board);
@@ -434,7 +436,7 @@ function boardPorts(devices: VersionedDevices | undefined, pcTestdev: boolean): 
   const list: { name: string; base: number; length: number }[] = [];
   const nop = () => {};
   const io: DeviceIo = { emitConsole: nop, emitAgent: nop, setIrq: nop, onPowerOff: nop, onDebugExit: nop, onReset: nop };
-  const record = (name: string): PortMap => ({ map: (d) => { list.push({ name, base: d.base, length: d.length }); } });
+  const record = (name: string): PortMap => ({ map: (d) => { list.push({ name: PORT_DEVICE_NAMES[name] ?? name, base: d.base, length: d.length }); } });
   for (const [name, d] of entries(portRegistrations)) {
     if (name !== 'debugExit') d.attach(record(name), new Int32Array(d.words), io, board);
   }

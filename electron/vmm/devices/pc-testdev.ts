@@ -1,7 +1,9 @@
 // QEMU's pc-testdev (hw/misc/pc-testdev.c), which kvm-unit-tests' own runner adds to every test:
 //   0xe0-0xe3   a 32-bit scratch register, read and written at any width and offset within it
 //               (the emulator test's string I/O: `rep outsb` then `inb`);
-//   0xe4-0xe7   "flush page": QEMU's TCG-era hook; KVM keeps guest memory coherent, so a no-op;
+//   0xe4-0xe7   "flush page": QEMU mprotects the page a write names, so KVM drops its mapping and
+//               the guest's next access faults into KVM (eventinj's "NP exception" path); here a
+//               no-op, so that path is not taken (docs/kvm-unit-tests.md);
 //   0xe8-0xeb   the same register, byte by byte (the bus hands wider accesses over a byte at a time);
 //   0x2000+N    a write of V drives ISA IRQ line N (0-23) to V != 0 through the in-kernel irqchip
 //               (the ioapic test's set_irq_line), on every write as QEMU's qemu_set_irq does;

@@ -28,7 +28,7 @@
 //                               -> @u1 probe on=1 interval_ms=N rounds=N, then from a separate
 //                                  process every interval: @u1 ctxprobe rounds=N p50_ns=N
 //                                  p99_ns=N max_ns=N (it keeps running during workloads),
-//                                  after one a second or more since the last such lines (or
+//                                  after one 0.9 s or more since the last such lines (or
 //                                  `probe on`), one line per online CPU:
 //                                  @u1 gidle cpu=N interval_ns=N cpuidle=0|1 poll_count=N
 //                                  poll_ns=N halt_count=N halt_ns=N steal_ns=N, each the
@@ -291,7 +291,7 @@ static void cmd_run(int argc, char **argv) {
 static pid_t prober = -1;
 
 // After a ctxprobe burst (so the file reading does not sit inside one), the per-CPU idle lines
-// (gidle.c), once a second or more has passed since the last ones: the first burst runs at once,
+// (gidle.c), once 0.9 s or more has passed since the last ones: the first burst runs at once,
 // so the first lines come with a later burst and cover the time since `probe on`. `probe off`
 // (SIGTERM) waits for the round to end: a round's lines come whole.
 static void probe_after_burst(long long burst, wl_emit_fn out) {

@@ -1,7 +1,8 @@
 // The guest's idle and steal time per CPU: what the live probe (`probe on`) reports after a
-// ctxprobe burst, in its process, one line per online CPU, at most once a second (GIDLE_MIN_NS):
-// each line is a serial write the host exits on, and a probe at 50 ms on many CPUs would flood a
-// slow host's console (an emulated one stalled its guest's RCU on it); a chart needs no more.
+// ctxprobe burst, in its process, one line per online CPU, about once a second at most
+// (GIDLE_MIN_NS): each line is a serial write the host exits on, and a probe at 50 ms on many CPUs
+// would flood a slow host's console (an emulated one stalled its guest's RCU on it); a chart needs
+// no more. 0.9 s, not 1: a 1 s probe's bursts jitter, and none of its rounds may be dropped.
 //
 //   @u1 gidle cpu=N interval_ns=N cpuidle=0|1 poll_count=N poll_ns=N halt_count=N halt_ns=N steal_ns=N
 //
@@ -33,7 +34,7 @@
 #define GIDLE_MAX_CPUS 8192  // the kernel's largest NR_CPUS; higher numbers are ignored
 #define GIDLE_MAX_STATES 16  // the kernel's CPUIDLE_STATE_MAX is 10
 #define CPU_DIR "/sys/devices/system/cpu/cpu"
-#define GIDLE_MIN_NS 1000000000LL // the shortest time a round of lines covers
+#define GIDLE_MIN_NS 900000000LL // the shortest time a round of lines covers
 
 struct sample {
   long long t_ns, steal_ticks, poll_count, poll_us, halt_count, halt_us;

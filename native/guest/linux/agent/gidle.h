@@ -9,7 +9,7 @@ void gidle_begin(void);
 
 /**
  * One `@u1 gidle ...` line per online CPU: the differences since its baseline, which then
- * moves to now; nothing when the last round (or gidle_begin) was less than a second ago. A CPU
+ * moves to now; nothing when the last round (or gidle_begin) was less than 0.9 s ago. A CPU
  * without a baseline (it came online) gets one and no line this time.
  */
 void gidle_report(wl_emit_fn emit);
