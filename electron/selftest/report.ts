@@ -80,7 +80,7 @@ export function formatReport(r: SelftestReport): string {
       ...r.suite.rows.map((x) => `| ${x.test}${x.regression ? ' **(fails only under Unhalt)**' : ''} | ${cell(x.unhalt, x.unhaltS)} |${withQemu ? ` ${cell(x.qemu, x.qemuS)} |` : ''} ${inCell(x.note ?? '')} |`));
     if (r.suite.outOfScope.length) lines.push('', `Out of scope: ${r.suite.outOfScope.map((o) => `${o.test} (${o.why})`).join('; ')}.`);
     if (r.suite.vmexit.length) {
-      lines.push('', '### vmexit: TSC cycles per exit (one run each)', '', '| exit | Unhalt | QEMU | Unhalt / QEMU |', '|---|---:|---:|---:|',
+      lines.push('', '### vmexit: TSC cycles per exit (one run each, after warm-up exits in the same VM)', '', '| exit | Unhalt | QEMU | Unhalt / QEMU |', '|---|---:|---:|---:|',
         ...r.suite.vmexit.map((v) => `| ${v.exit} | ${v.unhalt ?? '—'} | ${v.qemu ?? '—'} | ${v.unhalt !== undefined && v.qemu ? (v.unhalt / v.qemu).toFixed(2) : '—'} |`));
       const missing = r.suite.vmexit.filter((v) => v.note);
       if (missing.length) lines.push('', ...missing.map((v) => `- ${v.exit}: ${inCell(v.note!)}`));

@@ -4,6 +4,7 @@
 // moves to its worker between two KVM_RUNs once the guest has lived long enough — or never, if
 // the guest is gone first. Real KVM, real processes.
 import { spawn } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { validateConfig } from '../../electron/vmm/config/vm-config.ts';
 import { resolveMachine } from '../../electron/vmm/config/resolve.ts';
@@ -68,11 +69,13 @@ const ECHO_ANSWERS = ['probe> cpus', 'cpus up: 1', 'probe> help', 'commands: hel
 
 describe.skipIf(!kvmAvailable)('vCPU 0 on the main thread at start', () => {
   it('applies to one unpinned vCPU without virtio devices only', () => {
-    expect(firstVcpuCanRunOnMainThread({ cpus: 1 })).toBe(true);
-    expect(firstVcpuCanRunOnMainThread({ cpus: 2 })).toBe(false);
-    expect(firstVcpuCanRunOnMainThread({ cpus: 1, pin: [0] })).toBe(false);
-    expect(firstVcpuCanRunOnMainThread({ cpus: 1, virtio: ['rng'] })).toBe(false);
-    expect(firstVcpuCanRunOnMainThread({ cpus: 1, disks: [{ path: '/x', readonly: true }] })).toBe(false);
+    expect(firstVcpuCanRunOnMainThread({ cpus: 1 }, 2)).toBe(true);
+    expect(firstVcpuCanRunOnMainThread({ cpus: 2 }, 2)).toBe(false);
+    expect(firstVcpuCanRunOnMainThread({ cpus: 1, pin: [0] }, 2)).toBe(false);
+    expect(firstVcpuCanRunOnMainThread({ cpus: 1, virtio: ['rng'] }, 2)).toBe(false);
+    expect(firstVcpuCanRunOnMainThread({ cpus: 1, disks: [{ path: '/x', readonly: true }] }, 2)).toBe(false);
+    // One host CPU: the worker would boot on the guest's CPU; it boots before the guest instead.
+    expect(firstVcpuCanRunOnMainThread({ cpus: 1 }, 1)).toBe(false);
   });
 
   for (const [signal, code] of [['SIGINT', 130], ['SIGTERM', 143]] as const) {
@@ -103,6 +106,36 @@ describe.skipIf(!kvmAvailable)('vCPU 0 on the main thread at start', () => {
       expect(lines).toEqual(ECHO_ANSWERS);
     });
   }
+
+  /** The names of `unhalt run`'s threads once the echo shell's prompt is out (then it is ended). */
+  function threadsAtPrompt(prefix: string[], env: NodeJS.ProcessEnv): Promise<string[]> {
+    return new Promise((resolve, reject) => {
+      const child = spawn(prefix[0]!, [...prefix.slice(1), process.execPath, UNHALT_BIN, 'run', '--cpus', '1', '--append', 'scenario=echo'], {
+        stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, ...env },
+      });
+      let out = '';
+      let names: string[] | undefined;
+      child.stdout.on('data', (d) => {
+        out += d;
+        if (names || !out.includes('probe> ')) return;
+        const dir = `/proc/${child.pid}/task`;
+        names = readdirSync(dir).map((t) => { try { return readFileSync(`${dir}/${t}/comm`, 'utf8').trim(); } catch { return ''; } });
+        child.kill('SIGTERM');
+      });
+      const killer = setTimeout(() => child.kill('SIGKILL'), scaled(60_000));
+      child.on('error', reject);
+      child.on('close', () => { clearTimeout(killer); names ? resolve(names) : reject(new Error(`no prompt: ${out.slice(-200)}`)); });
+    });
+  }
+
+  it('on one host CPU, vCPU 0 starts on its worker: the worker boots before the guest, not on its CPU', async () => {
+    // taskset runs Node itself, so the process sees one CPU (availableParallelism follows affinity).
+    const one = await threadsAtPrompt(['taskset', '-c', '0'], NEVER);
+    expect(one).toContain('vcpu-0');
+    // The same run on every CPU of this host (2 in CI): vCPU 0 on the main thread, no worker yet.
+    const all = await threadsAtPrompt(['env'], NEVER);
+    expect(all).not.toContain('vcpu-0');
+  });
 
   it('a 2-vCPU guest still brings up its AP (workers from the start)', async () => {
     const r = await runCli(['run', '--cpus', '2', '--append', 'scenario=hello']);
