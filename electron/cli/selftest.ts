@@ -55,9 +55,14 @@ export async function selftestCommand(argv: string[]): Promise<number> {
   const startedAt = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
   const host = hostFacts();
   const progress = (line: string) => say(`selftest: ${line}`);
+  // A stop signal aborts whatever runs; the abort's reason is the signal, the one record of it.
   const abort = new AbortController();
-  let stoppedBy: StopSignal | undefined;
-  const offSignals = onStopSignals((signal) => { stoppedBy = signal; abort.abort(); }, 'exiting without waiting for the run in progress');
+  const stoppedBy = (): StopSignal | undefined => (abort.signal.aborted ? (abort.signal.reason as StopSignal) : undefined);
+  const cancelled = (signal: StopSignal): number => {
+    say(`${signal}: the selftest was cancelled; no report`);
+    return SIGNAL_EXIT_CODES[signal];
+  };
+  const offSignals = onStopSignals((signal) => abort.abort(signal), 'exiting without waiting for the run in progress');
   let report: SelftestReport;
   try {
     // The suite first (built if need be): a bad --only is refused before any run.
@@ -65,7 +70,7 @@ export async function selftestCommand(argv: string[]): Promise<number> {
     const found = values['no-suite'] ? undefined : await suiteFolder(values['kvm-unit-tests'], progress);
     // The build blocks; a signal sent during it (make died of it too) is handled now.
     await new Promise((r) => setImmediate(r));
-    if (stoppedBy) throw new Error(`${stoppedBy} during the suite's build`);
+    if (stoppedBy()) throw new Error(`${stoppedBy()} during the suite's build`);
     if (found) suite = { ...suite, source: found.why };
     // A suite named on the command line that cannot run is bad input; one not found is only said.
     if (found && !found.dir && values['kvm-unit-tests']) throw new UsageError(found.why);
@@ -85,22 +90,18 @@ export async function selftestCommand(argv: string[]): Promise<number> {
       });
       suite = { ...suite, ran: true, ...ran };
     }
-    if (stoppedBy) {
-      say(`${stoppedBy}: the selftest was cancelled; no report`);
-      return SIGNAL_EXIT_CODES[stoppedBy];
-    }
+    const stopped = stoppedBy();
+    if (stopped) return cancelled(stopped);
     report = {
       startedAt, unhalt: { version: appVersion(), node: process.versions.node }, host, platform: hostVirtualization(), checks, suite,
       ...verdictOf(checks, suite),
     };
   } catch (e) {
-    if (e instanceof UsageError && !stoppedBy) {
+    const stopped = stoppedBy();
+    if (stopped) return cancelled(stopped);
+    if (e instanceof UsageError) {
       say(e.message);
       return EXIT_CODES.badInput;
-    }
-    if (stoppedBy) {
-      say(`${stoppedBy}: the selftest was cancelled; no report`);
-      return SIGNAL_EXIT_CODES[stoppedBy];
     }
     say(`selftest failed: ${(e as Error).message}`);
     return EXIT_CODES.badInput;
