@@ -46,6 +46,8 @@ export interface UnhaltRunOptions {
   haltPollNs?: number;
   /** Ends the run at once (SIGKILL). */
   signal?: AbortSignal;
+  /** Ends the run (SIGKILL) once the guest's output so far holds what the caller needs. */
+  enough?: (output: string) => boolean;
 }
 
 /** Runs one test under Unhalt's CLI; `timeoutMs` already scaled for this host. */
@@ -55,7 +57,7 @@ export function runUnderUnhalt(suiteDir: string, t: UnitTest, timeoutMs: number,
     ...(opts.envFile === false ? [] : ['--initrd', envFile(dir, t, MEMORY_MIB)]), ...TEST_DEVICES.map((a) => a === '-device' ? '--device' : a), ...(t.args ? ['--append', t.args] : []),
     ...(opts.machine ? ['--machine', opts.machine] : []), ...(opts.vmmTimeoutS ? ['--timeout', String(opts.vmmTimeoutS)] : []),
     ...(opts.haltPollNs !== undefined ? ['--halt-poll-ns', String(opts.haltPollNs)] : [])];
-  return runProcess(argv, timeoutMs, opts.signal).finally(() => rmSync(dir, { recursive: true, force: true }));
+  return runProcess(argv, timeoutMs, opts.signal, opts.enough).finally(() => rmSync(dir, { recursive: true, force: true }));
 }
 
 /**
@@ -64,22 +66,29 @@ export function runUnderUnhalt(suiteDir: string, t: UnitTest, timeoutMs: number,
  */
 export const QEMU_CPU = existsSync('/sys/module/kvm_pvm') ? 'host,-arch-capabilities' : 'host';
 
-/** Runs one test under QEMU on the same KVM, `-cpu host` like ours, with the suite's test devices. */
-export function runUnderQemu(suiteDir: string, t: UnitTest, timeoutMs: number, signal?: AbortSignal): Promise<RunResult> {
+/** Runs one test under QEMU on the same KVM, `-cpu host` like ours, with the suite's test devices; `enough` as for Unhalt. */
+export function runUnderQemu(suiteDir: string, t: UnitTest, timeoutMs: number, signal?: AbortSignal, enough?: (output: string) => boolean): Promise<RunResult> {
   const dir = mkdtempSync(join(tmpdir(), 'unhalt-kut-'));
   const argv = ['qemu-system-x86_64', '-machine', 'pc,accel=kvm', '-cpu', QEMU_CPU, '-smp', String(t.smp), '-m', String(MEMORY_MIB),
     '-nodefaults', '-display', 'none', '-vga', 'none', '-serial', 'stdio', ...TEST_DEVICES,
     '-kernel', join(suiteDir, 'x86', t.file), '-initrd', envFile(dir, t, MEMORY_MIB), ...(t.args ? ['-append', t.args] : [])];
-  return runProcess(argv, timeoutMs, signal).finally(() => rmSync(dir, { recursive: true, force: true }));
+  return runProcess(argv, timeoutMs, signal, enough).finally(() => rmSync(dir, { recursive: true, force: true }));
 }
 
-function runProcess(argv: string[], timeoutMs: number, signal?: AbortSignal): Promise<RunResult> {
+function runProcess(argv: string[], timeoutMs: number, signal?: AbortSignal, enough?: (output: string) => boolean): Promise<RunResult> {
   const t0 = performance.now();
   return new Promise((resolve) => {
     const child = spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
     let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (d: string) => { output += d; });
+    let satisfied = false;
+    child.stdout.setEncoding('utf8').on('data', (d: string) => {
+      output += d;
+      if (enough && !satisfied && enough(output)) {
+        satisfied = true;
+        child.kill('SIGKILL');
+      }
+    });
     child.stderr.setEncoding('utf8').on('data', (d: string) => { stderr += d; });
     let timedOut = false;
     const timer = setTimeout(() => {

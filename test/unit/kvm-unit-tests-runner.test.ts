@@ -1,6 +1,10 @@
 // The kvm-unit-tests runner's own rules: unittests.cfg read as the suite writes it, the scope
 // rules, and a verdict from a test's lines and its isa-debug-exit status.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { runUnderUnhalt } from '../../electron/kvm-unit-tests/runner.ts';
 import { judge, outOfScope, parseUnittestsCfg } from '../support/kvm-unit-tests.ts';
 
 const CFG = `
@@ -77,5 +81,24 @@ describe('kvm-unit-tests runner', () => {
     expect(judge('cpuid 1234\ninl_from_qemu 5678\n', 1, false)).toBe('PASS'); // vmexit: figures, no SUMMARY
     expect(judge('PASS: a\n', 2, false)).toBe('ERROR'); // the VMM failed before a report
     expect(judge('', 0, false)).toBe('ERROR');
+  });
+
+  it('ends a run once its output holds enough (a guest that prints on for minutes, like tscdeadline_latency)', async () => {
+    // A real process in the VMM's place that prints a numbered line every 2 ms and never ends.
+    const dir = mkdtempSync(join(tmpdir(), 'unhalt-enough-'));
+    try {
+      const script = join(dir, 'printer.mjs');
+      writeFileSync(script, 'let i = 0; setInterval(() => process.stdout.write(`latency: ${i++}\\n`), 2);\n');
+      const t0 = performance.now();
+      const r = await runUnderUnhalt(dir, { name: 't', file: 't.flat', smp: 1, args: '', qemuParams: '', timeoutS: 60, groups: [] }, 60_000, {
+        cli: [process.execPath, script], enough: (out) => (out.match(/^latency: \d+\n/gm)?.length ?? 0) >= 20,
+      });
+      expect(r.output.match(/^latency: \d+\n/gm)!.length).toBeGreaterThanOrEqual(20);
+      expect(r.status).toBeNull(); // ended by us (SIGKILL), not by the 60 s time-out
+      expect(r.verdict).not.toBe('TIMEOUT');
+      expect(performance.now() - t0).toBeLessThan(30_000);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
