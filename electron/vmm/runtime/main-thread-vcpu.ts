@@ -12,9 +12,10 @@ import { createVcpuDriver, type DriverReturn, type VcpuThreadData } from '../vcp
 
 /**
  * vCPU 0 runs on the main thread in slices (a timer signal ends each), returning to the event loop
- * in between: input and signals wait at most a slice. A slice is at least MIN_SLICE_MS and, where
- * a turn of the event loop is slow (a slow or one-CPU host, an emulated one), long enough that the
- * turns take at most TURN_SHARE of vCPU 0's time, up to MAX_SLICE_MS (sliceAfterTurns).
+ * in between: console output, input and signals wait at most a slice. A slice is at least
+ * MIN_SLICE_MS and, where a turn of the event loop is slow (a slow host, an emulated one), long
+ * enough that the turns take at most TURN_SHARE of vCPU 0's time, up to MAX_SLICE_MS
+ * (sliceAfterTurns).
  */
 const MIN_SLICE_MS = 2;
 const MAX_SLICE_MS = 50;
