@@ -4,7 +4,6 @@
 // moves to its worker between two KVM_RUNs once the guest has lived long enough — or never, if
 // the guest is gone first. Real KVM, real processes.
 import { spawn } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { validateConfig } from '../../electron/vmm/config/vm-config.ts';
 import { resolveMachine } from '../../electron/vmm/config/resolve.ts';
@@ -12,7 +11,7 @@ import { probeHost } from '../../electron/vmm/machine/host-caps.ts';
 import { VirtualMachine } from '../../electron/vmm/vm.ts';
 import { firstVcpuCanRunOnMainThread } from '../../electron/vmm/runtime/main-thread-vcpu.ts';
 import { UNHALT_BIN, runCli } from '../support/cli.ts';
-import { kvmAvailable, watch } from '../support/probe.ts';
+import { kvmAvailable, threadNames, watch } from '../support/probe.ts';
 import { scaled } from '../support/time-scale.ts';
 
 /** The hand-over delay as a test sets it: never (the whole run on the main thread) or at once. */
@@ -118,8 +117,7 @@ describe.skipIf(!kvmAvailable)('vCPU 0 on the main thread at start', () => {
       child.stdout.on('data', (d) => {
         out += d;
         if (names || !out.includes('probe> ')) return;
-        const dir = `/proc/${child.pid}/task`;
-        names = readdirSync(dir).map((t) => { try { return readFileSync(`${dir}/${t}/comm`, 'utf8').trim(); } catch { return ''; } });
+        names = threadNames(child.pid!);
         child.kill('SIGTERM');
       });
       const killer = setTimeout(() => child.kill('SIGKILL'), scaled(60_000));

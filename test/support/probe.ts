@@ -90,12 +90,12 @@ export function threadCount(): number {
   return threadNames().filter((n) => n !== IDLE_VCPU_THREAD_NAME).length;
 }
 
-/** The names (comm) of this process's threads; a thread that ends meanwhile is left out. */
-export function threadNames(): string[] {
+/** The names (comm) of this process's threads, or `pid`'s; a thread that ends meanwhile is left out. */
+export function threadNames(pid: number | 'self' = 'self'): string[] {
   const names: string[] = [];
-  for (const t of readdirSync('/proc/self/task')) {
+  for (const t of readdirSync(`/proc/${pid}/task`)) {
     try {
-      names.push(readFileSync(`/proc/self/task/${t}/comm`, 'utf8').trim());
+      names.push(readFileSync(`/proc/${pid}/task/${t}/comm`, 'utf8').trim());
     } catch { /* it ended meanwhile */ }
   }
   return names;

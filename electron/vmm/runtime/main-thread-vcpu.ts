@@ -20,6 +20,8 @@ import { createVcpuDriver, type DriverReturn, type VcpuThreadData } from '../vcp
 const MIN_SLICE_MS = 2;
 const MAX_SLICE_MS = 50;
 const TURN_SHARE = 0.05;
+/** Weight of the newest turn in the mean: a few turns, so one GC pause does not set a long slice. */
+const TURN_WEIGHT = 1 / 8;
 
 /**
  * The next slice's length in ms, from the turns measured so far (ms each, the event loop's time
@@ -31,8 +33,6 @@ export function sliceAfterTurns(meanTurnMs: number): number {
   return Math.min(MAX_SLICE_MS, Math.max(MIN_SLICE_MS, meanTurnMs / TURN_SHARE));
 }
 
-/** Weight of the newest turn in the mean: a few turns, so one GC pause does not set a long slice. */
-const TURN_WEIGHT = 1 / 8;
 /**
  * ...and its worker is started only once the guest has lived this long: a Node worker costs
  * tens of ms of CPU and MiB of memory to boot, which a guest that ends sooner never pays.
@@ -99,13 +99,7 @@ export async function runVcpu0OnMainThread(vcpu: Vcpu, host: MainThreadVcpuHost)
     if (!control.arriveAtStart(0)) return;
     // The event loop's time between two KVM_RUNs (ms, weighted mean; undefined until measured).
     let meanTurnMs: number | undefined;
-    let turnFrom: number | undefined;
     for (;;) {
-      if (turnFrom !== undefined) {
-        const turn = performance.now() - turnFrom;
-        meanTurnMs = meanTurnMs === undefined ? turn : meanTurnMs + TURN_WEIGHT * (turn - meanTurnMs);
-        turnFrom = undefined;
-      }
       if (control.handoverRequested) {
         // Everything KVM needs is in kvm_run now; the worker runs the vCPU from here on.
         vcpu.commitPendingIn();
@@ -126,8 +120,10 @@ export async function runVcpu0OnMainThread(vcpu: Vcpu, host: MainThreadVcpuHost)
         if (control.command === COMMAND.run) vcpu.kvmclockStopped(); // as a worker does (vcpu-driver.ts)
       }
       else {
-        turnFrom = performance.now();
+        const from = performance.now();
         await new Promise((r) => setImmediate(r));
+        const turn = performance.now() - from;
+        meanTurnMs = meanTurnMs === undefined ? turn : meanTurnMs + TURN_WEIGHT * (turn - meanTurnMs);
       }
     }
   } finally {
