@@ -94,11 +94,13 @@ Exit codes: 0 imported, 1 bad input (nothing kept), 130/143 SIGINT/SIGTERM (noth
 `;
 
 export const WATCH_USAGE = `usage: unhalt watch qmp:PATH [--stats F] [--interval MS] [--duration S]
+       unhalt watch --list [--json]
 Watches a QEMU you run (7.1 or later, -accel kvm) through its QMP socket, read-only: QEMU started
 with -qmp unix:PATH,server=on,wait=off. Its vCPUs' KVM stats every --interval ms (default 1000, at
 least 100) go to --stats as the NDJSON of unhalt run --stats; without --stats, one summary line per
 interval on stderr. Only query-* commands are sent; a socket another client holds (libvirt) is
-refused (docs/watch.md).
+refused (docs/watch.md). --list shows the QEMUs running here, their QMP sockets and which this
+user can watch (from /proc: it connects to none); --json for scripts.
 Exit codes: 0 QEMU exited or --duration passed, 1 bad input, a socket that cannot be watched or a
 QEMU that stops answering, 130/143 stopped by SIGINT/SIGTERM (the VM runs on).
 `;

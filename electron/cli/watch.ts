@@ -8,6 +8,7 @@ import { OutputError, OutputStream } from '../service/output-file.ts';
 import { ConfigError, decimal, integer } from '../vmm/config/vm-config.ts';
 import type { TelemetryEvent } from '../vmm/telemetry/fields.ts';
 import { NdjsonStatsWriter } from '../vmm/telemetry/ndjson.ts';
+import { listQemuProcesses, unixSocketUsers, watchVerdict } from '../watch/discover.ts';
 import { QmpClient, QmpError } from '../watch/qmp-client.ts';
 import { DEFAULT_WATCH_INTERVAL_MS, MAX_WATCH_INTERVAL_MS, MIN_WATCH_INTERVAL_MS, QmpSampler } from '../watch/qmp-sampler.ts';
 import { EXIT_CODES, SIGNAL_EXIT_CODES, UsageError, parse, say } from './args.ts';
@@ -18,19 +19,24 @@ export const WATCH_OPTIONS = {
   stats: { type: 'string' },
   interval: { type: 'string' },
   duration: { type: 'string' },
+  list: { type: 'boolean' },
+  json: { type: 'boolean' },
 } as const;
+
+const LIST_OPTIONS = { list: { type: 'boolean' }, json: { type: 'boolean' } } as const;
 
 /** A year, as run's --timeout: longer is surely a typo. */
 const MAX_DURATION_S = 365 * 24 * 3600;
 
 /** `qmp:PATH` -> the socket's absolute path; anything else is one line naming the forms. */
 export function watchTarget(arg: string | undefined): string {
-  if (arg === undefined || arg.startsWith('-')) throw new UsageError('name the VM to watch first: unhalt watch qmp:/path/to/qmp.sock');
+  if (arg === undefined || arg.startsWith('-')) throw new UsageError('name the VM to watch first: unhalt watch qmp:/path/to/qmp.sock (unhalt watch --list shows the QEMUs running here)');
   if (!arg.startsWith('qmp:') || arg.length === 4) throw new UsageError(`cannot watch "${arg.slice(0, 60)}": give qmp:PATH, the socket of QEMU's -qmp unix:PATH,server=on,wait=off`);
   return resolvePath(arg.slice(4));
 }
 
 export async function watchCommand(argv: string[]): Promise<number> {
+  if (argv.includes('--list')) return listCommand(argv);
   let qmp: QmpClient | undefined;
   let statsOut: OutputStream | undefined;
   let createdStats: string | undefined;
@@ -39,6 +45,7 @@ export async function watchCommand(argv: string[]): Promise<number> {
   try {
     const path = watchTarget(argv[0]);
     const { values } = parse(argv.slice(1), WATCH_OPTIONS);
+    if (values.json) throw new UsageError('--json goes with --list: unhalt watch --list --json');
     const intervalMs = values.interval === undefined ? DEFAULT_WATCH_INTERVAL_MS : integer(values.interval, '--interval (ms)', MIN_WATCH_INTERVAL_MS, MAX_WATCH_INTERVAL_MS);
     if (values.duration !== undefined) {
       durationS = decimal(values.duration, '--duration (s)', 0, MAX_DURATION_S);
@@ -101,4 +108,39 @@ function summaryLine(e: TelemetryEvent): void {
   const parts = [`t=${(e.t / 1000).toFixed(1)}s`, `halt_exits/s=${sum('halt_exits_per_s').toFixed(0)}`, `exits/s=${sum('exits_per_s').toFixed(0)}`];
   if (e.records.some((r) => r.halt_wait_ns_delta !== undefined)) parts.push(`halt_wait=${(sum('halt_wait_ns_delta') / 1e6).toFixed(1)}ms`);
   say(parts.join(' '));
+}
+
+/** `unhalt watch --list [--json]`: the QEMUs on this host and how to watch each, from /proc alone. */
+function listCommand(argv: string[]): number {
+  let json: boolean | undefined;
+  try {
+    ({ json } = parse(argv, LIST_OPTIONS).values);
+  } catch (e) {
+    if (!(e instanceof UsageError)) throw e;
+    say(`${e.message} (--list takes only --json)`);
+    return EXIT_CODES.badInput;
+  }
+  const users = unixSocketUsers();
+  const rows = listQemuProcesses().map((p) => ({
+    ...p,
+    sockets: p.qmp.map((q) => ({ ...q, ...watchVerdict(p, q, users) })),
+  }));
+  if (json) {
+    process.stdout.write(`${JSON.stringify(rows.map(({ qmp: _, ...r }) => r), null, 2)}\n`);
+    return EXIT_CODES.ok;
+  }
+  if (!rows.length) {
+    process.stdout.write('no QEMU process is running here (or none this user may see)\n');
+    return EXIT_CODES.ok;
+  }
+  for (const r of rows) {
+    const who = r.libvirt ? `libvirt domain ${r.name ?? '?'} (${r.libvirt.uri})` : r.name ? `"${r.name}"` : 'unnamed';
+    process.stdout.write(`QEMU pid ${r.pid} ${who}, -accel ${r.accel}, uid ${r.uid}\n`);
+    if (!r.sockets.length) process.stdout.write('  no QMP server socket: start it with -qmp unix:PATH,server=on,wait=off to watch it\n');
+    for (const q of r.sockets) {
+      const where = q.path ?? '(an fd)';
+      process.stdout.write(q.watchable ? `  ${where}: unhalt watch ${q.target}\n` : `  ${where}: ${q.why}\n`);
+    }
+  }
+  return EXIT_CODES.ok;
 }

@@ -3,6 +3,7 @@
 // query-stats read over a raw socket (not the client under test), a socket the test holds is
 // refused in one line, a QEMU killed mid-watch ends the watch with exit 0, a missing socket is one
 // line with exit 1, and the client refuses a command that is not read-only without sending it.
+// `unhalt watch --list` finds the QEMU, watchable, and held while the test holds its socket.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
@@ -155,6 +156,24 @@ describe.skipIf(!!skip)('unhalt watch qmp:PATH against a real QEMU', () => {
       holder.socket.destroy();
     }
     // Held only while the test held it: QEMU serves the next client again.
+    await waitForSocket(sock);
+  });
+
+  it('--list names this QEMU with its socket to watch, and as held while a client holds it', async () => {
+    const listed = async () => {
+      const r = await runCli(['watch', '--list', '--json']);
+      expect(r.code, r.stderr).toBe(0);
+      return (JSON.parse(r.stdout) as { pid: number; sockets: object[] }[]).find((p) => p.pid === qemu.pid);
+    };
+    const free = await listed();
+    expect(free).toMatchObject({ name: 'watched', accel: 'kvm', kvm: true });
+    expect(free!.sockets).toEqual([{ path: sock, via: '-qmp', libvirtMonitor: false, watchable: true, target: `qmp:${sock}` }]);
+    const holder = await rawSession(sock);
+    try {
+      expect((await listed())!.sockets[0]).toMatchObject({ watchable: false, why: expect.stringContaining('another client holds the socket') });
+    } finally {
+      holder.socket.destroy();
+    }
     await waitForSocket(sock);
   });
 

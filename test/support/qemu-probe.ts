@@ -41,6 +41,7 @@ export interface Run {
 }
 
 export interface Qemu {
+  pid: number;
   /** SIGKILL: QEMU gone at once, as a crash would leave it. */
   kill(): void;
   output(): string;
@@ -99,6 +100,7 @@ export function startQemu(smp: number, append: string, timeoutMs = RUN_TIMEOUT_M
     });
   });
   return {
+    pid: proc.pid!,
     kill: () => { proc.kill('SIGKILL'); },
     output: () => out,
     send: (text) => { proc.stdin.write(text); },
