@@ -151,7 +151,14 @@ export interface HaltHistograms {
   halt_poll_fail_hist?: readonly number[] | null;
   /** KVM's counter over the same interval: a better mean failed poll than the buckets give. */
   halt_poll_fail_ns?: number | null;
+  /** KVM's sum of the caught polls' durations: where in their buckets the caught wake-ups lie. */
+  halt_poll_success_ns?: number | null;
+  /** KVM's sum of the sleeps: where in their buckets the sleeps lie. */
+  halt_wait_ns?: number | null;
 }
+
+/** The sums of HaltHistograms, each a KVM counter over the same interval as the buckets. */
+const SUM_KEYS = ['halt_poll_fail_ns', 'halt_poll_success_ns', 'halt_wait_ns'] as const;
 
 /** Several histograms summed bucket by bucket (vCPUs of one VM, or the intervals of a window). */
 export function sumHaltHistograms(list: readonly HaltHistograms[]): HaltHistograms {
@@ -162,13 +169,18 @@ export function sumHaltHistograms(list: readonly HaltHistograms[]): HaltHistogra
     for (const x of present) x.forEach((v, i) => { sum[i]! += v; });
     return sum;
   };
-  const failNs = list.map((h) => h.halt_poll_fail_ns).filter((x): x is number => typeof x === 'number');
+  // A sum over some members only would be too small a mean: then the buckets give it.
+  const sumOf = (key: (typeof SUM_KEYS)[number]) => {
+    const xs = list.map((h) => h[key]).filter((x): x is number => typeof x === 'number');
+    return xs.length === list.length && list.length ? xs.reduce((a, b) => a + b, 0) : null;
+  };
   return {
     halt_wait_hist: add('halt_wait_hist'),
     halt_poll_success_hist: add('halt_poll_success_hist'),
     halt_poll_fail_hist: add('halt_poll_fail_hist'),
-    // A sum over some members only would be too small a mean: then the buckets give it.
-    halt_poll_fail_ns: failNs.length === list.length && list.length ? failNs.reduce((a, b) => a + b, 0) : null,
+    halt_poll_fail_ns: sumOf('halt_poll_fail_ns'),
+    halt_poll_success_ns: sumOf('halt_poll_success_ns'),
+    halt_wait_ns: sumOf('halt_wait_ns'),
   };
 }
 
@@ -182,6 +194,11 @@ export interface DelayPiece {
   shiftNs: number;
   /** Halts (a fraction where a bucket is split between sleeps with and without a poll first). */
   weight: number;
+  /**
+   * Where in its bucket a draw lies: the position u in [0, 1) of a duration 2^(bucket-1+u) has
+   * density proportional to e^(tilt·u). 0 is log-uniform; negative leans to the bucket's low end.
+   */
+  tilt: number;
 }
 
 /** The distribution of wake-up delays (HLT to wake-up) the model draws halts from. */
@@ -208,6 +225,9 @@ export interface WakeDelayDistribution {
  * off) this is the wait histogram itself. A poll that caught at 0 ns found the wake-up already
  * pending: no window changes such a halt, and with polling off KVM counts it nowhere, so it is
  * left out (the measured share to compare with leaves it out too: caughtOf()).
+ * Within a bucket (a factor of 2 wide), where a wake-up lies matters wherever a window cuts the
+ * bucket: given KVM's time sums (halt_poll_success_ns, halt_wait_ns), each histogram's draws are
+ * placed to match its mean (tiltFor); without them, log-uniform.
  * A sleep's time includes the host's wake-up of the vCPU thread (KVM times it to when the thread
  * runs again), a delay a caught poll never has: delays taken from sleeps are too long by it, so a
  * prediction is sharpest for windows up to the halt-poll-ns the histograms were taken with.
@@ -227,13 +247,15 @@ export function wakeDelayDistribution(h: HaltHistograms): WakeDelayDistribution 
   // A failed poll always ends in a sleep, so missed <= blocked; an interval's edge can cut a halt in two.
   const afterPoll = blocked === 0 ? 0 : Math.min(1, missed / blocked);
   const pieces: DelayPiece[] = [];
-  const push = (bucket: number, openEnded: boolean, shiftNs: number, weight: number) => {
-    if (weight > 0) pieces.push({ bucket, openEnded, shiftNs, weight });
+  const successTilt = tiltFor(success, h.halt_poll_success_ns, 'halt_poll_success_ns');
+  const waitTilt = tiltFor(wait, h.halt_wait_ns, 'halt_wait_ns');
+  const push = (bucket: number, openEnded: boolean, shiftNs: number, weight: number, tilt: number) => {
+    if (weight > 0) pieces.push({ bucket, openEnded, shiftNs, weight, tilt });
   };
-  success.forEach((count, i) => { if (i > 0) push(i, i === success.length - 1, 0, count); });
+  success.forEach((count, i) => { if (i > 0) push(i, i === success.length - 1, 0, count, successTilt); });
   wait.forEach((count, i) => {
-    push(i, i === wait.length - 1, meanFailedPollNs, count * afterPoll);
-    push(i, i === wait.length - 1, 0, count * (1 - afterPoll));
+    push(i, i === wait.length - 1, meanFailedPollNs, count * afterPoll, waitTilt);
+    push(i, i === wait.length - 1, 0, count * (1 - afterPoll), waitTilt);
   });
   return { halts: caught + blocked, caught, blocked, missed, meanFailedPollNs, pieces };
 }
@@ -256,7 +278,7 @@ export function meanWakeDelayNs(dist: WakeDelayDistribution): number {
   let sum = 0;
   for (const p of dist.pieces) {
     weight += p.weight;
-    sum += p.weight * (p.shiftNs + bucketMeanNs(p.bucket, p.openEnded));
+    sum += p.weight * (p.shiftNs + bucketMeanNs(p.bucket, p.openEnded, p.tilt));
   }
   return weight ? sum / weight : 0;
 }
@@ -275,22 +297,63 @@ export function sampleWakeDelays(dist: WakeDelayDistribution, count: number, see
   const out: number[] = [];
   for (let n = 0; n < count; n++) {
     const p = dist.pieces[firstAbove(cumulative, random() * sum)]!;
-    out.push(p.shiftNs + drawFromBucket(p.bucket, p.openEnded, random()));
+    out.push(p.shiftNs + drawFromBucket(p.bucket, p.openEnded, random(), p.tilt));
   }
   return out;
 }
 
-function drawFromBucket(bucket: number, openEnded: boolean, u: number): number {
+function drawFromBucket(bucket: number, openEnded: boolean, r: number, tilt = 0): number {
   if (bucket === 0) return 0;
   if (openEnded) return 2 ** bucket;
+  // The inverse of the tilted position's distribution function (r itself when the tilt is 0).
+  const u = Math.abs(tilt) < 1e-9 ? r : Math.log1p(r * Math.expm1(tilt)) / tilt;
   return 2 ** (bucket - 1 + u);
 }
 
-/** The mean of drawFromBucket: a log-uniform [a, 2a) has mean a / ln 2. */
-function bucketMeanNs(bucket: number, openEnded: boolean): number {
+/** The mean of drawFromBucket: 2^(bucket-1) E[2^u]; log-uniform (tilt 0) gives a / ln 2. */
+function bucketMeanNs(bucket: number, openEnded: boolean, tilt = 0): number {
   if (bucket === 0) return 0;
   if (openEnded) return 2 ** bucket;
-  return 2 ** (bucket - 1) / Math.LN2;
+  return 2 ** (bucket - 1) * meanPowerOfTwo(tilt);
+}
+
+/** E[2^u] for u in [0, 1) with density proportional to e^(tilt·u): from 1 (tilt -inf) to 2 (+inf). */
+function meanPowerOfTwo(tilt: number): number {
+  const ratio = (z: number) => (Math.abs(z) < 1e-9 ? 1 : Math.expm1(z) / z); // (e^z - 1) / z
+  return ratio(tilt + Math.LN2) / ratio(tilt);
+}
+
+/** Tilts beyond this put a bucket's whole weight at one end already; the clamp keeps e^tilt finite. */
+const MAX_TILT = 60;
+
+/**
+ * The one tilt for a histogram's closed buckets that makes its mean KVM's sum / count: the
+ * distribution with the most spread that the counts and the sum allow (an exponential tilt of the
+ * log-uniform). Without the sum, or nothing to place, 0. A sum outside what the buckets allow (an
+ * interval's edge can split a halt's count and time) takes the nearest end.
+ */
+function tiltFor(hist: readonly number[], sumNs: number | null | undefined, name: string): number {
+  if (sumNs == null) return 0;
+  checkNs(sumNs, name);
+  let closed = 0; // sum over closed buckets of count * 2^(bucket-1)
+  let fixed = 0; // what bucket 0 and the open-ended bucket add whatever the tilt
+  hist.forEach((count, i) => {
+    if (i === 0 || !count) return;
+    if (i === hist.length - 1) fixed += count * 2 ** i;
+    else closed += count * 2 ** (i - 1);
+  });
+  if (closed === 0) return 0;
+  const want = (sumNs - fixed) / closed; // the E[2^u] the sum asks for
+  if (!(want > meanPowerOfTwo(-MAX_TILT))) return -MAX_TILT;
+  if (!(want < meanPowerOfTwo(MAX_TILT))) return MAX_TILT;
+  let lo = -MAX_TILT;
+  let hi = MAX_TILT;
+  for (let k = 0; k < 60; k++) {
+    const mid = (lo + hi) / 2;
+    if (meanPowerOfTwo(mid) < want) lo = mid;
+    else hi = mid;
+  }
+  return (lo + hi) / 2;
 }
 
 /** The first index whose cumulative weight is above x (binary search). */

@@ -15,7 +15,7 @@ import type { AgentEvent } from '../vmm/agent/line-protocol.ts';
 import type { ResolvedMachine } from '../vmm/config/resolve.ts';
 import { disableExitNames } from '../vmm/machine/host-caps.ts';
 import { Sampler } from '../vmm/telemetry/sampler.ts';
-import type { DeviceRecord, TelemetryEvent, SampleRecord, TelemetryMarker as SamplerMarker, VcpuHistograms } from '../vmm/telemetry/fields.ts';
+import { KVM_HISTOGRAM_SUMS, type DeviceRecord, type TelemetryEvent, type SampleRecord, type TelemetryMarker as SamplerMarker, type VcpuHistograms } from '../vmm/telemetry/fields.ts';
 import { VirtualMachine, type VmState } from '../vmm/vm.ts';
 import { isGuestEnd, type VmEnd } from '../vmm/runtime/vm-end.ts';
 import { sanitizeVmError } from './config-checks.ts';
@@ -352,7 +352,7 @@ export class VmSupervisor {
     const markers = this.sampler ? this.sampler.markers.map((m) => this.toApiMarker(m)) : [...this.ownMarkers];
     // The newest bins, copied (the sampler's own keep growing while this one is sent).
     const histograms = this.sampler ? this.sampler.histBins.all().slice(-MAX_BACKFILL_HIST_BINS).map((b) => ({
-      t: this.toEpochMs(b.t), vcpu: b.vcpu, counts: Object.fromEntries(Object.entries(b.counts).map(([k, c]) => [k, [...c]])),
+      t: this.toEpochMs(b.t), vcpu: b.vcpu, counts: Object.fromEntries(Object.entries(b.counts).map(([k, c]) => [k, Array.isArray(c) ? [...c] : c])),
     })) : [];
     this.sinks.add(sink);
     this.updateProbe();
@@ -538,7 +538,12 @@ function apiHistograms(t: number, hists: readonly VcpuHistograms[] | undefined):
       counts[name] = c;
       any = true;
     }
-    if (any) out.push({ t, vcpu: h.vcpu, counts });
+    if (!any) continue;
+    for (const name of KVM_HISTOGRAM_SUMS) {
+      const v = h[name];
+      if (typeof v === 'number') counts[name] = v;
+    }
+    out.push({ t, vcpu: h.vcpu, counts });
   }
   return out;
 }

@@ -2,7 +2,7 @@
 // our own VM's Sampler (records from the one RateCalculator, each interval's histogram counts), so
 // the NDJSON writer and, later, the charts take a watched VM as they take ours. One query at a
 // time: the next is scheduled only once the last one answered, so a slow QEMU is never queued up.
-import type { SampleRecord, TelemetryEvent, VcpuHistograms } from '../vmm/telemetry/fields.ts';
+import { KVM_HISTOGRAM_SUMS, type SampleRecord, type TelemetryEvent, type VcpuHistograms } from '../vmm/telemetry/fields.ts';
 import type { TelemetrySource } from '../vmm/telemetry/ndjson.ts';
 import { RateCalculator } from '../vmm/telemetry/rates.ts';
 import type { QmpClient } from './qmp-client.ts';
@@ -92,6 +92,12 @@ export class QmpSampler implements TelemetrySource {
       for (const name of this.plan.histograms) {
         const cur = read.hists.get(name);
         if (cur) h[name] = intervalCounts(before.read.hists.get(name), cur);
+      }
+      // KVM's time sums beside the counts they time (halt-poll-model places the durations by them).
+      for (const name of KVM_HISTOGRAM_SUMS) {
+        const i = this.plan.fields.indexOf(name);
+        const d = i < 0 ? NaN : read.values[i]! - before.read.values[i]!;
+        if (this.plan.histograms.length) h[name] = d >= 0 ? d : null;
       }
       histograms.push(h);
     }

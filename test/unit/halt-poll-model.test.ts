@@ -91,8 +91,8 @@ describe('the wake-up delays the histograms imply', () => {
     expect(d).toEqual({
       halts: 8, caught: 0, blocked: 8, missed: 0, meanFailedPollNs: 0,
       pieces: [
-        { bucket: 4, openEnded: false, shiftNs: 0, weight: 5 },
-        { bucket: 5, openEnded: true, shiftNs: 0, weight: 3 }, // the last bucket: open-ended, drawn as 32 ns
+        { bucket: 4, openEnded: false, shiftNs: 0, weight: 5, tilt: 0 },
+        { bucket: 5, openEnded: true, shiftNs: 0, weight: 3, tilt: 0 }, // the last bucket: open-ended, drawn as 32 ns
       ],
     });
     // Bucket 4 is [8, 16) ns, log-uniform: mean 8 / ln 2.
@@ -103,7 +103,7 @@ describe('the wake-up delays the histograms imply', () => {
     const waitOnly = wakeDelayDistribution({ halt_wait_hist: hist({ 10: 4 }) });
     const shifted = wakeDelayDistribution({ halt_wait_hist: hist({ 10: 4 }), halt_poll_fail_hist: hist({ 14: 4 }), halt_poll_fail_ns: 40_000 });
     expect(shifted.meanFailedPollNs).toBe(10_000);
-    expect(shifted.pieces).toEqual([{ bucket: 10, openEnded: false, shiftNs: 10_000, weight: 4 }]);
+    expect(shifted.pieces).toEqual([{ bucket: 10, openEnded: false, shiftNs: 10_000, weight: 4, tilt: 0 }]);
     expect(meanWakeDelayNs(shifted)).toBeCloseTo(meanWakeDelayNs(waitOnly) + 10_000, 6);
     // Without the counter: the fail bucket's mean, 8192 / ln 2 (bucket 14 is [8192, 16384) ns).
     const fromBuckets = wakeDelayDistribution({ halt_wait_hist: hist({ 10: 4 }), halt_poll_fail_hist: hist({ 14: 4 }) });
@@ -117,9 +117,9 @@ describe('the wake-up delays the histograms imply', () => {
     });
     expect(d).toMatchObject({ halts: 17, caught: 7, blocked: 10, missed: 5, meanFailedPollNs: 20_000 });
     expect(d.pieces).toEqual([
-      { bucket: 12, openEnded: false, shiftNs: 0, weight: 7 },
-      { bucket: 20, openEnded: false, shiftNs: 20_000, weight: 5 },
-      { bucket: 20, openEnded: false, shiftNs: 0, weight: 5 },
+      { bucket: 12, openEnded: false, shiftNs: 0, weight: 7, tilt: 0 },
+      { bucket: 20, openEnded: false, shiftNs: 20_000, weight: 5, tilt: 0 },
+      { bucket: 20, openEnded: false, shiftNs: 0, weight: 5, tilt: 0 },
     ]);
   });
 
@@ -133,12 +133,43 @@ describe('the wake-up delays the histograms imply', () => {
     expect(xs.reduce((a, b) => a + b, 0) / xs.length / meanWakeDelayNs(d)).toBeCloseTo(1, 2);
   });
 
+  it('with KVM\'s time sums, places draws in their buckets to match each histogram\'s mean', () => {
+    // 100 caught polls in [131, 262) µs summing to 14.5 ms: a mean of 145 µs, near the low end
+    // (log-uniform would give 189 µs). A window of 160 µs cuts the bucket: the sum decides.
+    const counts = { halt_poll_success_hist: hist({ 18: 100 }) };
+    const flat = wakeDelayDistribution(counts);
+    const placed = wakeDelayDistribution({ ...counts, halt_poll_success_ns: 14_500_000 });
+    expect(flat.pieces[0]!.tilt).toBe(0);
+    expect(placed.pieces[0]!.tilt).toBeLessThan(0);
+    expect(meanWakeDelayNs(placed)).toBeCloseTo(145_000, -1);
+    const xs = sampleWakeDelays(placed, 20_000);
+    expect(Math.min(...xs)).toBeGreaterThanOrEqual(131_072);
+    expect(Math.max(...xs)).toBeLessThan(262_144);
+    expect(xs.reduce((a, b) => a + b, 0) / xs.length / 145_000).toBeCloseTo(1, 2);
+    const under = (ys: number[], ns: number) => ys.filter((y) => y <= ns).length / ys.length;
+    expect(under(xs, 160_000)).toBeGreaterThan(under(sampleWakeDelays(flat, 20_000), 160_000) + 0.2);
+    // A mean at the top leans the other way; one beyond what the buckets allow takes the end.
+    expect(wakeDelayDistribution({ ...counts, halt_poll_success_ns: 25_000_000 }).pieces[0]!.tilt).toBeGreaterThan(0);
+    const atEnd = meanWakeDelayNs(wakeDelayDistribution({ ...counts, halt_poll_success_ns: 1_000 }));
+    expect(atEnd).toBeGreaterThanOrEqual(131_072);
+    expect(atEnd).toBeLessThan(131_072 * 1.02);
+    // The wait histogram has its own: halt_wait_ns places the sleeps, not the caught polls.
+    const both = wakeDelayDistribution({ ...counts, halt_poll_success_ns: 14_500_000, halt_wait_hist: hist({ 21: 10 }), halt_wait_ns: 10 * 2_000_000 });
+    expect(both.pieces.map((p) => Math.sign(p.tilt))).toEqual([-1, 1]);
+    expect(() => wakeDelayDistribution({ ...counts, halt_poll_success_ns: -1 })).toThrow(/halt_poll_success_ns/);
+  });
+
   it('sums vCPUs bucket by bucket, and keeps the fail counter only when every member has it', () => {
     expect(sumHaltHistograms([
       { halt_wait_hist: [1, 2], halt_poll_fail_hist: [0, 1], halt_poll_fail_ns: 5 },
       { halt_wait_hist: [0, 1, 4], halt_poll_fail_ns: 7 },
-    ])).toEqual({ halt_wait_hist: [1, 3, 4], halt_poll_success_hist: null, halt_poll_fail_hist: [0, 1], halt_poll_fail_ns: 12 });
+    ])).toEqual({
+      halt_wait_hist: [1, 3, 4], halt_poll_success_hist: null, halt_poll_fail_hist: [0, 1],
+      halt_poll_fail_ns: 12, halt_poll_success_ns: null, halt_wait_ns: null,
+    });
     expect(sumHaltHistograms([{ halt_poll_fail_ns: 5 }, {}]).halt_poll_fail_ns).toBeNull();
+    expect(sumHaltHistograms([{ halt_poll_success_ns: 5, halt_wait_ns: 1 }, { halt_poll_success_ns: 6, halt_wait_ns: 2 }]))
+      .toMatchObject({ halt_poll_success_ns: 11, halt_wait_ns: 3 });
   });
 
   it('leaves out polls that caught at 0 ns (the wake-up was pending; KVM counts such a halt nowhere with polling off), here and in the measured share', () => {

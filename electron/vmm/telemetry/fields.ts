@@ -22,12 +22,19 @@ export const KVM_VCPU_COUNTERS = [
 export const KVM_VCPU_HISTOGRAMS = ['halt_wait_hist', 'halt_poll_success_hist', 'halt_poll_fail_hist'] as const;
 
 /**
+ * KVM's time sums of the same halts, one per histogram (halt_wait_ns: the sleeps; success / fail:
+ * the polls): an interval's sum beside its counts tells where in their buckets the durations lie.
+ */
+export const KVM_HISTOGRAM_SUMS = ['halt_wait_ns', 'halt_poll_success_ns', 'halt_poll_fail_ns'] as const;
+
+/**
  * One vCPU's histograms over one interval, beside its record: each bucket's count in the interval
  * (null: the first sample, or a reset); a histogram the host kernel lacks is absent. Live samples
  * only: the series keeps the counters alone, so a backfill has none.
  */
 export interface VcpuHistograms {
   vcpu: number;
+  /** Each histogram's counts, and each of KVM_HISTOGRAM_SUMS over the same interval (ns; null as above). */
   [histogram: string]: number | number[] | null;
 }
 

@@ -1,13 +1,17 @@
 // KVM's halt histograms over time, coarse enough to keep ten minutes of every vCPU: the counts of
 // each second (bin) summed per vCPU, so a window of the last N minutes is a sum of bins. Pure: the
 // sampler, the service's backfill and the renderer's store all keep them this way.
-import { KVM_VCPU_HISTOGRAMS } from './fields.ts';
+import { KVM_HISTOGRAM_SUMS, KVM_VCPU_HISTOGRAMS } from './fields.ts';
 
 export type HistName = (typeof KVM_VCPU_HISTOGRAMS)[number];
 export const HIST_NAMES: readonly HistName[] = KVM_VCPU_HISTOGRAMS;
+export type HistSumName = (typeof KVM_HISTOGRAM_SUMS)[number];
 
-/** Each histogram's counts per bucket (bucket i: [2^(i-1), 2^i) ns; 0: zero; the last open-ended). */
-export type HistCounts = Partial<Record<HistName, number[]>>;
+/**
+ * Each histogram's counts per bucket (bucket i: [2^(i-1), 2^i) ns; 0: zero; the last open-ended),
+ * and KVM's time sums over the same span (ns), where every part of the span had them.
+ */
+export type HistCounts = Partial<Record<HistName, number[]>> & Partial<Record<HistSumName, number>>;
 
 /** One vCPU's counts in one bin: `t` is the bin's start, in the producer's time unit. */
 export interface HistBin {
@@ -18,6 +22,8 @@ export interface HistBin {
 
 export class HistogramBins {
   private bins: HistBin[] = [];
+  /** Bins that got an interval without its sums: they keep none from then on. */
+  private readonly withoutSums = new WeakSet<HistBin>();
   readonly binWidth: number;
   readonly keep: number;
 
@@ -43,6 +49,15 @@ export class HistogramBins {
       const into = bin.counts[name] ??= [];
       addInto(into, c);
     }
+    // The sums go with the counts they time: a span without counts has nothing for them to place.
+    if (bin && !this.withoutSums.has(bin)) {
+      if (KVM_HISTOGRAM_SUMS.every((name) => isSum(counts[name]))) {
+        for (const name of KVM_HISTOGRAM_SUMS) bin.counts[name] = (bin.counts[name] ?? 0) + (counts[name] as number);
+      } else {
+        this.withoutSums.add(bin);
+        for (const name of KVM_HISTOGRAM_SUMS) delete bin.counts[name];
+      }
+    }
     this.trim(t);
   }
 
@@ -54,13 +69,21 @@ export class HistogramBins {
   /** The sum of every bin from `since` on, of one vCPU or of all. */
   sum(since = -Infinity, vcpu?: number): HistCounts {
     const out: HistCounts = {};
+    const missing = new Set<HistSumName>();
     for (const b of this.bins) {
       if (b.t + this.binWidth <= since || (vcpu !== undefined && b.vcpu !== vcpu)) continue;
       for (const name of HIST_NAMES) {
         const c = b.counts[name];
         if (c) addInto(out[name] ??= [], c);
       }
+      for (const name of KVM_HISTOGRAM_SUMS) {
+        const v = b.counts[name];
+        if (v === undefined) missing.add(name);
+        else out[name] = (out[name] ?? 0) + v;
+      }
     }
+    // A sum over part of the span would misplace the whole span's counts: then there is none.
+    for (const name of missing) delete out[name];
     return out;
   }
 
@@ -107,6 +130,11 @@ const MAX_BUCKETS = 64;
 /** Counts per bucket as KVM gives them: a short list of whole numbers >= 0. */
 function isCounts(c: unknown): c is number[] {
   return Array.isArray(c) && c.length <= MAX_BUCKETS && c.every((n) => typeof n === 'number' && Number.isFinite(n) && n >= 0);
+}
+
+/** A time sum as KVM gives it: a whole number of ns >= 0. */
+function isSum(v: unknown): v is number {
+  return typeof v === 'number' && Number.isFinite(v) && v >= 0;
 }
 
 /** Total count of a histogram (0 for none). */

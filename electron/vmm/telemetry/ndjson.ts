@@ -5,7 +5,7 @@
 // "requests_per_s":…,…} (devices.ts), and one {"t":…,"marker":"label"} line per marker. Readers
 // tell them apart by `vcpu`, `device` or `marker`.
 import type { Writable } from 'node:stream';
-import type { DeviceRecord, SampleRecord, TelemetryEvent, TelemetryMarker } from './fields.ts';
+import { KVM_VCPU_HISTOGRAMS, type DeviceRecord, type SampleRecord, type TelemetryEvent, type TelemetryMarker, type VcpuHistograms } from './fields.ts';
 
 /** What the writer follows: our own VM's Sampler, or a watched QEMU's (electron/watch/). */
 export interface TelemetrySource {
@@ -45,7 +45,7 @@ export class NdjsonStatsWriter {
     if (e.type === 'sample') {
       // Each vCPU's histograms of the interval go on its line, after its counters.
       const hists = new Map((e.histograms ?? []).map((h) => [h.vcpu, h]));
-      const vcpus = e.records.map((r) => { const h = hists.get(r.vcpu); return recordLine(h ? { ...r, ...h } as SampleRecord : r); });
+      const vcpus = e.records.map((r) => { const h = hists.get(r.vcpu); return recordLine(h ? { ...r, ...histogramsOf(h) } as SampleRecord : r); });
       this.out.write([...vcpus, ...e.devices.map(recordLine)].join(''));
       return;
     }
@@ -74,4 +74,11 @@ export class NdjsonStatsWriter {
     this.closed ??= new Promise<void>((resolve) => this.out.end(resolve));
     return this.closed;
   }
+}
+
+/** The histograms' counts only: the record already has KVM's sums, cumulative, under the same names. */
+function histogramsOf(h: VcpuHistograms): Record<string, number[] | null> {
+  const out: Record<string, number[] | null> = {};
+  for (const name of KVM_VCPU_HISTOGRAMS) if (name in h) out[name] = h[name] as number[] | null;
+  return out;
 }

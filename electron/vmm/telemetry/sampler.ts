@@ -7,7 +7,7 @@ import { threadCpuTimeNs } from '../../../native/kvm/libc.ts';
 import type { VirtualMachine, VmState } from '../vm.ts';
 import {
   KVM_VCPU_COUNTERS, KVM_VCPU_HISTOGRAMS, THREAD_COUNTERS, VMM_COUNTERS,
-  type SampleRecord, type TelemetryEvent, type TelemetryMarker, type VcpuHistograms,
+  KVM_HISTOGRAM_SUMS, type SampleRecord, type TelemetryEvent, type TelemetryMarker, type VcpuHistograms,
 } from './fields.ts';
 import { DeviceSeries, type DeviceRecord } from './devices.ts';
 import { HistogramBins } from './hist-bins.ts';
@@ -55,6 +55,8 @@ interface VcpuStats {
   fields: (StatField | undefined)[];
   /** KVM's histograms this host has, with their cumulative counts at the last sample. */
   hists: { name: string; field: StatField; prev: Float64Array | null; interval: number[] | null }[];
+  /** KVM's time sums of the same halts (KVM_HISTOGRAM_SUMS), with the histograms; empty without them. */
+  sums: { name: string; field: StatField; prev: number | null; interval: number | null }[];
 }
 
 /**
@@ -125,7 +127,9 @@ export class Sampler {
       const reader = readers[v];
       const hists = reader ? KVM_VCPU_HISTOGRAMS.filter((n) => reader.has(n) && reader.field(n).descriptor.type === 'log-hist')
         .map((name) => ({ name, field: reader.field(name), prev: null, interval: null })) : [];
-      this.vcpuStats.push(reader ? { reader, fields: this.kvmFieldNames.map((n) => reader.has(n) ? reader.field(n) : undefined), hists } : null);
+      const sums = reader && hists.length && KVM_HISTOGRAM_SUMS.every((n) => reader.has(n))
+        ? KVM_HISTOGRAM_SUMS.map((name) => ({ name, field: reader.field(name), prev: null, interval: null })) : [];
+      this.vcpuStats.push(reader ? { reader, fields: this.kvmFieldNames.map((n) => reader.has(n) ? reader.field(n) : undefined), hists, sums } : null);
     }
     this.calc = new RateCalculator(this.fields);
     const capacity = options.capacity ?? Math.min(MAX_CAPACITY, Math.max(MIN_CAPACITY, Math.ceil(600_000 / this.intervalMs)));
@@ -200,7 +204,8 @@ export class Sampler {
         for (const f of stats.fields) data[c++] = f ? s.u64(f.offset) : NaN;
         if (stats.hists.length) {
           for (const h of stats.hists) takeHistogram(h, s);
-          this.histBins.add(t, v, Object.fromEntries(stats.hists.map((h) => [h.name, h.interval])));
+          for (const x of stats.sums) takeSum(x, s);
+          this.histBins.add(t, v, Object.fromEntries([...stats.hists, ...stats.sums].map((h) => [h.name, h.interval])));
         }
       }
       for (const counter of VMM_COUNTERS) data[c++] = control.counter(v, counter.index);
@@ -214,10 +219,11 @@ export class Sampler {
     const histograms: VcpuHistograms[] = [];
     if (listening) {
       for (let v = 0; v < this.cpus; v++) {
-        const hists = this.vcpuStats[v]?.hists ?? [];
-        if (!hists.length) continue;
+        const stats = this.vcpuStats[v];
+        if (!stats?.hists.length) continue;
         const h: VcpuHistograms = { vcpu: v };
-        for (const x of hists) h[x.name] = x.interval;
+        for (const x of stats.hists) h[x.name] = x.interval;
+        for (const x of stats.sums) h[x.name] = x.interval;
         histograms.push(h);
       }
     }
@@ -304,6 +310,12 @@ export class Sampler {
 }
 
 /** A histogram's cumulative counts now, and the interval's since the last sample (null: none yet, or a reset). */
+function takeSum(x: VcpuStats['sums'][number], s: StatsSample): void {
+  const cur = s.u64(x.field.offset);
+  x.interval = x.prev === null || cur < x.prev ? null : cur - x.prev;
+  x.prev = cur;
+}
+
 function takeHistogram(h: VcpuStats['hists'][number], s: StatsSample): void {
   const n = h.field.descriptor.size;
   const cur = new Float64Array(n);
