@@ -2,7 +2,11 @@
 // VM whose wake-ups are known: the timer scenario in live mode (bursts of one-shot LAPIC timers
 // PERIOD µs apart, HLT in between; then a long sleep to the next burst). The page draws how long
 // halted vCPUs slept and how long polls ran, per VM and per vCPU, with the VM's halt-poll-ns
-// across it, and its counts agree with `unhalt run --stats`'s (the same KVM histograms).
+// across it, and its counts agree with `unhalt run --stats`'s (the same KVM histograms). How long
+// a halt lasts is PERIOD plus the one-shots' lateness, which the guest measures and prints: the
+// test's expectations follow it (a slow host, such as the nested lane's one-CPU L1, fires them
+// milliseconds late).
+import type { Page } from 'playwright-core';
 import { describe, expect, it } from 'vitest';
 import { artifact, createVmThroughApi, skipReason, useApp, waitFor } from './support.ts';
 import { scaled } from '../support/time-scale.ts';
@@ -11,6 +15,19 @@ const reason = skipReason();
 if (reason) console.warn(`[e2e halt histograms] skipped: ${reason}`);
 
 const PERIOD_US = 300;
+
+/**
+ * The one-shots' lateness as the guest printed it for each burst so far ("late by p50 N ns, p99 M
+ * ns"), read from the page's console: the median burst's p50, and the worst burst's p99.
+ */
+async function guestTimerLateness(page: Page, vmId: string): Promise<{ p50: number; p99: number }> {
+  const text = await page.evaluate((id) => (globalThis as unknown as { __unhalt: { consoleText(id: string): string } }).__unhalt.consoleText(id), vmId);
+  // The console wraps long lines: joined again, a number split by a wrap reads whole.
+  const bursts = [...text.replace(/\n/g, '').matchAll(/late by p50 (\d+) ns, p99 (\d+) ns/g)].map((m) => ({ p50: Number(m[1]), p99: Number(m[2]) }));
+  expect(bursts.length, `the guest's timer lines on the console: ${text.slice(-300)}`).toBeGreaterThan(0);
+  const p50s = bursts.map((b) => b.p50).sort((a, b) => a - b);
+  return { p50: p50s[Math.floor(p50s.length / 2)]!, p99: Math.max(...bursts.map((b) => b.p99)) };
+}
 
 describe.skipIf(reason !== null)('halt histograms on the VM page', () => {
   const app = useApp({ width: 1440, height: 2200 });
@@ -38,9 +55,13 @@ describe.skipIf(reason !== null)('halt histograms on the VM page', () => {
     expect(summary).toMatch(/^last 1 min, all vCPUs: \d+ halts slept \(median [\d.]+ (ns|µs|ms|s)\); polls: \d+ caught a wake-up, \d+ missed$/);
     // The dashed halt-poll-ns line is drawn at the VM's value, on both charts.
     expect(await hists.locator('.hh-poll text').allTextContents()).toEqual(['halt-poll-ns 50 µs', 'halt-poll-ns 50 µs']);
-    // A halt of a one-shot PERIOD µs away lasts about PERIOD µs: the wait bars (halts that slept
-    // past the 50 µs poll) hold most of it in the buckets around it, never in the sub-2 µs one.
+    // A halt of a one-shot PERIOD µs away lasts about PERIOD µs plus the one-shot's lateness, which
+    // the guest measures itself and prints each burst (milliseconds in the nested lane's busy
+    // one-CPU L1, microseconds on hardware): the wait bars (halts that slept past the 50 µs poll)
+    // hold most of them in the buckets from 65 µs to a few such halts, never in the sub-2 µs one.
     // One read of the section (it redraws each second): the bars add up to the count it states.
+    const late = await guestTimerLateness(page, id);
+    const haltNs = PERIOD_US * 1000 + late.p50;
     const { bars, waitTotal } = await hists.evaluate((el) => ({
       waitTotal: Number(el.getAttribute('data-wait-total')),
       bars: [...el.querySelector('figure')!.querySelectorAll('rect')].map((r) => ({
@@ -49,9 +70,8 @@ describe.skipIf(reason !== null)('halt histograms on the VM page', () => {
     }));
     const slept = bars.reduce((s, b) => s + b.count, 0);
     expect(slept).toBe(waitTotal);
-    // Buckets from 2^16 ns (65 µs) to 2^20 ns (1 ms): the one-shot's period and its lateness.
-    const near = bars.filter((b) => b.lowNs >= 2 ** 16 && b.lowNs < 2 ** 20).reduce((s, b) => s + b.count, 0);
-    expect(near / slept).toBeGreaterThan(0.5);
+    const near = bars.filter((b) => b.lowNs >= 2 ** 16 && b.lowNs < 4 * haltNs).reduce((s, b) => s + b.count, 0);
+    expect(near / slept, `halts of about ${haltNs} ns`).toBeGreaterThan(0.5);
 
     // Per vCPU: the scenario runs on vCPU 0; vCPU 1 sleeps in long halts. A person picks each.
     const all = await total();
@@ -72,19 +92,28 @@ describe.skipIf(reason !== null)('halt histograms on the VM page', () => {
     expect(all).toBeGreaterThan(0);
 
     // The prediction from these histograms: a row per candidate, a suggestion per goal, and the
-    // value in effect predicted next to what KVM measured. Halts of about PERIOD µs and more: the
-    // 50 µs in effect catches next to none, a window above PERIOD µs catches most.
+    // value in effect predicted next to what KVM measured. Halts of PERIOD µs and more: the 50 µs
+    // in effect catches next to none; the largest window (2 ms) catches most where it is twice the
+    // longest halts, and few where the median halt outlasts it (a slow host's late one-shots):
+    // with that, each halt over the window stops KVM's polling for the next several.
     const advice = hists.getByTestId('halt-poll-advice');
     await advice.waitFor();
     const caughtAt = async (ns: number) => Number(await advice.locator(`td[data-ns="${ns}"]`).getAttribute('data-caught'));
     expect(await caughtAt(0)).toBe(0);
     expect(await caughtAt(50_000)).toBeLessThan(0.2);
-    expect(await caughtAt(2_048_000)).toBeGreaterThan(0.5);
+    const largest = 2_048_000;
+    const shortHalts = 2 * (PERIOD_US * 1000 + late.p99) <= largest;
+    if (shortHalts) expect(await caughtAt(largest), `one-shots late by ${JSON.stringify(late)} ns`).toBeGreaterThan(0.5);
+    if (haltNs > largest) expect(await caughtAt(largest), `one-shots late by ${JSON.stringify(late)} ns`).toBeLessThan(0.5);
     expect(await advice.getByTestId('halt-poll-now-vs-predicted').textContent()).toMatch(/^At the halt-poll-ns in effect \(50 µs\): predicted [\d.]+ % caught, KVM measured [\d.]+ % in this window\.$/);
     const latencyNs = Number(await advice.getAttribute('data-latency-ns'));
-    expect(latencyNs).toBeGreaterThan(PERIOD_US * 1000 / 2);
     const suggestion = advice.locator('li[data-goal="latency"]');
-    expect(await suggestion.textContent()).toMatch(/^Lowest latency: Polling up to [\d.]+ (µs|ms) would catch [\d.]+ % of wake-ups for [\d.]+ % of a CPU per vCPU/);
+    if (shortHalts) {
+      expect(latencyNs).toBeGreaterThan(PERIOD_US * 1000 / 2);
+      expect(await suggestion.textContent()).toMatch(/^Lowest latency: Polling up to [\d.]+ (µs|ms) would catch [\d.]+ % of wake-ups for [\d.]+ % of a CPU per vCPU/);
+    } else {
+      expect(await suggestion.textContent()).toMatch(/^Lowest latency: (No window up to 2.05 ms catches more than [\d.]+ % of wake-ups, so polling is best left off|Polling up to [\d.]+ (µs|ms) would catch [\d.]+ % of wake-ups)/);
+    }
     // A person applies it: the live knob changes, and the line moves there. (The suggestion is
     // recomputed each second: the value clicked is the button's, read as it is clicked.)
     const apply = suggestion.getByRole('button', { name: /^Apply / });
@@ -92,7 +121,7 @@ describe.skipIf(reason !== null)('halt histograms on the VM page', () => {
     await apply.click();
     await waitFor('a suggested halt-poll-ns in effect', async () => Number(await hists.getAttribute('data-poll-ns')) !== 50_000, 10_000);
     const applied = Number(await hists.getAttribute('data-poll-ns'));
-    expect(applied).toBeGreaterThan(PERIOD_US * 1000 / 2);
+    if (shortHalts) expect(applied).toBeGreaterThan(PERIOD_US * 1000 / 2);
     if (applied !== clicked) console.log(`the suggestion moved from ${clicked} to ${applied} ns as it was clicked`);
     expect(await page.getByTestId('halt-poll-now').textContent()).toMatch(/this run only/);
 
