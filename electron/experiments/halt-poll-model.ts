@@ -153,12 +153,10 @@ export interface HaltHistograms {
   halt_poll_fail_ns?: number | null;
   /** KVM's sum of the caught polls' durations: where in their buckets the caught wake-ups lie. */
   halt_poll_success_ns?: number | null;
-  /** KVM's sum of the sleeps: where in their buckets the sleeps lie. */
-  halt_wait_ns?: number | null;
 }
 
 /** The sums of HaltHistograms, each a KVM counter over the same interval as the buckets. */
-const SUM_KEYS = ['halt_poll_fail_ns', 'halt_poll_success_ns', 'halt_wait_ns'] as const;
+const SUM_KEYS = ['halt_poll_fail_ns', 'halt_poll_success_ns'] as const;
 
 /** Several histograms summed bucket by bucket (vCPUs of one VM, or the intervals of a window). */
 export function sumHaltHistograms(list: readonly HaltHistograms[]): HaltHistograms {
@@ -180,7 +178,6 @@ export function sumHaltHistograms(list: readonly HaltHistograms[]): HaltHistogra
     halt_poll_fail_hist: add('halt_poll_fail_hist'),
     halt_poll_fail_ns: sumOf('halt_poll_fail_ns'),
     halt_poll_success_ns: sumOf('halt_poll_success_ns'),
-    halt_wait_ns: sumOf('halt_wait_ns'),
   };
 }
 
@@ -226,8 +223,9 @@ export interface WakeDelayDistribution {
  * pending: no window changes such a halt, and with polling off KVM counts it nowhere, so it is
  * left out (the measured share to compare with leaves it out too: caughtOf()).
  * Within a bucket (a factor of 2 wide), where a wake-up lies matters wherever a window cuts the
- * bucket: given KVM's time sums (halt_poll_success_ns, halt_wait_ns), each histogram's draws are
- * placed to match its mean (tiltFor); without them, log-uniform.
+ * bucket: given KVM's sum of the caught polls (halt_poll_success_ns), their draws are placed to
+ * match its mean (tiltFor); without it, log-uniform. The sleeps stay log-uniform: their sum
+ * (halt_wait_ns) is one idle vCPU's long sleep more than the short ones that matter here.
  * A sleep's time includes the host's wake-up of the vCPU thread (KVM times it to when the thread
  * runs again), a delay a caught poll never has: delays taken from sleeps are too long by it, so a
  * prediction is sharpest for windows up to the halt-poll-ns the histograms were taken with.
@@ -248,14 +246,13 @@ export function wakeDelayDistribution(h: HaltHistograms): WakeDelayDistribution 
   const afterPoll = blocked === 0 ? 0 : Math.min(1, missed / blocked);
   const pieces: DelayPiece[] = [];
   const successTilt = tiltFor(success, h.halt_poll_success_ns, 'halt_poll_success_ns');
-  const waitTilt = tiltFor(wait, h.halt_wait_ns, 'halt_wait_ns');
   const push = (bucket: number, openEnded: boolean, shiftNs: number, weight: number, tilt: number) => {
     if (weight > 0) pieces.push({ bucket, openEnded, shiftNs, weight, tilt });
   };
   success.forEach((count, i) => { if (i > 0) push(i, i === success.length - 1, 0, count, successTilt); });
   wait.forEach((count, i) => {
-    push(i, i === wait.length - 1, meanFailedPollNs, count * afterPoll, waitTilt);
-    push(i, i === wait.length - 1, 0, count * (1 - afterPoll), waitTilt);
+    push(i, i === wait.length - 1, meanFailedPollNs, count * afterPoll, 0);
+    push(i, i === wait.length - 1, 0, count * (1 - afterPoll), 0);
   });
   return { halts: caught + blocked, caught, blocked, missed, meanFailedPollNs, pieces };
 }
@@ -307,7 +304,7 @@ function drawFromBucket(bucket: number, openEnded: boolean, r: number, tilt = 0)
   if (openEnded) return 2 ** bucket;
   // The inverse of the tilted position's distribution function (r itself when the tilt is 0).
   const u = Math.abs(tilt) < 1e-9 ? r : Math.log1p(r * Math.expm1(tilt)) / tilt;
-  return 2 ** (bucket - 1 + u);
+  return 2 ** (bucket - 1 + Math.min(u, 1 - 1e-12)); // a steep tilt may round u up to the next bucket
 }
 
 /** The mean of drawFromBucket: 2^(bucket-1) E[2^u]; log-uniform (tilt 0) gives a / ln 2. */
@@ -327,10 +324,13 @@ function meanPowerOfTwo(tilt: number): number {
 const MAX_TILT = 60;
 
 /**
- * The one tilt for a histogram's closed buckets that makes its mean KVM's sum / count: the
- * distribution with the most spread that the counts and the sum allow (an exponential tilt of the
- * log-uniform). Without the sum, or nothing to place, 0. A sum outside what the buckets allow (an
- * interval's edge can split a halt's count and time) takes the nearest end.
+ * The one tilt for a histogram's closed buckets that makes its mean KVM's sum / count: each
+ * bucket's log-uniform position leant the same way, by one parameter (not the max-entropy
+ * distribution for a mean duration, which would lean each bucket by its own width), so a sum
+ * dominated by far longer halts would misplace the short ones: the caught polls' histogram is
+ * bounded by the poll window, and no idle vCPU's long sleep weighs on it. Without the
+ * sum, or nothing to place, 0. A sum outside what the buckets allow (an interval's edge can split
+ * a halt's count and time) takes the nearest end.
  */
 function tiltFor(hist: readonly number[], sumNs: number | null | undefined, name: string): number {
   if (sumNs == null) return 0;

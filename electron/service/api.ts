@@ -196,7 +196,7 @@ export interface TelemetryDeviceSample {
  * One vCPU's KVM halt histograms over a span (a live sample's interval, or a one-second bin of a
  * backfill): each histogram's count per log2 bucket (bucket i: [2^(i-1), 2^i) ns; 0: zero; the
  * last open-ended), under its KVM name (halt_wait_hist, halt_poll_success_hist, halt_poll_fail_hist),
- * and KVM's time sums over the same span in ns (halt_wait_ns, halt_poll_success_ns,
+ * and KVM's time sums of its polls over the same span in ns (halt_poll_success_ns,
  * halt_poll_fail_ns) where the span has them. Spans with no counts are not sent.
  */
 export interface TelemetryHistograms {

@@ -18,15 +18,16 @@ const PERIOD_US = 300;
 
 /**
  * The one-shots' lateness as the guest printed it for each burst so far ("late by p50 N ns, p99 M
- * ns"), read from the page's console: the median burst's p50, and the worst burst's p99.
+ * ns"), read from the page's console: the median burst's p50 and p99.
  */
 async function guestTimerLateness(page: Page, vmId: string): Promise<{ p50: number; p99: number }> {
   const text = await page.evaluate((id) => (globalThis as unknown as { __unhalt: { consoleText(id: string): string } }).__unhalt.consoleText(id), vmId);
-  // The console wraps long lines: joined again, a number split by a wrap reads whole.
-  const bursts = [...text.replace(/\n/g, '').matchAll(/late by p50 (\d+) ns, p99 (\d+) ns/g)].map((m) => ({ p50: Number(m[1]), p99: Number(m[2]) }));
+  // The console wraps long lines: joined again, a number split by a wrap reads whole (a space
+  // the wrap fell on may be gone: the pattern does without it).
+  const bursts = [...text.replace(/\n/g, '').matchAll(/late by p50\s*(\d+)\s*ns,\s*p99\s*(\d+)\s*ns/g)].map((m) => ({ p50: Number(m[1]), p99: Number(m[2]) }));
   expect(bursts.length, `the guest's timer lines on the console: ${text.slice(-300)}`).toBeGreaterThan(0);
-  const p50s = bursts.map((b) => b.p50).sort((a, b) => a - b);
-  return { p50: p50s[Math.floor(p50s.length / 2)]!, p99: Math.max(...bursts.map((b) => b.p99)) };
+  const median = (xs: number[]) => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+  return { p50: median(bursts.map((b) => b.p50)), p99: median(bursts.map((b) => b.p99)) };
 }
 
 describe.skipIf(reason !== null)('halt histograms on the VM page', () => {
@@ -104,7 +105,8 @@ describe.skipIf(reason !== null)('halt histograms on the VM page', () => {
     const largest = 2_048_000;
     const shortHalts = 2 * (PERIOD_US * 1000 + late.p99) <= largest;
     if (shortHalts) expect(await caughtAt(largest), `one-shots late by ${JSON.stringify(late)} ns`).toBeGreaterThan(0.5);
-    if (haltNs > largest) expect(await caughtAt(largest), `one-shots late by ${JSON.stringify(late)} ns`).toBeLessThan(0.5);
+    else if (haltNs > largest) expect(await caughtAt(largest), `one-shots late by ${JSON.stringify(late)} ns`).toBeLessThan(0.5);
+    else console.log(`one-shots late by ${JSON.stringify(late)} ns: halts straddle the largest window, no claim on what it catches`);
     expect(await advice.getByTestId('halt-poll-now-vs-predicted').textContent()).toMatch(/^At the halt-poll-ns in effect \(50 µs\): predicted [\d.]+ % caught, KVM measured [\d.]+ % in this window\.$/);
     const latencyNs = Number(await advice.getAttribute('data-latency-ns'));
     const suggestion = advice.locator('li[data-goal="latency"]');
@@ -112,7 +114,8 @@ describe.skipIf(reason !== null)('halt histograms on the VM page', () => {
       expect(latencyNs).toBeGreaterThan(PERIOD_US * 1000 / 2);
       expect(await suggestion.textContent()).toMatch(/^Lowest latency: Polling up to [\d.]+ (µs|ms) would catch [\d.]+ % of wake-ups for [\d.]+ % of a CPU per vCPU/);
     } else {
-      expect(await suggestion.textContent()).toMatch(/^Lowest latency: (No window up to 2.05 ms catches more than [\d.]+ % of wake-ups, so polling is best left off|Polling up to [\d.]+ (µs|ms) would catch [\d.]+ % of wake-ups)/);
+      // Halts this long: polling is best left off, or a window of milliseconds catches some.
+      expect(await suggestion.textContent()).toMatch(/^Lowest latency: (No window up to 2\.05 ms catches (more than [\d.]+ % of wake-ups|a wake-up), so polling is best left off|Polling up to [\d.]+ (µs|ms) would catch [\d.]+ % of wake-ups)/);
     }
     // A person applies it: the live knob changes, and the line moves there. (The suggestion is
     // recomputed each second: the value clicked is the button's, read as it is clicked.)

@@ -29,11 +29,12 @@ describe.skipIf(!hasQemu)('unhalt watch --list', () => {
   let dir: string;
   const children: ChildProcess[] = [];
   let fake: ChildProcess;
+  let relative: ChildProcess;
   let fakeOut = '';
   const paths = {} as Record<'tcg' | 'monitor' | 'own' | 'fake', string>;
 
-  const start = (cmd: string, args: string[], argv0?: string) => {
-    const c = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], ...(argv0 ? { argv0 } : {}) });
+  const start = (cmd: string, args: string[], argv0?: string, cwd?: string) => {
+    const c = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], ...(argv0 ? { argv0 } : {}), ...(cwd ? { cwd } : {}) });
     children.push(c);
     return c;
   };
@@ -67,7 +68,11 @@ describe.skipIf(!hasQemu)('unhalt watch --list', () => {
     writeFileSync(script, FAKE);
     fake = start(process.execPath, [script, '-accel', 'kvm', '-name', 'kvm-vm', '-qmp', `unix:${paths.fake},server=on,wait=off`], '/usr/bin/qemu-system-x86_64');
     fake.stdout!.on('data', (d) => { fakeOut += d; });
-    await until('the fake QEMU to listen', () => fakeOut.includes('listening'));
+    // Another, whose socket path is relative to its own working directory.
+    relative = start(process.execPath, [script, '-enable-kvm', '-s', '-qmp', 'unix:rel.qmp,server=on'], '/usr/bin/qemu-system-x86_64', dir);
+    let relativeOut = '';
+    relative.stdout!.on('data', (d) => { relativeOut += d; });
+    await until('the fake QEMUs to listen', () => fakeOut.includes('listening') && relativeOut.includes('listening'));
     const { existsSync } = await import('node:fs');
     await until('QEMU\'s sockets', () => [paths.tcg, paths.monitor, paths.own].every((p) => existsSync(p)));
   }, scaled(60_000));
@@ -86,8 +91,10 @@ describe.skipIf(!hasQemu)('unhalt watch --list', () => {
     expect(lv!.sockets[0]).toMatchObject({ path: paths.monitor, libvirtMonitor: true, watchable: false, why: expect.stringContaining("libvirt's own monitor") });
     expect(lv!.sockets[1]).toMatchObject({ path: paths.own, via: '-mon', libvirtMonitor: false });
     expect(kvm).toMatchObject({ name: 'kvm-vm', accel: 'kvm', kvm: true });
-    expect(kvm!.sockets).toEqual([{ path: paths.fake, via: '-qmp', libvirtMonitor: false, watchable: true, target: `qmp:${paths.fake}` }]);
+    expect(kvm!.sockets).toEqual([{ path: paths.fake, boundAs: paths.fake, via: '-qmp', libvirtMonitor: false, watchable: true, target: `qmp:${paths.fake}` }]);
     expect(fakeOut).not.toContain('connection');
+    // A relative path is read against QEMU's working directory, not ours.
+    expect(byPid(rows, relative)!.sockets).toEqual([{ path: join(dir, 'rel.qmp'), boundAs: 'rel.qmp', via: '-qmp', libvirtMonitor: false, watchable: true, target: `qmp:${join(dir, 'rel.qmp')}` }]);
     // The text form: one line per process, one per socket with the command to run.
     const text = await runCli(['watch', '--list']);
     expect(text.code).toBe(0);

@@ -167,7 +167,7 @@ describe.skipIf(!!skip)('unhalt watch qmp:PATH against a real QEMU', () => {
     };
     const free = await listed();
     expect(free).toMatchObject({ name: 'watched', accel: 'kvm', kvm: true });
-    expect(free!.sockets).toEqual([{ path: sock, via: '-qmp', libvirtMonitor: false, watchable: true, target: `qmp:${sock}` }]);
+    expect(free!.sockets).toEqual([{ path: sock, boundAs: sock, via: '-qmp', libvirtMonitor: false, watchable: true, target: `qmp:${sock}` }]);
     const holder = await rawSession(sock);
     try {
       expect((await listed())!.sockets[0]).toMatchObject({ watchable: false, why: expect.stringContaining('another client holds the socket') });

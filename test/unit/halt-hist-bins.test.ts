@@ -28,27 +28,28 @@ describe('HistogramBins', () => {
 
   it("keeps KVM's time sums with the counts they time, and none for a window where a part lacks them", () => {
     const b = new HistogramBins(1000, 600_000);
-    const sums = (wait: number, success: number, fail: number) => ({ halt_wait_ns: wait, halt_poll_success_ns: success, halt_poll_fail_ns: fail });
-    b.add(100, 0, { halt_wait_hist: hist({ 10: 2 }), ...sums(2000, 0, 500) });
-    b.add(200, 1, { halt_poll_success_hist: hist({ 17: 4 }), ...sums(0, 500_000, 0) });
-    b.add(1100, 0, { halt_wait_hist: hist({ 10: 1 }), ...sums(900, 0, 0) });
-    expect(b.sum()).toMatchObject({ halt_wait_ns: 2900, halt_poll_success_ns: 500_000, halt_poll_fail_ns: 500 });
-    expect(b.sum(-Infinity, 1)).toMatchObject({ halt_wait_ns: 0, halt_poll_success_ns: 500_000 });
+    const sums = (fail: number, success: number) => ({ halt_poll_fail_ns: fail, halt_poll_success_ns: success });
+    b.add(100, 0, { halt_wait_hist: hist({ 10: 2 }), ...sums(2500, 0) });
+    b.add(200, 1, { halt_poll_success_hist: hist({ 17: 4 }), ...sums(0, 500_000) });
+    b.add(1100, 0, { halt_wait_hist: hist({ 10: 1 }), ...sums(900, 0) });
+    expect(b.sum()).toMatchObject({ halt_poll_fail_ns: 3400, halt_poll_success_ns: 500_000 });
+    expect(b.sum(-Infinity, 1)).toMatchObject({ halt_poll_fail_ns: 0, halt_poll_success_ns: 500_000 });
     // No counts, no bin: the sums of an interval without halts have nothing to place.
-    b.add(2100, 0, sums(5, 5, 5));
+    b.add(2100, 0, sums(5, 5));
     expect(b.sum(2000)).toEqual({});
     // A second that got one interval without its sums (a reset, a source without them) keeps none,
     // and a window over it has none: a partial sum would misplace every count in it.
-    b.add(3100, 0, { halt_wait_hist: hist({ 10: 1 }), ...sums(100, 0, 0) });
-    b.add(3200, 0, { halt_wait_hist: hist({ 10: 1 }), halt_wait_ns: null });
-    b.add(3300, 0, { halt_wait_hist: hist({ 10: 1 }), ...sums(100, 0, 0) });
+    b.add(3100, 0, { halt_wait_hist: hist({ 10: 1 }), ...sums(100, 0) });
+    b.add(3200, 0, { halt_wait_hist: hist({ 10: 1 }), halt_poll_fail_ns: null, halt_poll_success_ns: 0 });
+    b.add(3300, 0, { halt_wait_hist: hist({ 10: 1 }), ...sums(100, 0) });
     expect(b.sum(3000).halt_wait_hist![10]).toBe(3);
-    expect(b.sum(3000).halt_wait_ns).toBeUndefined();
+    expect(b.sum(3000).halt_poll_fail_ns).toBeUndefined();
+    expect(b.sum(3000).halt_poll_success_ns).toBeUndefined();
     expect(b.sum()).not.toHaveProperty('halt_poll_fail_ns');
     expect(b.sum(0, 1).halt_poll_success_ns).toBe(500_000);
     // Sums that KVM could not give are refused like bad counts.
-    b.add(4100, 2, { halt_wait_hist: hist({ 10: 1 }), ...sums(-1, 0, 0) });
-    expect(b.sum(4000, 2).halt_wait_ns).toBeUndefined();
+    b.add(4100, 2, { halt_wait_hist: hist({ 10: 1 }), ...sums(-1, 0) });
+    expect(b.sum(4000, 2).halt_poll_fail_ns).toBeUndefined();
   });
 
   it('adds nothing for a first sample, a reset or an interval without halts', () => {

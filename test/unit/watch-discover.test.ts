@@ -10,20 +10,29 @@ const q = (...args: string[]) => parseQemuCommandLine(['/usr/bin/qemu-system-x86
 
 describe('parseQemuCommandLine', () => {
   it('finds -qmp unix sockets in server mode, in the old and the new spelling', () => {
-    expect(q('-accel', 'kvm', '-qmp', 'unix:/run/a.qmp,server=on,wait=off').qmp).toEqual([{ path: '/run/a.qmp', via: '-qmp', libvirtMonitor: false }]);
-    expect(q('-enable-kvm', '-qmp', 'unix:/run/b.qmp,server,nowait').qmp).toEqual([{ path: '/run/b.qmp', via: '-qmp', libvirtMonitor: false }]);
+    expect(q('-accel', 'kvm', '-qmp', 'unix:/run/a.qmp,server=on,wait=off').qmp).toEqual([{ path: '/run/a.qmp', boundAs: '/run/a.qmp', via: '-qmp', libvirtMonitor: false }]);
+    expect(q('-enable-kvm', '-qmp', 'unix:/run/b.qmp,server,nowait').qmp).toEqual([{ path: '/run/b.qmp', boundAs: '/run/b.qmp', via: '-qmp', libvirtMonitor: false }]);
     expect(q('--qmp-pretty', 'unix:/run/c.qmp,server=on').qmp.map((s) => s.path)).toEqual(['/run/c.qmp']);
+    // -qmp chardev:ID names a -chardev socket; a relative path stays as given (the listing resolves it).
+    expect(q('-chardev', 'socket,id=c,path=rel.qmp,server=on', '-qmp', 'chardev:c').qmp).toEqual([{ path: 'rel.qmp', boundAs: 'rel.qmp', via: '-qmp', libvirtMonitor: false }]);
+    expect(q('-qmp', 'unix:watch,server=on,abstract=on').qmp).toEqual([{ path: 'watch', boundAs: 'watch', abstract: true, via: '-qmp', libvirtMonitor: false }]);
+  });
+
+  it('does not let an option without a value swallow the next one', () => {
+    expect(q('-s', '-qmp', 'unix:/x,server=on').qmp.map((s) => s.path)).toEqual(['/x']);
+    expect(q('-usb', '-no-fd-bootchk', '-enable-kvm', '-name', 'n').name).toBe('n');
   });
 
   it('leaves out client-mode and TCP sockets, and HMP monitors', () => {
     expect(q('-qmp', 'unix:/run/a.qmp').qmp).toEqual([]);
     expect(q('-qmp', 'tcp:127.0.0.1:4444,server=on,wait=off').qmp).toEqual([]);
     expect(q('-chardev', 'socket,id=m,path=/run/hmp,server=on,wait=off', '-mon', 'chardev=m').qmp).toEqual([]);
+    expect(q('-chardev', 'socket,id=t,host=127.0.0.1,port=4444,server=on,wait=off', '-mon', 'chardev=t,mode=control').qmp).toEqual([]);
   });
 
   it('reads a -chardev socket under -mon mode=control, with QEMU’s doubled commas in the path', () => {
     const cl = q('-chardev', 'socket,id=mine,path=/tmp/b,,c.qmp,server=on,wait=off', '-mon', 'chardev=mine,mode=control,pretty=on');
-    expect(cl.qmp).toEqual([{ path: '/tmp/b,c.qmp', via: '-mon', libvirtMonitor: false }]);
+    expect(cl.qmp).toEqual([{ path: '/tmp/b,c.qmp', boundAs: '/tmp/b,c.qmp', via: '-mon', libvirtMonitor: false }]);
   });
 
   it("knows libvirt's monitor, its domain's name and which daemon started it", () => {
@@ -45,6 +54,11 @@ describe('parseQemuCommandLine', () => {
     expect(q('-machine', 'q35', '-accel', 'tcg,thread=multi')).toMatchObject({ accel: 'tcg', kvm: false });
     expect(q('-m', '512')).toMatchObject({ accel: 'tcg', kvm: false });
     expect(q('-accel', 'kvm', '-accel', 'tcg')).toMatchObject({ accel: 'kvm' });
+    // QEMU tries them in the order given, -enable-kvm among them.
+    expect(q('-accel', 'tcg', '-enable-kvm')).toMatchObject({ accel: 'tcg', kvm: false });
+    expect(q('-accel', 'accel=kvm')).toMatchObject({ accel: 'kvm', kvm: true });
+    // A binary named *kvm tries KVM first by default.
+    expect(parseQemuCommandLine(['/usr/libexec/qemu-kvm', '-m', '512'])).toMatchObject({ accel: 'kvm:tcg', kvm: true });
   });
 
   it('takes a name in both spellings, and a value that looks like an option is not one', () => {
@@ -73,12 +87,16 @@ describe('unixSocketUsers', () => {
       '0000000000000000: 00000003 00000000 00000000 0001 03 13493 /tmp/a b.qmp',
       '0000000000000000: 00000002 00000000 00010000 0001 01 13371 /tmp/c.qmp',
       '0000000000000000: 00000003 00000000 00000000 0001 03 13494',
+      '0000000000000000: 00000002 00000000 00010000 0001 01 13495 /tmp/two  spaces ',
+      '0000000000000000: 00000002 00000000 00010000 0001 01 13496 @abstract',
       '',
     ].join('\n'));
     const users = unixSocketUsers(file);
     expect(users.get('/tmp/a b.qmp')).toBe(2);
     expect(users.get('/tmp/c.qmp')).toBe(1);
-    expect(users.size).toBe(2);
+    expect(users.get('/tmp/two  spaces ')).toBe(1);
+    expect(users.get('@abstract')).toBe(1);
+    expect(users.size).toBe(4);
     expect(unixSocketUsers(join(dir, 'missing')).size).toBe(0);
   });
 });

@@ -22,10 +22,11 @@ export const KVM_VCPU_COUNTERS = [
 export const KVM_VCPU_HISTOGRAMS = ['halt_wait_hist', 'halt_poll_success_hist', 'halt_poll_fail_hist'] as const;
 
 /**
- * KVM's time sums of the same halts, one per histogram (halt_wait_ns: the sleeps; success / fail:
- * the polls): an interval's sum beside its counts tells where in their buckets the durations lie.
+ * KVM's time sums of the polls the histograms count (caught and missed): an interval's sum beside
+ * its counts tells where in their buckets the polls lie (halt-poll-model.ts). halt_wait_ns is not
+ * among them: one idle vCPU's long sleep outweighs every short one there.
  */
-export const KVM_HISTOGRAM_SUMS = ['halt_wait_ns', 'halt_poll_success_ns', 'halt_poll_fail_ns'] as const;
+export const KVM_HISTOGRAM_SUMS = ['halt_poll_success_ns', 'halt_poll_fail_ns'] as const;
 
 /**
  * One vCPU's histograms over one interval, beside its record: each bucket's count in the interval

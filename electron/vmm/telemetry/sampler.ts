@@ -55,7 +55,7 @@ interface VcpuStats {
   fields: (StatField | undefined)[];
   /** KVM's histograms this host has, with their cumulative counts at the last sample. */
   hists: { name: string; field: StatField; prev: Float64Array | null; interval: number[] | null }[];
-  /** KVM's time sums of the same halts (KVM_HISTOGRAM_SUMS), with the histograms; empty without them. */
+  /** KVM's time sums of the polls (KVM_HISTOGRAM_SUMS), with the histograms; empty without them. */
   sums: { name: string; field: StatField; prev: number | null; interval: number | null }[];
 }
 
@@ -309,13 +309,14 @@ export class Sampler {
   }
 }
 
-/** A histogram's cumulative counts now, and the interval's since the last sample (null: none yet, or a reset). */
+/** A time sum's interval since the last sample (null: none yet, or a reset). */
 function takeSum(x: VcpuStats['sums'][number], s: StatsSample): void {
   const cur = s.u64(x.field.offset);
   x.interval = x.prev === null || cur < x.prev ? null : cur - x.prev;
   x.prev = cur;
 }
 
+/** A histogram's cumulative counts now, and the interval's since the last sample (null: none yet, or a reset). */
 function takeHistogram(h: VcpuStats['hists'][number], s: StatsSample): void {
   const n = h.field.descriptor.size;
   const cur = new Float64Array(n);
