@@ -82,7 +82,8 @@ describe.skipIf(!hw)('the workloads disk in a stock Linux on hardware-semantics 
     const out = join(dir, 'bench.json');
     const r = await runCli(['bench', '--guest', 'linux', '--workload', 'perf-messaging', '--workload-args', 'groups=2 loops=20', '--runs', '1',
       '--config', 'A=cpus=2,kvm-pv-unhalt=off', '--config', 'B=cpus=2,kvm-pv-unhalt=on', '--format', 'json', '--output', out],
-    { env: { ...process.env, UNHALT_HOME: home } });
+    // The check's own budget, not runCli's default: two Linux boots and runs took over its 90 s in L1.
+    { env: { ...process.env, UNHALT_HOME: home }, killAfterMs: 11 * STEP_MS });
     expect(r.code, r.stdout + r.stderr).toBe(0);
     const result = JSON.parse(readFileSync(out, 'utf8'));
     console.log(`linux-workloads bench: ${result.rows.map((x: { config: string; median: number; unit: string }) => `${x.config} ${x.median.toFixed(1)} ${x.unit}`).join('; ')}`);
@@ -96,7 +97,7 @@ describe.skipIf(!hw)('the workloads disk in a stock Linux on hardware-semantics 
     const out = join(dir, 'guest-cmd.json');
     const r = await runCli(['bench', '--guest', 'linux', '--guest-cmd', 'perf bench sched pipe -l 2000', '--metric', 'Total time: ([0-9.]+) \\[sec\\]', '--unit', 's', '--runs', '1',
       '--config', 'a=cpus=2,halt-poll-ns=0', '--config', 'b=cpus=2,halt-poll-ns=200000', '--format', 'json', '--output', out],
-    { env: { ...process.env, UNHALT_HOME: home } });
+    { env: { ...process.env, UNHALT_HOME: home }, killAfterMs: 6 * STEP_MS });
     expect(r.code, r.stdout + r.stderr).toBe(0);
     const result = JSON.parse(readFileSync(out, 'utf8'));
     console.log(`linux-workloads guest-cmd: ${result.rows.map((x: { config: string; median: number }) => `${x.config} ${x.median} s`).join('; ')}`);
@@ -106,7 +107,7 @@ describe.skipIf(!hw)('the workloads disk in a stock Linux on hardware-semantics 
     expect(result.environment.configs.map((c: { config: { haltPollNs: number } }) => c.config.haltPollNs)).toEqual([0, 200000]);
     // A command that fails in the guest is a failed run with its reason, never a number.
     const failing = await runCli(['bench', '--guest', 'linux', '--guest-cmd', "sh -c 'echo v=1; echo no server >&2; exit 3'", '--metric', 'v=(\\d+)', '--runs', '1',
-      '--config', 'a=cpus=1', '--config', 'b=cpus=2'], { env: { ...process.env, UNHALT_HOME: home } });
+      '--config', 'a=cpus=1', '--config', 'b=cpus=2'], { env: { ...process.env, UNHALT_HOME: home }, killAfterMs: 5 * STEP_MS });
     expect(failing.code).toBe(2);
     expect(failing.stderr).toContain("unhalt: failed: a (unhalt) run 1: the guest command (sh -c 'echo v=1; echo no server >&2; exit 3') exited with status 3: no server");
   }, 12 * STEP_MS);
