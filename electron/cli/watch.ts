@@ -23,7 +23,8 @@ export const WATCH_OPTIONS = {
   json: { type: 'boolean' },
 } as const;
 
-const LIST_OPTIONS = { list: { type: 'boolean' }, json: { type: 'boolean' } } as const;
+/** `--list` takes only --json: the watch's own options refused with it. */
+const LIST_OPTIONS = { list: WATCH_OPTIONS.list, json: WATCH_OPTIONS.json };
 
 /** A year, as run's --timeout: longer is surely a typo. */
 const MAX_DURATION_S = 365 * 24 * 3600;

@@ -87,18 +87,16 @@ export class QmpSampler implements TelemetrySource {
       const before = this.prev.get(read.vcpu);
       this.prev.set(read.vcpu, { t, read });
       if (!before) continue; // a vCPU's first read is only the baseline of its first interval
-      records.push(this.calc.derive(read.vcpu, { t: before.t, values: before.read.values }, { t, values: read.values }));
+      const record = this.calc.derive(read.vcpu, { t: before.t, values: before.read.values }, { t, values: read.values });
+      records.push(record);
       const h: VcpuHistograms = { vcpu: read.vcpu };
       for (const name of this.plan.histograms) {
         const cur = read.hists.get(name);
         if (cur) h[name] = intervalCounts(before.read.hists.get(name), cur);
       }
-      // KVM's time sums beside the counts they time (halt-poll-model places the durations by them).
-      for (const name of KVM_HISTOGRAM_SUMS) {
-        const i = this.plan.fields.indexOf(name);
-        const d = i < 0 ? NaN : read.values[i]! - before.read.values[i]!;
-        if (this.plan.histograms.length) h[name] = d >= 0 ? d : null;
-      }
+      // KVM's time sums beside the counts they time (halt-poll-model places the durations by
+      // them): the record's interval deltas, which the RateCalculator has taken already.
+      if (this.plan.histograms.length) for (const name of KVM_HISTOGRAM_SUMS) h[name] = record[`${name}_delta`] ?? null;
       histograms.push(h);
     }
     if (records.length === 0 || this.stopped) return;

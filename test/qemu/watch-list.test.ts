@@ -3,7 +3,7 @@
 // a KVM QEMU's that counts the connections to its socket: listing connects to none, names a socket
 // a client holds, one that is gone, and one this user may not open (a user dropped to nobody).
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -73,7 +73,6 @@ describe.skipIf(!hasQemu)('unhalt watch --list', () => {
     let relativeOut = '';
     relative.stdout!.on('data', (d) => { relativeOut += d; });
     await until('the fake QEMUs to listen', () => fakeOut.includes('listening') && relativeOut.includes('listening'));
-    const { existsSync } = await import('node:fs');
     await until('QEMU\'s sockets', () => [paths.tcg, paths.monitor, paths.own].every((p) => existsSync(p)));
   }, scaled(60_000));
 
